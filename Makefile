@@ -1,0 +1,47 @@
+# cdlaw — set-up and everyday commands. `make demo` and `make test` work on a fresh clone.
+#
+# torch is pinned to a CPU build by default: an unpinned torch pulls a multi-GB CUDA wheel.
+# GPU users: make setup TORCH_SPEC="torch==2.13.0" TORCH_INDEX="--extra-index-url https://download.pytorch.org/whl/cu128"
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+EXTRAS     ?= dev
+BIN        := $(VENV)/bin
+CDLAW      := $(BIN)/cdlaw
+STAMP      := $(VENV)/.installed
+
+.PHONY: setup test test-fast demo bench lint format clean
+
+setup: $(STAMP)
+
+# torch and transformers in one pip command, so transformers cannot pick a CUDA torch.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH_INDEX) "$(TORCH_SPEC)" -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: setup
+	bash scripts/demo.sh
+
+bench: setup
+	$(BIN)/python benchmarks/bench_fit.py
+	$(BIN)/python benchmarks/bench_train.py
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,3 @@
+from cdlaw.cli import main
+
+main()

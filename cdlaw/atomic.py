@@ -1,0 +1,65 @@
+"""Atomic file writes: write to a temporary name in the same folder, then rename (SPEC §4).
+
+A reader (or a sweep restarted after kill -9) sees either the old file or the new one,
+never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp_path), fsync it, then rename it onto path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    return write_atomic(path, lambda p: p.write_bytes(data))
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: str | Path, obj) -> Path:
+    """JSON with NaN/inf written as null (strict JSON), indented for people."""
+    return write_text_atomic(path, json.dumps(_finite(obj), indent=2, sort_keys=False) + "\n")
+
+
+def write_parquet_atomic(path: str | Path, df) -> Path:
+    """A pandas DataFrame to parquet (pyarrow), atomically."""
+    return write_atomic(path, lambda p: df.to_parquet(p, index=False, engine="pyarrow"))
+
+
+def _finite(obj):
+    """Replace float NaN / inf by None, recursively, and numpy scalars by Python ones."""
+    import math
+
+    if isinstance(obj, dict):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)) and getattr(obj, "ndim", 0) == 0:
+        obj = obj.item()
+    if hasattr(obj, "tolist"):
+        return _finite(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj

@@ -1,0 +1,93 @@
+"""The `cdlaw` command line: thin wrappers that parse, call one library function, render.
+
+Each command lives in its own module here and registers itself on `app`. Heavy imports
+(torch, transformers, datasets, matplotlib) happen inside the command functions, so
+`cdlaw --help` stays fast (SPEC §6).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from rich.console import Console
+
+from cdlaw.errors import BadInput
+
+app = typer.Typer(
+    name="cdlaw",
+    help="Compute–data scaling laws: sweep small models, fit the law, plan a budget, plot it.\n\n"
+    "Example: cdlaw sweep sweeps/demo.toml && cdlaw fit runs/demo && cdlaw plan --budget-flops 1e21 --unique-tokens 5e9",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+@app.callback()
+def _root() -> None:
+    """Compute–data scaling laws: sweep small models, fit the law, plan a budget, plot it."""
+
+
+# Human output (tables, progress, warnings) goes to stderr so that --json keeps stdout clean.
+err = Console(stderr=True)
+
+
+def number(text: str, what: str) -> float:
+    """A CLI number (1e21, 25M, 3B); bad text raises BadInput naming the option."""
+    from cdlaw.units import parse_number
+
+    return parse_number(text, what)
+
+
+def print_json(obj) -> None:
+    """Print JSON (strict: NaN → null) on stdout, and nothing else."""
+    import json
+
+    from cdlaw.atomic import _finite
+
+    sys.stdout.write(json.dumps(_finite(obj), indent=2) + "\n")
+
+
+def _register() -> None:
+    """Import the command modules so each can add itself to `app`."""
+    import importlib
+    import pkgutil
+
+    for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        importlib.import_module(f"{__name__}.{mod}")
+
+
+def main() -> None:
+    """Entry point: run the app, turning BadInput into one sentence and exit code 2."""
+    _register()
+    debug = os.environ.get("CDLAW_DEBUG") == "1"
+    try:
+        app(standalone_mode=False)
+    except BadInput as e:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        sys.exit(2)
+    except (typer.Exit, SystemExit) as e:
+        code = getattr(e, "exit_code", getattr(e, "code", 0))
+        sys.exit(code if code is not None else 0)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as e:  # a failure while running: exit 1, traceback only on request
+        if hasattr(e, "show") and hasattr(e, "exit_code"):  # click's UsageError and kin
+            e.show()
+            sys.exit(e.exit_code)
+        if debug:
+            raise
+        err.print(
+            f"[bold red]failed:[/] {type(e).__name__}: {e}  (set CDLAW_DEBUG=1 for the traceback)",
+            highlight=False,
+        )
+        sys.exit(1)
