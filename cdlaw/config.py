@@ -1,0 +1,262 @@
+"""Typed, validated configs for one training run, saved with every run (SPEC §4).
+
+As in OLMo-core: plain dataclasses with defaults that read as a table, validated on
+construction, turned into JSON for `config.json`, and built back from dicts (TOML or JSON)
+with unknown keys rejected by name. A run's identity (`run_id`) is a hash of the fields
+that define what is trained; how it is executed (device, threads, compile) is kept apart
+in `ExecConfig` so the same run on a laptop and on a GPU has the same id.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+
+from cdlaw.errors import BadInput
+
+STRATEGIES = ("none", "repetition", "paraphrase")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The shape of an OLMo 3 model (transformers' Olmo3ForCausalLM)."""
+
+    d_model: int = 128
+    n_layers: int = 4
+    n_heads: int = 8
+    mlp_hidden: int = 512  # SwiGLU inner width
+    vocab_size: int = 2048
+    seq_len: int = 128  # context length (max_position_embeddings)
+    rope_theta: float = 500_000.0  # OLMo 3 (CD paper configs)
+    size: str = ""  # the name or target it came from ("1M", "olmo3_14M"), for display only
+
+    def __post_init__(self):
+        for k in ("d_model", "n_layers", "n_heads", "mlp_hidden", "vocab_size", "seq_len"):
+            if getattr(self, k) <= 0:
+                raise BadInput(f"model.{k} must be a positive integer, got {getattr(self, k)}")
+        if self.d_model % self.n_heads:
+            raise BadInput(
+                f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})"
+            )
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where tokens come from. The embedded corpus is generated; nothing is downloaded."""
+
+    corpus: str = (
+        "embedded"  # "embedded", a local file/folder (txt, jsonl, parquet) or "hf:<dataset>"
+    )
+    corpus_seed: int = 0  # seeds the embedded world and the document shuffle
+    text_column: str = "text"  # for jsonl / parquet / HF datasets
+    id_column: str = "id"  # document ids, to align paraphrase files
+    paraphrases: str = ""  # folder of paraphrase jsonl files (real corpora); embedded makes its own
+    paraphrase_styles: tuple[str, ...] = ("tutorial", "faq", "math", "table")  # the CD paper's four
+    tokenizer: str = "bpe"  # "bpe" = train a BPE on the corpus, or a tokenizer.json / HF folder
+    vocab_size: int = 2048  # for the trained BPE
+    val_tokens: int = 65_536  # held-out fresh documents, the same for every run of a sweep
+    world: dict = field(default_factory=dict)  # embedded generator options (entities, zipf, ...)
+
+    def __post_init__(self):
+        if self.vocab_size < 64:
+            raise BadInput(f"data.vocab_size must be at least 64, got {self.vocab_size}")
+        if self.val_tokens <= 0:
+            raise BadInput(f"data.val_tokens must be positive, got {self.val_tokens}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation. Defaults follow the CD paper / OLMo: AdamW, cosine, z-loss, clipping."""
+
+    lr: float = 3e-3
+    weight_decay: float = 0.1  # not applied to embeddings and norms
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    schedule: str = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
+    warmup_frac: float = 0.02  # of all steps
+    final_lr_frac: float = 0.1  # cosine ends at 10% of peak
+    decay_frac: float = 0.2  # wsd: last 20% of steps decay linearly to final_lr_frac
+    z_loss: float = 1e-5
+    grad_clip: float = 1.0
+    batch_size: int = 16  # sequences per optimizer step (batch_tokens = batch_size · seq_len)
+    micro_batch_size: int = 0  # 0 = whole batch at once; else gradient accumulation
+    eval_every: int = 200  # steps; also evaluated at the end
+    log_every: int = 10  # steps between rows of metrics.parquet
+    checkpoint_every: int = 500  # steps; also on SIGTERM / SIGINT
+    diverge_factor: float = 3.0  # loss above factor × its initial value (or NaN) = diverged
+
+    def __post_init__(self):
+        if not self.lr > 0:
+            raise BadInput(f"train.lr must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise BadInput(f"train.weight_decay must be ≥ 0, got {self.weight_decay}")
+        if self.schedule not in ("cosine", "wsd"):
+            raise BadInput(f"train.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+        if not (
+            0 <= self.warmup_frac < 1 and 0 <= self.final_lr_frac <= 1 and 0 < self.decay_frac <= 1
+        ):
+            raise BadInput(
+                "train.warmup_frac and train.final_lr_frac must lie in [0, 1) and [0, 1]"
+            )
+        if self.batch_size <= 0 or self.micro_batch_size < 0:
+            raise BadInput(f"train.batch_size must be positive, got {self.batch_size}")
+        if self.micro_batch_size and self.batch_size % self.micro_batch_size:
+            raise BadInput(
+                f"train.batch_size ({self.batch_size}) must be a multiple of train.micro_batch_size "
+                f"({self.micro_batch_size})"
+            )
+        for k in ("eval_every", "log_every", "checkpoint_every"):
+            if getattr(self, k) <= 0:
+                raise BadInput(
+                    f"train.{k} must be a positive number of steps, got {getattr(self, k)}"
+                )
+
+
+@dataclass(frozen=True)
+class ExecConfig:
+    """How a run is executed. Not part of the run's identity."""
+
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:1"
+    precision: str = "auto"  # "auto" (bf16 autocast where supported) | "bf16" | "fp32"
+    compile: bool = False  # torch.compile (1.1-1.55× on CPU here, ~20 s cold start)
+    threads: int = 0  # torch threads; 0 = leave torch's default
+
+    def __post_init__(self):
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise BadInput(f"precision must be auto, bf16 or fp32, got {self.precision!r}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run: what is trained, on which tokens, how."""
+
+    sweep: str
+    strategy: str  # none | repetition | paraphrase
+    fresh_tokens: int  # D, exact
+    derived_tokens: int  # D′, exact: repetition (epochs − 1)·D, paraphrase tokens consumed
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise BadInput(
+                f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
+            )
+        if self.fresh_tokens <= 0:
+            raise BadInput(f"fresh_tokens must be positive, got {self.fresh_tokens}")
+        if self.derived_tokens < 0:
+            raise BadInput(f"derived_tokens must be ≥ 0, got {self.derived_tokens}")
+        if (self.strategy == "none") != (self.derived_tokens == 0):
+            raise BadInput(
+                f"strategy {self.strategy!r} with derived_tokens={self.derived_tokens}: "
+                "use strategy 'none' exactly when derived_tokens is 0"
+            )
+        if self.model.vocab_size != self.data.vocab_size and self.data.tokenizer == "bpe":
+            raise BadInput(
+                f"model.vocab_size ({self.model.vocab_size}) must equal data.vocab_size "
+                f"({self.data.vocab_size}) for a trained BPE"
+            )
+
+    @property
+    def tokens_trained(self) -> int:
+        return self.fresh_tokens + self.derived_tokens
+
+    @property
+    def run_id(self) -> str:
+        """A short hash of the defining config: the same run always gets the same id."""
+        blob = json.dumps(to_dict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------
+# dict <-> dataclass, with unknown keys and wrong types named (used for TOML and JSON).
+# ---------------------------------------------------------------------------------------
+
+
+def to_dict(cfg) -> dict:
+    """A dataclass as plain JSON-able data (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def from_dict(cls, data: dict, where: str = ""):
+    """Build dataclass `cls` from a dict, recursing into nested dataclasses.
+
+    Unknown keys raise BadInput naming the key and the nearest valid one; values are
+    checked against the annotated types (ints are accepted where floats are expected).
+    """
+    if not isinstance(data, dict):
+        raise BadInput(
+            f"{where or cls.__name__} must be a table of keys, got {type(data).__name__}"
+        )
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        name = f"{where}.{key}" if where else key
+        if key not in fields:
+            raise BadInput(unknown_key_message(name, key, list(fields)))
+        kwargs[key] = _coerce(hints[key], value, name)
+    return cls(**kwargs)
+
+
+def unknown_key_message(name: str, key: str, valid: list[str]) -> str:
+    near = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]!r}?" if near else f"valid keys: {', '.join(sorted(valid))}"
+    return f"unknown key {name!r}: {hint}"
+
+
+def _coerce(tp, value, name: str):
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, name)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            try:
+                return _coerce(arg, value, name)
+            except BadInput:
+                continue
+        raise BadInput(f"{name} has the wrong type: {value!r}")
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise BadInput(f"{name} must be a list, got {value!r}")
+        (arg, *_) = typing.get_args(tp)
+        return tuple(_coerce(arg, v, name) for v in value)
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise BadInput(f"{name} must be a table, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise BadInput(f"{name} must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise BadInput(f"{name} must be an integer, got {value!r}")
+        if isinstance(value, str):
+            from cdlaw.units import parse_number
+
+            value = parse_number(value, name)
+        if float(value) != int(value):
+            raise BadInput(f"{name} must be a whole number, got {value!r}")
+        return int(value)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise BadInput(f"{name} must be a number, got {value!r}")
+        if isinstance(value, str):
+            from cdlaw.units import parse_number
+
+            return parse_number(value, name)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise BadInput(f"{name} must be a string, got {value!r}")
+        return value
+    return value

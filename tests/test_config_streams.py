@@ -1,0 +1,73 @@
+"""Configs: validation, unknown keys named, stable run ids. Streams: exact reads."""
+
+import numpy as np
+import pytest
+
+from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig, from_dict, to_dict
+from cdlaw.errors import BadInput
+from cdlaw.streams import Segment, TokenStream, array_stream
+
+
+def run(**kw):
+    base = dict(sweep="t", strategy="repetition", fresh_tokens=1000, derived_tokens=3000)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_run_id_is_stable_and_defined_by_content():
+    a, b = run(), run()
+    assert a.run_id == b.run_id and len(a.run_id) == 12
+    assert run(seed=1).run_id != a.run_id
+    assert run(train=TrainConfig(lr=1e-3)).run_id != a.run_id
+    assert from_dict(RunConfig, to_dict(a)) == a
+
+
+def test_unknown_key_names_the_nearest_valid_one():
+    with pytest.raises(BadInput, match=r"unknown key 'train.learning_rat'.*") as e:
+        from_dict(
+            RunConfig,
+            {
+                "sweep": "s",
+                "strategy": "none",
+                "fresh_tokens": 10,
+                "derived_tokens": 0,
+                "train": {"learning_rat": 1},
+            },
+        )
+    assert "valid keys" in str(e.value)
+    with pytest.raises(BadInput, match="did you mean 'lr'"):
+        from_dict(TrainConfig, {"lrr": 1e-3}, "train")
+
+
+def test_types_and_values_are_checked():
+    with pytest.raises(BadInput, match=r"train\.batch_size must be a number"):
+        from_dict(TrainConfig, {"batch_size": "many"}, "train")
+    with pytest.raises(BadInput, match="whole number"):
+        from_dict(TrainConfig, {"batch_size": 2.5}, "train")
+    assert (
+        from_dict(
+            RunConfig, {"sweep": "s", "strategy": "none", "fresh_tokens": "2M", "derived_tokens": 0}
+        ).fresh_tokens
+        == 2_000_000
+    )
+    with pytest.raises(BadInput, match="strategy 'none'"):
+        run(strategy="none")
+    with pytest.raises(BadInput, match="divisible"):
+        ModelConfig(d_model=100, n_heads=8)
+    with pytest.raises(BadInput, match="vocab_size"):
+        run(model=ModelConfig(vocab_size=4096), data=DataConfig(vocab_size=2048))
+
+
+def test_stream_reads_exactly_across_segments():
+    a = np.arange(10)
+    b = np.arange(100, 105)
+    s = TokenStream(
+        [Segment(a, 2, 8), Segment(b, 0, 5, derived=True), Segment(a, 0, 3, derived=True)]
+    )
+    whole = np.concatenate([a[2:8], b, a[:3]])
+    assert s.n_tokens == 14 and s.fresh_tokens == 6 and s.derived_tokens == 8
+    for start in range(15):
+        for count in (0, 1, 4, 20):
+            np.testing.assert_array_equal(s.read(start, count), whole[start : start + count])
+    np.testing.assert_array_equal(s.derived_mask(4, 6), [False, False, True, True, True, True])
+    assert array_stream(a).n_tokens == 10
