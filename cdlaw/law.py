@@ -318,3 +318,159 @@ def empirical_eta(law: Law, n_params, fresh_tokens, derived_tokens, observed_los
         D_eff = np.where(inner > 0, inner, np.nan) ** (-1.0 / law.beta)
         out = (D_eff - D) / Dp
     return np.where(Dp > 0, out, np.nan)
+
+
+# ---------------------------------------------------------------------------------------
+# The fit's view of the law: log L for a batch of log-space parameter vectors at once,
+# with analytic gradients (appended for cdlaw.fit; SPEC §2, §8).
+#
+# A fit vector holds, in this order (E, A, B, K, R*_D, R*_N as logs):
+#   cd:          e, a, b, alpha, beta, then per strategy k, rho, sigma
+#   muennighoff: e, a, b, alpha, beta, log R*_N, then per strategy log R*_D
+#   chinchilla:  e, a, b, alpha, beta
+# R*_N (excess parameters) acts on D′ = 0 rows too, so the muennighoff fit shares one.
+# ---------------------------------------------------------------------------------------
+
+# Parameters stored as logs in a fit vector (their public values are e^x).
+LOG_PARAMS = ("E", "A", "B", "K", "rstar_d", "rstar_n")
+
+
+def fit_vector_names(form: str, strategies) -> list[str]:
+    """Public names of a fit vector's entries, as fit.json's ci95 / bootstrap_params use."""
+    names = list(SHARED_PARAMS)
+    if form == "muennighoff":
+        names.append("rstar_n")
+        names += [f"{s}.rstar_d" for s in strategies]
+    elif form == "cd":
+        names += [f"{s}.{p}" for s in strategies for p in STRATEGY_PARAMS["cd"]]
+    return names
+
+
+def _is_log_param(name: str) -> bool:
+    return name.rsplit(".", 1)[-1] in LOG_PARAMS
+
+
+def fit_vector_to_public(form: str, strategies, theta) -> np.ndarray:
+    """Log-space fit vector(s) → public values (E, A, B, K, R* exponentiated)."""
+    theta = np.array(theta, dtype=float)
+    for j, name in enumerate(fit_vector_names(form, strategies)):
+        if _is_log_param(name):
+            theta[..., j] = np.exp(theta[..., j])
+    return theta
+
+
+def fit_vector_from_public(form: str, strategies, values) -> np.ndarray:
+    """The inverse of fit_vector_to_public."""
+    values = np.array(values, dtype=float)
+    for j, name in enumerate(fit_vector_names(form, strategies)):
+        if _is_log_param(name):
+            values[..., j] = np.log(values[..., j])
+    return values
+
+
+def law_from_public_vector(form: str, strategies, values, source: str = "") -> Law:
+    """A Law from one public-valued vector in fit_vector_names order (e.g. a bootstrap row)."""
+    p = dict(zip(fit_vector_names(form, strategies), (float(v) for v in values), strict=True))
+    per = {}
+    for s in strategies:
+        if form == "cd":
+            per[s] = {k: p[f"{s}.{k}"] for k in STRATEGY_PARAMS["cd"]}
+        elif form == "muennighoff":
+            per[s] = {"rstar_d": p[f"{s}.rstar_d"], "rstar_n": p["rstar_n"]}
+    return Law(form, *(p[k] for k in SHARED_PARAMS), per, source)
+
+
+def law_to_fit_vector(law: Law, strategies) -> np.ndarray:
+    """The log-space fit vector of a Law (strategies in the given order)."""
+    vals = [getattr(law, k) for k in SHARED_PARAMS]
+    if law.form == "muennighoff":
+        vals.append(law.strategy_params(strategies[0])["rstar_n"])
+        vals += [law.strategy_params(s)["rstar_d"] for s in strategies]
+    elif law.form == "cd":
+        vals += [law.strategy_params(s)[k] for s in strategies for k in STRATEGY_PARAMS["cd"]]
+    return fit_vector_from_public(law.form, strategies, vals)
+
+
+def batched_log_loss(form: str, theta, logN, logD, ratio, strategy_slices):
+    """log L for S fit vectors at n rows at once, and its vector–Jacobian product.
+
+    theta: (S, P) log-space fit vectors (order above). logN, logD, ratio = D′/D: (n,).
+    strategy_slices: one slice of rows per strategy, in the fit vector's strategy order;
+    rows outside every slice have D′ = 0 (sorting rows by strategy makes these views).
+    Returns (logL (S, n), vjp) with vjp(w (S, n)) = Σ_i w_si ∂logL_si/∂theta_s (S, P).
+    """
+    theta = np.asarray(theta, dtype=float)
+    S = theta.shape[0]
+    e, a, b, alpha, beta = (theta[:, j : j + 1] for j in range(5))
+    lDeff = np.broadcast_to(logD, (S, logD.shape[0])).copy()
+    dlogR = []  # per strategy: ∂log D_eff/∂log R* on its rows
+    first = 6 if form == "muennighoff" else 5
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for j, sl in enumerate(strategy_slices):
+            if form == "cd":
+                k, rho, sigma = (
+                    theta[:, first + 3 * j + i : first + 3 * j + i + 1] for i in range(3)
+                )
+                logR = k + rho * (logD[sl] - logN[sl]) + sigma * logN[sl]
+            else:  # muennighoff: one constant R*_D per strategy
+                logR = theta[:, first + j : first + j + 1]
+            R = np.exp(logR)
+            x = ratio[sl] / R
+            em1 = np.expm1(-x)
+            G = -R * em1  # R*(1 − e^(−r/R*)): derived tokens' worth, in units of D
+            lDeff[:, sl] += np.log1p(G)
+            dlogR.append((G - ratio[sl] * (1.0 + em1)) / (1.0 + G))
+        lNeff = logN
+        if form == "muennighoff":
+            # U_N = min(N, N*(D)); log N*(D) = (log α − log β + a − b + β log D)/α
+            lrn = theta[:, 5:6]
+            lNstar = (np.log(alpha) - np.log(beta) + a - b + beta * logD) / alpha
+            excess = lNstar < logN
+            q = np.where(excess, np.expm1(np.minimum(logN - lNstar, 700.0)), 0.0)  # N/U_N − 1
+            Rn = np.exp(lrn)
+            em1n = np.expm1(-q / Rn)
+            Gn = -Rn * em1n
+            lNeff = np.where(excess, lNstar + np.log1p(Gn), logN)
+            dN_dstar = np.where(excess, 1.0 - (1.0 + em1n) * (q + 1.0) / (1.0 + Gn), 0.0)
+            dN_drn = np.where(excess, (Gn - q * (1.0 + em1n)) / (1.0 + Gn), 0.0)
+        E = np.exp(e)
+        T2 = np.exp(a - alpha * lNeff)
+        T3 = np.exp(b - beta * lDeff)
+        total = E + T2 + T3
+        logL = np.log(total)
+
+    def vjp(w):
+        w = np.asarray(w, dtype=float)
+        g = np.zeros_like(theta)
+        wt = w / total
+        wp2 = wt * T2
+        wp3 = wt * T3
+        g[:, 0] = (wt * E).sum(axis=1)
+        g[:, 2] = wp3.sum(axis=1)
+        g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
+        if form == "muennighoff":
+            g[:, 1] = wp2.sum(axis=1)
+            g[:, 3] = -np.einsum("sn,sn->s", wp2, lNeff)
+            wN = -alpha * wp2  # ∂/∂log N_eff
+            ws = wN * dN_dstar  # ∂/∂log N*
+            a_ = alpha[:, 0]
+            g[:, 1] += ws.sum(axis=1) / a_
+            g[:, 2] -= ws.sum(axis=1) / a_
+            g[:, 3] += np.einsum("sn,sn->s", ws, (1.0 / alpha - lNstar)) / a_
+            g[:, 4] += (ws @ logD - ws.sum(axis=1) / beta[:, 0]) / a_
+            g[:, 5] = np.einsum("sn,sn->s", wN, dN_drn)
+        else:
+            g[:, 1] = wp2.sum(axis=1)
+            g[:, 3] = -(wp2 @ logN)
+        for j, sl in enumerate(strategy_slices):
+            wR = -beta * wp3[:, sl] * dlogR[j]  # ∂/∂log R*
+            if form == "cd":
+                c = first + 3 * j
+                g[:, c] = wR.sum(axis=1)
+                g[:, c + 1] = wR @ (logD[sl] - logN[sl])
+                g[:, c + 2] = wR @ logN[sl]
+            else:
+                g[:, first + j] = wR.sum(axis=1)
+        return g
+
+    return logL, vjp
