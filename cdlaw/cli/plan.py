@@ -1,0 +1,348 @@
+"""`cdlaw plan`: the best model size, derived tokens and strategy for a FLOP budget (SPEC §10)."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+from rich import box
+from rich.panel import Panel
+from rich.table import Table
+
+from cdlaw.cli import app, err, number, print_json
+from cdlaw.errors import BadInput
+from cdlaw.units import format_number as fmt
+
+
+@app.command()
+def plan(
+    budget_flops: str = typer.Option(
+        None, "--budget-flops", help="Training compute C = 6·N·(D + D′), e.g. 1e21."
+    ),
+    unique_tokens: str = typer.Option(
+        None,
+        "--unique-tokens",
+        help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited.",
+    ),
+    law: str = typer.Option(
+        "qin2026",
+        "--law",
+        help="A fit.json from `cdlaw fit`, or a preset: qin2026, muennighoff2023, "
+        "chinchilla-hoffmann, chinchilla-besiroglu.",
+    ),
+    strategy: str = typer.Option(
+        "auto", "--strategy", help="auto | repetition | paraphrase (auto: the lower loss)."
+    ),
+    n_params: str = typer.Option(
+        None, "--n-params", help="Fix the model size N; then only the token split is planned."
+    ),
+    frontier: bool = typer.Option(
+        False, "--frontier", help="Plan every budget of a log-spaced range instead of one."
+    ),
+    frontier_range: str = typer.Option(
+        "1e18:1e24", "--frontier-range", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."
+    ),
+    frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
+    gpu_memory: float = typer.Option(
+        None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."
+    ),
+    gpu_flops: str = typer.Option(
+        None, "--gpu-flops", help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."
+    ),
+    mfu: float = typer.Option(
+        None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."
+    ),
+    seq_len: int = typer.Option(4096, "--seq-len", help="Sequence length for activations."),
+    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
+    vocab_size: int = typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
+    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (SPEC §9)."),
+    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (§9)."),
+    json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
+) -> None:
+    """Plan N, D′, strategy and epochs for a FLOP budget and a corpus, with the predicted loss.
+
+    Minimises the law's loss over model size under 6·N·(D + D′) = C with D = min(U, C/6N),
+    compares it with the naive Chinchilla plan and the four-epoch rule, and names the
+    regime (compute-, data- or model-bound).
+
+    Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
+    """
+    from cdlaw import plan as planner
+
+    source = planner.load_law(law)
+    options = dict(
+        n_params=None if n_params is None else number(n_params, "--n-params"),
+        saturation=saturation,
+        tolerance=tolerance,
+        gpu_memory_gib=gpu_memory,
+        gpu_flops=None if gpu_flops is None else number(gpu_flops, "--gpu-flops"),
+        mfu=mfu,
+        seq_len=seq_len,
+        micro_batch=micro_batch,
+        vocab_size=vocab_size,
+    )
+    for name, value in (
+        ("--seq-len", seq_len),
+        ("--micro-batch", micro_batch),
+        ("--vocab-size", vocab_size),
+    ):
+        if value < 1:
+            raise BadInput(f"{name} {value} must be a positive whole number.")
+    unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+
+    if frontier:
+        lo, sep, hi = frontier_range.partition(":")
+        if not sep:
+            raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")
+        budgets = planner.frontier_budgets(
+            number(lo, "--frontier-range start"),
+            number(hi, "--frontier-range end"),
+            frontier_points,
+        )
+        plans = planner.frontier(source, budgets, unique, strategy, **options)
+        if json_out:
+            print_json(
+                {
+                    "law": source.name,
+                    "law_params": source.law.to_dict(),
+                    "unique_tokens": unique,
+                    "strategy": strategy,
+                    "rows": [p.to_dict() for p in plans],
+                }
+            )
+        else:
+            _render_frontier(plans, source.name, unique, strategy)
+        return
+
+    if budget_flops is None:
+        raise BadInput(
+            "--budget-flops is required (e.g. --budget-flops 1e21) unless --frontier is given."
+        )
+    result = planner.plan(
+        source, number(budget_flops, "--budget-flops"), unique, strategy, **options
+    )
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _render_plan(result)
+
+
+# ---------------------------------------------------------------------------------------
+# Human output (stderr).
+# ---------------------------------------------------------------------------------------
+
+
+def _tokens(x: float) -> str:
+    return fmt(x) if math.isfinite(x) else "unlimited"
+
+
+def _uses(a) -> str:
+    """How the derived tokens are made: '7.53 epochs', '4.35 passes' (paraphrase), '1 epoch'."""
+    if a.strategy == "repetition":
+        return f"{a.epochs:.3g} epochs"
+    if a.strategy == "paraphrase":
+        return f"{a.paraphrase_passes:.3g} passes"
+    return "1 epoch"
+
+
+def _gap(x: float, digits: int) -> str:
+    """A loss difference with its sign; rounding noise shows as +0 rather than -0."""
+    return f"{round(x, digits) + 0.0:+.{digits}f}"
+
+
+def _vs(x: float, threshold: float) -> str:
+    return "<" if x < threshold else "≥"
+
+
+REGIME_WHY = {
+    "compute-bound": "more derived tokens would still lower the loss",
+    "data-bound": "derived tokens are saturated; more fresh data would help",
+    "model-bound": "derived and fresh data are saturated; only a larger N helps",
+}
+
+
+def _render_plan(p) -> None:
+    band = ""
+    if p.predicted_loss_ci95:
+        lo, hi = p.predicted_loss_ci95
+        band = f"  (95% band {lo:.4f} – {hi:.4f})"
+    headroom = p.loss_data_floor - p.loss_model_floor
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row(
+        "budget",
+        f"C = {p.budget_flops:.3g} FLOPs, U = {_tokens(p.unique_tokens)} unique tokens, "
+        f"strategy {p.strategy_requested}",
+    )
+    t.add_row("model size N", f"[bold]{fmt(p.n_params)}[/] parameters")
+    t.add_row(
+        "fresh tokens D",
+        f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",
+    )
+    t.add_row(
+        "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
+    )
+    t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    t.add_row(
+        "regime",
+        f"[magenta]{p.regime}[/]: {REGIME_WHY[p.regime]}\n"
+        f"L_1ep {p.loss_one_epoch:.4f} · L_D {p.loss_data_floor:.4f} · L_N {p.loss_model_floor:.4f}\n"
+        f"derived gain realised {p.derived_gain_share:.3f} "
+        f"{_vs(p.derived_gain_share, p.saturation)} saturation {p.saturation:g}\n"
+        f"fresh-data headroom L_D − L_N {headroom:.4f} "
+        f"{_vs(headroom, p.tolerance)} tolerance {p.tolerance:g}",
+    )
+    t.add_row(
+        "marginal gain",
+        f"{p.marginal_gain_per_flop:.3g} nats/FLOP; {p.marginal_gain_per_doubling:.4f} nats if C doubles",
+    )
+    title = f"cdlaw plan · law {p.law} ({p.law_form})"
+    err.print(Panel(t, title=title, title_align="left", expand=False))
+
+    c = Table(
+        title="the same budget, other ways, each scored by the law",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in ("", "N", "D", "D′", "strategy", "uses", "loss", "gap"):
+        c.add_column(col, justify="left" if col in ("", "strategy", "uses") else "right")
+    rows = [("plan", p.best)]
+    # the other strategies, where they lose (under auto the plan is the best of them)
+    rows += [(s, a) for s, a in p.candidates.items() if a.loss_gap > 0]
+    rows += [("naive", p.naive), ("≤ 4 epochs", p.four_epoch)]
+    for name, a in rows:
+        gap = "—" if a is p.best else _gap(a.predicted_loss - p.predicted_loss, 4)
+        c.add_row(
+            name,
+            fmt(a.n_params),
+            fmt(a.fresh_tokens),
+            fmt(a.derived_tokens),
+            a.strategy,
+            _uses(a),
+            f"{a.predicted_loss:.4f}",
+            gap,
+        )
+    err.print(c)
+    err.print(
+        "naive: Chinchilla's optimum counting repeats as fresh"
+        + (f" (it expects {p.naive.believed_loss:.4f})" if p.naive.believed_loss else "")
+        + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N",
+        highlight=False,
+    )
+    if p.memory:
+        _render_memory(p.memory)
+    for w in p.warnings:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def _render_memory(m: dict) -> None:
+    s = m["shape"]
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    t.add_column()
+    t.add_row(
+        "shape",
+        "",
+        f"d_model {s['d_model']}, {s['n_layers']} layers, {s['n_heads']} heads, "
+        f"MLP {s['mlp_hidden']} ({s['source']})",
+    )
+    t.add_row(
+        "weights",
+        f"{m['weights_gib']:.1f} GiB",
+        f"{fmt(m['n_params_total'])} params with the input embedding, bf16",
+    )
+    t.add_row("gradients", f"{m['gradients_gib']:.1f} GiB", "bf16")
+    t.add_row(
+        "AdamW state", f"{m['optimizer_gib']:.1f} GiB", "fp32 master weights + two fp32 moments"
+    )
+    t.add_row(
+        "activations",
+        f"{m['activations_gib']:.1f} GiB",
+        f"{m['micro_batch']} × {m['seq_len']} tokens, bf16, flash attention, no checkpointing",
+    )
+    t.add_row("total", f"[bold]{m['total_gib']:.1f} GiB[/]", "plus CUDA context / fragmentation")
+    if m["gpu_memory_gib"] is not None:
+        if m["fits"]:
+            verdict = f"[green]fits[/] in {m['gpu_memory_gib']:g} GiB"
+        elif m["min_gpus_sharded"]:
+            verdict = (
+                f"[red]does not fit[/] in {m['gpu_memory_gib']:g} GiB; sharded (FSDP) over "
+                f"≥ {m['min_gpus_sharded']} GPUs it does"
+            )
+        else:
+            verdict = (
+                f"[red]does not fit[/] in {m['gpu_memory_gib']:g} GiB even sharded: lower "
+                "--micro-batch or --seq-len, or checkpoint activations"
+            )
+        t.add_row("fits?", "", verdict)
+    if m["gpu_hours"] is not None:
+        t.add_row(
+            "GPU hours",
+            f"{m['gpu_hours']:,.0f}",
+            f"at {m['gpu_flops']:.3g} FLOP/s × MFU {m['mfu']:g} "
+            f"({m['gpu_hours_with_attention']:,.0f} with attention FLOPs)",
+        )
+    err.print(Panel(t, title="training cost", title_align="left", expand=False))
+
+
+def _render_frontier(plans, law: str, unique, strategy: str) -> None:
+    same_d = len({p.fresh_tokens for p in plans}) == 1
+    title = (
+        f"frontier: law {law}, U = {_tokens(math.inf if unique is None else unique)} unique tokens"
+    )
+    title += f", strategy {strategy}" + (
+        f"; D = {fmt(plans[0].fresh_tokens)} in every row" if same_d else ""
+    )
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    cols = [
+        "C",
+        "N",
+        *([] if same_d else ["D"]),
+        "D′",
+        "uses",
+        "loss",
+        "regime",
+        "gain 2×C",
+        "naive",
+        "≤4 ep",
+    ]
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("uses", "regime") else "right")
+    short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
+    for p in plans:
+        uses = short[p.strategy] + (
+            "" if p.strategy == "none" else " " + _uses(p.best).split()[0] + "×"
+        )
+        t.add_row(
+            f"{p.budget_flops:.2g}".replace("e+", "e"),
+            fmt(p.n_params),
+            *([] if same_d else [fmt(p.fresh_tokens)]),
+            fmt(p.derived_tokens),
+            uses,
+            f"{p.predicted_loss:.4f}",
+            p.regime.removesuffix("-bound"),
+            f"{p.marginal_gain_per_doubling:.4f}",
+            _gap(p.naive.loss_gap, 3),
+            _gap(p.four_epoch.loss_gap, 3),
+        )
+    err.print(t)
+    err.print(
+        "uses: epochs (rep) or paraphrase passes (para); gain 2×C: nats the loss drops if C doubles; "
+        "naive, ≤4 ep: their loss minus the plan's",
+        highlight=False,
+    )
+    for p in plans:
+        for w in p.warnings:
+            err.print(f"[yellow]warning (C = {p.budget_flops:.3g}):[/] {w}", highlight=False)

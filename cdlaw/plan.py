@@ -1,0 +1,712 @@
+"""Plan a training run for a FLOP budget and a corpus: model size, derived tokens, strategy.
+
+Given C FLOPs and U unique tokens, the law's compute is C = 6·N·(D + D′) and a plan spends
+every FLOP, so the model size N alone fixes the token count T = C/(6N). Fresh tokens are
+worth at least as much as derived ones (η ≤ 1), so a plan uses D = min(U, T) fresh tokens
+and makes up the rest, D′ = T − D, by repeating them or by training on paraphrases of them
+(SPEC §10). What remains is a one-dimensional problem: minimise L(N, D(N), D′(N)) over
+log N, per strategy, and (under `auto`) keep the strategy with the lower loss.
+
+The same budget is also planned the two ways a team would without the CD law, each then
+scored by the CD law, so the plan's gain over them is explicit:
+
+- naive: Chinchilla's closed-form optimum of the same E, A, B, α, β, counting repeated
+  tokens as if they were fresh (Hoffmann et al. 2022, eq. 4);
+- four-epoch: the same, but never more than 4 epochs (D′ ≤ 3U), the rest of the budget
+  spent on a larger model (Muennighoff et al. 2023: up to ~4 epochs repeated data is
+  almost as good as fresh).
+
+Pure numpy + scipy; `plan` and `frontier` are what the CLI and the plots call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.errors import BadInput
+from cdlaw.law import PRESETS, SHARED_PARAMS, STRATEGIES, STRATEGY_PARAMS, Law, chinchilla_loss
+from cdlaw.regimes import SATURATION, TOLERANCE, classify
+from cdlaw.units import format_number
+
+DEFAULT_LAW = "qin2026"
+STRATEGY_CHOICES = ("auto", *STRATEGIES)
+FOUR_EPOCHS = 4.0
+# The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
+# of 0.01 decade, so that no sane law has its optimum off the grid; Brent's method then
+# refines between the grid neighbours of the best point.
+SEARCH_TOKENS_PER_PARAM = (1e-6, 1e10)
+GRID_POINTS_PER_DECADE = 100
+# Relative step in C for −dL/dC: the loss changes by ~1e-5 nats, far above rounding (1e-15),
+# while the O(h²) truncation error stays ~1e-8 relative.
+MARGINAL_STEP = 1e-4
+
+# The range each published law was fitted on, where the paper states it, so a plan can
+# say when it extrapolates (the same check a fit.json's "data_range" gives).
+PRESET_DATA_RANGE = {
+    # Hoffmann et al. 2022, §3: "over 400 language models ranging from 70 million to over
+    # 16 billion parameters"; Besiroglu et al. 2024 refit the same runs.
+    "chinchilla-hoffmann": {"n_params": [70e6, 16e9]},
+    "chinchilla-besiroglu": {"n_params": [70e6, 16e9]},
+    # The CD paper's named sizes, 14M to 600M (SPEC §3).
+    "qin2026": {"n_params": [14e6, 600e6]},
+}
+
+
+# ---------------------------------------------------------------------------------------
+# Where a law comes from: a preset or a fit.json (with its data range and bootstrap).
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanningLaw:
+    """A law plus what its fit knows beyond the point estimate."""
+
+    name: str  # preset name or fit.json path
+    law: Law
+    data_range: dict | None = None
+    bootstrap: tuple[Law, ...] = ()  # one law per bootstrap sample: the 95% band
+    notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
+
+
+def load_law(spec: str) -> PlanningLaw:
+    """A preset name (`qin2026`, ...) or the path of a fit.json written by `cdlaw fit`."""
+    if spec in PRESETS:
+        return PlanningLaw(spec, PRESETS[spec], PRESET_DATA_RANGE.get(spec))
+    path = Path(spec)
+    if not path.is_file():
+        valid = ", ".join(PRESETS)
+        if path.suffix == ".json" or "/" in spec or path.exists():
+            raise BadInput(
+                f"--law {spec}: no such fit file; pass the fit.json that `cdlaw fit` wrote "
+                f"or a preset ({valid})."
+            )
+        raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
+    try:
+        fit = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadInput(f"{path}: not a readable JSON fit file ({e}).") from None
+    if not isinstance(fit, dict) or not isinstance(fit.get("params"), dict):
+        raise BadInput(
+            f'{path}: not a fit (no "params" object with E, A, B, alpha, beta); '
+            "make one with `cdlaw fit RUNS_DIR`."
+        )
+    missing = [k for k in SHARED_PARAMS if k not in fit["params"]]
+    if missing:
+        raise BadInput(
+            f'{path}: "params" lacks {", ".join(missing)}; a fit has E, A, B, alpha and beta.'
+        )
+    try:
+        law = Law.from_dict({**fit, "source": fit.get("source") or str(path)})
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadInput(f"{path}: not a usable fit: {str(e).strip(chr(39))}.") from None
+    bad = [k for k in SHARED_PARAMS if not math.isfinite(getattr(law, k))]
+    if bad:
+        raise BadInput(f"{path}: parameter {bad[0]} is not a finite number.")
+    samples, notes = bootstrap_laws(fit, law)
+    return PlanningLaw(str(path), law, fit.get("data_range"), tuple(samples), tuple(notes))
+
+
+def bootstrap_laws(fit: dict, law: Law) -> tuple[list[Law], list[str]]:
+    """The fit's bootstrap parameter vectors as laws, named by fit["bootstrap_params"].
+
+    Names are those of fit.json: E, A, B, alpha, beta and "<strategy>.<param>" (K, rho,
+    sigma); log-space names (e, a, b, "<strategy>.k", log_E, log_K) are read as logs, as
+    the fit works in log space (SPEC §2). A parameter a vector does not carry keeps its
+    point estimate. Returns ([], [why]) when the vectors cannot be read.
+    """
+    vectors = fit.get("bootstrap") or []
+    if not vectors:
+        return [], []
+    names = fit.get("bootstrap_params")
+    if not names:
+        return [], ["the fit's bootstrap samples carry no bootstrap_params names: no 95% band"]
+    out = []
+    for vector in vectors:
+        if len(vector) != len(names):
+            return [], [
+                f"bootstrap vectors have {len(vector)} values for {len(names)} names: no 95% band"
+            ]
+        shared = {k: getattr(law, k) for k in SHARED_PARAMS}
+        strategies = {s: dict(p) for s, p in law.strategies.items()}
+        for name, value in zip(names, vector, strict=True):
+            if not _assign(shared, strategies, law.form, str(name), value):
+                return [], [f"bootstrap parameter {name!r} is not one cdlaw knows: no 95% band"]
+        try:
+            sample = Law(law.form, **shared, strategies=strategies, source="bootstrap")
+        except (TypeError, ValueError):
+            continue
+        if all(math.isfinite(v) for v in shared.values()):
+            out.append(sample)
+    return out, []
+
+
+def _assign(shared: dict, strategies: dict, form: str, name: str, value) -> bool:
+    value = float("nan") if value is None else float(value)
+    log_names = {"e": "E", "a": "A", "b": "B", "log_E": "E", "log_A": "A", "log_B": "B"}
+    if name in SHARED_PARAMS:
+        shared[name] = value
+        return True
+    if name in log_names:
+        shared[log_names[name]] = math.exp(value)
+        return True
+    strategy, _, param = name.partition(".")
+    if strategy not in strategies:
+        return False
+    if param in STRATEGY_PARAMS[form]:
+        strategies[strategy][param] = value
+        return True
+    if param in ("k", "log_K", "logK") and "K" in STRATEGY_PARAMS[form]:
+        strategies[strategy]["K"] = math.exp(value)
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------
+# One way of spending the budget, and the plan.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """(N, D, D′, strategy) for one budget, and the CD law's loss for it."""
+
+    rule: str  # "cd-optimal", "naive-chinchilla", "four-epoch", or "fixed-n_params"
+    n_params: float
+    fresh_tokens: float
+    derived_tokens: float
+    strategy: str  # "none" when D′ = 0
+    predicted_loss: float
+    loss_gap: float | None = None  # this loss minus the plan's (positive: the plan is better)
+    believed_loss: float | None = None  # what the rule itself predicts (naive: Chinchilla)
+
+    @property
+    def tokens_trained(self) -> float:
+        return self.fresh_tokens + self.derived_tokens
+
+    @property
+    def derived_ratio(self) -> float:
+        return self.derived_tokens / self.fresh_tokens
+
+    @property
+    def epochs(self) -> float:
+        """Passes over the fresh tokens: (D + D′)/D for repetition, 1 otherwise."""
+        return self.tokens_trained / self.fresh_tokens if self.strategy == "repetition" else 1.0
+
+    @property
+    def paraphrase_passes(self) -> float:
+        """D′/D for paraphrase: how many corpora's worth of paraphrases; 0 otherwise."""
+        return self.derived_ratio if self.strategy == "paraphrase" else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "rule": self.rule,
+            "n_params": self.n_params,
+            "fresh_tokens": self.fresh_tokens,
+            "derived_tokens": self.derived_tokens,
+            "tokens_trained": self.tokens_trained,
+            "derived_ratio": self.derived_ratio,
+            "strategy": self.strategy,
+            "epochs": self.epochs,
+            "paraphrase_passes": self.paraphrase_passes,
+            "tokens_per_param": self.fresh_tokens / self.n_params,
+            "predicted_loss": self.predicted_loss,
+            "loss_gap": self.loss_gap,
+            "believed_loss": self.believed_loss,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Allocation:
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The best allocation of a budget under a law, with what it is compared against.
+
+    `to_dict()` uses SPEC §3 / §10 names; the regime fields are flat (regime, loss_one_epoch,
+    loss_data_floor, loss_model_floor, saturation, tolerance) so that a frontier's rows load
+    straight into a table.
+    """
+
+    law: str
+    law_form: str
+    law_source: str
+    budget_flops: float
+    unique_tokens: float  # math.inf: unlimited
+    strategy_requested: str
+    n_params_fixed: bool
+    best: Allocation
+    predicted_loss_ci95: tuple[float, float] | None
+    regime: str
+    loss_one_epoch: float
+    loss_data_floor: float
+    loss_model_floor: float
+    derived_gain_share: float
+    saturation: float
+    tolerance: float
+    marginal_gain_per_flop: float
+    candidates: dict[str, Allocation]
+    naive: Allocation
+    four_epoch: Allocation
+    memory: dict | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    # The chosen allocation's numbers, read through (SPEC §10 names).
+    @property
+    def n_params(self) -> float:
+        return self.best.n_params
+
+    @property
+    def fresh_tokens(self) -> float:
+        return self.best.fresh_tokens
+
+    @property
+    def derived_tokens(self) -> float:
+        return self.best.derived_tokens
+
+    @property
+    def strategy(self) -> str:
+        return self.best.strategy
+
+    @property
+    def predicted_loss(self) -> float:
+        return self.best.predicted_loss
+
+    @property
+    def epochs(self) -> float:
+        return self.best.epochs
+
+    @property
+    def paraphrase_passes(self) -> float:
+        return self.best.paraphrase_passes
+
+    @property
+    def marginal_gain_per_doubling(self) -> float:
+        """−dL/dlog₂C: nats the loss drops if the budget doubles (to first order)."""
+        return self.marginal_gain_per_flop * self.budget_flops * math.log(2)
+
+    def to_dict(self) -> dict:
+        best = self.best.to_dict()
+        best.pop("rule")
+        best.pop("loss_gap")
+        best.pop("believed_loss")
+        return {
+            "law": self.law,
+            "law_form": self.law_form,
+            "law_source": self.law_source,
+            "budget_flops": self.budget_flops,
+            "unique_tokens": self.unique_tokens if math.isfinite(self.unique_tokens) else None,
+            "strategy_requested": self.strategy_requested,
+            "n_params_fixed": self.n_params_fixed,
+            **best,
+            "flops": 6 * self.best.n_params * self.best.tokens_trained,
+            "predicted_loss_ci95": list(self.predicted_loss_ci95)
+            if self.predicted_loss_ci95
+            else None,
+            "regime": self.regime,
+            "loss_one_epoch": self.loss_one_epoch,
+            "loss_data_floor": self.loss_data_floor,
+            "loss_model_floor": self.loss_model_floor,
+            "derived_gain_share": self.derived_gain_share,
+            "saturation": self.saturation,
+            "tolerance": self.tolerance,
+            "marginal_gain_per_flop": self.marginal_gain_per_flop,
+            "marginal_gain_per_doubling": self.marginal_gain_per_doubling,
+            "candidates": {s: a.to_dict() for s, a in self.candidates.items()},
+            "naive": self.naive.to_dict(),
+            "four_epoch": self.four_epoch.to_dict(),
+            "memory": self.memory,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        """Read back a plan written by to_dict (e.g. a frontier row of `cdlaw plan --json`)."""
+        best = Allocation.from_dict({**d, "rule": _best_rule(d), "loss_gap": None})
+        unique = d["unique_tokens"]
+        ci = d.get("predicted_loss_ci95")
+        return cls(
+            law=d["law"],
+            law_form=d["law_form"],
+            law_source=d["law_source"],
+            budget_flops=d["budget_flops"],
+            unique_tokens=math.inf if unique is None else unique,
+            strategy_requested=d["strategy_requested"],
+            n_params_fixed=d["n_params_fixed"],
+            best=best,
+            predicted_loss_ci95=tuple(ci) if ci else None,
+            regime=d["regime"],
+            loss_one_epoch=d["loss_one_epoch"],
+            loss_data_floor=d["loss_data_floor"],
+            loss_model_floor=d["loss_model_floor"],
+            derived_gain_share=d["derived_gain_share"],
+            saturation=d["saturation"],
+            tolerance=d["tolerance"],
+            marginal_gain_per_flop=d["marginal_gain_per_flop"],
+            candidates={s: Allocation.from_dict(a) for s, a in d["candidates"].items()},
+            naive=Allocation.from_dict(d["naive"]),
+            four_epoch=Allocation.from_dict(d["four_epoch"]),
+            memory=d.get("memory"),
+            warnings=tuple(d.get("warnings") or ()),
+        )
+
+
+def _best_rule(d: dict) -> str:
+    return "fixed-n_params" if d.get("n_params_fixed") else "cd-optimal"
+
+
+# ---------------------------------------------------------------------------------------
+# The optimisation.
+# ---------------------------------------------------------------------------------------
+
+
+def split_tokens(budget_flops, n_params, unique_tokens):
+    """Spend the whole budget at model size N: T = C/(6N), D = min(U, T), D′ = T − D."""
+    tokens = np.asarray(budget_flops, dtype=float) / (6.0 * np.asarray(n_params, dtype=float))
+    fresh = np.minimum(unique_tokens, tokens)
+    return fresh, tokens - fresh
+
+
+def budget_loss(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
+    """The law's loss when the whole budget is spent at model size N (broadcasts)."""
+    fresh, derived = split_tokens(budget_flops, n_params, unique_tokens)
+    return law.loss(n_params, fresh, derived, strategy)
+
+
+def optimal_n_params(
+    law: Law, strategy: str, budget_flops: float, unique_tokens: float
+) -> tuple[float, bool]:
+    """argmin over N of budget_loss; and whether it sits on the edge of the search range.
+
+    A coarse log grid finds the basin (robust to the kinks at T = U and, for the
+    Muennighoff form, at N = U_N, and to flat stretches where derived tokens saturate);
+    bounded Brent refines between the grid neighbours of the best point.
+    """
+    from scipy.optimize import minimize_scalar
+
+    lo_tpp, hi_tpp = SEARCH_TOKENS_PER_PARAM
+    # tokens per param = C/(6N²), so N = sqrt(C/(6·tpp)).
+    ln_lo = 0.5 * math.log(budget_flops / (6 * hi_tpp))
+    ln_hi = 0.5 * math.log(budget_flops / (6 * lo_tpp))
+    n_grid = round((ln_hi - ln_lo) / math.log(10) * GRID_POINTS_PER_DECADE) + 1
+    grid = np.linspace(ln_lo, ln_hi, n_grid)
+
+    def f(ln_n):
+        return budget_loss(law, strategy, budget_flops, np.exp(ln_n), unique_tokens)
+
+    with np.errstate(all="ignore"):
+        values = np.where(np.isfinite(f(grid)), f(grid), np.inf)
+    i = int(np.argmin(values))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, n_grid - 1)]
+    with np.errstate(all="ignore"):
+        res = minimize_scalar(
+            lambda x: float(f(x)), bounds=(a, b), method="bounded", options={"xatol": 1e-10}
+        )
+    ln_best = float(res.x) if res.fun <= values[i] else float(grid[i])
+    on_edge = i in (0, n_grid - 1)
+    return math.exp(ln_best), on_edge
+
+
+def _allocation(law, strategy, budget_flops, n_params, unique_tokens, rule) -> Allocation:
+    fresh, derived = (float(x) for x in split_tokens(budget_flops, n_params, unique_tokens))
+    loss = float(law.loss(n_params, fresh, derived, strategy))
+    label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
+    return Allocation(rule, float(n_params), fresh, derived, label, loss)
+
+
+def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens) -> float:
+    """−dL*/dC at the optimum, for the compute governor (SPEC §10).
+
+    Along the optimal path N*(C), dL*/dC = ∂L/∂C at fixed N* because ∂L/∂N = 0 there
+    (envelope theorem), so a central difference at fixed N gives the derivative of the
+    optimal loss without re-optimising (and so without the optimiser's noise). With N
+    fixed by the user the path is the fixed-N one, and the same formula is exact.
+    """
+    h = MARGINAL_STEP
+    up = budget_loss(law, strategy, budget_flops * (1 + h), n_params, unique_tokens)
+    down = budget_loss(law, strategy, budget_flops * (1 - h), n_params, unique_tokens)
+    return float(-(up - down) / (2 * h * budget_flops))
+
+
+def chinchilla_optimal_n_params(law: Law, budget_flops: float) -> float:
+    """N* = G·(C/6)^(β/(α+β)), G = (αA/(βB))^(1/(α+β)) (Hoffmann et al. 2022, eq. 4)."""
+    a, b = law.alpha, law.beta
+    G = (a * law.A / (b * law.B)) ** (1 / (a + b))
+    return G * (budget_flops / 6) ** (b / (a + b))
+
+
+def plan(
+    law: Law | PlanningLaw,
+    budget_flops: float,
+    unique_tokens: float | None = None,
+    strategy: str = "auto",
+    n_params: float | None = None,
+    saturation: float = SATURATION,
+    tolerance: float = TOLERANCE,
+    gpu_memory_gib: float | None = None,
+    gpu_flops: float | None = None,
+    mfu: float | None = None,
+    seq_len: int | None = None,
+    micro_batch: int | None = None,
+    vocab_size: int | None = None,
+) -> Plan:
+    """The loss-minimising (N, D, D′, strategy) for budget_flops FLOPs and unique_tokens.
+
+    unique_tokens None means unlimited fresh data. With n_params given only the split
+    (and, under "auto", the strategy) is decided. The memory / GPU-hours estimate is
+    added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.memory).
+    """
+    source = law if isinstance(law, PlanningLaw) else PlanningLaw(law.source or law.form, law)
+    law = source.law
+    budget_flops = _positive(budget_flops, "--budget-flops")
+    unique = math.inf if unique_tokens is None else _positive(unique_tokens, "--unique-tokens")
+    if n_params is not None:
+        n_params = _positive(n_params, "--n-params")
+    _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
+    tried = _strategies_to_try(source, strategy)
+
+    candidates = {}
+    on_edge = False
+    for s in tried:
+        if n_params is None:
+            n, edge = optimal_n_params(law, s, budget_flops, unique)
+            on_edge |= edge
+            rule = "cd-optimal"
+        else:
+            n, rule = n_params, "fixed-n_params"
+        candidates[s] = _allocation(law, s, budget_flops, n, unique, rule)
+    # the law's name for the chosen strategy (for a law without strategies: "none")
+    chosen = min(candidates, key=lambda s: candidates[s].predicted_loss)
+    best = candidates[chosen]
+
+    for s, a in candidates.items():
+        candidates[s] = _with_gap(a, best.predicted_loss)
+
+    t = classify(
+        law,
+        best.n_params,
+        best.fresh_tokens,
+        best.derived_tokens,
+        _law_strategy(best.strategy, chosen),
+        saturation=saturation,
+        tolerance=tolerance,
+    )
+    naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
+    ci = _band(source, best, chosen)
+    warnings = [*source.notes, *_range_warnings(source, best)]
+    if on_edge:
+        warnings.append(
+            "the optimum sits on the edge of the search range (tokens per parameter "
+            f"{SEARCH_TOKENS_PER_PARAM[0]:g} to {SEARCH_TOKENS_PER_PARAM[1]:g}): this law has "
+            "no interior optimum for this budget"
+        )
+    if law.form == "chinchilla" and best.derived_tokens > 0:
+        warnings.append("a chinchilla law gives derived tokens no value; they only spend FLOPs")
+    memory = None
+    if gpu_memory_gib is not None or gpu_flops is not None or mfu is not None:
+        from cdlaw.memory import training_cost
+
+        extra = {"seq_len": seq_len, "micro_batch": micro_batch, "vocab_size": vocab_size}
+        memory = training_cost(
+            best.n_params,
+            best.tokens_trained,
+            gpu_memory_gib,
+            gpu_flops,
+            mfu,
+            **{k: v for k, v in extra.items() if v is not None},
+        ).to_dict()
+    return Plan(
+        law=source.name,
+        law_form=law.form,
+        law_source=law.source,
+        budget_flops=float(budget_flops),
+        unique_tokens=unique,
+        strategy_requested=strategy,
+        n_params_fixed=n_params is not None,
+        best=best,
+        predicted_loss_ci95=ci,
+        regime=str(t.regime[()]),
+        loss_one_epoch=float(t.loss_one_epoch[()]),
+        loss_data_floor=float(t.loss_data_floor[()]),
+        loss_model_floor=float(t.loss_model_floor[()]),
+        derived_gain_share=float(t.derived_gain_share[()]),
+        saturation=saturation,
+        tolerance=tolerance,
+        marginal_gain_per_flop=marginal_gain_per_flop(
+            law, chosen, budget_flops, best.n_params, unique
+        ),
+        candidates=candidates,
+        naive=naive,
+        four_epoch=four,
+        memory=memory,
+        warnings=tuple(warnings),
+    )
+
+
+def frontier(
+    law: Law | PlanningLaw,
+    budgets,
+    unique_tokens: float | None = None,
+    strategy: str = "auto",
+    **options,
+) -> list[Plan]:
+    """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan()."""
+    return [plan(law, float(c), unique_tokens, strategy, **options) for c in budgets]
+
+
+def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
+    """A log-spaced grid of budgets from lo to hi (both included)."""
+    lo, hi = _positive(lo, "--frontier-range start"), _positive(hi, "--frontier-range end")
+    if not hi > lo:
+        raise BadInput(f"--frontier-range {lo:g}:{hi:g}: the end must exceed the start.")
+    if int(points) < 2:
+        raise BadInput(f"--frontier-points {points}: need at least 2 budgets.")
+    return np.logspace(math.log10(lo), math.log10(hi), int(points))
+
+
+# ---------------------------------------------------------------------------------------
+# Pieces of plan().
+# ---------------------------------------------------------------------------------------
+
+
+def _positive(value, what: str) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {value!r}.") from None
+    if not math.isfinite(x) or x <= 0:
+        raise BadInput(f"{what} must be a positive number, not {x:g}.")
+    return x
+
+
+def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> None:
+    if not 0 < saturation < 1:
+        raise BadInput(f"--saturation {saturation:g} must lie strictly between 0 and 1.")
+    if not tolerance >= 0:
+        raise BadInput(f"--tolerance {tolerance:g} must be ≥ 0 nats.")
+    if gpu_memory_gib is not None:
+        _positive(gpu_memory_gib, "--gpu-memory (GiB)")
+    if gpu_flops is not None:
+        _positive(gpu_flops, "--gpu-flops (peak FLOP/s of one GPU, e.g. 989e12)")
+    if mfu is not None:
+        if not 0 < mfu <= 1:
+            raise BadInput(f"--mfu {mfu:g} must lie in (0, 1], e.g. 0.4 for 40% utilisation.")
+        if gpu_flops is None:
+            raise BadInput(
+                f"--mfu {mfu:g} needs --gpu-flops (peak FLOP/s of one GPU, e.g. 989e12 for an "
+                "H100 in bf16) to give GPU hours."
+            )
+
+
+def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
+    law = source.law
+    if strategy not in STRATEGY_CHOICES:
+        raise BadInput(f"--strategy {strategy!r} is not one of {', '.join(STRATEGY_CHOICES)}.")
+    if not law.strategies:
+        # A chinchilla law (or a fit without D′ rows): derived tokens are worth nothing,
+        # so whatever the strategy asked, the law scores the plan as D′ = 0.
+        return ["none"]
+    if strategy == "auto":
+        return list(law.strategies)
+    if strategy not in law.strategies:
+        have = ", ".join(law.strategies)
+        raise BadInput(
+            f"--law {source.name} has no {strategy} parameters (it has: {have}); "
+            f"use --strategy auto or one of those."
+        )
+    return [strategy]
+
+
+def _law_strategy(label: str, chosen: str) -> str:
+    """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
+    return "none" if label == "none" else chosen
+
+
+def _with_gap(a: Allocation, best_loss: float) -> Allocation:
+    return replace(a, loss_gap=a.predicted_loss - best_loss)
+
+
+def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocation, Allocation]:
+    """The budget planned naively (Chinchilla, repeats as fresh) and by the four-epoch rule.
+
+    Both repeat data, so the CD law scores them as repetition (or, for a law without
+    repetition parameters, as the plan's own strategy).
+    """
+    law = source.law
+    s = "repetition" if "repetition" in law.strategies else chosen
+    n_naive = chinchilla_optimal_n_params(law, budget_flops)
+    naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla")
+    # What the naive planner expects: every token counted as fresh.
+    believed = chinchilla_loss(
+        n_naive, naive.tokens_trained, law.E, law.A, law.B, law.alpha, law.beta
+    )
+    naive = replace(naive, believed_loss=float(believed))
+    # Four epochs at most: if Chinchilla wants more than 4U tokens, train on 4U and put the
+    # rest of the budget into parameters.
+    n_four = n_naive
+    if naive.tokens_trained > FOUR_EPOCHS * unique:
+        n_four = budget_flops / (6 * FOUR_EPOCHS * unique)
+    four = _allocation(law, s, budget_flops, n_four, unique, "four-epoch")
+    return _with_gap(naive, best_loss), _with_gap(four, best_loss)
+
+
+def _band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
+    """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles."""
+    if len(source.bootstrap) < 2:
+        return None
+    s = _law_strategy(best.strategy, chosen)
+    losses = np.array(
+        [
+            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
+            for b in source.bootstrap
+        ]
+    )
+    losses = losses[np.isfinite(losses)]
+    if losses.size < 2:
+        return None
+    lo, hi = np.percentile(losses, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
+    """Say where the plan leaves the data the law was fitted on, and by how much."""
+    rng = dict(source.data_range or {})
+    if isinstance(rng.get(best.strategy), dict):  # a per-strategy range, if the fit has one
+        rng.update(rng[best.strategy])
+    checks = [
+        ("n_params", "N", best.n_params, "size"),
+        ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),
+        ("fresh_tokens", "D", best.fresh_tokens, "fresh-token count"),
+        ("derived_ratio", "D′/D", best.derived_ratio, "derived ratio"),
+    ]
+    out = []
+    for key, symbol, value, what in checks:
+        bounds = rng.get(key)
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+            continue
+        lo, hi = (None if b is None else float(b) for b in bounds)
+        shown = format_number(value)
+        if hi is not None and value > hi * (1 + 1e-9):
+            if hi > 0:
+                out.append(
+                    f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
+                    f"({format_number(hi)})"
+                )
+            else:
+                out.append(f"{symbol} = {shown} but the fit saw only {symbol} = 0")
+        elif lo is not None and lo > 0 and 0 < value < lo * (1 - 1e-9):
+            out.append(
+                f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
+                f"({format_number(lo)})"
+            )
+    return out
+
+
+def _times(ratio: float) -> str:
+    """7.38×, 126×, 2,710×: readable at any size."""
+    return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
