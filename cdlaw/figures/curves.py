@@ -1,0 +1,98 @@
+"""Training curves: validation loss against tokens seen, one line per run.
+
+One panel per model size; colour, marker and line style are the strategy. Each run ends
+in a marker at its final loss, the number the fit uses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.figures import style
+
+MAX_PANELS = 6
+
+
+def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
+    """Validation loss against tokens seen for every run with a metrics.parquet."""
+    from matplotlib.lines import Line2D
+
+    info = {}
+    if summary is not None and len(summary) and "run_id" in summary.columns:
+        for rec in summary.to_dict("records"):
+            info[str(rec["run_id"])] = rec
+    runs = []
+    for run_id, m in metrics.items():
+        if "val_loss" not in m.columns or "tokens_seen" not in m.columns:
+            continue
+        m = m[np.isfinite(m["val_loss"].to_numpy(float))]
+        if not len(m):
+            continue
+        rec = info.get(str(run_id), {})
+        runs.append((run_id, m, float(rec.get("n_params", np.nan)), rec.get("strategy", "run")))
+    sizes = sorted({n for _, _, n, _ in runs if np.isfinite(n)})
+    keys: list = sizes if sizes else [np.nan]
+    if len(keys) > MAX_PANELS:
+        idx = np.unique(np.round(np.linspace(0, len(keys) - 1, MAX_PANELS)).astype(int))
+        keys = [keys[i] for i in idx]
+    ncols = int(np.ceil(np.sqrt(len(keys))))
+    nrows = -(-len(keys) // ncols)
+    fig, axes = style.new_figure(nrows, ncols, panel=(3.5, 2.8))
+    strategies = style.strategy_order({s for *_, s in runs})
+    shown = 0
+    for ax, n in zip(axes.flat, keys, strict=False):
+        for _run_id, m, rn, s in runs:
+            if not (rn == n or (np.isnan(n) and np.isnan(rn))):
+                continue
+            st = style.strategy_style(s)
+            x, y = m["tokens_seen"].to_numpy(float), m["val_loss"].to_numpy(float)
+            ax.plot(x, y, color=st["color"], linestyle=st["linestyle"], linewidth=1.1, alpha=0.85)
+            ax.plot(
+                x[-1:],
+                y[-1:],
+                color=st["color"],
+                marker=st["marker"],
+                markersize=5,
+                markeredgecolor="black",
+                markeredgewidth=0.5,
+                linestyle="",
+            )
+            shown += 1
+        ax.set_xscale("log")
+        style.log_axis(ax, "x")
+        ax.set_title(f"N = {style.size(n)}" if np.isfinite(n) else "runs", fontsize=9)
+        ax.set_xlabel("tokens seen (tokens)", fontsize=8)
+        ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.set_axis_off()
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=style.strategy_style(s)["color"],
+            linestyle=style.strategy_style(s)["linestyle"],
+            marker=style.strategy_style(s)["marker"],
+            markeredgecolor="black",
+            label=s,
+        )
+        for s in strategies
+    ]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="o",
+            color="0.5",
+            markeredgecolor="black",
+            label="final validation loss",
+        )
+    )
+    return style.finish(
+        fig,
+        f"Validation loss during training ({shown} runs)",
+        style.fit_caption(fit, f"{len(metrics)} metrics files"),
+        handles,
+        [h.get_label() for h in handles],
+    )

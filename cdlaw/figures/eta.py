@@ -1,0 +1,143 @@
+"""η, the worth of a derived token relative to a fresh one, against r = D′/D.
+
+One panel per strategy. Points are the empirical η of each run (SPEC §7: the fresh data
+its observed gain over one epoch was worth); lines are the fitted η(r) of each (N, D)
+cell. Colour is D/N (viridis: ordered in lightness, so it reads in grey); marker and
+line style are the model size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.figures import style
+from cdlaw.law import Law
+
+
+def eta_figure(law: Law, rows, fit: dict | None = None):
+    """Empirical η against r with the fitted η curves, one panel per strategy."""
+    import matplotlib as mpl
+    from matplotlib.lines import Line2D
+
+    derived = rows[(rows["derived_tokens"] > 0) & rows["strategy"].isin(list(law.strategies))]
+    strategies = style.strategy_order(derived["strategy"].unique())
+    if not strategies:  # runs with derived tokens, but of strategies the law does not know
+        derived = rows[rows["derived_tokens"] > 0]
+        strategies = style.strategy_order(derived["strategy"].unique())
+    fig, axes = style.new_figure(1, len(strategies), panel=(4.2, 3.4), sharey=True)
+    tpp = derived["tokens_per_param"]
+    norm = mpl.colors.LogNorm(tpp.min() / 1.05, tpp.max() * 1.05)
+    cmap = style.sequential_cmap()
+    sizes = sorted(derived["n_params"].unique())
+    marker_of = {n: style.MARKERS[i % len(style.MARKERS)] for i, n in enumerate(sizes)}
+    line_of = {n: style.LINESTYLES[i % len(style.LINESTYLES)] for i, n in enumerate(sizes)}
+
+    for ax, s in zip(axes[0], strategies, strict=True):
+        pts = derived[derived["strategy"] == s]
+        r_lo, r_hi = pts["derived_ratio"].min() / 2, pts["derived_ratio"].max() * 2
+        grid = np.geomspace(r_lo, r_hi, 200)
+        if s in law.strategies:
+            for (n, d), _ in pts.groupby(["n_params", "fresh_tokens"]):
+                ax.plot(
+                    grid,
+                    law.eta(n, d, grid, s),
+                    color=cmap(norm(d / n)),
+                    linestyle=line_of[n],
+                    linewidth=1.3,
+                    zorder=2,
+                )
+        for n in sizes:
+            p = pts[pts["n_params"] == n]
+            if not len(p):
+                continue
+            hollow = ~p["used"].to_numpy()
+            colors = cmap(norm(p["tokens_per_param"].to_numpy()))
+            ax.scatter(
+                p["derived_ratio"][~hollow],
+                p["empirical_eta"][~hollow],
+                c=colors[~hollow],
+                marker=marker_of[n],
+                s=34,
+                edgecolor="black",
+                linewidth=0.5,
+                zorder=4,
+            )
+            ax.scatter(
+                p["derived_ratio"][hollow],
+                p["empirical_eta"][hollow],
+                facecolor="white",
+                edgecolor=colors[hollow],
+                marker=marker_of[n],
+                s=34,
+                linewidth=1.3,
+                zorder=4,
+            )
+        ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
+        ax.set_xscale("log")
+        ax.set_xlim(r_lo, r_hi)
+        style.log_axis(ax, "x", style.plain)
+        ax.set_title(f"{s}", fontsize=10, color=style.strategy_style(s)["color"])
+        ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
+        ax.set_ylabel("η, value of a derived token (fresh token = 1)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    etas = derived["empirical_eta"].to_numpy()
+    etas = etas[np.isfinite(etas)]
+    top = max(1.1, float(np.percentile(etas, 98)) + 0.05) if len(etas) else 1.1
+    bottom = min(0.0, float(np.percentile(etas, 2)) - 0.05) if len(etas) else 0.0
+    axes[0, 0].set_ylim(bottom, top)
+
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)
+    cbar.set_label("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
+    cbar.ax.tick_params(labelsize=7, which="both")
+    style.log_axis(cbar.ax, "y", style.plain)
+
+    handles = [
+        Line2D(
+            [],
+            [],
+            color="0.35",
+            marker=marker_of[n],
+            linestyle=line_of[n],
+            markeredgecolor="black",
+            markersize=6,
+            label=f"N = {style.size(n)}",
+        )
+        for n in sizes
+    ]
+    handles += [
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="o",
+            markerfacecolor="0.5",
+            markeredgecolor="black",
+            label="empirical η of a run",
+        ),
+        Line2D(
+            [],
+            [],
+            linestyle="",
+            marker="o",
+            markerfacecolor="white",
+            markeredgecolor="0.3",
+            label="run not used in the fit",
+        ),
+        Line2D([], [], color="0.35", linewidth=1.3, label="fitted η(r) of the run's (N, D)"),
+        Line2D(
+            [],
+            [],
+            color="0.5",
+            linewidth=0.8,
+            linestyle=(0, (2, 2)),
+            label="η = 1: as good as fresh",
+        ),
+    ]
+    return style.finish(
+        fig,
+        "Worth of a derived token, η, against the derived ratio r = D′/D",
+        style.fit_caption(fit),
+        handles,
+        [h.get_label() for h in handles],
+    )

@@ -1,0 +1,196 @@
+"""The compute frontier from `cdlaw plan --frontier`: the best plan at each budget.
+
+Four panels against the budget C (FLOPs): model size N*, tokens (fresh D and derived
+D′), passes over the unique data, and predicted loss. The CD plan is drawn against the
+same budget planned naively (Chinchilla, repeats counted as fresh) and by the
+four-epoch rule, each scored by the CD law, so the gap is the value of planning with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.figures import style
+
+PLANS = {
+    "cd": {"label": "CD-law plan", "color": style.BLACK, "linestyle": "-", "marker": "o"},
+    "naive": {
+        "label": "naive Chinchilla plan",
+        "color": style.VERMILLION,
+        "linestyle": "--",
+        "marker": "s",
+    },
+    "four_epoch": {
+        "label": "four-epoch rule",
+        "color": style.GREEN,
+        "linestyle": "-.",
+        "marker": "D",
+    },
+}
+
+
+def _unique(frontier: dict) -> float:
+    """Unique tokens U; null in the JSON means unlimited fresh data."""
+    u = frontier.get("unique_tokens")
+    return float("inf") if u is None else float(u)
+
+
+def _num(x) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
+    """Per plan kind (cd, naive, four_epoch): arrays of budget, N, D, D′, passes, loss.
+
+    Fresh tokens of the contrast plans are recomputed from the budget when a row omits
+    them: D = min(U, C/(6N)), D′ = C/(6N) − D (SPEC §10).
+    """
+    U = _unique(frontier)
+    out: dict[str, dict[str, list]] = {k: {} for k in PLANS}
+    for row in frontier["rows"]:
+        C = float(row["budget_flops"])
+        for kind in PLANS:
+            p = row if kind == "cd" else row.get(kind)
+            if not p:
+                continue
+            n = _num(p.get("n_params"))
+            total = C / (6 * n)
+            fresh = _num(p["fresh_tokens"]) if p.get("fresh_tokens") is not None else min(U, total)
+            if p.get("derived_tokens") is not None:
+                derived = _num(p["derived_tokens"])
+            else:
+                derived = total - fresh
+            cols = out[kind]
+            for key, v in (
+                ("budget_flops", C),
+                ("n_params", n),
+                ("fresh_tokens", fresh),
+                ("derived_tokens", derived),
+                ("passes", (fresh + derived) / fresh),
+                ("predicted_loss", _num(p.get("predicted_loss"))),
+            ):
+                cols.setdefault(key, []).append(v)
+            cols.setdefault("strategy", []).append(p.get("strategy", row.get("strategy", "")))
+    return {k: {c: np.asarray(v) for c, v in cols.items()} for k, cols in out.items() if cols}
+
+
+def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
+    """N*, D′*, passes and predicted loss against budget, CD plan vs naive and four-epoch."""
+    from matplotlib.lines import Line2D
+
+    table = frontier_table(frontier)
+    U = _unique(frontier)
+    fig, axes = style.new_figure(2, 2, panel=(3.8, 2.9), sharex=True)
+    ax_n, ax_d, ax_e, ax_l = axes.flat
+    for kind, t in table.items():
+        ps = PLANS[kind]
+        line = {"color": ps["color"], "linestyle": ps["linestyle"], "linewidth": 1.5}
+        C = t["budget_flops"]
+        ax_n.plot(C, t["n_params"], marker=ps["marker"], markersize=3.5, **line)
+        ax_d.plot(C, t["derived_tokens"], marker=ps["marker"], markersize=3.5, **line)
+        ax_e.plot(C, t["passes"], marker=ps["marker"], markersize=3.5, **line)
+        ax_l.plot(C, t["predicted_loss"], marker=ps["marker"], markersize=3.5, **line)
+    cd = table.get("cd")
+    if cd is not None:
+        # The CD plan's chosen strategy, as coloured markers on its own line.
+        for s in style.strategy_order(set(cd["strategy"])):
+            m = cd["strategy"] == s
+            st = style.strategy_style(s)
+            for ax, key in (
+                (ax_n, "n_params"),
+                (ax_d, "derived_tokens"),
+                (ax_e, "passes"),
+                (ax_l, "predicted_loss"),
+            ):
+                ax.scatter(
+                    cd["budget_flops"][m],
+                    cd[key][m],
+                    color=st["color"],
+                    marker=st["marker"],
+                    s=26,
+                    edgecolor="black",
+                    linewidth=0.5,
+                    zorder=5,
+                )
+    if np.isfinite(U):
+        ax_d.axhline(U, color="0.4", linewidth=1.0, linestyle=(0, (1, 1)))
+    for ax, label, log_y in (
+        (ax_n, "model size, N* (parameters)", True),
+        (ax_d, "derived tokens, D′* (tokens)", True),
+        (ax_e, "passes over unique data, (D + D′)/D", True),
+        (ax_l, "predicted " + style.LOSS_LABEL, False),
+    ):
+        ax.set_xscale("log")
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_ylabel(label, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in (ax_e, ax_l):
+        ax.set_xlabel("compute budget, C (FLOPs)", fontsize=8)
+    ax_n.set_ylim(*style.pad_log_range(np.concatenate([t["n_params"] for t in table.values()])))
+    # Shade the model sizes beyond the largest fitted run: there the plan extrapolates.
+    data_max = ((fit or {}).get("data_range") or {}).get("n_params")
+    top = ax_n.get_ylim()[1]
+    shade = bool(data_max) and float(data_max[1]) < top
+    if shade:
+        ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
+        ax_n.set_ylim(top=top)
+    style.log_axis(ax_n, "y")
+    style.log_axis(ax_d, "y")
+    style.log_axis(ax_e, "y", style.plain)
+
+    handles = [
+        Line2D(
+            [],
+            [],
+            color=p["color"],
+            linestyle=p["linestyle"],
+            marker=p["marker"],
+            markersize=4,
+            label=p["label"],
+        )
+        for k, p in PLANS.items()
+        if k in table
+    ]
+    if cd is not None:
+        handles += [
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                color=style.strategy_style(s)["color"],
+                marker=style.strategy_style(s)["marker"],
+                markeredgecolor="black",
+                label=f"CD plan uses {s}",
+            )
+            for s in style.strategy_order(set(cd["strategy"]))
+        ]
+    if np.isfinite(U):
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="0.4",
+                linestyle=(0, (1, 1)),
+                label=f"unique tokens, U = {style.tokens(U)}",
+            )
+        )
+    if shade:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="0.9", label="N beyond the largest fitted run"))
+    if not fit:
+        # A frontier JSON from a preset: name the law it was planned with.
+        params = frontier.get("law_params") or {}
+        name = frontier.get("law")
+        fit = {"law": params.get("law", "cd"), "source": params.get("source") or name}
+        if isinstance(name, dict):
+            fit = {"law": name.get("law", "cd"), "source": name.get("source")}
+    u_text = "unlimited" if not np.isfinite(U) else style.tokens(U)
+    return style.finish(
+        fig,
+        f"Compute frontier with U = {u_text} unique tokens",
+        style.fit_caption(fit, f"strategy {frontier.get('strategy', 'auto')}"),
+        handles,
+        [h.get_label() for h in handles],
+    )

@@ -1,0 +1,219 @@
+"""The CD paper's signature figure: loss against tokens trained, inside the regime bands.
+
+One panel per (model size N, fresh tokens D) cell: rows are model sizes, columns the
+cell's fresh-token budgets from small to large. In a panel every run starts at D tokens
+(one epoch, L_1ep) and derived tokens move it right and down towards the data floor
+L_D; L_N is the floor of the model size itself. The bands (SPEC §9):
+
+    compute-bound   L_D < L ≤ L_1ep   more derived tokens (compute) still help
+    data-bound      L_N < L ≤ L_D     only more fresh data helps
+    model-bound     L ≤ L_N           only a larger model helps
+
+L_D depends on the strategy; the bands use the lowest floor among the strategies drawn
+(what the data could give with the best use of compute, as `cdlaw.regimes` does for runs
+without derived tokens), and each strategy's own floor is a dashed line in its colour.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.figures import style
+from cdlaw.law import Law
+
+MAX_ROWS, MAX_COLS = 5, 4
+
+
+def _spread(values, k: int) -> list:
+    """At most k values, evenly spread over the sorted list (always keeps both ends)."""
+    values = sorted(values)
+    if len(values) <= k:
+        return values
+    idx = np.unique(np.round(np.linspace(0, len(values) - 1, k)).astype(int))
+    return [values[i] for i in idx]
+
+
+def loss_cells(rows, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS):
+    """The (N, D) cells to draw as a grid {N: [D, ...]} and how many cells were left out.
+
+    Cells with derived-token runs carry the story; cells with only one-epoch runs are
+    drawn only when no cell has derived tokens (a plain Chinchilla table).
+    """
+    cells = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].max()
+    with_derived = cells[cells > 0]
+    if len(with_derived):
+        cells = with_derived
+    by_n: dict[float, list[float]] = {}
+    for n, d in cells.index:
+        by_n.setdefault(float(n), []).append(float(d))
+    grid = {n: _spread(by_n[n], max_cols) for n in _spread(by_n, max_rows)}
+    shown = sum(len(v) for v in grid.values())
+    return grid, len(cells) - shown
+
+
+def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
+    from matplotlib.transforms import blended_transform_factory
+
+    L_1ep = float(law.loss_one_epoch(n, d))
+    L_N = float(law.loss_model_floor(n))
+    floors = {}
+    for s in strategies:
+        if s == "none":
+            continue
+        try:
+            floors[s] = float(law.loss_data_floor(n, d, s))
+        except KeyError:
+            pass  # a strategy the law has no parameters for: its points are drawn, no curve
+    L_D = min(floors.values(), default=L_1ep)
+
+    x_max = max(cell["tokens_trained"].max() * 2.5, d * 8)
+    x_lo, x_hi = d / 1.4, x_max
+    losses = cell["loss"].to_numpy()
+    y_lo = min(L_N, losses.min())
+    y_hi = max(L_1ep, losses.max())
+    pad = 0.12 * (y_hi - y_lo) + 1e-3
+    y_lo, y_hi = y_lo - pad, y_hi + pad
+
+    # Bands first, so lines and points sit on top.
+    xs = [x_lo, x_hi]
+    for name, lo, hi in (
+        ("compute-bound", L_D, L_1ep),
+        ("data-bound", L_N, L_D),
+        ("model-bound", y_lo, L_N),
+    ):
+        b = style.BAND_STYLE[name]
+        ax.fill_between(
+            xs,
+            lo,
+            hi,
+            facecolor=b["facecolor"],
+            alpha=b["alpha"],
+            hatch=b["hatch"],
+            edgecolor="0.55",
+            linewidth=0,
+            label=name,
+            zorder=0,
+        )
+        if hi - lo > 0.06 * (y_hi - y_lo):
+            # The band's name at the right edge, where no run sits (x_hi is past every run).
+            ax.text(
+                0.985,
+                (lo + hi) / 2,
+                name,
+                transform=blended_transform_factory(ax.transAxes, ax.transData),
+                ha="right",
+                va="center",
+                fontsize=6.5,
+                color="0.2",
+                zorder=1,
+            )
+
+    ax.axhline(L_1ep, color="0.3", linewidth=1.0, label="L_1ep: one epoch, no derived tokens")
+    ax.axhline(L_N, color="black", linewidth=1.0, linestyle=(0, (1, 1)), label="L_N: model floor")
+    for s, floor in floors.items():
+        st = style.strategy_style(s)
+        ax.axhline(
+            floor,
+            color=st["color"],
+            linewidth=1.0,
+            linestyle=(0, (6, 1.5, 1, 1.5)),
+            label=f"L_D: data floor, {s}",
+        )
+
+    grid = np.geomspace(d, x_hi, 200)
+    for s in strategies:
+        st = style.strategy_style(s)
+        if s in floors:
+            ax.plot(
+                grid,
+                law.loss(n, d, grid - d, s),
+                color=st["color"],
+                linestyle=st["linestyle"],
+                linewidth=1.6,
+                label=f"fit, {s}",
+            )
+        pts = cell[cell["strategy"] == s]
+        fitted = pts[pts["used"]]
+        other = pts[~pts["used"]]
+        ax.scatter(
+            fitted["tokens_trained"],
+            fitted["loss"],
+            color=st["color"],
+            marker=st["marker"],
+            s=30,
+            edgecolor="black",
+            linewidth=0.5,
+            zorder=5,
+            label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
+        )
+        ax.scatter(
+            other["tokens_trained"],
+            other["loss"],
+            facecolor="white",
+            edgecolor=st["color"],
+            marker=st["marker"],
+            s=30,
+            linewidth=1.2,
+            zorder=5,
+            label="_not used",
+        )
+
+    ax.set_xscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    style.log_axis(ax, "x")
+    ax.set_title(f"N = {style.size(n)} · D = {style.tokens(d)} (D/N = {d / n:.3g})", fontsize=9)
+    ax.set_xlabel("tokens trained, D + D′ (tokens)", fontsize=8)
+    ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+
+def loss_figure(law: Law, rows, fit: dict | None = None):
+    """Loss against tokens trained per (N, D) cell, with fitted curves and regime bands."""
+    grid, left_out = loss_cells(rows)
+    n_cols = max(len(v) for v in grid.values())
+    fig, axes = style.new_figure(len(grid), n_cols, panel=(3.4, 2.7))
+    all_strategies = style.strategy_order(rows["strategy"].unique())
+    for i, (n, ds) in enumerate(grid.items()):
+        for j in range(n_cols):
+            ax = axes[i, j]
+            if j >= len(ds):
+                ax.set_axis_off()
+                continue
+            d = ds[j]
+            cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
+            present = [s for s in all_strategies if s in set(cell["strategy"])]
+            _panel(ax, law, cell, n, d, present)
+
+    handles, labels = [], []
+    for ax in axes.flat:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    handles, labels = style.dedupe(handles, labels)
+    shown = rows[rows["n_params"].isin(list(grid))]
+    if (~shown["used"]).any():
+        from matplotlib.lines import Line2D
+
+        handles.append(
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                marker="o",
+                markerfacecolor="white",
+                markeredgecolor="0.3",
+                markeredgewidth=1.2,
+            )
+        )
+        labels.append("hollow: not used in the fit (held out or dropped)")
+    extra = "bands use the lowest L_D of the strategies shown"
+    if left_out:
+        extra += f" · {left_out} more (N, D) cell(s) not shown"
+    return style.finish(
+        fig,
+        "Loss against tokens trained, in the compute-, data- and model-bound bands",
+        style.fit_caption(fit, extra),
+        handles,
+        labels,
+    )

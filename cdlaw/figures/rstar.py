@@ -1,0 +1,176 @@
+"""R* = K·(D/N)^ρ·N^σ per strategy: how many passes' worth of derived tokens still pay off.
+
+Left: R* against D/N at three model sizes; middle: R* against N at three values of D/N;
+right (when the law has both repetition and paraphrase): the (N, D/N) plane split where
+paraphrasing beats repetition. η grows with R* at every r, so paraphrasing beats
+repetition exactly where R*_paraphrase > R*_repetition, for every amount of derived data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.figures import style
+from cdlaw.law import Law
+
+
+def _ranges(law: Law, rows, fit: dict | None):
+    """Model sizes and D/N to draw over: the runs' range (or the fit's), padded a little."""
+    if rows is not None and len(rows):
+        n = rows["n_params"].to_numpy(float)
+        tpp = rows["tokens_per_param"].to_numpy(float)
+        return (n.min(), n.max()), (tpp.min(), tpp.max()), rows
+    rng = (fit or {}).get("data_range") or {}
+    if rng.get("n_params") and rng.get("fresh_tokens"):
+        n_lo, n_hi = map(float, rng["n_params"])
+        d_lo, d_hi = map(float, rng["fresh_tokens"])
+        return (n_lo, n_hi), (d_lo / n_hi, d_hi / n_lo), None
+    # A bare law: the sizes of the CD paper's sweep and a wide band of D/N.
+    return (1.4e7, 6e8), (1.0, 200.0), None
+
+
+def paraphrase_wins(law: Law, n_params, tokens_per_param):
+    """True where R*_paraphrase > R*_repetition (so η_paraphrase > η_repetition at every r)."""
+    n = np.asarray(n_params, dtype=float)
+    d = n * np.asarray(tokens_per_param, dtype=float)
+    return law.rstar(n, d, "paraphrase") > law.rstar(n, d, "repetition")
+
+
+def rstar_figure(law: Law, rows=None, fit: dict | None = None):
+    """R* over model size and D/N per strategy, marking where paraphrasing wins."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    strategies = style.strategy_order(law.strategies)
+    both = {"repetition", "paraphrase"} <= set(strategies)
+    fig, axes = style.new_figure(1, 3 if both else 2, panel=(3.7, 3.2))
+    (n_lo, n_hi), (t_lo, t_hi), runs = _ranges(law, rows, fit)
+    n_grid = np.geomspace(n_lo / 3, n_hi * 3, 120)
+    t_grid = np.geomspace(t_lo / 3, t_hi * 3, 120)
+    n_refs = np.unique([n_lo, float(np.sqrt(n_lo * n_hi)), n_hi])
+    t_refs = np.unique([t_lo, float(np.sqrt(t_lo * t_hi)), t_hi])
+
+    ax = axes[0, 0]
+    for s in strategies:
+        st = style.strategy_style(s)
+        for i, n in enumerate(n_refs):
+            ax.plot(
+                t_grid,
+                law.rstar(n, n * t_grid, s),
+                color=st["color"],
+                linestyle=style.LINESTYLES[i],
+                linewidth=1.5,
+            )
+    ax.set_xlabel("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
+    ax.set_title("R* against D/N", fontsize=9)
+
+    ax = axes[0, 1]
+    for s in strategies:
+        st = style.strategy_style(s)
+        for i, t in enumerate(t_refs):
+            ax.plot(
+                n_grid,
+                law.rstar(n_grid, n_grid * t, s),
+                color=st["color"],
+                linestyle=style.LINESTYLES[i],
+                linewidth=1.5,
+            )
+    ax.set_xlabel("model size, N (parameters)", fontsize=8)
+    ax.set_title("R* against model size", fontsize=9)
+    for ax in axes[0, :2]:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylabel("R* (passes over D that still pay off)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        style.log_axis(ax, "y", style.plain)
+    style.log_axis(axes[0, 0], "x", style.plain)
+    style.log_axis(axes[0, 1], "x")
+
+    handles = [
+        Line2D([], [], color=style.strategy_style(s)["color"], linewidth=2, label=s)
+        for s in strategies
+    ]
+    handles += [
+        Line2D(
+            [], [], color="0.3", linestyle=style.LINESTYLES[i], label=f"left: N = {style.size(n)}"
+        )
+        for i, n in enumerate(n_refs)
+    ]
+    handles += [
+        Line2D([], [], color="0.3", linestyle=style.LINESTYLES[i], label=f"middle: D/N = {t:.3g}")
+        for i, t in enumerate(t_refs)
+    ]
+
+    if both:
+        ax = axes[0, 2]
+        NN, TT = np.meshgrid(n_grid, t_grid)
+        ratio = np.log10(
+            law.rstar(NN, NN * TT, "paraphrase") / law.rstar(NN, NN * TT, "repetition")
+        )
+        lim = float(np.nanmax(np.abs(ratio))) or 1.0
+        mesh = ax.pcolormesh(
+            NN,
+            TT,
+            ratio,
+            cmap=style.diverging_cmap(),
+            vmin=-lim,
+            vmax=lim,
+            shading="auto",
+            rasterized=True,
+        )
+        wins = ratio > 0
+        if wins.any():
+            ax.contourf(
+                NN, TT, wins.astype(float), levels=[0.5, 1.5], colors="none", hatches=["///"]
+            )
+        if wins.any() and (~wins).any():
+            ax.contour(NN, TT, ratio, levels=[0.0], colors="black", linewidths=1.6)
+        if runs is not None:
+            ax.scatter(
+                runs["n_params"],
+                runs["tokens_per_param"],
+                marker="o",
+                s=22,
+                facecolor="white",
+                edgecolor="black",
+                linewidth=0.8,
+                zorder=5,
+            )
+            handles.append(
+                Line2D(
+                    [],
+                    [],
+                    linestyle="",
+                    marker="o",
+                    markerfacecolor="white",
+                    markeredgecolor="black",
+                    label="right: runs",
+                )
+            )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        style.log_axis(ax, "x")
+        style.log_axis(ax, "y", style.plain)
+        ax.set_xlabel("model size, N (parameters)", fontsize=8)
+        ax.set_ylabel("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
+        ax.set_title("where paraphrasing beats repetition", fontsize=9)
+        ax.tick_params(labelsize=7)
+        cbar = fig.colorbar(mesh, ax=ax, pad=0.02)
+        cbar.set_label("log₁₀ R*_paraphrase / R*_repetition", fontsize=8)
+        cbar.ax.tick_params(labelsize=7)
+        handles.append(
+            Patch(
+                facecolor="white",
+                edgecolor="black",
+                hatch="///",
+                label="right: paraphrase beats repetition",
+            )
+        )
+        handles.append(Line2D([], [], color="black", linewidth=1.6, label="right: equal R*"))
+    return style.finish(
+        fig,
+        "R* = K·(D/N)^ρ·N^σ: how long derived tokens keep their worth",
+        style.fit_caption(fit),
+        handles,
+        [h.get_label() for h in handles],
+    )

@@ -1,0 +1,194 @@
+"""One look for every cdlaw figure: palette, markers, captions, legends outside the data.
+
+Colours are Okabe & Ito's colour-blind-safe set ("Color Universal Design", 2008). Each
+strategy also gets its own marker and line style, so a figure printed in grey or read
+by a colour-blind reader still tells the strategies apart. Band fills differ in
+lightness and hatch for the same reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.units import format_number
+
+# Okabe–Ito.
+BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
+    "#000000",
+    "#E69F00",
+    "#56B4E9",
+    "#009E73",
+    "#F0E442",
+    "#0072B2",
+    "#D55E00",
+    "#CC79A7",
+)
+
+# Orange and blue are far apart in lightness (grey ~160 vs ~90), black is darkest.
+STRATEGY_STYLE = {
+    "none": {"color": BLACK, "marker": "o", "linestyle": ":"},
+    "repetition": {"color": ORANGE, "marker": "s", "linestyle": "--"},
+    "paraphrase": {"color": BLUE, "marker": "^", "linestyle": "-"},
+}
+_EXTRA = [
+    {"color": GREEN, "marker": "D", "linestyle": "-."},
+    {"color": PURPLE, "marker": "v", "linestyle": (0, (5, 1, 1, 1))},
+    {"color": VERMILLION, "marker": "P", "linestyle": (0, (1, 1))},
+]
+
+# The three regime bands of SPEC §9 (compute, data, model), light to dark in grey.
+BAND_STYLE = {
+    "compute-bound": {"facecolor": SKY, "alpha": 0.16, "hatch": None},
+    "data-bound": {"facecolor": YELLOW, "alpha": 0.35, "hatch": "//"},
+    "model-bound": {"facecolor": "#808080", "alpha": 0.30, "hatch": ".."},
+}
+# Distinct line styles for a handful of model sizes or plan kinds.
+LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2))]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+# Sequential and monotonic in lightness, so it reads in grey too; the palest yellow of
+# viridis is cut off because it vanishes on white.
+CMAP = "viridis"
+CMAP_TOP = 0.82
+
+LOSS_LABEL = "validation loss (nats/token)"
+
+
+def sequential_cmap():
+    """viridis without its last, near-white yellow."""
+    import matplotlib as mpl
+    from matplotlib.colors import ListedColormap
+
+    base = mpl.colormaps[CMAP]
+    return ListedColormap(base(np.linspace(0.0, CMAP_TOP, 256)), name="viridis_cut")
+
+
+def diverging_cmap():
+    """Orange (repetition) through white to blue (paraphrase): the strategies' own colours."""
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list("rep_para", [ORANGE, "#ffffff", BLUE])
+
+
+def strategy_style(name: str) -> dict:
+    """Colour, marker and line style of a strategy (unknown names get the spare styles)."""
+    if name in STRATEGY_STYLE:
+        return dict(STRATEGY_STYLE[name])
+    return dict(_EXTRA[sum(map(ord, name)) % len(_EXTRA)])
+
+
+def strategy_order(names) -> list[str]:
+    """none, repetition, paraphrase first, then the rest alphabetically."""
+    known = [s for s in STRATEGY_STYLE if s in set(names)]
+    return known + sorted(set(names) - set(known))
+
+
+def tokens(x: float) -> str:
+    return format_number(float(x), 3)
+
+
+def size(n: float) -> str:
+    """A model size as people say it: 14M, 1.2B."""
+    return format_number(float(n), 3)
+
+
+def fit_caption(fit: dict | None, extra: str = "") -> str:
+    """One line naming the fit a figure came from: law form, rows, rmse_log, source."""
+    if not fit:
+        text = "no fit (run `cdlaw fit` first)"
+    else:
+        parts = [f"fit: {fit.get('law', 'cd')} law"]
+        if fit.get("n_rows") is not None:
+            used = fit.get("n_used", fit["n_rows"])
+            parts.append(f"n_rows {fit['n_rows']} ({used} used)")
+        if fit.get("rmse_log") is not None:
+            parts.append(f"rmse_log {float(fit['rmse_log']):.4f}")
+        holdout = fit.get("holdout")
+        if holdout and holdout.get("rmse_log") is not None:
+            parts.append(f"held-out rmse_log {float(holdout['rmse_log']):.4f}")
+        parts.append(f"source {fit.get('source') or 'unknown'}")
+        text = " · ".join(parts)
+    return f"{text} · {extra}" if extra else text
+
+
+def new_figure(nrows: int, ncols: int, panel: tuple[float, float] = (3.6, 2.9), **kw):
+    """A figure with constrained layout, so outside legends and captions never clip."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(panel[0] * ncols + 1.8, panel[1] * nrows + 1.0),
+        layout="constrained",
+        squeeze=False,
+        **kw,
+    )
+    return fig, axes
+
+
+def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int = 1):
+    """Title on top, the fit caption underneath, one legend outside the panels."""
+    # Left-aligned, so a long title never runs under the legend on the right.
+    fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left")
+    # supxlabel sits under the panels and constrained layout makes room for it.
+    fig.supxlabel(caption, fontsize=7.5, color="0.25", gid="caption")
+    if handles:
+        fig.legend(
+            handles,
+            labels,
+            loc="outside right center",
+            fontsize=8,
+            frameon=False,
+            ncol=ncol,
+        )
+    # Close it in pyplot's registry (the caller still owns the Figure object), so many
+    # figures in one process do not pile up.
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return fig
+
+
+def dedupe(handles, labels):
+    """Keep the first handle of each label, in order."""
+    seen: dict[str, object] = {}
+    for h, lab in zip(handles, labels, strict=False):
+        if lab and not lab.startswith("_") and lab not in seen:
+            seen[lab] = h
+    return list(seen.values()), list(seen)
+
+
+def plain(x: float) -> str:
+    """A plain number for ratios and counts: 0.5, 20, 1e+03."""
+    return f"{x:g}"
+
+
+def log_axis(ax, axis: str = "x", fmt=tokens) -> None:
+    """Human tick labels on a log axis (10M, 1B; or 2, 5, 10), denser on short ranges.
+
+    Call after the axis limits are final: the tick spacing depends on the range.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    decades = float(np.log10(hi / lo)) if lo > 0 and hi > lo else 10.0
+    if decades < 0.6:
+        subs = tuple(range(1, 10))
+    elif decades < 1.6:
+        subs = (1.0, 2.0, 5.0)
+    elif decades < 3.2:
+        subs = (1.0, 3.0)
+    else:
+        subs = (1.0,)
+    target.set_major_locator(LogLocator(base=10, subs=subs))
+    target.set_major_formatter(FuncFormatter(lambda v, _: fmt(v) if v > 0 else ""))
+    target.set_minor_formatter(NullFormatter())
+
+
+def pad_log_range(values, factor: float = 1.3) -> tuple[float, float]:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(v.min() / factor), float(v.max() * factor)

@@ -1,0 +1,470 @@
+"""`cdlaw plot`: read whatever the user points at, decide which figures it allows, draw them.
+
+PATH may be
+- a runs folder (summary.parquet, fit.json, fit_rows.parquet, <run_id>/metrics.parquet),
+- a fit.json (with fit_rows.parquet beside it when present),
+- a table of runs (CSV or parquet, e.g. a published table or fit_rows.parquet) with a
+  fit.json beside it or given with `fit=`,
+- a frontier JSON written by `cdlaw plan --frontier --json`.
+
+The figures themselves live in `cdlaw.figures`; each returns a matplotlib Figure.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.errors import BadInput
+from cdlaw.law import Law
+
+KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves")
+FORMATS = ("png", "svg", "pdf")
+TABLE_COLUMNS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
+
+
+@dataclass
+class PlotInputs:
+    """Everything a figure may draw from; absent parts are None (or empty)."""
+
+    path: Path
+    runs_dir: Path | None = None
+    fit: dict | None = None  # fit.json as a dict
+    law: Law | None = None
+    rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
+    summary: object = None  # pandas DataFrame: summary.parquet
+    metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
+    frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan
+
+    @property
+    def out_dir(self) -> Path:
+        """Where figures go by default: <runs>/figures, or figures/ beside the input file."""
+        base = self.runs_dir if self.runs_dir is not None else self.path.parent
+        return base / "figures"
+
+
+# ---------------------------------------------------------------------------------------
+# Reading inputs
+# ---------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise BadInput(
+            f"{path} is not readable JSON ({e}); pass a fit.json or frontier JSON"
+        ) from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path} holds a JSON {type(obj).__name__}, not an object; pass a fit.json")
+    return obj
+
+
+def _law_from_fit(fit: dict, where: Path) -> Law:
+    try:
+        return Law.from_dict(fit)
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadInput(
+            f"{where} does not describe a law ({e}); it needs 'law', 'params' "
+            "{E, A, B, alpha, beta} and 'strategies' as `cdlaw fit` writes them"
+        ) from None
+
+
+def read_table(path: Path):
+    """A CSV or parquet table of runs, checked for the columns every table needs (SPEC §5)."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            df = pd.read_parquet(path)
+        elif suffix in (".csv", ".tsv"):
+            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        else:
+            raise BadInput(f"{path}: unknown table type {suffix!r}; use .csv or .parquet")
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path} could not be read as a table ({e})") from None
+    missing = [c for c in TABLE_COLUMNS if c not in df.columns]
+    if missing:
+        raise BadInput(
+            f"{path} lacks the column(s) {', '.join(missing)}; a table of runs needs "
+            f"{', '.join(TABLE_COLUMNS)}"
+        )
+    return df
+
+
+def _read_runs_summary(runs_dir: Path):
+    """summary.parquet, or the result.json of every finished run when it is not built yet."""
+    import pandas as pd
+
+    summary = runs_dir / "summary.parquet"
+    if summary.exists():
+        return pd.read_parquet(summary)
+    results = sorted(runs_dir.glob("*/result.json"))
+    if results:
+        return pd.DataFrame([json.loads(p.read_text()) for p in results])
+    return None
+
+
+def _read_metrics(runs_dir: Path) -> dict:
+    import pandas as pd
+
+    out = {}
+    for p in sorted(runs_dir.glob("*/metrics.parquet")):
+        try:
+            out[p.parent.name] = pd.read_parquet(p)
+        except (OSError, ValueError):
+            continue  # a run being written right now; its curve will show next time
+    return out
+
+
+def prepare_rows(table, law: Law | None, fit: dict | None = None):
+    """The table of runs with every column the figures use, computed where absent.
+
+    Adds (keeping any already there, e.g. from fit_rows.parquet): row_id, tokens_trained,
+    derived_ratio, tokens_per_param, predicted_loss, residual_log (log observed − log
+    predicted), empirical_eta, regime, loss_one_epoch, loss_data_floor, loss_model_floor,
+    derived_gain_share, used, heldout. Runs that did not finish (status ≠ done) or have
+    no finite loss are left out.
+    """
+    import pandas as pd
+
+    from cdlaw.law import empirical_eta
+    from cdlaw.regimes import classify
+
+    df = table.copy()
+    if "status" in df.columns:
+        df = df[df["status"].fillna("done") == "done"]
+    df = df[np.isfinite(pd.to_numeric(df["loss"], errors="coerce"))].reset_index(drop=True)
+    for c in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    df["strategy"] = df["strategy"].fillna("none").astype(str)
+    N, D, Dp = (df[c].to_numpy() for c in ("n_params", "fresh_tokens", "derived_tokens"))
+    if "row_id" not in df.columns:
+        df["row_id"] = df["run_id"] if "run_id" in df.columns else np.arange(len(df))
+    df["tokens_trained"] = D + Dp
+    df["derived_ratio"] = Dp / D
+    df["tokens_per_param"] = D / N
+
+    if law is not None:
+        n = len(df)
+        cols = {
+            c: np.full(n, np.nan)
+            for c in (
+                "predicted_loss",
+                "loss_one_epoch",
+                "loss_data_floor",
+                "loss_model_floor",
+                "derived_gain_share",
+            )
+        }
+        regime = np.full(n, "", dtype=object)
+        for s in df["strategy"].unique():
+            m = (df["strategy"] == s).to_numpy()
+            try:
+                t = classify(law, N[m], D[m], Dp[m], s)
+            except KeyError:
+                continue  # a strategy this law has no parameters for: no prediction
+            cols["predicted_loss"][m] = t.loss
+            cols["loss_one_epoch"][m] = t.loss_one_epoch
+            cols["loss_data_floor"][m] = t.loss_data_floor
+            cols["loss_model_floor"][m] = t.loss_model_floor
+            cols["derived_gain_share"][m] = t.derived_gain_share
+            regime[m] = t.regime
+        for c, v in cols.items():
+            if c not in df.columns:
+                df[c] = v
+        if "regime" not in df.columns:
+            df["regime"] = regime
+        if "residual_log" not in df.columns:
+            df["residual_log"] = np.log(df["loss"]) - np.log(df["predicted_loss"])
+        if "empirical_eta" not in df.columns:
+            df["empirical_eta"] = empirical_eta(law, N, D, Dp, df["loss"].to_numpy())
+    if "heldout" not in df.columns:
+        holdout = (fit or {}).get("holdout") or {}
+        cut = holdout.get("n_params")
+        df["heldout"] = (N >= float(cut)) if cut is not None else False
+    if "used" not in df.columns:
+        dropped = {str(x) for x in (fit or {}).get("dropped") or []}
+        df["used"] = ~df["row_id"].astype(str).isin(dropped) & ~df["heldout"].astype(bool)
+    df["heldout"] = df["heldout"].astype(bool)
+    df["used"] = df["used"].astype(bool)
+    return df
+
+
+def _fit_beside(path: Path) -> Path | None:
+    for candidate in (path.parent / "fit.json", path.with_suffix(".fit.json")):
+        if candidate.exists() and candidate != path:
+            return candidate
+    return None
+
+
+def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
+    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(
+            f"{path} does not exist; pass a runs folder, a fit.json, a CSV/parquet table or a frontier JSON"
+        )
+    fit_path = Path(fit_path) if fit_path is not None else None
+    if fit_path is not None and not fit_path.is_file():
+        raise BadInput(f"--fit {fit_path} does not exist; pass the fit.json `cdlaw fit` wrote")
+    inputs = PlotInputs(path=path)
+    table = None
+
+    if path.is_dir():
+        inputs.runs_dir = path
+        inputs.summary = _read_runs_summary(path)
+        inputs.metrics = _read_metrics(path)
+        fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
+        if (path / "fit_rows.parquet").exists() and (fit_path is None or fit_path.parent == path):
+            table = read_table(path / "fit_rows.parquet")
+        else:
+            table = inputs.summary
+        if inputs.summary is None and not inputs.metrics and fit_path is None:
+            raise BadInput(
+                f"{path} holds no runs (no summary.parquet, result.json or metrics.parquet) "
+                "and no fit.json; pass a runs folder written by `cdlaw sweep`"
+            )
+    elif path.suffix.lower() == ".json":
+        obj = _read_json(path)
+        if "rows" in obj and "unique_tokens" in obj:
+            inputs.frontier = obj
+            named = obj.get("law")
+            if isinstance(named, str) and named.endswith(".json") and Path(named).is_file():
+                fit_path = fit_path or Path(named)  # the fit the frontier was planned with
+            elif fit_path is None:
+                law_dict = next(
+                    (d for d in (obj.get("law_params"), named) if isinstance(d, dict)), None
+                )
+                if law_dict is not None and "params" in law_dict:
+                    inputs.fit = {**law_dict, "source": law_dict.get("source") or str(named)}
+                    inputs.law = _law_from_fit(law_dict, path)
+        elif "params" in obj:
+            fit_path = fit_path or path
+            rows = path.parent / "fit_rows.parquet"
+            table = read_table(rows) if rows.exists() else None
+        else:
+            raise BadInput(
+                f"{path} is neither a fit.json (no 'params') nor a frontier JSON (no 'rows'); "
+                "write one with `cdlaw fit` or `cdlaw plan --frontier --json`"
+            )
+    elif path.suffix.lower() in (".csv", ".tsv", ".parquet"):
+        table = read_table(path)
+        fit_path = fit_path or _fit_beside(path)
+        if fit_path is None:
+            raise BadInput(
+                f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`) "
+                "or name the fit with --fit FIT.json"
+            )
+    else:
+        raise BadInput(
+            f"{path}: unknown input {path.suffix!r}; pass a runs folder, fit.json, "
+            ".csv/.parquet table or frontier .json"
+        )
+
+    if fit_path is not None:
+        inputs.fit = _read_json(fit_path)
+        inputs.law = _law_from_fit(inputs.fit, fit_path)
+    if table is not None and len(table):
+        missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+        if missing:
+            raise BadInput(f"the runs table of {path} lacks column(s) {', '.join(missing)}")
+        inputs.rows = prepare_rows(table, inputs.law, inputs.fit)
+    return inputs
+
+
+# ---------------------------------------------------------------------------------------
+# Which figures the inputs allow, and drawing them
+# ---------------------------------------------------------------------------------------
+
+
+def _planner():
+    try:
+        from cdlaw import plan
+    except ImportError:
+        return None
+    return plan if hasattr(plan, "frontier") else None
+
+
+def why_not(kind: str, inputs: PlotInputs) -> str | None:
+    """None when `kind` can be drawn from inputs, else the reason it cannot."""
+    law, rows = inputs.law, inputs.rows
+    need_fit = "it needs a fit: run `cdlaw fit` on the runs first, or pass --fit FIT.json"
+    if kind == "loss" or kind == "residuals":
+        if law is None:
+            return need_fit
+        if rows is None or not len(rows):
+            return "it needs a table of runs (summary.parquet, fit_rows.parquet or a CSV)"
+        if kind == "residuals" and not np.isfinite(rows["predicted_loss"]).any():
+            return "the fit predicts none of the runs' strategies"
+        return None
+    if kind == "eta":
+        if law is None:
+            return need_fit
+        if law.form == "chinchilla" or not law.strategies:
+            return "a chinchilla law has no η (derived tokens are worth nothing to it)"
+        if rows is None or not (rows["derived_tokens"] > 0).any():
+            return "it needs runs with derived tokens (derived_tokens > 0)"
+        return None
+    if kind == "rstar":
+        if law is None:
+            return need_fit
+        if law.form == "chinchilla" or not law.strategies:
+            return "a chinchilla law has no R*"
+        return None
+    if kind == "frontier":
+        if inputs.frontier is not None:
+            return None
+        if law is None:
+            return need_fit
+        if _planner() is None:
+            return "the planner (cdlaw.plan) is not available; pass a frontier JSON from `cdlaw plan --frontier --json`"
+        if _unique_tokens(inputs) is None:
+            return "no fresh-token count to plan with (no runs and no data_range in the fit)"
+        return None
+    if kind == "curves":
+        if not inputs.metrics:
+            return "it needs a runs folder with <run_id>/metrics.parquet"
+        return None
+    raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def available_kinds(inputs: PlotInputs) -> list[str]:
+    return [k for k in KINDS if why_not(k, inputs) is None]
+
+
+def _unique_tokens(inputs: PlotInputs) -> float | None:
+    if inputs.rows is not None and len(inputs.rows):
+        return float(inputs.rows["fresh_tokens"].max())
+    rng = (inputs.fit or {}).get("data_range") or {}
+    if rng.get("fresh_tokens"):
+        return float(rng["fresh_tokens"][1])
+    return None
+
+
+def _largest_run_flops(inputs: PlotInputs) -> float | None:
+    if inputs.rows is not None and len(inputs.rows):
+        r = inputs.rows
+        return float((6 * r["n_params"] * r["tokens_trained"]).max())
+    rng = (inputs.fit or {}).get("data_range") or {}
+    if rng.get("n_params") and rng.get("fresh_tokens"):
+        ratio = (rng.get("derived_ratio") or [0, 0])[1] or 0
+        return 6 * float(rng["n_params"][1]) * float(rng["fresh_tokens"][1]) * (1 + float(ratio))
+    return None
+
+
+def compute_frontier(
+    law: Law, unique_tokens: float, budgets, strategy: str = "auto", fit: dict | None = None
+) -> dict:
+    """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan."""
+    plan = _planner()
+    if plan is None:
+        raise BadInput(
+            "the frontier figure needs cdlaw.plan, which is not available; "
+            "pass a frontier JSON from `cdlaw plan --frontier --json` instead"
+        )
+    plans = plan.frontier(law, list(map(float, budgets)), unique_tokens, strategy=strategy)
+    # The same shape as `cdlaw plan --frontier --json`.
+    return {
+        "law": (fit or {}).get("source") or law.source or law.form,
+        "law_params": law.to_dict(),
+        "unique_tokens": float(unique_tokens),
+        "strategy": strategy,
+        "rows": [p.to_dict() for p in plans],
+    }
+
+
+def default_budgets(largest_run_flops: float, n: int = 16) -> np.ndarray:
+    """From 1/100 of the largest run's compute up to 1000× it: the fitted range and beyond."""
+    return np.geomspace(largest_run_flops / 100, largest_run_flops * 1e3, n)
+
+
+def make_figure(kind: str, inputs: PlotInputs):
+    """Draw one figure kind from inputs; raises BadInput saying why when it cannot."""
+    reason = why_not(kind, inputs)
+    if reason is not None:
+        raise BadInput(f"cannot draw the {kind!r} figure from {inputs.path}: {reason}")
+    if kind == "loss":
+        from cdlaw.figures.loss import loss_figure
+
+        return loss_figure(inputs.law, inputs.rows, inputs.fit)
+    if kind == "eta":
+        from cdlaw.figures.eta import eta_figure
+
+        return eta_figure(inputs.law, inputs.rows, inputs.fit)
+    if kind == "rstar":
+        from cdlaw.figures.rstar import rstar_figure
+
+        return rstar_figure(inputs.law, inputs.rows, inputs.fit)
+    if kind == "frontier":
+        from cdlaw.figures.frontier import frontier_figure
+
+        if inputs.frontier is None:
+            inputs.frontier = compute_frontier(
+                inputs.law,
+                _unique_tokens(inputs),
+                default_budgets(_largest_run_flops(inputs)),
+                fit=inputs.fit,
+            )
+        return frontier_figure(inputs.frontier, inputs.fit, inputs.rows)
+    if kind == "residuals":
+        from cdlaw.figures.residuals import residuals_figure
+
+        return residuals_figure(inputs.rows, inputs.fit)
+    if kind == "curves":
+        from cdlaw.figures.curves import curves_figure
+
+        return curves_figure(inputs.metrics, inputs.summary, inputs.fit)
+    raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def save_figure(fig, path: Path, fmt: str) -> Path:
+    """Write a figure atomically (a reader never sees half a PNG)."""
+    from cdlaw.atomic import write_atomic
+
+    dpi = 150 if fmt == "png" else None
+    # metadata without a date keeps svg/pdf output byte-stable run to run.
+    meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
+    return write_atomic(path, lambda p: fig.savefig(p, format=fmt, dpi=dpi, metadata=meta))
+
+
+def plot(
+    path: str | Path,
+    kinds: list[str] | None = None,
+    out: str | Path | None = None,
+    fmt: str = "png",
+    fit_path: str | Path | None = None,
+) -> list[Path]:
+    """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>.
+
+    Every input is checked before any file is written.
+    """
+    if fmt not in FORMATS:
+        raise BadInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    for k in kinds or []:
+        if k not in KINDS:
+            import difflib
+
+            near = difflib.get_close_matches(k, KINDS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise BadInput(f"--kind {k!r} is not a figure kind{hint}; valid: {', '.join(KINDS)}")
+    inputs = load_inputs(path, fit_path)
+    if kinds:
+        for k in kinds:
+            reason = why_not(k, inputs)
+            if reason is not None:
+                raise BadInput(f"cannot draw the {k!r} figure from {inputs.path}: {reason}")
+    else:
+        kinds = available_kinds(inputs)
+        if not kinds:
+            raise BadInput(
+                f"{inputs.path} allows no figure: it needs a fit (`cdlaw fit`) or run metrics"
+            )
+    out_dir = Path(out) if out is not None else inputs.out_dir
+    # Draw everything first, then write: a failure while drawing leaves no partial set.
+    figures = [(k, make_figure(k, inputs)) for k in dict.fromkeys(kinds)]
+    return [save_figure(fig, out_dir / f"{k}.{fmt}", fmt) for k, fig in figures]
