@@ -505,6 +505,13 @@ def plan(
             f"{SEARCH_TOKENS_PER_PARAM[0]:g} to {SEARCH_TOKENS_PER_PARAM[1]:g}): this law has "
             "no interior optimum for this budget"
         )
+    if _prefers_fewer_fresh_tokens(law, _law_strategy(best.strategy, chosen), best):
+        rho = law.strategies.get(chosen, {}).get("rho")
+        why = f" (its {chosen} rho = {rho:.3g} < -1)" if rho is not None and rho < -1 else ""
+        warnings.append(
+            "the law predicts a lower loss if some fresh tokens were swapped for derived ones "
+            f"at the same compute{why}: an extrapolation artifact, so trust this plan less"
+        )
     if law.form == "chinchilla" and best.derived_tokens > 0:
         warnings.append("a chinchilla law gives derived tokens no value; they only spend FLOPs")
     memory = None
@@ -625,6 +632,21 @@ def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
 def _law_strategy(label: str, chosen: str) -> str:
     """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
     return "none" if label == "none" else chosen
+
+
+def _prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
+    """Whether ∂L/∂D > 0 at fixed N and D + D′: the law would rather have fewer fresh tokens.
+
+    A sane law never does (a fresh token is worth at least a derived one), but the CD
+    law's saturated data D·(1 + R*) with R* ∝ D^ρ shrinks as D grows when ρ < −1, as the
+    qin2026 paraphrase fit does once r is large. The plan keeps SPEC §10's D = min(U, T)
+    and says so instead of exploiting it.
+    """
+    if best.derived_tokens == 0 or strategy == "none":
+        return False
+    h = 1e-4 * best.fresh_tokens
+    moved = law.loss(best.n_params, best.fresh_tokens - h, best.derived_tokens + h, strategy)
+    return float(moved) < best.predicted_loss - 1e-12
 
 
 def _with_gap(a: Allocation, best_loss: float) -> Allocation:

@@ -1,0 +1,450 @@
+"""The planner (SPEC §10): published optima, closed forms, and the shape of the plan."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cdlaw.errors import BadInput
+from cdlaw.law import PRESETS, Law, chinchilla_loss
+from cdlaw.memory import GIB, activation_bytes_per_token, model_shape, training_cost
+from cdlaw.plan import (
+    Plan,
+    budget_loss,
+    chinchilla_optimal_n_params,
+    frontier,
+    load_law,
+    plan,
+)
+from cdlaw.regimes import classify
+
+QIN = PRESETS["qin2026"]
+MUENNIGHOFF = PRESETS["muennighoff2023"]
+
+# ---------------------------------------------------------------------------------------
+# Muennighoff et al. 2023: the datablations README (github.com/huggingface/datablations,
+# README.md, section "Parametric Fit").
+# ---------------------------------------------------------------------------------------
+
+# The README's constants, in log space: a, b, e, alpha, beta, rd_star, rn_star.
+README_CONSTANTS = [6.255414, 7.3049974, 0.6254804, 0.3526596, 0.3526596, 15.387756, 5.309743]
+
+
+def readme_law() -> Law:
+    a, b, e, alpha, beta, rd, rn = README_CONSTANTS
+    return Law(
+        "muennighoff",
+        math.exp(e),
+        math.exp(a),
+        math.exp(b),
+        alpha,
+        beta,
+        {"repetition": {"rstar_d": rd, "rstar_n": rn}},
+    )
+
+
+def test_muennighoff_law_reproduces_the_readme_losses():
+    # README: scaling_law(N, D, U) with D = all training tokens and U the unique ones:
+    #   scaling_law(6.34e9, 242e9, 25e9) -> 2.2256440889984477  (Figure 1, right)
+    #   scaling_law(8.67e9, 178e9, 25e9) -> 2.2269634075087867
+    # In SPEC names: fresh_tokens = U, derived_tokens = D − U.
+    law = readme_law()
+    for n, d, want in [(6.34e9, 242e9, 2.2256440889984477), (8.67e9, 178e9, 2.2269634075087867)]:
+        assert law.loss(n, 25e9, d - 25e9, "repetition") == pytest.approx(want, rel=1e-13)
+        # The preset rounds E, A, B to the paper's printed digits: 5e-5 nats off.
+        assert MUENNIGHOFF.loss(n, 25e9, d - 25e9, "repetition") == pytest.approx(want, abs=1e-4)
+
+
+@pytest.mark.parametrize("law", [MUENNIGHOFF, readme_law()], ids=["preset", "readme-constants"])
+def test_muennighoff_reproduces_the_readme_optimal_allocation(law):
+    # README: optimal_allocation(8.67e9, 178e9, 25e9) searches model sizes at fixed N·D
+    # (= C/6, i.e. fixed compute) with U = 25B unique tokens and prints
+    #   "Optimal configuration: ... -> 227B tokens, 9.1 epochs, 6.8B parameters".
+    # Its D is all tokens, U = min(U, D) and the rest repeats: exactly plan()'s
+    # D = min(U, C/6N), D′ = C/6N − D, so the budget is C = 6·8.67e9·178e9.
+    C, U = 6 * 8.67e9 * 178e9, 25e9
+    p = plan(law, C, U, "repetition")
+    tokens = p.fresh_tokens + p.derived_tokens
+    assert round(tokens / 1e9) == 227
+    assert round(tokens / U, 1) == 9.1 and round(p.epochs, 1) == 9.1
+    assert round(p.n_params / 1e9, 1) == 6.8
+    assert p.strategy == "repetition" and p.fresh_tokens == U
+
+    # The README's own grid search (N = N_BASE/i and N_BASE·i, i in linspace(1.0001, 3, 500)),
+    # run on the same law, finds nothing better and lands within one grid step.
+    i = np.linspace(1.0001, 3, 500)
+    n_grid = np.concatenate([8.67e9 / i, 8.67e9 * i])
+    losses = budget_loss(law, "repetition", C, n_grid, U)
+    assert losses.min() >= p.predicted_loss - 1e-12
+    assert n_grid[np.argmin(losses)] == pytest.approx(p.n_params, rel=0.01)
+
+
+# ---------------------------------------------------------------------------------------
+# Chinchilla closed form and the CD law's reduction to it.
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["chinchilla-hoffmann", "chinchilla-besiroglu"])
+@pytest.mark.parametrize("C", [1e18, 1e21, 1e24])
+def test_chinchilla_presets_match_the_closed_form(name, C):
+    law = PRESETS[name]
+    a, b = law.alpha, law.beta
+    G = (a * law.A / (b * law.B)) ** (1 / (a + b))
+    n_star = G * (C / 6) ** (b / (a + b))
+    p = plan(law, C)  # unlimited unique tokens
+    assert p.n_params == pytest.approx(n_star, rel=1e-6)
+    assert p.fresh_tokens == pytest.approx(C / (6 * n_star), rel=1e-6)
+    assert p.derived_tokens == 0 and p.strategy == "none" and p.epochs == 1
+    assert p.naive.n_params == pytest.approx(n_star, rel=1e-14)
+    assert p.naive.loss_gap == pytest.approx(0, abs=1e-12)
+
+
+@pytest.mark.parametrize("headroom", [1.0, 1.5, 1e3])
+def test_cd_plan_with_enough_data_is_the_chinchilla_plan(headroom):
+    C = 1e21
+    n_star = chinchilla_optimal_n_params(QIN, C)
+    U = headroom * C / (6 * n_star)  # U ≥ C/(6N*)
+    p = plan(QIN, C, U)
+    assert p.n_params == pytest.approx(n_star, rel=1e-6)
+    assert p.derived_tokens == 0 and p.strategy == "none"
+    want = chinchilla_loss(n_star, C / (6 * n_star), QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta)
+    assert p.predicted_loss == pytest.approx(want, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# The plan is an optimum, and moves the right way.
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "law,strategy,C,U",
+    [
+        (QIN, "repetition", 1e21, 5e9),
+        (QIN, "paraphrase", 1e21, 5e9),
+        (QIN, "paraphrase", 1e19, 1e8),
+        (QIN, "repetition", 1e18, 1e12),
+        (MUENNIGHOFF, "repetition", 1e22, 25e9),
+        (PRESETS["chinchilla-besiroglu"], "auto", 1e20, 1e9),
+    ],
+)
+def test_plan_is_a_true_minimum(law, strategy, C, U):
+    p = plan(law, C, U, strategy)
+    s = "none" if strategy == "auto" else strategy
+    for factor in (0.95, 1.05):
+        assert budget_loss(law, s, C, p.n_params * factor, U) > p.predicted_loss
+    # and the plan spends exactly the budget
+    assert 6 * p.n_params * (p.fresh_tokens + p.derived_tokens) == pytest.approx(C, rel=1e-12)
+
+
+@pytest.mark.parametrize("law", [QIN, MUENNIGHOFF], ids=["qin2026", "muennighoff2023"])
+def test_less_unique_data_means_more_epochs_and_higher_loss(law):
+    C = 1e21
+    t_star = C / (6 * chinchilla_optimal_n_params(law, C))  # the tokens Chinchilla wants
+    unique = np.geomspace(2 * t_star, 1e7, 25)
+    plans = [plan(law, C, u, "repetition") for u in unique]
+    derived = np.array([p.derived_tokens for p in plans])
+    epochs = np.array([p.epochs for p in plans])
+    ratio = np.array([p.derived_tokens / p.fresh_tokens for p in plans])
+    loss = np.array([p.predicted_loss for p in plans])
+    assert derived[0] == 0 and epochs[0] == 1  # more unique data than Chinchilla wants
+    assert np.all(np.diff(loss) >= 0) and np.all(np.diff(loss[2:]) > 0)
+    assert np.all(np.diff(epochs[2:]) > 0) and np.all(np.diff(ratio[2:]) > 0)
+    assert epochs[-1] > 100
+    # D′ grows as the data constraint starts to bind; far below, the model grows and the
+    # total token count falls faster than U, so D′ itself peaks (epochs keep growing).
+    onset = [
+        plan(law, C, u, "repetition").derived_tokens for u in np.geomspace(t_star, t_star / 4, 6)
+    ]
+    assert np.all(np.diff(onset) > 0)
+
+
+def test_qin2026_paraphrase_artifact_is_flagged():
+    # qin2026's paraphrase rho = −1.30 < −1: far beyond its fitted r, D(1 + R*) falls as D
+    # grows, so the law "prefers" a smaller corpus. Wherever the planned loss falls as U
+    # shrinks, the plan must say so.
+    C = 1e21
+    plans = [plan(QIN, C, u, "paraphrase") for u in np.geomspace(1e11, 1e7, 17)]
+    flagged = [any("fresh tokens were swapped" in w for w in p.warnings) for p in plans]
+    for prev, cur, flag in zip(plans[:-1], plans[1:], flagged[1:], strict=True):
+        if cur.predicted_loss < prev.predicted_loss:
+            assert flag
+    assert not any(flagged[:5]) and all(flagged[-5:])
+    assert "rho = -1.3 < -1" in plans[-1].warnings[-1]
+
+
+@pytest.mark.parametrize("C,U,winner", [(1e21, 5e9, "repetition"), (1e19, 1e8, "paraphrase")])
+def test_auto_picks_the_strategy_with_the_lower_loss(C, U, winner):
+    p = plan(QIN, C, U, "auto")
+    single = {s: plan(QIN, C, U, s) for s in ("repetition", "paraphrase")}
+    assert p.strategy == winner
+    assert p.predicted_loss == min(q.predicted_loss for q in single.values())
+    assert p.n_params == single[winner].n_params
+    for s, q in single.items():
+        assert p.candidates[s].predicted_loss == q.predicted_loss
+        assert p.candidates[s].loss_gap == pytest.approx(q.predicted_loss - p.predicted_loss)
+    loser = "paraphrase" if winner == "repetition" else "repetition"
+    assert p.candidates[loser].loss_gap > 0.01
+
+
+def test_epochs_and_paraphrase_passes():
+    rep = plan(QIN, 1e21, 5e9, "repetition")
+    assert rep.epochs == pytest.approx((rep.fresh_tokens + rep.derived_tokens) / 5e9, rel=1e-15)
+    assert rep.paraphrase_passes == 0
+    par = plan(QIN, 1e21, 5e9, "paraphrase")
+    assert par.paraphrase_passes == pytest.approx(par.derived_tokens / 5e9, rel=1e-15)
+    assert par.epochs == 1
+
+
+def test_fixed_n_params_decides_only_the_split():
+    C, U, N = 1e21, 5e9, 2e9
+    p = plan(QIN, C, U, n_params=N)
+    assert p.n_params == N and p.n_params_fixed
+    assert p.fresh_tokens == U and p.derived_tokens == pytest.approx(C / (6 * N) - U, rel=1e-15)
+    assert p.predicted_loss == min(
+        float(QIN.loss(N, U, C / (6 * N) - U, s)) for s in ("repetition", "paraphrase")
+    )
+    small = plan(QIN, 1e18, 5e9, n_params=1e8)  # C/(6N) < U: no derived tokens
+    assert small.derived_tokens == 0 and small.fresh_tokens == pytest.approx(1e18 / 6e8)
+
+
+def test_marginal_gain_is_the_slope_of_the_optimal_loss():
+    for law, C, U in [
+        (QIN, 1e21, 5e9),
+        (QIN, 1e19, 1e8),
+        (PRESETS["chinchilla-hoffmann"], 1e22, None),
+    ]:
+        p = plan(law, C, U)
+        assert p.marginal_gain_per_flop > 0
+        h = 1e-3
+        up, down = plan(law, C * (1 + h), U), plan(law, C * (1 - h), U)
+        want = -(up.predicted_loss - down.predicted_loss) / (2 * h * C)
+        assert p.marginal_gain_per_flop == pytest.approx(want, rel=1e-4)
+        assert p.marginal_gain_per_doubling == pytest.approx(want * C * math.log(2), rel=1e-4)
+    # Chinchilla: L*(C) = E + k·C^(−αβ/(α+β)), so −dL*/dC = (αβ/(α+β))·(L* − E)/C exactly.
+    law = PRESETS["chinchilla-hoffmann"]
+    p = plan(law, 1e22)
+    a, b = law.alpha, law.beta
+    want = a * b / (a + b) * (p.predicted_loss - law.E) / 1e22
+    assert p.marginal_gain_per_flop == pytest.approx(want, rel=1e-6)
+
+
+def test_naive_and_four_epoch_baselines():
+    C, U = 1e21, 5e9
+    p = plan(QIN, C, U)
+    n_naive = chinchilla_optimal_n_params(QIN, C)
+    t_naive = C / (6 * n_naive)
+    assert p.naive.n_params == n_naive and p.naive.fresh_tokens == U
+    assert p.naive.derived_tokens == pytest.approx(t_naive - U, rel=1e-14)
+    assert p.naive.strategy == "repetition" and p.naive.epochs > 4
+    # the naive planner believes every token is fresh; the CD law disagrees
+    believed = chinchilla_loss(n_naive, t_naive, QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta)
+    assert p.naive.believed_loss == pytest.approx(believed, rel=1e-14)
+    assert p.naive.predicted_loss == pytest.approx(
+        float(QIN.loss(n_naive, U, t_naive - U, "repetition")), rel=1e-14
+    )
+    assert p.naive.predicted_loss > p.naive.believed_loss
+    # four epochs at most, the rest in N
+    assert p.four_epoch.epochs == pytest.approx(4, rel=1e-14)
+    assert p.four_epoch.n_params == pytest.approx(C / (6 * 4 * U), rel=1e-14)
+    for a in (p.naive, p.four_epoch):
+        assert a.loss_gap == pytest.approx(a.predicted_loss - p.predicted_loss, rel=1e-14)
+        assert a.loss_gap > 0.01  # at 7.5 epochs, both rules leave real loss on the table
+    # where Chinchilla already wants ≤ 4 epochs, the four-epoch rule is the naive plan
+    q = plan(QIN, 1e21, 0.3 * t_naive)
+    assert q.four_epoch.n_params == q.naive.n_params
+
+
+def test_regime_is_classify_at_the_plan():
+    for C, U in [(1e21, 5e9), (1e23, 5e9), (1e20, None)]:
+        p = plan(QIN, C, U, saturation=0.8, tolerance=0.02)
+        s = "none" if p.strategy == "none" else p.strategy
+        t = classify(
+            QIN, p.n_params, p.fresh_tokens, p.derived_tokens, s, saturation=0.8, tolerance=0.02
+        )
+        assert p.regime == t.regime[()]
+        assert (p.loss_one_epoch, p.loss_data_floor, p.loss_model_floor) == (
+            t.loss_one_epoch[()],
+            t.loss_data_floor[()],
+            t.loss_model_floor[()],
+        )
+        assert (p.saturation, p.tolerance) == (0.8, 0.02)
+    assert plan(QIN, 1e21, 5e9).regime == "compute-bound"
+    assert plan(QIN, 1e23, 5e9).regime == "data-bound"
+
+
+def test_frontier_is_plan_at_each_budget():
+    budgets = np.logspace(18, 24, 7)
+    rows = frontier(QIN, budgets, 5e9, "auto")
+    assert [r.budget_flops for r in rows] == list(budgets)
+    assert np.all(np.diff([r.predicted_loss for r in rows]) < 0)
+    assert np.all(np.diff([r.n_params for r in rows]) > 0)
+    assert rows[3].to_dict() == plan(QIN, budgets[3], 5e9).to_dict()
+
+
+def test_plan_round_trips_through_json():
+    for p in (
+        plan(QIN, 1e21, 5e9, gpu_memory_gib=80, gpu_flops=989e12, mfu=0.4),
+        plan(PRESETS["chinchilla-hoffmann"], 1e20),
+        plan(QIN, 1e20, 1e9, "paraphrase", n_params=3e8),
+    ):
+        d = json.loads(json.dumps(p.to_dict()))
+        back = Plan.from_dict(d)
+        assert back.to_dict() == d
+        assert back.n_params == p.n_params and back.naive == p.naive
+        assert back.candidates == p.candidates
+
+
+# ---------------------------------------------------------------------------------------
+# Laws from a fit.json: bootstrap band, data-range warnings, and bad input.
+# ---------------------------------------------------------------------------------------
+
+
+def qin_fit(**extra) -> dict:
+    return {**QIN.to_dict(), "method": "joint", **extra}
+
+
+def write(tmp_path, obj, name="fit.json"):
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+    return str(path)
+
+
+def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
+    rng = np.random.default_rng(0)
+    names = ["E", "A", "B", "alpha", "beta", "repetition.K", "repetition.rho", "repetition.sigma"]
+    point = [QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, *QIN.strategies["repetition"].values()]
+    vectors = [list(np.array(point) * (1 + 0.02 * rng.standard_normal(8))) for _ in range(200)]
+    fit = qin_fit(bootstrap=vectors, bootstrap_params=names)
+    p = plan(load_law(write(tmp_path, fit)), 1e21, 5e9, "repetition")
+    losses = []
+    for v in vectors:
+        d = dict(zip(names, v, strict=True))
+        law = Law(
+            "cd",
+            *(d[k] for k in ("E", "A", "B", "alpha", "beta")),
+            {
+                "repetition": {k: d[f"repetition.{k}"] for k in ("K", "rho", "sigma")},
+                "paraphrase": QIN.strategies["paraphrase"],
+            },
+        )
+        losses.append(float(law.loss(p.n_params, p.fresh_tokens, p.derived_tokens, "repetition")))
+    lo, hi = p.predicted_loss_ci95
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(losses, [2.5, 97.5])), rel=1e-14)
+    assert lo < p.predicted_loss < hi
+
+    # log-space names (the fit's own parametrisation) give the same band
+    log_names = [
+        "e",
+        "a",
+        "b",
+        "alpha",
+        "beta",
+        "repetition.k",
+        "repetition.rho",
+        "repetition.sigma",
+    ]
+    logged = [[math.log(x) if i in (0, 1, 2, 5) else x for i, x in enumerate(v)] for v in vectors]
+    fit = qin_fit(bootstrap=logged, bootstrap_params=log_names)
+    q = plan(load_law(write(tmp_path, fit)), 1e21, 5e9, "repetition")
+    assert q.predicted_loss_ci95 == pytest.approx(p.predicted_loss_ci95, rel=1e-12)
+
+    # unnamed samples: no band, and the plan says why
+    r = plan(load_law(write(tmp_path, qin_fit(bootstrap=vectors))), 1e21, 5e9, "repetition")
+    assert r.predicted_loss_ci95 is None and any("bootstrap_params" in w for w in r.warnings)
+    assert plan(QIN, 1e21, 5e9).predicted_loss_ci95 is None
+
+
+def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
+    fit = qin_fit(
+        data_range={
+            "n_params": [1e7, 6e8],
+            "tokens_per_param": [5, 200],
+            "derived_ratio": [0, 4],
+        }
+    )
+    p = plan(load_law(write(tmp_path, fit)), 1e21, 5e9, "repetition")
+    w = "\n".join(p.warnings)
+    assert f"is {p.n_params / 6e8:.3g}× the largest fitted size (600M)" in w
+    assert f"is {5 / (p.fresh_tokens / p.n_params):.3g}× below the smallest fitted tokens" in w
+    assert f"D′/D = {p.derived_tokens / p.fresh_tokens:.3g} is " in w
+    assert len(p.warnings) == 3
+    inside = plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition")
+    assert inside.warnings == ()
+
+
+def test_bad_input_is_one_clear_sentence(tmp_path):
+    cases = [
+        (lambda: plan(QIN, 0), "--budget-flops must be a positive number"),
+        (lambda: plan(QIN, -1e21), "--budget-flops must be a positive number"),
+        (lambda: plan(QIN, float("nan")), "--budget-flops"),
+        (lambda: plan(QIN, 1e21, n_params=0), "--n-params"),
+        (lambda: plan(QIN, 1e21, 5e9, mfu=1.5, gpu_flops=1e15), "--mfu 1.5 must lie in (0, 1]"),
+        (lambda: plan(QIN, 1e21, 5e9, mfu=0, gpu_flops=1e15), "--mfu 0 must lie in (0, 1]"),
+        (lambda: plan(MUENNIGHOFF, 1e21, 5e9, "paraphrase"), "has no paraphrase parameters"),
+        (lambda: plan(QIN, 1e21, 5e9, "shuffle"), "--strategy 'shuffle' is not one of"),
+        (lambda: load_law("qin2027"), "is not a preset (chinchilla-hoffmann"),
+        (lambda: load_law(str(tmp_path / "nope.json")), "no such fit file"),
+        (lambda: load_law(write(tmp_path, "{oops", "broken.json")), "not a readable JSON"),
+        (lambda: load_law(write(tmp_path, {"rows": 3}, "other.json")), "not a fit"),
+        (lambda: load_law(write(tmp_path, {"params": {"E": 1}}, "half.json")), "lacks A, B"),
+    ]
+    for call, text in cases:
+        with pytest.raises(BadInput) as e:
+            call()
+        msg = str(e.value)
+        assert text in msg, msg
+        assert "\n" not in msg and msg.endswith(".")
+    no_paraphrase = qin_fit(strategies={"repetition": QIN.strategies["repetition"]})
+    source = load_law(write(tmp_path, no_paraphrase))
+    with pytest.raises(BadInput, match="has no paraphrase parameters"):
+        plan(source, 1e21, 5e9, "paraphrase")
+    assert plan(source, 1e21, 5e9).strategy == "repetition"
+
+
+# ---------------------------------------------------------------------------------------
+# Memory and GPU hours.
+# ---------------------------------------------------------------------------------------
+
+
+def test_memory_and_gpu_hours_by_hand():
+    N, T, V = 4e9, 4e10, 100278
+    c = training_cost(N, T, gpu_memory_gib=80, gpu_flops=989e12, mfu=0.4)
+    s = c.shape
+    assert c.n_params_total == N + V * s.d_model
+    assert c.weights_gib == pytest.approx(2 * c.n_params_total / GIB)
+    assert c.gradients_gib == pytest.approx(2 * c.n_params_total / GIB)
+    assert c.optimizer_gib == pytest.approx(12 * c.n_params_total / GIB)  # fp32 master + m + v
+    per_token = s.n_layers * 2 * (10 * s.d_model + 4 * s.mlp_hidden) + 4 * s.d_model + 6 * V
+    assert activation_bytes_per_token(s, V) == per_token
+    assert c.activations_gib == pytest.approx(per_token * 4096 / GIB)
+    assert c.total_gib == pytest.approx(16 * c.n_params_total / GIB + c.activations_gib)
+    assert c.fits is False and c.total_gib > 80
+    states = 16 * c.n_params_total / GIB
+    assert c.min_gpus_sharded == math.ceil(states / (80 - c.activations_gib))
+    assert c.gpu_hours == pytest.approx(6 * N * T / (989e12 * 0.4) / 3600, rel=1e-14)
+    attn = 12 * s.n_layers * s.d_model * 4096 * T
+    assert c.gpu_hours_with_attention == pytest.approx(
+        (6 * N * T + attn) / (989e12 * 0.4) / 3600, rel=1e-14
+    )
+    assert training_cost(1e8, 2e9, gpu_memory_gib=80).fits is True
+    assert training_cost(1e8, 2e9, gpu_memory_gib=80).gpu_hours is None
+
+
+def test_model_shape_uses_the_sweep_ladder_and_falls_back_to_aspect_ratio():
+    from cdlaw.shapes import count_params
+
+    s = model_shape(3.7e8)
+    assert s.source.startswith("cdlaw.shapes")
+    assert count_params(s, 100278).n_params == pytest.approx(3.7e8, rel=0.1)
+    tiny = model_shape(1e5)  # below the ladder for a 100k vocabulary: aspect-ratio rule
+    assert tiny.source.startswith("aspect ratio") and tiny.d_model == 64 * tiny.n_layers
+
+
+def test_plan_carries_the_memory_estimate():
+    p = plan(QIN, 1e21, 5e9, gpu_memory_gib=80, gpu_flops=989e12)
+    m = p.memory
+    assert m["mfu"] == 0.4 and m["n_params"] == p.n_params
+    assert m["gpu_hours"] == pytest.approx(1e21 / (989e12 * 0.4) / 3600, rel=1e-12)
+    assert "16 bytes/param" in m["precision"]
+    assert plan(QIN, 1e21, 5e9).memory is None
