@@ -19,13 +19,16 @@ Two ways to get a shape:
   exactly as OLMo-core builds them (`TransformerConfig.olmo3_<size>`).
 * `shape_for_params(target, vocab_size)`: any target size, by the ladder rule below.
 
-The ladder rule (one rule, every size): d_model runs over multiples of 16 (of 64 from 512
-up); n_layers = max(2, round(d_model / 64)), the aspect ratio 64 of OLMo-core's 30M, 190M
-and 370M, with at least two layers; n_heads = max(d_model // 64, min(8, d_model // 16)),
-i.e. head_dim 64 for wide models and eight heads (head_dim ≥ 16) for narrow ones, as in
-the named 14M–100M; mlp_hidden = OLMo-core's SwiGLU width int(8·d/3) rounded up to a
-multiple of 64 (OLMo-core rounds to 256, which would more than double the MLP of a
-d_model-32 model). The shape whose n_params is nearest the target in log space wins.
+The ladder rule (one rule, every size): d_model runs over multiples of 8 up to 128 and of
+16 beyond; n_layers = max(2, round(d_model / 64)), the aspect ratio 64 of OLMo-core's 30M,
+190M and 370M, with at least two layers; n_heads = the largest divisor of d_model not above
+max(d_model / 64, min(8, d_model / 16)), i.e. head_dim ≈ 64 for wide models and eight heads
+for narrow ones, as in the named 14M–100M; mlp_hidden = OLMo-core's SwiGLU width
+int(8·d_model/3) rounded up to a multiple of 16 (OLMo-core rounds to 256, which would more
+than double the MLP of a d_model-32 model). The shape whose n_params is nearest the target
+in log space wins. Neighbouring shapes are a few % apart above 10M parameters and up to
+~50% apart at the smallest sizes (where the LM head dominates and a layer is a big step):
+a run records its exact n_params, which is what the law is fitted on.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ OLMO3_VOCAB_SIZE = 100_278  # the CD paper's (dolma2) tokenizer, as OLMo-core pa
 # Ladder rule constants (see the module docstring).
 ASPECT_RATIO = 64  # d_model / n_layers
 MIN_LAYERS = 2
-MLP_MULTIPLE = 64
+MLP_MULTIPLE = 16
 
 
 @dataclass(frozen=True)
@@ -160,22 +163,23 @@ def flops_per_token(n_params: float, n_layers: int = 0, d_model: int = 0, seq_le
 
 
 def ladder_shape(d_model: int) -> Shape:
-    """The ladder's shape at a given width (d_model a multiple of 16)."""
+    """The ladder's shape at a given width (see the module docstring)."""
     n_layers = max(MIN_LAYERS, round(d_model / ASPECT_RATIO))
-    n_heads = max(d_model // 64, min(8, d_model // 16))
+    most_heads = max(d_model / 64, min(8, d_model / 16))
+    n_heads = max(k for k in range(1, int(most_heads) + 1) if d_model % k == 0)
     mlp_hidden = MLP_MULTIPLE * math.ceil(int(8 * d_model / 3) / MLP_MULTIPLE)
     return Shape(d_model, n_layers, n_heads, mlp_hidden)
 
 
 def _ladder_widths(max_d_model: int = 16384):
-    yield from range(16, 512, 16)
-    yield from range(512, max_d_model + 1, 64)
+    yield from range(16, 128, 8)
+    yield from range(128, max_d_model + 1, 16)
 
 
 def shape_for_params(n_params: float, vocab_size: int = OLMO3_VOCAB_SIZE) -> Shape:
     """The ladder shape whose n_params (SPEC §3, LM head included) is nearest the target.
 
-    Example: shape_for_params(1e6, vocab_size=2048) -> Shape(d_model=96, n_layers=2, ...).
+    Example: shape_for_params(1e6, vocab_size=2048) -> Shape(160, 2, 8, 432).
     Raises BadInput when the target is below half the smallest model for this vocabulary
     (the LM head alone holds vocab_size·d_model parameters).
     """
