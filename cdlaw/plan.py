@@ -461,7 +461,7 @@ def plan(
     (and, under "auto", the strategy) is decided. The memory / GPU-hours estimate is
     added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.memory).
     """
-    source = law if isinstance(law, PlanningLaw) else PlanningLaw(law.source or law.form, law)
+    source = law if isinstance(law, PlanningLaw) else _as_planning_law(law)
     law = source.law
     budget_flops = _positive(budget_flops, "--budget-flops")
     unique = math.inf if unique_tokens is None else _positive(unique_tokens, "--unique-tokens")
@@ -579,6 +579,12 @@ def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 # Pieces of plan().
 # ---------------------------------------------------------------------------------------
+
+
+def _as_planning_law(law: Law) -> PlanningLaw:
+    """A bare Law: a preset keeps its name and published range; any other is just itself."""
+    preset = next((name for name, p in PRESETS.items() if p == law), None)
+    return load_law(preset) if preset else PlanningLaw(law.source or law.form, law)
 
 
 def _positive(value, what: str) -> float:

@@ -1,0 +1,228 @@
+"""`cdlaw plan` from the command line: human and JSON output, frontier, exit codes."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cdlaw.cli import main
+from cdlaw.law import PRESETS
+from cdlaw.plan import Plan, load_law, plan
+
+QIN = PRESETS["qin2026"]
+
+
+def run(monkeypatch, capsys, *args):
+    """Run `cdlaw plan ARGS` in-process through the real entry point; (code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["cdlaw", "plan", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return e.value.code or 0, out.out, out.err
+
+
+def test_json_is_the_library_plan(monkeypatch, capsys):
+    code, out, err = run(
+        monkeypatch, capsys, "--budget-flops", "1e21", "--unique-tokens", "5B", "--json"
+    )
+    assert code == 0 and err == ""
+    got = json.loads(out)
+    want = json.loads(json.dumps(plan(QIN, 1e21, 5e9).to_dict()))
+    assert got == want
+    assert Plan.from_dict(got).to_dict() == got  # and it reads back
+    for key in (
+        "n_params",
+        "fresh_tokens",
+        "derived_tokens",
+        "strategy",
+        "epochs",
+        "paraphrase_passes",
+        "predicted_loss",
+        "predicted_loss_ci95",
+        "regime",
+        "loss_one_epoch",
+        "loss_data_floor",
+        "loss_model_floor",
+        "saturation",
+        "tolerance",
+        "marginal_gain_per_flop",
+        "naive",
+        "four_epoch",
+        "warnings",
+    ):
+        assert key in got
+    assert got["strategy"] == "repetition" and got["unique_tokens"] == 5e9
+
+
+def test_human_output_reads_well(monkeypatch, capsys):
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        "--budget-flops",
+        "1e21",
+        "--unique-tokens",
+        "5e9",
+        "--law",
+        "qin2026",
+        "--gpu-memory",
+        "80",
+        "--gpu-flops",
+        "989e12",
+        "--mfu",
+        "0.4",
+    )
+    assert code == 0 and out == ""  # human output goes to stderr only
+    p = plan(QIN, 1e21, 5e9, gpu_memory_gib=80, gpu_flops=989e12, mfu=0.4)
+    text = " ".join(err.split())
+    for piece in (
+        "4.43B parameters",
+        "repetition, 7.53 epochs",
+        f"{p.predicted_loss:.4f} nats/token",
+        "compute-bound",
+        f"L_1ep {p.loss_one_epoch:.4f}",
+        f"L_D {p.loss_data_floor:.4f}",
+        f"L_N {p.loss_model_floor:.4f}",
+        "saturation 0.9",
+        "tolerance 0.01",
+        f"{p.marginal_gain_per_doubling:.4f} nats if C doubles",
+        f"naive 2.1B 5B 74.3B repetition 15.9 epochs {p.naive.predicted_loss:.4f} "
+        f"{p.naive.loss_gap:+.4f}",
+        f"≤ 4 epochs 8.33B 5B 15B repetition 4 epochs {p.four_epoch.predicted_loss:.4f}",
+        "does not fit in 80 GiB",
+        "7.38× the largest fitted size (600M)",
+        "GPU hours 702",
+    ):
+        assert piece in text, piece
+
+
+def test_frontier_json_has_the_keys_the_plot_reads(monkeypatch, capsys):
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        "--frontier",
+        "--frontier-range",
+        "1e18:1e22",
+        "--frontier-points",
+        "5",
+        "--unique-tokens",
+        "5e9",
+        "--json",
+    )
+    assert code == 0
+    got = json.loads(out)
+    assert got["law"] == "qin2026" and got["unique_tokens"] == 5e9 and got["strategy"] == "auto"
+    assert got["law_params"] == QIN.to_dict()
+    budgets = [r["budget_flops"] for r in got["rows"]]
+    np.testing.assert_allclose(budgets, np.logspace(18, 22, 5), rtol=1e-12)
+    assert got["rows"][2] == json.loads(json.dumps(plan(QIN, budgets[2], 5e9).to_dict()))
+
+
+def test_frontier_human_table(monkeypatch, capsys):
+    code, out, err = run(
+        monkeypatch, capsys, "--frontier", "--frontier-points", "3", "--law", "chinchilla-hoffmann"
+    )
+    assert code == 0 and out == ""
+    assert "frontier: law chinchilla-hoffmann, U = unlimited" in err
+    assert err.count("none") >= 3
+
+
+def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({**QIN.to_dict(), "data_range": {"n_params": [1e7, 6e8]}}))
+    code, out, _ = run(
+        monkeypatch,
+        capsys,
+        "--budget-flops",
+        "1e19",
+        "--unique-tokens",
+        "1e9",
+        "--law",
+        str(fit),
+        "--n-params",
+        "300M",
+        "--strategy",
+        "paraphrase",
+        "--json",
+    )
+    assert code == 0
+    got = json.loads(out)
+    assert got["n_params"] == 3e8 and got["n_params_fixed"] and got["strategy"] == "paraphrase"
+    assert got["derived_tokens"] == pytest.approx(1e19 / 1.8e9 - 1e9, rel=1e-14)
+    assert got["law"] == str(fit) and got["warnings"] == []
+    want = plan(load_law(str(fit)), 1e19, 1e9, "paraphrase", n_params=3e8).to_dict()
+    assert got == json.loads(json.dumps(want))
+
+
+@pytest.mark.parametrize(
+    "args,text",
+    [
+        (["--budget-flops", "0"], "--budget-flops must be a positive number"),
+        (["--budget-flops", "-1e21"], "--budget-flops must be a positive number"),
+        (["--budget-flops", "lots"], "--budget-flops must be a number like 1e21"),
+        ([], "--budget-flops is required"),
+        (["--budget-flops", "1e21", "--law", "gpt5"], "not a preset (chinchilla-hoffmann"),
+        (["--budget-flops", "1e21", "--law", "runs/none/fit.json"], "no such fit file"),
+        (
+            ["--budget-flops", "1e21", "--law", "muennighoff2023", "--strategy", "paraphrase"],
+            "has no paraphrase parameters (it has: repetition)",
+        ),
+        (["--budget-flops", "1e21", "--n-params", "0"], "--n-params must be a positive number"),
+        (["--budget-flops", "1e21", "--gpu-flops", "1e15", "--mfu", "1.2"], "--mfu 1.2"),
+        (["--budget-flops", "1e21", "--mfu", "0.5"], "needs --gpu-flops"),
+        (["--frontier", "--frontier-range", "1e22:1e18"], "the end must exceed the start"),
+    ],
+)
+def test_bad_input_exits_2_with_one_sentence(monkeypatch, capsys, args, text):
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 2 and out == ""
+    message = " ".join(err.split())
+    assert message.startswith("error: ") and text in message, message
+    assert message.replace("e.g. ", "").count(". ") == 0  # one sentence
+    assert "Traceback" not in err
+
+
+def test_entry_point_end_to_end(tmp_path):
+    """The real `python -m cdlaw` process: JSON on stdout; a bad fit file exits 2."""
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cdlaw",
+            "plan",
+            "--budget-flops",
+            "1e21",
+            "--unique-tokens",
+            "5e9",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["n_params"] == plan(QIN, 1e21, 5e9).n_params
+    not_a_fit = tmp_path / "fit.json"
+    not_a_fit.write_text('{"rows": []}')
+    bad = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "plan", "--budget-flops", "1e21", "--law", str(not_a_fit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert "fit.json: not a fit" in " ".join(bad.stderr.split())
+    assert "Traceback" not in bad.stderr
+
+
+def test_help_shows_an_example():
+    from typer.testing import CliRunner
+
+    from cdlaw.cli import _register, app
+
+    _register()
+    result = CliRunner().invoke(app, ["plan", "--help"])
+    assert result.exit_code == 0
+    assert "Example: cdlaw plan --budget-flops 1e21" in result.output
