@@ -33,7 +33,6 @@ from cdlaw.law import PRESETS, SHARED_PARAMS, STRATEGIES, STRATEGY_PARAMS, Law, 
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.units import format_number
 
-DEFAULT_LAW = "qin2026"
 STRATEGY_CHOICES = ("auto", *STRATEGIES)
 FOUR_EPOCHS = 4.0
 # The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
@@ -114,8 +113,9 @@ def load_law(spec: str) -> PlanningLaw:
 def bootstrap_laws(fit: dict, law: Law) -> tuple[list[Law], list[str]]:
     """The fit's bootstrap parameter vectors as laws, named by fit["bootstrap_params"].
 
-    Names are those of fit.json: E, A, B, alpha, beta and "<strategy>.<param>" (K, rho,
-    sigma); log-space names (e, a, b, "<strategy>.k", log_E, log_K) are read as logs, as
+    Names are those of fit.json (cdlaw.law.fit_vector_names): E, A, B, alpha, beta,
+    "<strategy>.<param>" (K, rho, sigma; rstar_d) and un-prefixed parameters every strategy
+    shares (muennighoff's rstar_n); log-space names (e, a, b, "<strategy>.k", log_E, log_K) are read as logs, as
     the fit works in log space (SPEC §2). A parameter a vector does not carry keeps its
     point estimate. Returns ([], [why]) when the vectors cannot be read.
     """
@@ -154,6 +154,10 @@ def _assign(shared: dict, strategies: dict, form: str, name: str, value) -> bool
     if name in log_names:
         shared[log_names[name]] = math.exp(value)
         return True
+    if name in STRATEGY_PARAMS[form]:  # shared by every strategy (muennighoff's rstar_n)
+        for p in strategies.values():
+            p[name] = value
+        return bool(strategies)
     strategy, _, param = name.partition(".")
     if strategy not in strategies:
         return False
@@ -400,7 +404,8 @@ def optimal_n_params(
         return budget_loss(law, strategy, budget_flops, np.exp(ln_n), unique_tokens)
 
     with np.errstate(all="ignore"):
-        values = np.where(np.isfinite(f(grid)), f(grid), np.inf)
+        values = f(grid)
+    values = np.where(np.isfinite(values), values, np.inf)
     i = int(np.argmin(values))
     a, b = grid[max(i - 1, 0)], grid[min(i + 1, n_grid - 1)]
     with np.errstate(all="ignore"):

@@ -355,6 +355,32 @@ def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
     assert plan(QIN, 1e21, 5e9).predicted_loss_ci95 is None
 
 
+def test_bootstrap_band_reads_the_fit_vector_names_of_a_muennighoff_fit(tmp_path):
+    from cdlaw.law import fit_vector_names, law_from_public_vector
+
+    names = fit_vector_names("muennighoff", ["repetition"])
+    point = [
+        *(getattr(MUENNIGHOFF, k) for k in ("E", "A", "B", "alpha", "beta")),
+        5.309743,
+        15.387756,
+    ]
+    rng = np.random.default_rng(1)
+    vectors = [list(np.array(point) * (1 + 0.03 * rng.standard_normal(7))) for _ in range(50)]
+    fit = {**MUENNIGHOFF.to_dict(), "bootstrap": vectors, "bootstrap_params": names}
+    p = plan(load_law(write(tmp_path, fit)), 1e22, 25e9)
+    losses = [
+        float(
+            law_from_public_vector("muennighoff", ["repetition"], v).loss(
+                p.n_params, p.fresh_tokens, p.derived_tokens, "repetition"
+            )
+        )
+        for v in vectors
+    ]
+    assert p.predicted_loss_ci95 == pytest.approx(
+        tuple(np.percentile(losses, [2.5, 97.5])), rel=1e-14
+    )
+
+
 def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
     fit = qin_fit(
         data_range={
