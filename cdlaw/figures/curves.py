@@ -41,12 +41,20 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
     strategies = style.strategy_order({s for *_, s in runs})
     shown = 0
     for ax, n in zip(axes.flat, keys, strict=False):
-        for _run_id, m, rn, s in runs:
+        for run_id, m, rn, s in runs:
             if not (rn == n or (np.isnan(n) and np.isnan(rn))):
                 continue
             st = style.strategy_style(s)
             x, y = m["tokens_seen"].to_numpy(float), m["val_loss"].to_numpy(float)
-            ax.plot(x, y, color=st["color"], linestyle=st["linestyle"], linewidth=1.1, alpha=0.85)
+            ax.plot(
+                x,
+                y,
+                color=st["color"],
+                linestyle=st["linestyle"],
+                linewidth=1.1,
+                alpha=0.85,
+                gid=f"run:{run_id}",
+            )
             ax.plot(
                 x[-1:],
                 y[-1:],

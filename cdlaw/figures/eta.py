@@ -45,6 +45,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
                     linestyle=line_of[n],
                     linewidth=1.3,
                     zorder=2,
+                    gid=f"eta:{n:g}:{d:g}",
                 )
         for n in sizes:
             p = pts[pts["n_params"] == n]
@@ -61,6 +62,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
                 edgecolor="black",
                 linewidth=0.5,
                 zorder=4,
+                gid=f"runs:{n:g}",
             )
             ax.scatter(
                 p["derived_ratio"][hollow],
@@ -71,6 +73,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
                 s=34,
                 linewidth=1.3,
                 zorder=4,
+                gid=f"unused:{n:g}",
             )
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
         ax.set_xscale("log")

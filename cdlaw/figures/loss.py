@@ -92,6 +92,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
             edgecolor="0.55",
             linewidth=0,
             label=name,
+            gid=f"band:{name}",
             zorder=0,
         )
         if hi - lo > 0.06 * (y_hi - y_lo):
@@ -108,8 +109,17 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
                 zorder=1,
             )
 
-    ax.axhline(L_1ep, color="0.3", linewidth=1.0, label="L_1ep: one epoch, no derived tokens")
-    ax.axhline(L_N, color="black", linewidth=1.0, linestyle=(0, (1, 1)), label="L_N: model floor")
+    ax.axhline(
+        L_1ep, color="0.3", linewidth=1.0, label="L_1ep: one epoch, no derived tokens", gid="L_1ep"
+    )
+    ax.axhline(
+        L_N,
+        color="black",
+        linewidth=1.0,
+        linestyle=(0, (1, 1)),
+        label="L_N: model floor",
+        gid="L_N",
+    )
     for s, floor in floors.items():
         st = style.strategy_style(s)
         ax.axhline(
@@ -118,6 +128,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
             linewidth=1.0,
             linestyle=(0, (6, 1.5, 1, 1.5)),
             label=f"L_D: data floor, {s}",
+            gid=f"L_D:{s}",
         )
 
     grid = np.geomspace(d, x_hi, 200)
@@ -131,6 +142,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
                 linestyle=st["linestyle"],
                 linewidth=1.6,
                 label=f"fit, {s}",
+                gid=f"fit:{s}",
             )
         pts = cell[cell["strategy"] == s]
         fitted = pts[pts["used"]]
@@ -145,6 +157,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
             linewidth=0.5,
             zorder=5,
             label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
+            gid=f"runs:{s}",
         )
         ax.scatter(
             other["tokens_trained"],
@@ -156,6 +169,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
             linewidth=1.2,
             zorder=5,
             label="_not used",
+            gid=f"unused:{s}",
         )
 
     ax.set_xscale("log")

@@ -43,6 +43,7 @@ def residuals_figure(rows, fit: dict | None = None):
                 linewidth=0.5,
                 zorder=4,
                 label=s,
+                gid=f"runs:{s}",
             )
             ax.scatter(
                 x[m & dropped],
@@ -52,6 +53,7 @@ def residuals_figure(rows, fit: dict | None = None):
                 s=36,
                 linewidth=1.4,
                 zorder=4,
+                gid=f"dropped:{s}",
             )
             ax.scatter(
                 x[m & held],
@@ -62,6 +64,7 @@ def residuals_figure(rows, fit: dict | None = None):
                 s=140,
                 linewidth=1.4,
                 zorder=5,
+                gid=f"heldout:{s}",
             )
     lo = float(np.nanmin([rows["loss"].min(), rows["predicted_loss"].min()]))
     hi = float(np.nanmax([rows["loss"].max(), rows["predicted_loss"].max()]))
