@@ -1,0 +1,276 @@
+"""train_run: schedule, token accounting, determinism, exact resume, divergence, HF round-trip."""
+
+import itertools
+import json
+import math
+import signal
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
+from cdlaw.errors import BadInput
+from cdlaw.streams import Segment, TokenStream, array_stream
+from cdlaw.train import (
+    IGNORE,
+    RunInterrupted,
+    lr_at,
+    make_batch,
+    token_losses,
+    train_run,
+    validation_loss,
+)
+
+torch.set_num_threads(1)
+
+VOCAB, SEQ = 256, 32
+MODEL = ModelConfig(d_model=32, n_layers=2, n_heads=2, mlp_hidden=96, vocab_size=VOCAB, seq_len=SEQ)
+# 79 steps of 8·32 tokens (the last one partial: 20,001 = 78·256 + 33).
+N_TOKENS = 20_001
+
+
+def markov_tokens(n: int, seed: int) -> np.ndarray:
+    """Learnable tokens (each depends on the one before), so the loss really falls."""
+    table = np.random.default_rng(42).integers(0, VOCAB, (VOCAB, 4))  # one language …
+    rng = np.random.default_rng(seed)  # … many texts
+    out = np.empty(n, dtype=np.int64)
+    out[0] = 0
+    choice = rng.integers(0, 4, n)
+    for i in range(1, n):
+        out[i] = table[out[i - 1], choice[i]]
+    return out
+
+
+TRAIN_TOKENS = markov_tokens(N_TOKENS, 0)
+VAL_TOKENS = markov_tokens(2_000, 1)
+
+
+def make_cfg(n_tokens=N_TOKENS, seed=0, **train) -> RunConfig:
+    defaults = dict(batch_size=8, eval_every=25, log_every=5, checkpoint_every=30, lr=1e-2)
+    return RunConfig(
+        sweep="test",
+        strategy="none",
+        fresh_tokens=n_tokens,
+        derived_tokens=0,
+        seed=seed,
+        model=MODEL,
+        data=DataConfig(vocab_size=VOCAB),
+        train=TrainConfig(**{**defaults, **train}),
+    )
+
+
+def curve(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / "metrics.parquet").drop(columns="elapsed_s")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted run, shared by the tests that compare against it."""
+    run_dir = tmp_path_factory.mktemp("reference")
+    result = train_run(make_cfg(), run_dir, array_stream(TRAIN_TOKENS), VAL_TOKENS)
+    return run_dir, result
+
+
+# --- pieces -----------------------------------------------------------------------------
+
+
+def test_cosine_schedule():
+    train = TrainConfig(lr=1.0, warmup_frac=0.02, final_lr_frac=0.1)
+    lrs = [lr_at(s, 1000, train) for s in range(1000)]
+    assert lrs[:20] == pytest.approx([(s + 1) / 20 for s in range(20)])  # 2% linear warmup
+    assert lrs[20] == 1.0 and max(lrs) == 1.0
+    assert lrs[-1] == pytest.approx(0.1, abs=1e-12)  # ends at 10% of peak
+    assert lrs[510] == pytest.approx(0.55, abs=1e-3)  # halfway down the cosine
+    assert all(a >= b for a, b in itertools.pairwise(lrs[20:]))
+
+
+def test_wsd_schedule():
+    train = TrainConfig(lr=2.0, schedule="wsd", warmup_frac=0.1, decay_frac=0.2, final_lr_frac=0.1)
+    lrs = [lr_at(s, 100, train) for s in range(100)]
+    assert lrs[9] == 2.0 and lrs[10:80] == [2.0] * 70  # warmup, then stable
+    assert lrs[80] < 2.0 and lrs[-1] == pytest.approx(0.2)  # linear decay over the last 20%
+    assert np.diff(lrs[80:]) == pytest.approx(np.full(19, -1.8 / 20))
+
+
+def test_make_batch_shifts_and_pads():
+    tokens = np.arange(1, 12)  # n = 10 inputs and the 11th as the last target
+    x, y = make_batch(tokens, 10, 4)
+    assert x.tolist() == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 0, 0]]
+    assert y.tolist() == [[2, 3, 4, 5], [6, 7, 8, 9], [10, 11, IGNORE, IGNORE]]
+    x, y = make_batch(tokens[:10], 10, 4)  # end of the stream: the last input has no target
+    assert y[-1].tolist() == [10, IGNORE, IGNORE, IGNORE]
+
+
+def test_token_losses_match_torch():
+    logits = torch.randn(2, 5, 7, dtype=torch.float64)
+    targets = torch.tensor([[1, 2, 3, 4, 5], [6, 0, IGNORE, IGNORE, IGNORE]])
+    ce, z = token_losses(logits, targets)
+    ref = F.cross_entropy(logits.reshape(-1, 7).float(), targets.reshape(-1), reduction="sum")
+    assert ce.item() == pytest.approx(ref.item(), rel=1e-6)
+    lse = torch.logsumexp(logits.float(), -1)[targets != IGNORE]
+    assert z.item() == pytest.approx(lse.square().sum().item(), rel=1e-6)
+
+
+# --- runs -------------------------------------------------------------------------------
+
+
+def test_run_files_and_result(reference):
+    run_dir, result = reference
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "config.json",
+        "metrics.parquet",
+        "model",
+        "result.json",
+    ]
+    assert json.loads((run_dir / "result.json").read_text())["loss"] == result["loss"]
+    cfg = make_cfg()
+    assert json.loads((run_dir / "config.json").read_text())["run_id"] == cfg.run_id
+    assert result["status"] == "done" and result["steps"] == 79
+    assert result["n_params"] == 2 * (4 * 32**2 + 3 * 32 * 96 + 4 * 32) + 32 + VOCAB * 32
+    assert result["flops"] == 6 * result["n_params"] * N_TOKENS
+    assert result["tokens_trained"] == N_TOKENS and result["batch_tokens"] == 256
+    # Each token has 4 equally likely successors: the loss falls from ln 256 towards ln 4.
+    m = curve(run_dir)
+    assert m.train_loss.iloc[0] > 5.5 and result["loss"] < 4.1
+    assert result["loss"] == m.val_loss.iloc[-1]
+    # Rows at step 1, every log_every steps, every evaluation and the last step.
+    assert m.step.tolist() == [1, *range(5, 79, 5), 79]
+    assert m.val_loss.notna().tolist() == [s in (25, 50, 75, 79) for s in m.step]
+    assert m.tokens_seen.iloc[-1] == N_TOKENS and m.epoch.iloc[-1] == 1.0
+
+
+def test_every_token_once_in_order(tmp_path):
+    class RecordingStream(TokenStream):
+        reads: ClassVar[list] = []
+
+        def read(self, start, count):
+            self.reads.append((start, count))
+            return super().read(start, count)
+
+    stream = RecordingStream(array_stream(TRAIN_TOKENS[:3_000]).segments)
+    train_run(make_cfg(3_000, eval_every=100), tmp_path, stream, VAL_TOKENS)
+    starts = [s for s, _ in stream.reads]
+    # Each read asks for one token beyond its batch (the last target); batches tile the stream.
+    assert starts == list(range(0, 3_000, 256))
+    assert [c - 1 for _, c in stream.reads] == [256] * 11 + [3_000 - 11 * 256]
+
+
+def test_same_seed_same_loss_bit_for_bit(reference, tmp_path):
+    run_dir, result = reference
+    again = train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
+    assert again["loss"] == result["loss"]
+    pd.testing.assert_frame_equal(curve(tmp_path), curve(run_dir))
+    other = train_run(make_cfg(seed=1), tmp_path / "seed1", array_stream(TRAIN_TOKENS), VAL_TOKENS)
+    assert other["loss"] != result["loss"]
+
+
+def test_resume_is_exact(reference, tmp_path):
+    run_dir, result = reference
+    with pytest.raises(RunInterrupted):
+        train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS, stop_after_steps=37)
+    assert (tmp_path / "checkpoint" / "model.safetensors").exists()
+    assert not (tmp_path / "result.json").exists()
+    # The checkpoint at step 30 is replaced by the one at 37; metrics hold rows to step 35.
+    assert curve(tmp_path).step.max() == 35
+    resumed = train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
+    assert resumed["loss"] == result["loss"]
+    pd.testing.assert_frame_equal(curve(tmp_path), curve(run_dir))  # no lost or repeated rows
+    assert not (tmp_path / "checkpoint").exists()  # a finished run drops its optimizer state
+    # Asking again returns the finished result without training.
+    assert train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS) == resumed
+
+
+@pytest.mark.slow  # a subprocess that imports torch and transformers: 6-15 s
+def test_resume_after_sigterm(reference, tmp_path):
+    """A real SIGTERM to a training process: it checkpoints, dies by the signal, resumes exactly."""
+    _, result = reference
+    script = f"""
+import sys, numpy as np, torch
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+torch.set_num_threads(1)
+from test_train import make_cfg, TRAIN_TOKENS, VAL_TOKENS
+from cdlaw.streams import array_stream
+from cdlaw.train import train_run
+def progress(p):
+    if p["step"] >= 20:
+        print("step", p["step"], flush=True)
+train_run(make_cfg(checkpoint_every=1000), {str(tmp_path)!r}, array_stream(TRAIN_TOKENS), VAL_TOKENS,
+          on_progress=progress)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("step")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == -signal.SIGTERM
+    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    assert 20 <= state["step"] < 79
+    resumed = train_run(
+        make_cfg(checkpoint_every=1000), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS
+    )
+    assert resumed["loss"] == result["loss"]
+
+
+def test_divergence_is_recorded(tmp_path):
+    result = train_run(
+        make_cfg(3_000, lr=1e3, warmup_frac=0.0),
+        tmp_path,
+        array_stream(TRAIN_TOKENS[:3_000]),
+        VAL_TOKENS,
+    )
+    assert result["status"] == "diverged" and math.isnan(result["loss"])
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["status"] == "diverged" and saved["loss"] is None  # strict JSON: NaN → null
+    m = curve(tmp_path)
+    assert len(m) >= 1 and not (tmp_path / "model").exists()
+    last = m.train_loss.iloc[-1]
+    assert not math.isfinite(last) or last > 3 * m.train_loss.iloc[0]
+
+
+def test_hf_round_trip(reference):
+    from transformers import AutoModelForCausalLM
+
+    run_dir, result = reference
+    net = AutoModelForCausalLM.from_pretrained(run_dir / "model")
+    assert type(net).__name__ == "Olmo3ForCausalLM"
+    assert validation_loss(net, VAL_TOKENS, SEQ, batch_rows=8) == result["loss"]
+
+
+def test_gradient_accumulation_matches_one_batch(tmp_path):
+    whole = make_cfg(2_000, eval_every=100)
+    fp32 = ExecConfig(precision="fp32")
+    stream = array_stream(TRAIN_TOKENS[:2_000])
+    a = train_run(whole, tmp_path / "a", stream, VAL_TOKENS, fp32)
+    accumulated = replace(whole, train=replace(whole.train, micro_batch_size=2))
+    b = train_run(accumulated, tmp_path / "b", stream, VAL_TOKENS, fp32)
+    assert a["run_id"] != b["run_id"]
+    assert b["loss"] == pytest.approx(a["loss"], abs=1e-5)
+
+
+def test_repetition_stream_epochs(tmp_path):
+    d = 1_000
+    stream = TokenStream(
+        [Segment(TRAIN_TOKENS, 0, d), Segment(TRAIN_TOKENS, 0, d, derived=True)],
+        info={"epochs": 2.0, "corpus": "markov"},
+    )
+    cfg = replace(make_cfg(d, eval_every=100), strategy="repetition", derived_tokens=d)
+    result = train_run(cfg, tmp_path, stream, VAL_TOKENS)
+    assert (result["epochs"], result["derived_ratio"], result["corpus"]) == (2.0, 1.0, "markov")
+    assert curve(tmp_path).epoch.iloc[-1] == 2.0
+
+
+def test_bad_input_writes_nothing(tmp_path):
+    with pytest.raises(BadInput, match="vocabulary"):
+        train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), np.array([1, 2, VOCAB]))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "config.json").write_text(json.dumps({"run_id": "someoneelse"}))
+    with pytest.raises(BadInput, match="someoneelse"):
+        train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
+    with pytest.raises(ValueError, match="stream has"):
+        train_run(make_cfg(), tmp_path / "x", array_stream(TRAIN_TOKENS[:100]), VAL_TOKENS)
