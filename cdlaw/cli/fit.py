@@ -1,0 +1,203 @@
+"""`cdlaw fit`: fit the law to a runs folder or a table of runs (SPEC §7, §8)."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+from cdlaw.cli import app, err, number, print_json
+
+
+@app.command()
+def fit(
+    path: str = typer.Argument(
+        ..., help="A runs folder (its summary.parquet) or a .csv/.parquet table."
+    ),
+    law: str = typer.Option("cd", "--law", help="cd | muennighoff | chinchilla."),
+    method: str = typer.Option(
+        "joint", "--method", help="joint (all parameters at once) | staged (D′ = 0 rows first)."
+    ),
+    huber_delta: float = typer.Option(
+        None, "--huber-delta", help="Huber δ on log residuals (default 0.1 cd, 1e-3 otherwise)."
+    ),
+    drop_outliers: int = typer.Option(
+        0, "--drop-outliers", help="Drop the worst |log residual| row and refit, K times."
+    ),
+    bootstrap: int = typer.Option(
+        0, "--bootstrap", help="Refits on resampled rows for 95% intervals (e.g. 200)."
+    ),
+    holdout_largest: bool = typer.Option(
+        False, "--holdout-largest", help="Fit without the largest N; report its log-RMSE."
+    ),
+    select: str = typer.Option(
+        "min", "--select", help="Runs differing only in lr/weight_decay/seed: min | mean | none."
+    ),
+    starts: str = typer.Option(
+        "6144", "--starts", help="Starting points of the L-BFGS grid (the CD paper: 6144)."
+    ),
+    naive: bool = typer.Option(
+        False, "--naive", help="With --law chinchilla: count derived tokens as fresh (D + D′)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seeds the start-grid sample and the bootstrap."),
+    out: str = typer.Option(
+        None, "--out", help="fit.json path; the rows go to <stem>_rows.parquet beside it."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print only fit.json on stdout."),
+) -> None:
+    """Fit the CD law (or Chinchilla / Muennighoff) to runs, with intervals and regimes.
+
+    Minimises the summed Huber loss of log residuals with L-BFGS from a grid of starts,
+    polishing the best. Writes fit.json and fit_rows.parquet (per row: prediction, log
+    residual, empirical η, regime): into a runs folder, or beside a table file t.csv as
+    t.fit.json and t.fit_rows.parquet, or to --out FILE.json (+ FILE_rows.parquet).
+
+    Example: cdlaw fit runs/demo --bootstrap 200 --holdout-largest
+    """
+    from cdlaw.fit import fit_path
+
+    n_starts = number(starts, "--starts")
+    if n_starts != int(n_starts):
+        from cdlaw.errors import BadInput
+
+        raise BadInput(f"--starts must be a whole number, not {starts!r}")
+    progress = _Progress()
+    try:
+        result, json_path, rows_path = fit_path(
+            path,
+            out=out,
+            law=law,
+            method=method,
+            huber_delta=huber_delta,
+            n_starts=int(n_starts),
+            drop_outliers=drop_outliers,
+            bootstrap=bootstrap,
+            holdout_largest=holdout_largest,
+            seed=seed,
+            naive=naive,
+            select=select,
+            progress=progress,
+        )
+    finally:
+        progress.close()
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _render(result)
+    err.print(f"wrote {json_path} and {rows_path}", highlight=False)
+
+
+class _Progress:
+    """A rich progress bar on stderr, shown only once the fit has run for a second."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.bar = None
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.start < 1.0:
+                return
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.bar = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            )
+            self.bar.start()
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(f"{stage} (starts stopped)", total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _render(result) -> None:
+    """Parameters with intervals, R*, E + A/N^α, fit quality, optimizer and regimes."""
+    from rich import box
+    from rich.table import Table
+
+    from cdlaw.regimes import SATURATION, TOLERANCE
+    from cdlaw.units import format_number as fmt
+
+    d = result.to_dict()
+    values = dict(d["params"])
+    for s, p in d["strategies"].items():
+        values.update({f"{s}.{k}": v for k, v in p.items()})
+    t = Table(title=f"{d['law']} fit ({d['method']}, Huber δ {d['huber_delta']:g})", box=box.SIMPLE)
+    t.add_column("parameter")
+    t.add_column("value", justify="right")
+    t.add_column("95% CI" if d["ci95"] else "95% CI (use --bootstrap)", justify="right")
+    for name in d["bootstrap_params"]:
+        ci = d["ci95"].get(name)
+        t.add_row(name, f"{values[name]:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+    err.print(t)
+
+    if d["rstar"]:
+        r = Table(
+            title=f"R* at the median cell (N {fmt(d['rstar']['n_params'])}, "
+            f"D {fmt(d['rstar']['fresh_tokens'])})",
+            box=box.SIMPLE,
+        )
+        for c in ("strategy", "R*", "95% CI"):
+            r.add_column(c, justify="left" if c == "strategy" else "right")
+        for s, v in d["rstar"].items():
+            if isinstance(v, dict):
+                ci = v.get("ci95")
+                r.add_row(s, f"{v['value']:.4g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+        err.print(r)
+
+    m = Table(title="E + A/N^alpha (stable even when E, A, alpha trade off)", box=box.SIMPLE)
+    for c in ("n_params", "loss", "95% CI"):
+        m.add_column(c, justify="right")
+    mf = d["model_floor"]
+    for i, n in enumerate(mf["n_params"]):
+        ci = mf.get("ci95", [None] * len(mf["n_params"]))[i]
+        m.add_row(fmt(n), f"{mf['loss'][i]:.4f}", f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+    err.print(m)
+
+    o = d["optimizer"]
+    err.print(
+        f"rows: {d['n_used']} used of {d['n_rows']}"
+        + (f", dropped {d['dropped']}" if d["dropped"] else "")
+        + f"   rmse_log {d['rmse_log']:.5f}   objective {d['objective']:.6g}",
+        highlight=False,
+    )
+    if d["holdout"]:
+        h = d["holdout"]
+        err.print(
+            f"held out N = {fmt(h['n_params'])} ({h['n_rows']} rows): rmse_log {h['rmse_log']:.5f}",
+            highlight=False,
+        )
+    err.print(
+        f"optimizer: {'converged' if o['success'] else 'NOT converged'} ({o['message']}); "
+        f"{o['n_converged']}/{o['n_starts']} starts converged"
+        + (f"; at bound / off grid: {', '.join(o['at_bound'])}" if o["at_bound"] else ""),
+        highlight=False,
+    )
+    rows = result.rows
+    used = rows[rows["used"]]
+    counts = ", ".join(f"{k} {v}" for k, v in d["regime_counts"].items())
+    err.print(
+        f"regimes of the used runs (observed loss; saturation {SATURATION}, tolerance "
+        f"{TOLERANCE} nats): {counts}",
+        highlight=False,
+    )
+    if len(used):
+        err.print(
+            "  median L_1ep {:.4f}, L_D {:.4f}, L_N {:.4f}".format(
+                used["loss_one_epoch"].median(),
+                used["loss_data_floor"].median(),
+                used["loss_model_floor"].median(),
+            ),
+            highlight=False,
+        )
+    for w in d["warnings"]:
+        err.print(f"[yellow]warning:[/] {w}", highlight=False)

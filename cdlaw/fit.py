@@ -1,0 +1,655 @@
+"""Fit a scaling law to a table of runs, as carefully as the papers did (SPEC §2, §7, §8).
+
+    result = fit_law(df, law="cd", method="joint", bootstrap=200)
+    result.law            # a cdlaw.law.Law
+    result.to_dict()      # fit.json (SPEC §7)
+    result.rows           # fit_rows.parquet: per-row prediction, residual, η, regime
+
+The objective is the Huber loss of log-loss residuals, summed over rows, in log-space
+parameters (E = e^e, ...). It is minimised with L-BFGS from a grid of starting points
+(the CD paper used 6,144), all run at once by cdlaw.fit_optim, and the best few are
+polished with scipy's L-BFGS-B. No hidden state: everything a fit did is in its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw import law as lawlib
+from cdlaw.errors import BadInput
+from cdlaw.fit_optim import Problem, build_problem, minimize_batched, polish, start_grid
+from cdlaw.table import describe_range, prepare_runs, select_cells
+
+HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
+METHODS = ("joint", "staged")
+DEFAULT_STARTS = 6144  # the CD paper's grid
+SEARCH_FTOL = 1e-12  # stopping rule of the many-start search (scipy's ftol semantics)
+SEARCH_GTOL = 1e-9
+N_POLISH = 5  # distinct best minima polished with scipy
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class FitResult:
+    """Everything a fit found and did. to_dict() is fit.json; rows is fit_rows.parquet."""
+
+    law: lawlib.Law
+    method: str
+    huber_delta: float
+    naive: bool
+    select: str
+    source: str
+    param_names: list[str]  # public names, the order of `bootstrap` vectors
+    ci95: dict[str, list[float]]
+    bootstrap: np.ndarray  # (B, P) public values
+    n_rows: int
+    n_used: int
+    dropped: list[int]
+    objective: float
+    rmse_log: float
+    holdout: dict | None
+    optimizer: dict
+    data_range: dict
+    model_floor: dict  # E + A/N^α at the table's N, the stable combination (SPEC §8)
+    rstar: dict  # each strategy's R* at the table's median cell
+    regime_counts: dict[str, int]
+    warnings: list[str]
+    rows: pd.DataFrame = field(repr=False)
+
+    def to_dict(self) -> dict:
+        d = self.law.to_dict()
+        return {
+            "law": d["law"],
+            "method": self.method,
+            "huber_delta": self.huber_delta,
+            "params": d["params"],
+            "strategies": d["strategies"],
+            "ci95": self.ci95,
+            "n_rows": self.n_rows,
+            "n_used": self.n_used,
+            "dropped": [int(i) for i in self.dropped],
+            "objective": self.objective,
+            "rmse_log": self.rmse_log,
+            "holdout": self.holdout,
+            "optimizer": self.optimizer,
+            "data_range": self.data_range,
+            "bootstrap": self.bootstrap.tolist(),
+            "bootstrap_params": list(self.param_names),
+            "model_floor": self.model_floor,
+            "rstar": self.rstar,
+            "regime_counts": self.regime_counts,
+            "naive": self.naive,
+            "select": self.select,
+            "source": self.source,
+            "warnings": list(self.warnings),
+        }
+
+
+def bootstrap_laws(fit: dict) -> list[lawlib.Law]:
+    """The bootstrap refits of a fit.json as Laws (for bands: plan, plot)."""
+    names = fit.get("bootstrap_params") or []
+    strategies = list((fit.get("strategies") or {}).keys())
+    return [
+        lawlib.law_from_public_vector(fit["law"], strategies, v)
+        for v in fit.get("bootstrap") or []
+        if len(v) == len(names)
+    ]
+
+
+def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
+    """The fit's objective for given constants on a table: Σ huber(log L_obs − log L_pred)."""
+    df = prepare_runs(df)
+    delta = HUBER_DELTA[law.form] if huber_delta is None else huber_delta
+    pred = np.array(
+        [
+            law.loss(*r)
+            for r in df[["n_params", "fresh_tokens", "derived_tokens", "strategy"]].itertuples(
+                index=False
+            )
+        ],
+        dtype=float,
+    )
+    from cdlaw.fit_optim import huber
+
+    return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
+
+
+# ---------------------------------------------------------------------------------------
+# Checks before fitting: options, and whether the table can identify the parameters.
+# ---------------------------------------------------------------------------------------
+
+
+def _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
+    if law not in lawlib.FORMS:
+        raise BadInput(f"--law must be one of {', '.join(lawlib.FORMS)}, not {law!r}")
+    if method not in METHODS:
+        raise BadInput(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    if huber_delta is not None and not (np.isfinite(huber_delta) and huber_delta > 0):
+        raise BadInput(f"--huber-delta must be a positive number, not {huber_delta!r}")
+    if int(n_starts) < 1:
+        raise BadInput(f"--starts must be at least 1, not {n_starts!r}")
+    if int(drop_outliers) < 0:
+        raise BadInput(f"--drop-outliers must be 0 or more, not {drop_outliers!r}")
+    if int(bootstrap) < 0:
+        raise BadInput(f"--bootstrap must be 0 or more, not {bootstrap!r}")
+    if naive and law != "chinchilla":
+        raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
+
+
+def _check_identifiable(rows: pd.DataFrame, form: str, method: str, strategies, n_params: int):
+    """Refuse (BadInput) when the rows cannot pin the parameters down; say what is lacking."""
+    what = {"cd": "the cd law", "muennighoff": "the muennighoff law", "chinchilla": "Chinchilla"}[
+        form
+    ]
+    base, which = rows, "rows"
+    if form != "chinchilla" and method == "staged":  # stage 1 sees only D′ = 0 rows
+        base, which = rows[rows["derived_tokens"] == 0], "one-epoch (D′ = 0) rows"
+    sizes = np.unique(base["n_params"])
+    if len(sizes) < 3:
+        raise BadInput(
+            f"the table's {which} have {len(sizes)} model size(s) ({describe_range(sizes)}); "
+            f"{what} needs at least 3 distinct n_params to tell E, A and alpha apart"
+        )
+    tokens = np.unique(base["effective_fresh" if "effective_fresh" in base else "fresh_tokens"])
+    if len(tokens) < 3:
+        raise BadInput(
+            f"the table's {which} have {len(tokens)} distinct fresh_tokens value(s) "
+            f"({describe_range(tokens)}); {what} needs at least 3 to fit B and beta"
+        )
+    for s in strategies:
+        d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
+        if form == "muennighoff":
+            if len(d) < 2:
+                raise BadInput(
+                    f"strategy {s} has {len(d)} run(s) with derived tokens; its R*_D needs at least 2"
+                )
+            continue
+        X = np.column_stack([np.ones(len(d)), np.log(d["tokens_per_param"]), np.log(d["n_params"])])
+        if len(d) < 3 or np.linalg.matrix_rank(X, tol=1e-6) < 3:
+            n_sizes = d["n_params"].nunique()
+            lack = (
+                f"only {n_sizes} model size(s)"
+                if n_sizes < 2
+                else f"only {d['tokens_per_param'].nunique()} tokens-per-param value(s) per size"
+            )
+            raise BadInput(
+                f"strategy {s}'s runs with derived tokens cover {lack} ({len(d)} rows), so its K, "
+                "rho and sigma cannot be told apart; add runs at ≥ 2 sizes and ≥ 2 tokens-per-param "
+                "ratios, or fit --law muennighoff (one R* per strategy)"
+            )
+    if len(rows) < n_params + 2:
+        raise BadInput(
+            f"the table has {len(rows)} usable rows but {what} with these strategies has "
+            f"{n_params} parameters; a fit needs at least {n_params + 2} rows"
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# The search: many starts at once, then the best few polished.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Solution:
+    z: np.ndarray  # best point, in the problem's coordinates
+    f: float
+    success: bool
+    message: str
+    candidates: np.ndarray  # distinct good minima, for warm refits
+    n_converged: int
+    n_starts: int
+
+
+def _shared(problem: Problem) -> np.ndarray:
+    return np.arange(6 if problem.form == "muennighoff" else 5)
+
+
+def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
+    """Batched L-BFGS from every start over the `free` coordinates, then polish the best."""
+    lo, hi = problem.lower[free], problem.upper[free]
+    whole = len(free) == problem.n_params
+    fun = problem.objective(delta, free=None if whole else free, base=None if whole else base)
+    report = None if progress is None else (lambda d, t: progress(label, d, t))
+    res = minimize_batched(fun, starts, lo, hi, ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, progress=report)
+    order = np.argsort(np.where(np.isfinite(res.f), res.f, np.inf))
+    picked: list[int] = []
+    for i in order:
+        if not np.isfinite(res.f[i]):
+            break
+        if all(np.max(np.abs(res.x[i] - res.x[j])) > 1e-3 for j in picked):
+            picked.append(int(i))
+        if len(picked) == N_POLISH:
+            break
+    if not picked:
+        raise RuntimeError("every start of the fit gave a non-finite objective")
+
+    def fun1(x):
+        f, g = fun(x[None, :], np.zeros(1, dtype=int))
+        return float(f[0]), g[0]
+
+    polished = [polish(fun1, res.x[i], lo, hi) for i in picked]
+    best = min(polished, key=lambda r: r.fun)
+    cands = np.array([r.x for r in sorted(polished, key=lambda r: r.fun)])
+    return _Solution(
+        best.x,
+        float(best.fun),
+        bool(best.success),
+        str(best.message),
+        cands,
+        int(res.converged.sum()),
+        len(starts),
+    )
+
+
+def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progress) -> _Solution:
+    """One fit (joint or staged) from a set of starting points in z."""
+    P = problem.n_params
+    everything = np.arange(P)
+    if method == "joint" or problem.form == "chinchilla":
+        return _minimise(problem, delta, starts, everything, None, progress, "multistart")
+    shared = _shared(problem)
+    per = np.setdiff1d(everything, shared)
+    one_epoch = problem.ratio == 0
+    s1 = _minimise(
+        problem.subset(one_epoch),
+        delta,
+        np.unique(starts[:, shared], axis=0),
+        shared,
+        starts[0],
+        progress,
+        "stage 1 (D′ = 0)",
+    )
+    z = starts[0].copy()
+    z[shared] = s1.z
+    s2 = _minimise(
+        problem.subset(~one_epoch),
+        delta,
+        np.unique(starts[:, per], axis=0),
+        per,
+        z,
+        progress,
+        "stage 2 (per strategy)",
+    )
+    z[per] = s2.z
+    f = float(problem.objective(delta)(z[None], np.zeros(1, int))[0][0])
+    cands = np.tile(z, (min(len(s1.candidates), len(s2.candidates)), 1))
+    cands[:, shared] = s1.candidates[: len(cands)]
+    cands[:, per] = s2.candidates[: len(cands)]
+    return _Solution(
+        z,
+        f,
+        s1.success and s2.success,
+        f"stage 1: {s1.message}; stage 2: {s2.message}",
+        cands,
+        s1.n_converged + s2.n_converged,
+        s1.n_starts + s2.n_starts,
+    )
+
+
+def _bootstrap(problem, delta, method, z_best, B, rng, progress):
+    """B refits on rows resampled with replacement, warm-started from the best fit."""
+    n = len(problem.y)
+    W = np.zeros((B, n))
+    np.add.at(W, (np.repeat(np.arange(B), n), rng.integers(0, n, B * n)), 1.0)
+    P = problem.n_params
+    report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
+    if method == "joint" or problem.form == "chinchilla":
+        res = minimize_batched(
+            problem.objective(delta, W),
+            np.tile(z_best, (B, 1)),
+            problem.lower,
+            problem.upper,
+            ftol=SEARCH_FTOL,
+            gtol=SEARCH_GTOL,
+            progress=report,
+        )
+        return res.x, int(res.converged.sum())
+    shared = _shared(problem)
+    per = np.setdiff1d(np.arange(P), shared)
+    one_epoch = problem.ratio == 0
+    Z = np.tile(z_best, (B, 1))
+    r1 = minimize_batched(
+        problem.subset(one_epoch).objective(delta, W[:, one_epoch], shared, z_best),
+        Z[:, shared],
+        problem.lower[shared],
+        problem.upper[shared],
+        ftol=SEARCH_FTOL,
+        gtol=SEARCH_GTOL,
+        progress=report,
+    )
+    Z[:, shared] = r1.x
+    r2 = minimize_batched(
+        problem.subset(~one_epoch).objective(delta, W[:, ~one_epoch], per, Z),
+        Z[:, per],
+        problem.lower[per],
+        problem.upper[per],
+        ftol=SEARCH_FTOL,
+        gtol=SEARCH_GTOL,
+        progress=report,
+    )
+    Z[:, per] = r2.x
+    return Z, int((r1.converged & r2.converged).sum())
+
+
+# ---------------------------------------------------------------------------------------
+# The fit, end to end.
+# ---------------------------------------------------------------------------------------
+
+
+def fit_law(
+    df: pd.DataFrame,
+    law: str = "cd",
+    method: str = "joint",
+    huber_delta: float | None = None,
+    n_starts: int = DEFAULT_STARTS,
+    drop_outliers: int = 0,
+    bootstrap: int = 0,
+    holdout_largest: bool = False,
+    seed: int = 0,
+    naive: bool = False,
+    select: str = "min",
+    source: str = "",
+    progress: Progress | None = None,
+) -> FitResult:
+    """Fit `law` (cd | muennighoff | chinchilla) to a table of runs; see the module doc.
+
+    df: any table load_runs accepts (validated here too). Cells are reduced by `select`.
+    chinchilla fits only D′ = 0 rows, or every row with D′ counted as fresh if `naive`.
+    holdout_largest fits without the largest N and reports its log-RMSE. drop_outliers
+    drops the worst |log residual| row and refits, that many times. bootstrap refits on
+    that many resamples of the rows for 95% percentile intervals. Raises BadInput when
+    the table cannot identify the law's parameters.
+    """
+    _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
+    delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
+    cells = select_cells(prepare_runs(df), select)
+    source = source or cells.attrs.get("source", "")
+    rng = np.random.default_rng(seed)
+    warnings: list[str] = []
+
+    N, Dp = (cells[c].to_numpy(float) for c in ("n_params", "derived_tokens"))
+    heldout = np.zeros(len(cells), bool)
+    if holdout_largest:
+        heldout = N == N.max()
+    form_ok = (Dp == 0) | (law != "chinchilla") | naive  # chinchilla: D′ = 0 rows only
+    eligible = ~heldout & form_ok
+    rows = cells[eligible]
+    if naive:
+        rows = rows.assign(effective_fresh=rows["fresh_tokens"] + rows["derived_tokens"])
+    strategies: tuple[str, ...] = ()
+    if law != "chinchilla":
+        derived = rows[rows["derived_tokens"] > 0]
+        strategies = tuple(s for s in lawlib.STRATEGIES if (derived["strategy"] == s).any())
+        if not strategies:
+            raise BadInput(
+                f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "
+                f"{law} law has nothing to fit beyond Chinchilla; use --law chinchilla"
+            )
+    names = lawlib.fit_vector_names(law, strategies)
+    _check_identifiable(rows, law, method, strategies, len(names))
+
+    fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
+    problem = build_problem(
+        law,
+        strategies,
+        rows["n_params"],
+        fresh,
+        0 * fresh if naive else rows["derived_tokens"],
+        rows["strategy"],
+        rows["loss"],
+        rows["row_id"],
+    )
+    starts, span = start_grid(problem, int(n_starts), rng)
+    sol = _solve(problem, delta, method, starts, progress)
+    n_started, n_converged = sol.n_starts, sol.n_converged  # of the full search
+
+    dropped: list[int] = []
+    for _ in range(int(drop_outliers)):
+        res = np.abs(problem.y - problem.log_loss(sol.z)[0])
+        worst = int(np.argmax(res))
+        dropped.append(int(problem.row_ids[worst]))
+        rows = rows[~rows["row_id"].isin(dropped)]
+        _check_identifiable(rows, law, method, strategies, len(names))
+        problem = problem.subset(np.arange(len(problem.y)) != worst)
+        sol = _solve(problem, delta, method, sol.candidates, progress)
+
+    z_boot = np.empty((0, len(names)))
+    n_boot_ok = 0
+    if bootstrap:
+        z_boot, n_boot_ok = _bootstrap(problem, delta, method, sol.z, int(bootstrap), rng, progress)
+
+    public = lawlib.fit_vector_to_public(law, strategies, problem.theta(sol.z))
+    fitted = lawlib.law_from_public_vector(law, strategies, public, source=source)
+    boot = (
+        lawlib.fit_vector_to_public(law, strategies, problem.theta(z_boot)) if bootstrap else z_boot
+    )
+    boot_laws = [lawlib.law_from_public_vector(law, strategies, v) for v in boot]
+
+    at_bound = _at_bound(sol.z, problem, span, names)
+    if at_bound:
+        warnings.append(
+            "parameters at a bound or outside the start grid: "
+            + ", ".join(at_bound)
+            + " (a bound means the data cannot pin it; outside the grid, widen --starts)"
+        )
+    warnings.append(
+        "E, A and alpha trade off against each other; E + A/N^alpha at the table's sizes "
+        "(model_floor) is what the data pin down"
+    )
+    if bootstrap and n_boot_ok < bootstrap:
+        warnings.append(f"{bootstrap - n_boot_ok} of {bootstrap} bootstrap refits did not converge")
+    if bootstrap and bootstrap < 50:
+        warnings.append(f"only {bootstrap} bootstrap refits: the 95% intervals are rough")
+    if cells.attrs.get("not_done"):
+        warnings.append(f"{cells.attrs['not_done']} runs whose status is not done were left out")
+    if (~form_ok & ~heldout).any():
+        warnings.append(
+            f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "
+            "(chinchilla uses D′ = 0 rows; --naive counts D′ as fresh)"
+        )
+
+    used = (
+        cells["row_id"].isin(rows["row_id"]).to_numpy() & ~cells["row_id"].isin(dropped).to_numpy()
+    )
+    table = _rows_table(cells, fitted, naive, used, heldout)
+    res_used = table["residual_log"].to_numpy()[used]
+    rstar = _rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
+    holdout = None
+    if holdout_largest:
+        r = table["residual_log"].to_numpy()[heldout & form_ok]
+        holdout = {
+            "n_params": float(N.max()),
+            "n_rows": len(r),
+            "rmse_log": float(np.sqrt(np.mean(r**2))) if len(r) else float("nan"),
+        }
+    return FitResult(
+        law=fitted,
+        method=method,
+        huber_delta=delta,
+        naive=naive,
+        select=select,
+        source=source,
+        param_names=names,
+        ci95=_percentiles(names, boot),
+        bootstrap=boot,
+        n_rows=len(cells),
+        n_used=int(used.sum()),
+        dropped=dropped,
+        objective=sol.f,
+        rmse_log=float(np.sqrt(np.mean(res_used**2))),
+        holdout=holdout,
+        optimizer={
+            "success": sol.success,
+            "message": sol.message,
+            "n_starts": n_started,
+            "n_converged": n_converged,
+            "at_bound": at_bound,
+            "bootstrap_converged": n_boot_ok,
+        },
+        data_range={
+            c: [float(rows[c].min()), float(rows[c].max())]
+            for c in ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param")
+        },
+        model_floor=_model_floor(fitted, boot_laws, np.unique(rows["n_params"])),
+        rstar=rstar,
+        regime_counts={k: int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
+        warnings=warnings,
+        rows=table,
+    )
+
+
+def _at_bound(z, problem: Problem, span, names) -> list[str]:
+    out = []
+    width = problem.upper - problem.lower
+    for j, name in enumerate(names):
+        if z[j] <= problem.lower[j] + 1e-6 * width[j]:
+            out.append(f"{name} (lower bound)")
+        elif z[j] >= problem.upper[j] - 1e-6 * width[j]:
+            out.append(f"{name} (upper bound)")
+        elif np.isfinite(span[j, 0]) and not (span[j, 0] <= z[j] <= span[j, 1]):
+            out.append(f"{name} (outside the start grid)")
+    return out
+
+
+def _percentiles(names, boot) -> dict[str, list[float]]:
+    if len(boot) == 0:
+        return {}
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    return {n: [float(a), float(b)] for n, a, b in zip(names, lo, hi, strict=True)}
+
+
+def _model_floor(fitted, boot_laws, sizes) -> dict:
+    """E + A/N^α at each model size of the table, with its bootstrap interval."""
+    out = {"n_params": sizes.tolist(), "loss": fitted.loss_model_floor(sizes).tolist()}
+    if boot_laws:
+        b = np.array([bl.loss_model_floor(sizes) for bl in boot_laws])
+        out["ci95"] = np.percentile(b, [2.5, 97.5], axis=0).T.tolist()
+    return out
+
+
+def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
+    """R* per strategy at the table's median cell (median N, median tokens per param)."""
+    if fitted.form == "chinchilla" or not strategies:
+        return {}
+    n_med = float(np.exp(np.median(np.log(np.unique(rows["n_params"])))))
+    tpp = float(np.exp(np.median(np.log(np.unique(rows["tokens_per_param"])))))
+    out: dict = {"n_params": n_med, "fresh_tokens": n_med * tpp}
+    for s in strategies:
+        value = float(fitted.rstar(n_med, n_med * tpp, s))
+        entry = {"value": value}
+        if boot_laws:
+            b = [float(bl.rstar(n_med, n_med * tpp, s)) for bl in boot_laws]
+            entry["ci95"] = np.percentile(b, [2.5, 97.5]).tolist()
+        out[s] = entry
+        d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
+        R = fitted.rstar(d["n_params"].to_numpy(), d["fresh_tokens"].to_numpy(), s)
+        if not np.any(d["derived_ratio"].to_numpy() >= 0.5 * R):
+            warnings.append(
+                f"{s}: no run's derived_ratio reaches half of its R* (largest r "
+                f"{d['derived_ratio'].max():.3g}, R* at the median cell {value:.3g}), so R* is "
+                "barely identified; see its bootstrap interval"
+            )
+    return out
+
+
+def _rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
+    """fit_rows.parquet: the inputs with prediction, residual, empirical η and regime."""
+    from cdlaw.regimes import classify
+
+    N, D, Dp, loss = (
+        cells[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens", "loss")
+    )
+    strategy = cells["strategy"].to_numpy(object)
+    if naive:
+        predicted = fitted.loss(N, D + Dp, 0.0, "none")
+    else:
+        predicted = np.empty(len(cells))
+        for s in np.unique(strategy):
+            m = strategy == s
+            known = fitted.form == "chinchilla" or s == "none" or s in fitted.strategies
+            predicted[m] = fitted.loss(N[m], D[m], Dp[m], s if known else "none")
+    regimes = classify(
+        fitted,
+        N,
+        D,
+        Dp,
+        [
+            s if s == "none" or fitted.form == "chinchilla" or s in fitted.strategies else "none"
+            for s in strategy
+        ],
+        loss=loss,
+    )
+    first = [
+        "row_id",
+        "n_params",
+        "fresh_tokens",
+        "derived_tokens",
+        "strategy",
+        "loss",
+        "derived_ratio",
+        "tokens_per_param",
+    ]
+    out = cells[first].copy()
+    out["predicted_loss"] = predicted
+    out["residual_log"] = np.log(loss) - np.log(predicted)
+    out["empirical_eta"] = lawlib.empirical_eta(fitted, N, D, Dp, loss)
+    out["regime"] = regimes.regime.astype(str)
+    out["loss_one_epoch"] = regimes.loss_one_epoch
+    out["loss_data_floor"] = regimes.loss_data_floor
+    out["loss_model_floor"] = regimes.loss_model_floor
+    out["derived_gain_share"] = regimes.derived_gain_share
+    out["used"] = np.asarray(used, bool)
+    out["heldout"] = np.asarray(heldout, bool)
+    rest = [c for c in cells.columns if c not in out.columns]
+    return pd.concat([out, cells[rest]], axis=1).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------
+# Files: fit.json and fit_rows.parquet.
+# ---------------------------------------------------------------------------------------
+
+
+def output_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+    """Where a fit of PATH writes: (fit.json, fit_rows.parquet).
+
+    A runs folder: <runs>/fit.json and <runs>/fit_rows.parquet. A table file t.csv:
+    t.fit.json and t.fit_rows.parquet beside it. --out X.json: X.json and X_rows.parquet.
+    """
+    path = Path(path)
+    if out is not None:
+        out = Path(out)
+        if out.suffix.lower() != ".json":
+            raise BadInput(f"--out must name a .json file (fit.json), not {str(out)!r}")
+        if out.exists() and out.is_dir():
+            raise BadInput(f"--out {out} is a folder; give a file name such as {out / 'fit.json'}")
+        return out, out.with_name(out.stem + "_rows.parquet")
+    if path.is_dir():
+        return path / "fit.json", path / "fit_rows.parquet"
+    return path.with_name(path.stem + ".fit.json"), path.with_name(path.stem + ".fit_rows.parquet")
+
+
+def write_fit(result: FitResult, json_path: str | Path, rows_path: str | Path) -> None:
+    """Write fit_rows.parquet, then fit.json (each atomically; fit.json last)."""
+    from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+
+    write_parquet_atomic(rows_path, result.rows)
+    write_json_atomic(json_path, result.to_dict())
+
+
+def fit_path(path, out=None, **options) -> tuple[FitResult, Path, Path]:
+    """Load PATH (runs folder or table), fit, write fit.json + fit_rows.parquet.
+
+    Everything is checked before anything is written. Returns (result, json, rows paths).
+    """
+    from cdlaw.table import load_runs
+
+    json_path, rows_path = output_paths(path, out)
+    df = load_runs(path)
+    result = fit_law(df, source=str(path), **options)
+    write_fit(result, json_path, rows_path)
+    return result, json_path, rows_path

@@ -1,0 +1,188 @@
+"""Load a table of runs for fitting: a runs folder or any CSV / parquet (SPEC §5).
+
+Every table goes through `prepare_runs`, which checks it and puts it in one shape:
+the required columns as floats / strategy names, a stable `row_id` per input row, the
+derived columns `derived_ratio` and `tokens_per_param`, and finished runs only.
+Anything wrong raises BadInput with one sentence naming the file, column and row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw.errors import BadInput
+
+REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
+STRATEGIES = ("none", "repetition", "paraphrase")
+CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
+HYPERPARAMETERS = ("lr", "weight_decay", "seed")  # what may vary inside a cell
+SELECT = ("min", "mean", "none")
+
+
+def load_runs(path: str | Path) -> pd.DataFrame:
+    """Read a runs folder's summary.parquet, or a .csv / .parquet table, and prepare it.
+
+    Rows whose `status` is not "done" are left out; how many is in df.attrs["not_done"].
+    """
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(f"{path} does not exist; give a runs folder or a .csv/.parquet table")
+    if path.is_dir():
+        file = path / "summary.parquet"
+        if not file.exists():
+            raise BadInput(
+                f"runs folder {path} has no summary.parquet yet; finish some runs with "
+                "`cdlaw sweep`, or give a .csv/.parquet table"
+            )
+    else:
+        file = path
+    suffix = file.suffix.lower()
+    try:
+        if suffix == ".csv":
+            df = pd.read_csv(file)
+        elif suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(file)
+        else:
+            raise BadInput(
+                f"{file} is neither a runs folder nor a .csv/.parquet table (got {suffix or 'no suffix'!r})"
+            )
+    except BadInput:
+        raise
+    except Exception as e:  # a damaged or unreadable file is the user's input too
+        raise BadInput(f"cannot read {file}: {type(e).__name__}: {e}") from None
+    return prepare_runs(df, name=str(file))
+
+
+def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
+    """Check a table of runs and add row_id, derived_ratio, tokens_per_param (idempotent).
+
+    A row with derived_tokens = 0 is a one-epoch run: its strategy becomes "none" (it
+    anchors L_1ep for every strategy). A "none" row with derived tokens is an error.
+    """
+    if df.attrs.get("cdlaw_prepared"):
+        return df
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise BadInput(
+            f"{name} lacks the column(s) {', '.join(missing)}; a run table needs "
+            f"{', '.join(REQUIRED)}"
+        )
+    df = df.copy()
+    if "row_id" in df.columns and _unique_ints(df["row_id"]):
+        df["row_id"] = df["row_id"].astype(np.int64)
+    else:
+        df["row_id"] = np.arange(len(df), dtype=np.int64)  # the row's place in the input
+
+    not_done = 0
+    if "status" in df.columns:
+        done = df["status"].astype(str).str.strip().str.lower() == "done"
+        not_done = int((~done).sum())
+        df = df[done]
+
+    for col in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = values.isna() & df[col].notna()
+        if bad.any():
+            raise BadInput(
+                f"{name} row {_where(df, bad)}: {col} must be a number, got {df[col][bad].iloc[0]!r}"
+            )
+        df[col] = values.astype(float)
+    for col, rule, ok in (
+        ("n_params", "a positive finite number", lambda v: np.isfinite(v) & (v > 0)),
+        ("fresh_tokens", "a positive finite number", lambda v: np.isfinite(v) & (v > 0)),
+        ("loss", "a positive finite number (nats per token)", lambda v: np.isfinite(v) & (v > 0)),
+        ("derived_tokens", "a finite number ≥ 0", lambda v: np.isfinite(v) & (v >= 0)),
+    ):
+        bad = ~ok(df[col].to_numpy())
+        if bad.any():
+            raise BadInput(
+                f"{name} row {_where(df, bad)}: {col} must be {rule}, got {df[col][bad].iloc[0]!r}"
+            )
+
+    strategy = df["strategy"].astype(str).str.strip().str.lower()
+    strategy[df["strategy"].isna()] = "nan"
+    bad = ~strategy.isin(STRATEGIES)
+    if bad.any():
+        raise BadInput(
+            f"{name} row {_where(df, bad)}: strategy {df['strategy'][bad].iloc[0]!r} is not one "
+            f"of {', '.join(STRATEGIES)}"
+        )
+    bad = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
+    if bad.any():
+        raise BadInput(
+            f"{name} row {_where(df, bad)}: strategy is none but derived_tokens is "
+            f"{df['derived_tokens'][bad].iloc[0]:g}; a run with derived tokens is repetition "
+            "or paraphrase"
+        )
+    strategy[df["derived_tokens"] == 0] = "none"
+    df["strategy"] = strategy.astype(str)
+    if len(df) == 0:
+        raise BadInput(f"{name} has no finished runs to fit (status 'done')")
+
+    df["derived_ratio"] = df["derived_tokens"] / df["fresh_tokens"]
+    df["tokens_per_param"] = df["fresh_tokens"] / df["n_params"]
+    df = df.reset_index(drop=True)
+    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
+    return df
+
+
+def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
+    """Reduce rows that differ only in lr / weight_decay / seed to one per cell (SPEC §5).
+
+    "min" keeps the run with the lowest loss (the best hyperparameters, as the papers do);
+    "mean" averages the losses (the row keeps the first row_id of its cell, and columns
+    that vary inside the cell become NaN); "none" keeps every row. Adds `n_in_cell`.
+    """
+    if how not in SELECT:
+        raise BadInput(f"--select must be one of {', '.join(SELECT)}, not {how!r}")
+    df = prepare_runs(df)
+    attrs = dict(df.attrs)
+    keys = list(CELL)
+    sizes = df.groupby(keys, sort=False)["loss"].transform("size")
+    if how == "none":
+        out = df.assign(n_in_cell=sizes.astype(np.int64))
+    elif how == "min":
+        best = df.groupby(keys, sort=False)["loss"].idxmin()
+        out = df.loc[np.sort(best.to_numpy())].assign(n_in_cell=sizes)
+    else:
+        groups = df.groupby(keys, sort=False)
+        first = (groups["row_id"].transform("min") == df["row_id"]).to_numpy()
+        out = df[first].assign(loss=groups["loss"].transform("mean")[first], n_in_cell=sizes)
+        fixed = {*keys, "loss", "row_id", "derived_ratio", "tokens_per_param"}
+        for col in [c for c in df.columns if c not in fixed]:
+            varies = groups[col].transform(lambda s: s.nunique(dropna=False) > 1)[first]
+            if varies.any():
+                numeric = pd.api.types.is_numeric_dtype(out[col])
+                out[col] = out[col].astype(float if numeric else object)
+                out.loc[varies.to_numpy(), col] = np.nan
+    out = out.reset_index(drop=True)
+    out["n_in_cell"] = out["n_in_cell"].astype(np.int64)
+    out.attrs.update(attrs)
+    out.attrs["select"] = how
+    return out
+
+
+def _unique_ints(col: pd.Series) -> bool:
+    values = pd.to_numeric(col, errors="coerce")
+    return bool(
+        values.notna().all() and (values % 1 == 0).all() and values.is_unique and len(values) > 0
+    )
+
+
+def _where(df: pd.DataFrame, bad) -> str:
+    """The first bad row, as the row number in the input (row_id) for the message."""
+    bad = np.asarray(bad, bool)
+    return str(int(df["row_id"].to_numpy()[np.flatnonzero(bad)[0]]))
+
+
+def describe_range(values) -> str:
+    """'30M' or '14M–600M' for a message."""
+    from cdlaw.units import format_number
+
+    v = np.unique(np.asarray(values, dtype=float))
+    if len(v) == 0:
+        return "none"
+    return format_number(v[0]) if len(v) == 1 else f"{format_number(v[0])}–{format_number(v[-1])}"
