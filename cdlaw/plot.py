@@ -241,7 +241,10 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                     (d for d in (obj.get("law_params"), named) if isinstance(d, dict)), None
                 )
                 if law_dict is not None and "params" in law_dict:
-                    inputs.fit = {**law_dict, "source": law_dict.get("source") or str(named)}
+                    src = law_dict.get("source") or ""
+                    if isinstance(named, str) and named not in src:
+                        src = f"{named} ({src})" if src else named
+                    inputs.fit = {**law_dict, "source": src}
                     inputs.law = _law_from_fit(law_dict, path)
         elif "params" in obj:
             fit_path = fit_path or path

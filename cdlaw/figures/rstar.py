@@ -19,7 +19,8 @@ def _ranges(law: Law, rows, fit: dict | None):
     if rows is not None and len(rows):
         n = rows["n_params"].to_numpy(float)
         tpp = rows["tokens_per_param"].to_numpy(float)
-        return (n.min(), n.max()), (tpp.min(), tpp.max()), rows
+        cells = rows[["n_params", "tokens_per_param"]].drop_duplicates()
+        return (n.min(), n.max()), (tpp.min(), tpp.max()), cells
     rng = (fit or {}).get("data_range") or {}
     if rng.get("n_params") and rng.get("fresh_tokens"):
         n_lo, n_hi = map(float, rng["n_params"])
@@ -120,15 +121,18 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
         )
         wins = ratio > 0
         if wins.any():
-            ax.contourf(
+            hatched = ax.contourf(
                 NN, TT, wins.astype(float), levels=[0.5, 1.5], colors="none", hatches=["///"]
             )
+            hatched.set_gid("paraphrase-wins")
         if wins.any() and (~wins).any():
-            ax.contour(NN, TT, ratio, levels=[0.0], colors="black", linewidths=1.6)
+            equal = ax.contour(NN, TT, ratio, levels=[0.0], colors="black", linewidths=1.6)
+            equal.set_gid("equal-rstar")
         if runs is not None:
             ax.scatter(
                 runs["n_params"],
                 runs["tokens_per_param"],
+                gid="runs",
                 marker="o",
                 s=22,
                 facecolor="white",

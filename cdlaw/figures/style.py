@@ -111,20 +111,16 @@ def fit_caption(fit: dict | None, extra: str = "") -> str:
 
 
 def new_figure(nrows: int, ncols: int, panel: tuple[float, float] = (3.6, 2.9), **kw):
-    """A figure with constrained layout, so outside legends and captions never clip."""
-    import matplotlib
+    """A figure on the Agg canvas with constrained layout (outside legends never clip).
 
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    Built without pyplot: no global figure registry to leak into, no GUI backend.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    fig, axes = plt.subplots(
-        nrows,
-        ncols,
-        figsize=(panel[0] * ncols + 1.8, panel[1] * nrows + 1.0),
-        layout="constrained",
-        squeeze=False,
-        **kw,
-    )
+    fig = Figure(figsize=(panel[0] * ncols + 1.8, panel[1] * nrows + 1.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kw)
     return fig, axes
 
 
@@ -143,11 +139,6 @@ def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int =
             frameon=False,
             ncol=ncol,
         )
-    # Close it in pyplot's registry (the caller still owns the Figure object), so many
-    # figures in one process do not pile up.
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return fig
 
 

@@ -1,0 +1,417 @@
+"""`cdlaw plot`: what each figure contains, checked through matplotlib's objects.
+
+Inputs are synthetic runs of a known CD law (tests/plotdata.py), so bands, curves and
+points are compared with numbers computed here from the law's constants.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import plotdata
+import pytest
+
+from cdlaw.errors import BadInput
+from cdlaw.plot import KINDS, available_kinds, load_inputs, make_figure, plot
+
+LAW = plotdata.TRUE_LAW
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return plotdata.write_runs(tmp_path_factory.mktemp("plot"))
+
+
+@pytest.fixture(scope="module")
+def inputs(runs):
+    return load_inputs(runs)
+
+
+@pytest.fixture(scope="module")
+def figures(inputs):
+    """Every kind drawn once from the runs folder (drawing is the slow part)."""
+    return {k: make_figure(k, inputs) for k in KINDS}
+
+
+def by_gid(fig_or_ax, gid: str):
+    return [a for a in fig_or_ax.findobj(lambda a: a.get_gid() == gid)]
+
+
+def caption(fig) -> str:
+    texts = by_gid(fig, "caption")
+    assert len(texts) == 1
+    return texts[0].get_text()
+
+
+def data_axes(fig):
+    """The panels (not colorbars, not switched-off spare panels)."""
+    return [ax for ax in fig.axes if ax.axison and ax.get_label() != "<colorbar>"]
+
+
+# ---------------------------------------------------------------------------------------
+# loss: the CD paper's figure
+# ---------------------------------------------------------------------------------------
+
+
+def test_loss_panels_bands_curves_and_points(figures, inputs):
+    fig = figures["loss"]
+    axes = data_axes(fig)
+    # 4 sizes × 2 fresh-token budgets, one panel each.
+    assert len(axes) == len(plotdata.SIZES) * len(plotdata.TOKENS_PER_PARAM)
+    rows = inputs.rows
+    for ax in axes:
+        assert ax.get_xscale() == "log"
+        assert "(tokens)" in ax.get_xlabel() and "(nats/token)" in ax.get_ylabel()
+        # which (N, D) is this panel? the one-epoch run sits at x = D.
+        (d, _), *more = np.concatenate(
+            [c.get_offsets() for c in by_gid(ax, "runs:none") + by_gid(ax, "unused:none")]
+        )
+        assert not more
+        n = float(rows.loc[(rows["fresh_tokens"] == d), "n_params"].iloc[0])
+        l1 = LAW.E + LAW.A / n**LAW.alpha + LAW.B / d**LAW.beta
+        ln = LAW.E + LAW.A / n**LAW.alpha
+        floors = {}
+        for s in plotdata.STRATEGIES:
+            p = LAW.strategies[s]
+            rstar = p["K"] * (d / n) ** p["rho"] * n ** p["sigma"]
+            floors[s] = ln + LAW.B / (d * (1 + rstar)) ** LAW.beta
+        ld = min(floors.values())
+
+        def band(name, ax=ax):
+            (poly,) = by_gid(ax, f"band:{name}")
+            assert poly.get_label() == name
+            y = poly.get_paths()[0].vertices[:, 1]
+            return y.min(), y.max()
+
+        np.testing.assert_allclose(band("compute-bound"), (ld, l1), rtol=1e-12)
+        np.testing.assert_allclose(band("data-bound"), (ln, ld), rtol=1e-12)
+        lo, hi = band("model-bound")
+        assert hi == pytest.approx(ln) and lo <= ax.get_ylim()[0]
+        # the floors as lines, each strategy's own
+        for s, f in floors.items():
+            (line,) = by_gid(ax, f"L_D:{s}")
+            assert line.get_ydata()[0] == pytest.approx(f, rel=1e-12)
+        assert by_gid(ax, "L_1ep")[0].get_ydata()[0] == pytest.approx(l1, rel=1e-12)
+
+        cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
+        for s in plotdata.STRATEGIES:
+            # points: every run of the cell, the used ones filled, the rest hollow
+            pts = np.concatenate(
+                [c.get_offsets() for c in by_gid(ax, f"runs:{s}") + by_gid(ax, f"unused:{s}")]
+            )
+            want = cell[cell["strategy"] == s].sort_values("derived_tokens")
+            assert len(pts) == len(plotdata.RATIOS) == len(want)
+            pts = pts[np.argsort(pts[:, 0])]
+            np.testing.assert_allclose(pts[:, 0], d * (1 + np.array(plotdata.RATIOS)))
+            np.testing.assert_allclose(pts[:, 1], want["loss"])
+            # the fitted curve is the law along D′ = x − D
+            (curve,) = by_gid(ax, f"fit:{s}")
+            x, y = curve.get_xdata(), curve.get_ydata()
+            assert x[0] == pytest.approx(d) and y[0] == pytest.approx(l1)
+            np.testing.assert_allclose(y, LAW.loss(n, d, x - d, s), rtol=1e-12)
+        held = cell["heldout"].any()
+        n_hollow = sum(
+            len(c.get_offsets())
+            for s in ("none", *plotdata.STRATEGIES)
+            for c in by_gid(ax, f"unused:{s}")
+        )
+        assert n_hollow == (~cell["used"]).sum() and (not held or n_hollow == len(cell))
+    text = caption(fig)
+    assert "cd law" in text and "n_rows 72" in text and "rmse_log" in text
+    assert str(inputs.runs_dir) in text
+
+
+def test_loss_legend_names_the_bands_and_floors(figures):
+    (legend,) = figures["loss"].legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    for want in (
+        "compute-bound",
+        "data-bound",
+        "model-bound",
+        "L_N: model floor",
+        "L_D: data floor, repetition",
+        "fit, paraphrase",
+        "runs, repetition",
+    ):
+        assert want in labels
+
+
+# ---------------------------------------------------------------------------------------
+# eta, rstar
+# ---------------------------------------------------------------------------------------
+
+
+def test_eta_points_and_fitted_curves(figures, inputs):
+    fig = figures["eta"]
+    axes = data_axes(fig)
+    assert [ax.get_title() for ax in axes] == list(plotdata.STRATEGIES)
+    rows = inputs.rows
+    for ax, s in zip(axes, plotdata.STRATEGIES, strict=True):
+        assert ax.get_xscale() == "log" and "r = D′/D" in ax.get_xlabel()
+        want = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
+        for n in plotdata.SIZES:
+            got = np.concatenate(
+                [c.get_offsets() for c in by_gid(ax, f"runs:{n:g}") + by_gid(ax, f"unused:{n:g}")]
+            )
+            w = want[want["n_params"] == n]
+            assert len(got) == len(w) == len(plotdata.RATIOS) * len(plotdata.TOKENS_PER_PARAM)
+            # empirical η from the observed loss: ΔL = L_1ep − L, D_eff = (D^−β − ΔL/B)^(−1/β)
+            d, dp, loss = w["fresh_tokens"], w["derived_tokens"], w["loss"]
+            l1 = LAW.E + LAW.A / n**LAW.alpha + LAW.B / d**LAW.beta
+            deff = (d**-LAW.beta - (l1 - loss) / LAW.B) ** (-1 / LAW.beta)
+            eta = ((deff - d) / dp).to_numpy()
+            order = np.lexsort((got[:, 1], got[:, 0]))
+            worder = np.lexsort((eta, w["derived_ratio"].to_numpy()))
+            np.testing.assert_allclose(got[order, 1], eta[worder], rtol=1e-9)
+            for tpp in plotdata.TOKENS_PER_PARAM:
+                (line,) = by_gid(ax, f"eta:{n:g}:{n * tpp:g}")
+                r = line.get_xdata()
+                p = LAW.strategies[s]
+                rstar = p["K"] * tpp ** p["rho"] * n ** p["sigma"]
+                np.testing.assert_allclose(line.get_ydata(), rstar / r * (1 - np.exp(-r / rstar)))
+    cbar = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(cbar) == 1 and "D/N" in cbar[0].get_ylabel()
+    assert "rmse_log" in caption(fig)
+
+
+def test_rstar_marks_where_paraphrase_beats_repetition(figures):
+    from cdlaw.figures.rstar import paraphrase_wins
+
+    def rstar(s, n, tpp):
+        log_k, rho, sigma = {
+            "repetition": (10.740510, -0.416064, -0.403500),
+            "paraphrase": (26.868495, -1.303025, -1.149994),
+        }[s]
+        return math.exp(log_k) * tpp**rho * n**sigma
+
+    # SPEC §10's qin2026 constants: paraphrase keeps its worth longer at small N only.
+    for n, tpp in ((14e6, 20), (100e6, 20), (30e6, 5), (600e6, 5), (1e9, 100)):
+        assert bool(paraphrase_wins(LAW, n, tpp)) == (
+            rstar("paraphrase", n, tpp) > rstar("repetition", n, tpp)
+        )
+    assert paraphrase_wins(LAW, 14e6, 20) and not paraphrase_wins(LAW, 100e6, 20)
+
+    fig = figures["rstar"]
+    axes = data_axes(fig)
+    assert len(axes) == 3
+    for ax in axes:
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        assert "(" in ax.get_xlabel() and "(" in ax.get_ylabel()
+    # left panel: 2 strategies × 3 model sizes, R* exactly
+    left = axes[0]
+    assert len(left.lines) == 6
+    x, y = left.lines[0].get_xdata(), left.lines[0].get_ydata()
+    np.testing.assert_allclose(y, rstar("repetition", min(plotdata.SIZES), x), rtol=1e-9)
+    # right panel: the hatched region and the equal-R* contour
+    right = axes[2]
+    (hatched,) = by_gid(right, "paraphrase-wins")
+    assert hatched.hatches == ["///"] and list(hatched.levels) == [0.5, 1.5]
+    (equal,) = by_gid(right, "equal-rstar")
+    assert list(equal.levels) == [0.0]  # log10 R*_paraphrase / R*_repetition = 0
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "right: paraphrase beats repetition" in legend
+    (cells,) = by_gid(right, "runs")
+    assert len(cells.get_offsets()) == 8  # the 8 (N, D/N) cells of the runs
+
+
+# ---------------------------------------------------------------------------------------
+# frontier, residuals, curves
+# ---------------------------------------------------------------------------------------
+
+
+def test_frontier_from_a_frontier_json(tmp_path):
+    import json
+
+    budgets = [1e17, 1e18, 1e19, 1e20]
+    fr = plotdata.brute_force_frontier(LAW, budgets, 2e9)
+    path = tmp_path / "frontier.json"
+    path.write_text(json.dumps(fr))
+    inputs = load_inputs(path)
+    assert available_kinds(inputs) == ["rstar", "frontier"]
+    fig = make_figure("frontier", inputs)
+    ax_n, ax_d, ax_e, ax_l = data_axes(fig)
+    for ax in (ax_n, ax_d, ax_e, ax_l):
+        assert ax.get_xscale() == "log"
+    assert "(parameters)" in ax_n.get_ylabel() and "(FLOPs)" in ax_l.get_xlabel()
+    plan_lines = [ln for ln in ax_n.lines if len(ln.get_xdata()) == len(budgets)]
+    assert len(plan_lines) == 3  # CD plan, naive Chinchilla, four-epoch
+    cd, naive, _ = plan_lines
+    np.testing.assert_allclose(cd.get_ydata(), [r["n_params"] for r in fr["rows"]])
+    np.testing.assert_allclose(naive.get_ydata(), [r["naive"]["n_params"] for r in fr["rows"]])
+    loss_lines = [ln for ln in ax_l.lines if len(ln.get_xdata()) == len(budgets)]
+    np.testing.assert_allclose(
+        loss_lines[2].get_ydata(), [r["four_epoch"]["predicted_loss"] for r in fr["rows"]]
+    )
+    # the CD plan never loses to its contrasts under the law it optimised
+    # (the brute-force grid is 0.4% apart in N, so allow 1e-5 nats)
+    assert np.all(loss_lines[0].get_ydata() <= loss_lines[1].get_ydata() + 1e-5)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert {"CD-law plan", "naive Chinchilla plan", "four-epoch rule"} <= set(labels)
+    assert "cd law" in caption(fig) and "qin2026" in caption(fig)
+
+
+def test_frontier_from_runs_uses_the_planner(figures, inputs):
+    from cdlaw import plan
+
+    fr = inputs.frontier  # computed by make_figure through cdlaw.plan.frontier
+    first = fr["rows"][0]
+    want = plan.plan(LAW, first["budget_flops"], fr["unique_tokens"])
+    assert first["n_params"] == pytest.approx(want.n_params, rel=1e-9)
+    assert fr["unique_tokens"] == max(plotdata.SIZES) * max(plotdata.TOKENS_PER_PARAM)
+    ax_n = data_axes(figures["frontier"])[0]
+    assert ax_n.lines[0].get_ydata()[0] == pytest.approx(want.n_params, rel=1e-9)
+
+
+def test_residuals_highlight_heldout_and_dropped(figures, inputs):
+    fig = figures["residuals"]
+    ax_pv, ax_res = data_axes(fig)
+    rows = inputs.rows
+    held = rows[rows["heldout"]]
+    assert len(held) == 18 and (held["n_params"] == max(plotdata.SIZES)).all()
+    rings = np.concatenate(
+        [
+            c.get_offsets()
+            for s in ("none", *plotdata.STRATEGIES)
+            for c in by_gid(ax_pv, f"heldout:{s}")
+        ]
+    )
+    assert len(rings) == len(held)
+    np.testing.assert_allclose(np.sort(rings[:, 0]), np.sort(held["loss"]))
+    np.testing.assert_allclose(np.sort(rings[:, 1]), np.sort(held["predicted_loss"]))
+    crosses = np.concatenate(
+        [c.get_offsets() for s in plotdata.STRATEGIES for c in by_gid(ax_pv, f"dropped:{s}")]
+    )
+    assert len(crosses) == 1
+    assert crosses[0][0] == pytest.approx(rows.loc[plotdata.DROPPED_ROW, "loss"])
+    # residuals are log(observed/predicted)
+    res = np.concatenate([c.get_offsets() for c in by_gid(ax_res, "runs:repetition")])
+    want = rows[(rows["strategy"] == "repetition") & (rows["row_id"] != plotdata.DROPPED_ROW)]
+    np.testing.assert_allclose(
+        np.sort(res[:, 1]), np.sort(np.log(want["loss"] / want["predicted_loss"]))
+    )
+    assert ax_res.get_xscale() == "log" and "(parameters)" in ax_res.get_xlabel()
+    assert "(nats/token)" in ax_pv.get_xlabel() and "(nats/token)" in ax_pv.get_ylabel()
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "held out (N = 100M)" in labels and "dropped as an outlier" in labels
+    assert "held-out rmse_log" in caption(fig)
+
+
+def test_curves_one_line_per_run(figures, inputs):
+    fig = figures["curves"]
+    lines = [ln for ln in fig.findobj(lambda a: str(a.get_gid()).startswith("run:"))]
+    assert len(lines) == len(inputs.metrics) == 72
+    run_id, m = next(iter(inputs.metrics.items()))
+    (line,) = by_gid(fig, f"run:{run_id}")
+    ok = np.isfinite(m["val_loss"])
+    np.testing.assert_allclose(line.get_xdata(), m["tokens_seen"][ok])
+    np.testing.assert_allclose(line.get_ydata(), m["val_loss"][ok])
+    for ax in data_axes(fig):
+        assert ax.get_xscale() == "log" and "(tokens)" in ax.get_xlabel()
+    assert len(data_axes(fig)) == len(plotdata.SIZES)
+
+
+# ---------------------------------------------------------------------------------------
+# every figure: legends outside the data, captions naming the fit
+# ---------------------------------------------------------------------------------------
+
+
+def test_legends_never_cover_data(figures):
+    for kind, fig in figures.items():
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        assert fig.legends, kind
+        for legend in fig.legends:
+            box = legend.get_window_extent(renderer)
+            for ax in data_axes(fig):
+                assert not box.overlaps(ax.get_window_extent(renderer)), (kind, ax.get_title())
+                for coll in ax.collections:
+                    offsets = coll.get_offsets()
+                    if len(offsets):
+                        pts = ax.transData.transform(offsets)
+                        assert box.count_contains(pts) == 0, kind
+
+
+def test_every_figure_names_its_fit(figures):
+    for kind, fig in figures.items():
+        text = caption(fig)
+        assert "fit: cd law" in text and "rmse_log 0.0" in text, kind
+        assert fig.get_suptitle(), kind
+
+
+# ---------------------------------------------------------------------------------------
+# inputs, formats, files, command line
+# ---------------------------------------------------------------------------------------
+
+
+def test_svg_and_pdf_write(runs, tmp_path):
+    (svg,) = plot(runs, ["residuals"], tmp_path, "svg")
+    assert svg == tmp_path / "residuals.svg" and b"<svg" in svg.read_bytes()[:2000]
+    (pdf,) = plot(runs, ["rstar"], tmp_path, "pdf")
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+    # written atomically: no temporary files left behind
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["residuals.svg", "rstar.pdf"]
+
+
+def test_external_table_with_a_fit(tmp_path):
+    csv, fit = plotdata.write_external(tmp_path)
+    inputs = load_inputs(csv)
+    assert available_kinds(inputs) == ["loss", "eta", "rstar", "frontier", "residuals"]
+    assert not inputs.rows["heldout"].any() and len(inputs.rows) == 72
+    # predictions computed here from the fit agree with the law
+    r = inputs.rows.iloc[10]
+    assert r["predicted_loss"] == pytest.approx(
+        float(LAW.loss(r["n_params"], r["fresh_tokens"], r["derived_tokens"], r["strategy"]))
+    )
+    for kind in available_kinds(inputs):
+        fig = make_figure(kind, inputs)
+        assert str(csv) in caption(fig), kind
+    # the residuals of a table without a holdout ring nothing
+    fig = make_figure("residuals", inputs)
+    assert not any(
+        len(c.get_offsets()) for c in fig.findobj(lambda a: str(a.get_gid()).startswith("heldout"))
+    )
+    # a fit.json alone: the law's own figures
+    assert available_kinds(load_inputs(fit)) == ["rstar", "frontier"]
+
+
+def test_bad_input_is_refused_before_writing(runs, tmp_path):
+    out = tmp_path / "none"
+    with pytest.raises(BadInput, match=r"'los' is not a figure kind.*did you mean 'loss'"):
+        plot(runs, ["los"], out)
+    with pytest.raises(BadInput, match="--format 'gif'"):
+        plot(runs, None, out, "gif")
+    table = tmp_path / "t.csv"
+    table.write_text("n_params,fresh_tokens,loss\n1e7,1e8,3.0\n")
+    with pytest.raises(BadInput, match=r"lacks the column.*derived_tokens, strategy"):
+        plot(table, None, out)
+    ok = tmp_path / "ok.csv"
+    ok.write_text("n_params,fresh_tokens,derived_tokens,strategy,loss\n1e7,1e8,0,none,3.0\n")
+    with pytest.raises(BadInput, match=r"no fit\.json beside"):
+        plot(ok, None, out)
+    with pytest.raises(BadInput, match="does not exist"):
+        plot(tmp_path / "missing", None, out)
+    assert not out.exists()
+
+
+def test_cli_plot_and_exit_codes(runs, inputs):
+    # every kind is drawn (rendered) in test_legends_never_cover_data; here, the CLI path.
+    assert available_kinds(inputs) == list(KINDS)
+
+    def run(*args):
+        cmd = [sys.executable, "-m", "cdlaw", *args]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    ok = run("plot", str(runs), "--kind", "residuals", "-k", "eta")
+    assert ok.returncode == 0, ok.stderr
+    out = runs / "figures"  # the default folder
+    assert ok.stdout.split() == [str(out / "residuals.png"), str(out / "eta.png")]
+    for k in ("residuals", "eta"):
+        assert (out / f"{k}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = run("plot", str(runs), "--kind", "loss,etaa", "--out", str(runs / "bad"))
+    assert (
+        bad.returncode == 2 and "did you mean 'eta'" in bad.stderr and "Traceback" not in bad.stderr
+    )
+    assert not (runs / "bad").exists()
