@@ -1,0 +1,93 @@
+"""`cdlaw status`: the runs of a sweep and their states (SPEC §6)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+
+from cdlaw.cli import app, err, print_json
+
+STATE_STYLE = {
+    "done": "green",
+    "diverged": "yellow",
+    "failed": "red",
+    "running": "cyan",
+    "partial": "magenta",
+    "pending": "dim",
+}
+
+
+@app.command()
+def status(
+    runs_dir: Path = typer.Argument(..., help="A sweep folder (runs/<sweep>) or a runs folder."),
+    json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout."),
+) -> None:
+    """Show every run of a sweep: done, diverged, failed, running (locked by a live
+    process), partial (a checkpoint to resume from) or pending.
+
+    Example: cdlaw status runs/smoke
+    """
+    from cdlaw.runner import sweep_status
+
+    rows = sweep_status(runs_dir)
+    if json_out:
+        print_json(rows)
+        return
+    from rich.table import Table
+
+    from cdlaw.units import format_number as fmt
+
+    table = Table(title_justify="left", title=f"{runs_dir}: {len(rows)} runs")
+    for col in (
+        "sweep",
+        "run_id",
+        "size",
+        "strategy",
+        "N",
+        "D",
+        "r",
+        "tokens",
+        "lr",
+        "seed",
+        "state",
+        "loss",
+        "progress / note",
+    ):
+        table.add_column(
+            col, justify="right" if col in ("N", "D", "r", "tokens", "loss") else "left"
+        )
+    for r in rows:
+        state = r["state"]
+        if r.get("holder"):
+            note = r["holder"]
+        elif r.get("error"):
+            note = str(r["error"])[:60]
+        else:
+            note = ""
+        if r.get("tokens_seen") is not None and r.get("tokens_trained"):
+            note = f"{r['tokens_seen'] / r['tokens_trained']:.0%} {note}".strip()
+        loss = r.get("loss")
+        table.add_row(
+            r.get("sweep", ""),
+            r["run_id"],
+            str(r.get("size", "")),
+            r.get("strategy", ""),
+            fmt(r["n_params"]) if "n_params" in r else "",
+            fmt(r["fresh_tokens"]) if "fresh_tokens" in r else "",
+            f"{r['derived_ratio']:g}" if "derived_ratio" in r else "",
+            fmt(r["tokens_trained"]) if "tokens_trained" in r else "",
+            f"{r['lr']:g}" if "lr" in r else "",
+            str(r.get("seed", "")),
+            f"[{STATE_STYLE.get(state, '')}]{state}[/]" + ("" if r.get("planned", True) else " *"),
+            f"{loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else "",
+            note,
+        )
+    err.print(table)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    err.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
+    if any(not r.get("planned", True) for r in rows):
+        err.print("* not in the sweep's plan (a run folder from an older sweep file)")

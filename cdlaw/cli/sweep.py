@@ -1,0 +1,321 @@
+"""`cdlaw sweep`: train a grid of runs (SPEC §6); `--dry-run` shows the plan and its time."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import typer
+
+from cdlaw.cli import app, err, print_json
+
+
+@app.command()
+def sweep(
+    sweep_file: Path = typer.Argument(..., help="The sweep file (TOML), e.g. sweeps/demo.toml."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder: runs go to OUT/<sweep>/."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show the runs and a measured time estimate; train nothing."
+    ),
+    resume: bool = typer.Option(
+        True,
+        "--resume/--restart",
+        help="Resume (default: skip finished runs, continue interrupted ones) or delete the "
+        "sweep's runs and start over.",
+    ),
+    executor: str = typer.Option("local", "--executor", help="local or ray."),
+    jobs: int = typer.Option(
+        0, "--jobs", help="Parallel runs (local). Default: one per core (CPU) or per GPU."
+    ),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Ray cluster address (default: start a local Ray)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    only: str = typer.Option(
+        None,
+        "--only",
+        help="Filter runs, e.g. 'strategy=paraphrase|none' or 'n_params<1e6,seed=0'.",
+    ),
+    precision: str = typer.Option("auto", "--precision", help="auto, bf16 or fp32."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    threads: int = typer.Option(0, "--threads", help="Torch threads per run (default: split)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the plan or outcome as JSON."),
+) -> None:
+    """Train every run of a sweep file, resuming where it stopped.
+
+    Runs land in OUT/<sweep>/<run_id>/; OUT/<sweep>/summary.parquet has one row per run.
+    Exit code 1 if any run failed (diverged runs are results, not failures).
+
+    Example: cdlaw sweep sweeps/smoke.toml --dry-run && cdlaw sweep sweeps/smoke.toml
+    """
+    from cdlaw.config import ExecConfig
+    from cdlaw.errors import BadInput
+
+    if device != "auto" and not (device == "cpu" or device.startswith("cuda")):
+        raise BadInput(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
+    if threads < 0:
+        raise BadInput(f"--threads must be ≥ 0, got {threads}")
+    exec_cfg = ExecConfig(device=device, precision=precision, compile=compile, threads=threads)
+
+    if dry_run:
+        from cdlaw.runner import dry_run_sweep
+
+        plan = dry_run_sweep(
+            sweep_file, out, only=only, executor=executor, jobs=jobs, exec_cfg=exec_cfg
+        )
+        if json_out:
+            print_json(
+                {
+                    "sweep": plan.plan.sweep.name,
+                    "runs": plan.rows,
+                    "serial_seconds": plan.serial_seconds,
+                    "wall_seconds": plan.wall_seconds,
+                    "jobs": plan.jobs,
+                    "threads": plan.threads,
+                    "device": plan.device,
+                    "calibration": plan.calibration,
+                    "notes": plan.notes,
+                }
+            )
+        else:
+            _render_dry_run(plan)
+        return
+
+    from cdlaw.runner import run_sweep
+
+    display = SweepDisplay(live=err.is_terminal and not json_out)
+    try:
+        outcome = run_sweep(
+            sweep_file,
+            out,
+            only=only,
+            restart=not resume,
+            executor=executor,
+            jobs=jobs,
+            ray_address=ray_address,
+            exec_cfg=exec_cfg,
+            on_event=display,
+        )
+    finally:
+        display.stop()
+    counts = {}
+    for status in outcome.statuses.values():
+        counts[status or "unfinished"] = counts.get(status or "unfinished", 0) + 1
+    if json_out:
+        print_json(
+            {
+                "sweep": outcome.plan.sweep.name,
+                "sweep_dir": str(outcome.plan.sweep_dir),
+                "runs": len(outcome.statuses),
+                "trained": outcome.trained,
+                "statuses": outcome.statuses,
+                "counts": counts,
+                "failures": outcome.failures,
+                "wall_seconds": outcome.wall_seconds,
+                "jobs": outcome.jobs,
+                "threads": outcome.threads,
+            }
+        )
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    err.print(
+        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); trained "
+        f"{len(outcome.trained)} here in {_duration(outcome.wall_seconds)} with "
+        f"{outcome.jobs} job(s) × {outcome.threads} thread(s); "
+        f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
+        highlight=False,
+    )
+    for failure in outcome.failures:
+        err.print(f"[red]failed[/] {failure['run_id']}: {failure['error']}", highlight=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = round(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _render_dry_run(plan) -> None:
+    from rich.table import Table
+
+    from cdlaw.units import format_number as fmt
+
+    table = Table(
+        title=f"sweep {plan.plan.sweep.name}: {len(plan.rows)} runs", title_justify="left"
+    )
+    for col in (
+        "run_id",
+        "size",
+        "strategy",
+        "N",
+        "D",
+        "D′",
+        "r",
+        "tokens",
+        "FLOPs",
+        "steps",
+        "lr",
+        "seed",
+        "state",
+        "est.",
+    ):
+        table.add_column(
+            col, justify="left" if col in ("run_id", "size", "strategy", "state") else "right"
+        )
+    for r in plan.rows:
+        table.add_row(
+            r["run_id"],
+            r["size"],
+            r["strategy"],
+            fmt(r["n_params"]),
+            fmt(r["fresh_tokens"]),
+            fmt(r["derived_tokens"]) if r["derived_tokens"] else "0",
+            f"{r['derived_ratio']:g}",
+            fmt(r["tokens_trained"]),
+            f"{r['flops']:.2e}",
+            str(r["steps"]),
+            f"{r['lr']:g}",
+            str(r["seed"]),
+            r["state"],
+            _duration(r["est_seconds"]),
+        )
+    err.print(table)
+    for c in plan.calibration:
+        err.print(
+            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
+            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s",
+            highlight=False,
+        )
+    err.print(
+        f"estimated time on {plan.device}: {_duration(plan.wall_seconds)} with {plan.jobs} job(s) "
+        f"× {plan.threads} thread(s) ({_duration(plan.serial_seconds)} of runs to do)",
+        highlight=False,
+    )
+    for note in plan.notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+class SweepDisplay:
+    """Progress on stderr: runs done / total with an ETA, and each current run's tokens/s,
+    tokens seen and last validation loss. A live rich display on a terminal, else a line
+    per run start and end (logs, CI)."""
+
+    def __init__(self, live: bool):
+        self.live = live
+        self.facts: dict[str, dict] = {}
+        self.work: dict[str, float] = {}  # run_id -> tokens × FLOPs/token (ETA weights)
+        self.seen: dict[str, int] = {}
+        self.finished: set[str] = set()
+        self.total = 0
+        self.progress = None  # a rich Progress once the first run starts (live mode)
+        self.overall = None
+        self.tasks: dict[str, int] = {}
+        self.started = time.monotonic()
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("event")
+        rid = event.get("run_id")
+        if kind == "plan":
+            self.facts = {f["run_id"]: f for f in event["runs"]}
+            self.work = {
+                k: f["tokens_trained"] * f["flops_per_token"] for k, f in self.facts.items()
+            }
+            self.total = len(self.facts)
+            err.print(
+                f"sweep {event['sweep']}: {self.total} runs → {event['sweep_dir']}", highlight=False
+            )
+        elif kind == "skip":
+            self._finish(rid)
+        elif kind == "start":
+            if self.live and self.progress is None:
+                self._start_live()  # after the skips, so that they do not count as speed
+            f = self.facts.get(rid, {})
+            if self.progress is not None:
+                self.tasks[rid] = self.progress.add_task(
+                    self._label(rid), total=f.get("tokens_trained"), stats=""
+                )
+            else:
+                err.print(f"start {self._label(rid)}", highlight=False)
+        elif kind == "progress":
+            self.seen[rid] = event.get("tokens_seen", 0)
+            if self.progress is not None and rid in self.tasks:
+                from cdlaw.units import format_number as fmt
+
+                f = self.facts.get(rid, {})
+                val = event.get("val_loss")
+                stats = (
+                    f"{fmt(self.seen[rid])}/{fmt(f.get('tokens_trained', 0))} tok  "
+                    f"{event.get('tokens_per_second', 0):,.0f} tok/s"
+                )
+                if val is not None and math.isfinite(val):
+                    stats += f"  val {val:.3f}"
+                self.progress.update(self.tasks[rid], completed=self.seen[rid], stats=stats)
+                self._update_overall()
+        elif kind == "end":
+            loss = event.get("loss")
+            self._finish(rid)
+            loss_s = f" loss {loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else ""
+            line = f"{event.get('status')} {self._label(rid)}{loss_s}  [{len(self.finished)}/{self.total}]"
+            (self.progress.console if self.progress else err).print(line, highlight=False)
+        elif kind == "locked":
+            msg = f"waiting: {rid} is held by pid {event.get('pid')} on {event.get('host')}"
+            (self.progress.console if self.progress else err).print(msg, highlight=False)
+        elif kind == "retry":
+            msg = f"retry: the worker of {rid} died ({event.get('reason')}); it resumes"
+            (self.progress.console if self.progress else err).print(msg, highlight=False)
+
+    def _label(self, rid: str) -> str:
+        f = self.facts.get(rid)
+        if not f:
+            return rid
+        return f"{rid} {f['size']} {f['strategy']} D={f['fresh_tokens']:,} r={f['derived_ratio']:g}"
+
+    def _start_live(self) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[stats]}"),
+            TimeRemainingColumn(),
+            console=err,
+        )
+        self.overall = self.progress.add_task(
+            f"runs {len(self.finished)}/{self.total}",
+            total=sum(self.work.values()) or 1,
+            completed=self._work_done(),
+            stats="",
+        )
+        self.progress.start()
+
+    def _finish(self, rid: str) -> None:
+        self.finished.add(rid)
+        self.seen[rid] = self.facts.get(rid, {}).get("tokens_trained", 0)
+        if self.progress is not None and rid in self.tasks:
+            self.progress.remove_task(self.tasks.pop(rid))
+        self._update_overall()
+
+    def _work_done(self) -> float:
+        """Work done so far: finished runs whole, running ones by their tokens seen."""
+        return sum(
+            self.work.get(r, 0)
+            * min(1.0, n / max(1, self.facts.get(r, {}).get("tokens_trained", 1)))
+            for r, n in self.seen.items()
+        )
+
+    def _update_overall(self) -> None:
+        if self.progress is not None:
+            self.progress.update(
+                self.overall,
+                completed=self._work_done(),
+                description=f"runs {len(self.finished)}/{self.total}",
+            )
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
