@@ -1,0 +1,124 @@
+"""Loading and checking run tables (SPEC §5): every bad table is one clear BadInput."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cdlaw.errors import BadInput
+from cdlaw.table import load_runs, prepare_runs, select_cells
+
+
+def runs(**over):
+    df = pd.DataFrame(
+        {
+            "n_params": [1e7, 1e7, 1e7, 2e7, 2e7],
+            "fresh_tokens": [1e9, 1e9, 1e9, 2e9, 2e9],
+            "derived_tokens": [0.0, 0.0, 3e9, 0.0, 2e9],
+            "strategy": ["none", "none", "repetition", "repetition", "paraphrase"],
+            "loss": [3.2, 3.0, 2.8, 2.9, 2.7],
+            "lr": [1e-3, 3e-3, 1e-3, 1e-3, 1e-3],
+            "seed": [0, 0, 0, 0, 0],
+            "run_id": list("abcde"),
+        }
+    )
+    for k, v in over.items():
+        df[k] = v
+    return df
+
+
+def test_prepare_adds_ids_and_derived_columns():
+    df = prepare_runs(runs())
+    assert df["row_id"].tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_allclose(df["derived_ratio"], [0, 0, 3, 0, 1])
+    np.testing.assert_allclose(df["tokens_per_param"], [100, 100, 100, 100, 100])
+    # a repetition run with no derived tokens is a one-epoch run: strategy none
+    assert df["strategy"].tolist() == ["none", "none", "repetition", "none", "paraphrase"]
+    assert prepare_runs(df) is df  # idempotent
+
+
+def test_status_filters_unfinished_runs_and_counts_them():
+    df = prepare_runs(runs(status=["done", "diverged", "done", "failed", "done"]))
+    assert df["row_id"].tolist() == [0, 2, 4]  # ids stay those of the input rows
+    assert df.attrs["not_done"] == 2
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(n_params=[1e7, -1, 1e7, 2e7, 2e7]), ["row 1", "n_params", "positive"]),
+        (dict(loss=[3.2, 3.0, np.nan, 2.9, 2.7]), ["row 2", "loss"]),
+        (dict(loss=[3.2, 3.0, 0.0, 2.9, 2.7]), ["row 2", "loss", "positive"]),
+        (dict(fresh_tokens=[1e9, 1e9, 1e9, np.inf, 2e9]), ["row 3", "fresh_tokens"]),
+        (dict(derived_tokens=[0, 0, -5, 0, 0]), ["row 2", "derived_tokens", "≥ 0"]),
+        (
+            dict(strategy=["none", "none", "epochs", "none", "none"]),
+            ["row 2", "'epochs'", "paraphrase"],
+        ),
+        (dict(derived_tokens=[0, 7e8, 0, 0, 0]), ["row 1", "strategy is none", "derived_tokens"]),
+        (dict(loss=["3.2", "x", "2", "2", "2"]), ["row 1", "loss must be a number", "'x'"]),
+    ],
+)
+def test_bad_values_are_one_sentence_naming_row_and_column(change, words):
+    with pytest.raises(BadInput) as e:
+        prepare_runs(runs(**change), name="t.csv")
+    msg = str(e.value)
+    assert msg.startswith("t.csv")
+    for w in words:
+        assert w in msg
+    assert msg.count(". ") == 0 and "\n" not in msg
+
+
+def test_missing_columns_are_named():
+    with pytest.raises(BadInput, match=r"lacks the column\(s\) derived_tokens, loss"):
+        prepare_runs(runs().drop(columns=["derived_tokens", "loss"]), name="t.csv")
+
+
+def test_select_min_keeps_best_hyperparameters_per_cell():
+    df = runs(strategy=["none"] * 2 + ["repetition"] * 3)
+    out = select_cells(df, "min")
+    # rows 0 and 1 are one cell (differ only in lr): the lower loss (row 1) is kept
+    assert out["row_id"].tolist() == [1, 2, 3, 4]
+    assert out["n_in_cell"].tolist() == [2, 1, 1, 1]
+    assert out.attrs["select"] == "min"
+
+
+def test_select_mean_averages_and_blanks_varying_columns():
+    out = select_cells(runs(), "mean")
+    assert out["row_id"].tolist() == [0, 2, 3, 4]
+    assert out["loss"].iloc[0] == pytest.approx(3.1)
+    assert np.isnan(out["lr"].iloc[0]) and out["lr"].iloc[1] == 1e-3
+    assert out["seed"].iloc[0] == 0  # the same in the cell: kept
+    assert pd.isna(out["run_id"].iloc[0]) and out["run_id"].iloc[1] == "c"
+
+
+def test_select_none_keeps_every_row_and_bad_select_is_refused():
+    assert len(select_cells(runs(), "none")) == 5
+    with pytest.raises(BadInput, match="--select must be one of min, mean, none"):
+        select_cells(runs(), "best")
+
+
+def test_load_csv_parquet_and_runs_folder(tmp_path):
+    df = runs()
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_parquet(tmp_path / "t.parquet")
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    df.assign(status="done").to_parquet(folder / "summary.parquet")
+    for path in (tmp_path / "t.csv", tmp_path / "t.parquet", folder):
+        got = load_runs(path)
+        assert len(got) == 5 and got["loss"].tolist() == df["loss"].tolist()
+        assert got.attrs["source"].endswith(("t.csv", "t.parquet", "summary.parquet"))
+
+
+def test_load_refuses_missing_and_unknown_paths(tmp_path):
+    with pytest.raises(BadInput, match="does not exist"):
+        load_runs(tmp_path / "nope.csv")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadInput, match=r"no summary\.parquet"):
+        load_runs(tmp_path / "empty")
+    (tmp_path / "t.txt").write_text("x")
+    with pytest.raises(BadInput, match="neither a runs folder nor"):
+        load_runs(tmp_path / "t.txt")
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(BadInput, match="cannot read"):
+        load_runs(tmp_path / "bad.parquet")
