@@ -1,0 +1,124 @@
+"""Tokenizers: a byte-level BPE trained on the corpus, or a given one (SPEC §11).
+
+The trained BPE is GPT-2 style (byte-level, so any text round-trips) with one special
+token, `<|endoftext|>` (id 0), which ends every document in the token streams. A given
+tokenizer is a tokenizer.json file or a Hugging Face tokenizer folder; its end-of-text
+token is read from tokenizer_config.json or found among the usual names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.errors import BadInput
+
+EOS = "<|endoftext|>"
+BPE_VERSION = 1  # bump when the trained tokenizer would change (it keys the cache)
+EOS_NAMES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "[SEP]")
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int):
+    """A byte-level BPE with `vocab_size` tokens (fewer if the text has too few merges)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer)
+    return tok
+
+
+def tokenizer_file(spec: str) -> Path:
+    """The tokenizer.json behind `data.tokenizer` (a file, or a folder that holds one)."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        path = path / "tokenizer.json"
+        if not path.is_file():
+            raise BadInput(
+                f"data.tokenizer folder {spec!r} has no tokenizer.json: give a Hugging Face "
+                "tokenizer folder saved with a fast tokenizer, a tokenizer.json file, or 'bpe'"
+            )
+    elif not path.is_file():
+        raise BadInput(
+            f"data.tokenizer {spec!r} is neither 'bpe' nor an existing tokenizer.json file or "
+            "tokenizer folder"
+        )
+    return path
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_tokenizer(path: str | Path):
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as e:
+        raise BadInput(
+            f"data.tokenizer {str(path)!r} is not a valid tokenizer.json ({e})"
+        ) from None
+
+
+def find_eos(tok, path: Path) -> int:
+    """The end-of-text id: tokenizer_config.json's eos_token, else a well-known name."""
+    names = []
+    config = path.parent / "tokenizer_config.json"
+    if config.is_file():
+        try:
+            eos = json.loads(config.read_text()).get("eos_token")
+        except (OSError, ValueError):
+            eos = None
+        if isinstance(eos, dict):
+            eos = eos.get("content")
+        if isinstance(eos, str):
+            names.append(eos)
+    for name in [*names, *EOS_NAMES]:
+        token_id = tok.token_to_id(name)
+        if token_id is not None:
+            return int(token_id)
+    raise BadInput(
+        f"tokenizer {str(path)!r} has no end-of-text token (looked for {', '.join(EOS_NAMES)} "
+        "and tokenizer_config.json's eos_token): add one, or use data.tokenizer = 'bpe'"
+    )
+
+
+def token_dtype(vocab_size: int):
+    return np.uint16 if vocab_size <= 1 << 16 else np.uint32
+
+
+def encode_documents(
+    tok, texts: Sequence[str], eos_id: int, dtype
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each text's tokens followed by EOS, concatenated; and each document's end offset.
+
+    An empty or missing text (None) gives an empty document (no EOS): the callers use a
+    zero length to mean "this document has no such text" (a missing paraphrase).
+    """
+    present = [i for i, t in enumerate(texts) if t]
+    encodings = tok.encode_batch([texts[i] for i in present], add_special_tokens=False)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    pieces = []
+    for i, enc in zip(present, encodings, strict=True):
+        ids = enc.ids
+        ids.append(eos_id)
+        lengths[i] = len(ids)
+        pieces.append(np.asarray(ids, dtype=dtype))
+    tokens = np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
+    return tokens, np.cumsum(lengths)
