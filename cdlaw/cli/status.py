@@ -29,6 +29,7 @@ def status(
 
     Example: cdlaw status runs/smoke
     """
+    from cdlaw.cli.sweep import wide_err
     from cdlaw.runner import sweep_status
 
     rows = sweep_status(runs_dir)
@@ -84,7 +85,7 @@ def status(
             f"{loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else "",
             note,
         )
-    err.print(table)
+    wide_err().print(table)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1

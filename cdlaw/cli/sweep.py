@@ -11,6 +11,16 @@ import typer
 from cdlaw.cli import app, err, print_json
 
 
+def wide_err():
+    """err, or on a log file / pipe (80 columns by default) a 200-column console, so
+    that tables of runs are never cut."""
+    if err.is_terminal:
+        return err
+    from rich.console import Console
+
+    return Console(stderr=True, width=200)
+
+
 @app.command()
 def sweep(
     sweep_file: Path = typer.Argument(..., help="The sweep file (TOML), e.g. sweeps/demo.toml."),
@@ -176,14 +186,14 @@ def _render_dry_run(plan) -> None:
             fmt(r["derived_tokens"]) if r["derived_tokens"] else "0",
             f"{r['derived_ratio']:g}",
             fmt(r["tokens_trained"]),
-            f"{r['flops']:.2e}",
+            f"{r['flops']:.1e}",
             str(r["steps"]),
             f"{r['lr']:g}",
             str(r["seed"]),
             r["state"],
             _duration(r["est_seconds"]),
         )
-    err.print(table)
+    wide_err().print(table)
     for c in plan.calibration:
         err.print(
             f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
