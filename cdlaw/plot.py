@@ -196,10 +196,24 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
 
 
 def _fit_beside(path: Path) -> Path | None:
-    for candidate in (path.parent / "fit.json", path.with_suffix(".fit.json")):
+    """The fit of a table t.csv: t.fit.json (what `cdlaw fit t.csv` writes), or fit.json."""
+    for candidate in (path.with_name(path.stem + ".fit.json"), path.parent / "fit.json"):
         if candidate.exists() and candidate != path:
             return candidate
     return None
+
+
+def rows_of_fit(fit_path: Path) -> Path:
+    """The fit_rows.parquet written with a fit.json, by `cdlaw fit`'s naming rule.
+
+    fit.json → fit_rows.parquet; t.fit.json → t.fit_rows.parquet; X.json → X_rows.parquet.
+    """
+    name = fit_path.name
+    if name == "fit.json":
+        return fit_path.with_name("fit_rows.parquet")
+    if name.endswith(".fit.json"):
+        return fit_path.with_name(name[: -len(".fit.json")] + ".fit_rows.parquet")
+    return fit_path.with_name(fit_path.stem + "_rows.parquet")
 
 
 def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
@@ -220,10 +234,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
         inputs.summary = _read_runs_summary(path)
         inputs.metrics = _read_metrics(path)
         fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
-        if (path / "fit_rows.parquet").exists() and (fit_path is None or fit_path.parent == path):
-            table = read_table(path / "fit_rows.parquet")
-        else:
-            table = inputs.summary
+        table = inputs.summary
         if inputs.summary is None and not inputs.metrics and fit_path is None:
             raise BadInput(
                 f"{path} holds no runs (no summary.parquet, result.json or metrics.parquet) "
@@ -248,8 +259,6 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                     inputs.law = _law_from_fit(law_dict, path)
         elif "params" in obj:
             fit_path = fit_path or path
-            rows = path.parent / "fit_rows.parquet"
-            table = read_table(rows) if rows.exists() else None
         else:
             raise BadInput(
                 f"{path} is neither a fit.json (no 'params') nor a frontier JSON (no 'rows'); "
@@ -272,6 +281,9 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
     if fit_path is not None:
         inputs.fit = _read_json(fit_path)
         inputs.law = _law_from_fit(inputs.fit, fit_path)
+        # The fit's own rows carry what the fit did (cells reduced, used, held out).
+        if rows_of_fit(fit_path).exists():
+            table = read_table(rows_of_fit(fit_path))
     if table is not None and len(table):
         missing = [c for c in TABLE_COLUMNS if c not in table.columns]
         if missing:

@@ -313,13 +313,12 @@ def _section_regimes(report: Report) -> str:
     rows = inputs.rows.sort_values(["n_params", "fresh_tokens", "strategy", "derived_tokens"])
     if inputs.law.form != "chinchilla":  # a strategy the law has no parameters for: no regime
         rows = rows[rows["strategy"].isin(["none", *inputs.law.strategies])]
-    t = classify(
-        inputs.law,
-        rows["n_params"],
-        rows["fresh_tokens"],
-        rows["derived_tokens"],
-        rows["strategy"].to_numpy(object),
-    )
+    config = (rows["n_params"], rows["fresh_tokens"], rows["derived_tokens"])
+    strategy = rows["strategy"].to_numpy(object)
+    # The measured run placed in the bands by its observed loss (as `cdlaw fit` labels its
+    # rows), and the configuration by the law's prediction (as `cdlaw plan` labels plans).
+    seen = classify(inputs.law, *config, strategy, loss=rows["loss"].to_numpy(float))
+    pred = classify(inputs.law, *config, strategy)
     head = [
         "run",
         "strategy",
@@ -327,14 +326,15 @@ def _section_regimes(report: Report) -> str:
         "D",
         "D′",
         "observed loss",
+        "regime (observed)",
         "predicted loss",
-        "regime",
+        "regime (predicted)",
         "L_1ep",
         "L_D",
         "L_N",
-        "derived-gain share",
+        "derived-gain share (observed)",
     ]
-    body, classes = [], []
+    body = []
     ids = rows["run_id"] if "run_id" in rows.columns else rows["row_id"]
     for i, (rid, rec) in enumerate(zip(ids, rows.to_dict("records"), strict=True)):
         body.append(
@@ -345,28 +345,32 @@ def _section_regimes(report: Report) -> str:
                 format_number(rec["fresh_tokens"]),
                 format_number(rec["derived_tokens"]) if rec["derived_tokens"] else "0",
                 _fmt(rec["loss"]),
-                _fmt(t.loss[i]),
-                t.regime[i],
-                _fmt(t.loss_one_epoch[i]),
-                _fmt(t.loss_data_floor[i]),
-                _fmt(t.loss_model_floor[i]),
-                _fmt(t.derived_gain_share[i]),
+                seen.regime[i],
+                _fmt(pred.loss[i]),
+                pred.regime[i],
+                _fmt(seen.loss_one_epoch[i]),
+                _fmt(seen.loss_data_floor[i]),
+                _fmt(seen.loss_model_floor[i]),
+                _fmt(seen.derived_gain_share[i]),
             ]
         )
-        classes.append(str(t.regime[i]))
     intro = (
-        "<p>Each run's configuration (N, D, D′) under the fitted law, labelled by what would "
-        "still lower its predicted loss (SPEC §9): <b>compute-bound</b> while the share of the "
-        "derived-token gain already realised, (L_1ep − L)/(L_1ep − L_D), is below the "
-        f"saturation threshold <b>{SATURATION}</b>; <b>data-bound</b> when that gain is "
-        f"saturated but fresh data would still gain more than <b>{TOLERANCE}</b> nats "
-        "(L_D − L_N &gt; tolerance); <b>model-bound</b> otherwise. L_1ep: one epoch of D; "
-        "L_D: the data floor as D′ → ∞; L_N: the model floor E + A/N^α (nats/token). "
-        "For runs without derived tokens L_D is the best strategy's floor.</p>"
+        "<p>Every run in the bands of the fitted law (SPEC §9), labelled by what would still "
+        "lower its loss L: <b>compute-bound</b> while the share of the derived-token gain "
+        "already realised, (L_1ep − L)/(L_1ep − L_D), is below the saturation threshold "
+        f"<b>{SATURATION}</b>; <b>data-bound</b> when that gain is saturated but fresh data "
+        f"would still gain more than the tolerance, <b>{TOLERANCE}</b> nats (L_D − L_N &gt; "
+        "tolerance); <b>model-bound</b> otherwise. L_1ep: one epoch of D, no derived tokens; "
+        "L_D: the data floor as D′ → ∞; L_N: the model floor E + A/N^α; all in nats/token. "
+        "For runs without derived tokens L_D is the best strategy's floor. "
+        "<i>Observed</i> places the run by its measured loss, <i>predicted</i> by the law's.</p>"
     )
-    counts = {r: int((t.regime == r).sum()) for r in ("compute-bound", "data-bound", "model-bound")}
-    summary = ", ".join(f"{n} {r}" for r, n in counts.items())
-    return intro + f"<p>{summary}.</p>" + _table(head, body, {0, 1, 7}, classes)
+    counts = ", ".join(
+        f"{int((seen.regime == r).sum())} {r}"
+        for r in ("compute-bound", "data-bound", "model-bound")
+    )
+    classes = [str(r) for r in seen.regime]
+    return intro + f"<p>By observed loss: {counts}.</p>" + _table(head, body, {0, 1, 6, 8}, classes)
 
 
 def _section_plan(report: Report) -> str:

@@ -172,11 +172,20 @@ def metrics_frame(rec: dict, points: int = 24) -> pd.DataFrame:
     )
 
 
-def write_runs(root: Path, seed: int = 0, with_fit: bool = True, heldout: bool = True) -> Path:
-    """A complete runs/<sweep>/ folder (SPEC §4) in root/synthetic; returns its path."""
+def write_runs(
+    root: Path,
+    seed: int = 0,
+    with_fit: bool = True,
+    heldout: bool = True,
+    n_runs: int | None = None,
+) -> Path:
+    """A complete runs/<sweep>/ folder (SPEC §4) in root/synthetic; returns its path.
+
+    n_runs keeps only the first n runs of the grid (too few to fit, when small).
+    """
     runs = Path(root) / "synthetic"
     runs.mkdir(parents=True, exist_ok=True)
-    table = run_table(seed)
+    table = run_table(seed).iloc[:n_runs]
     summary = summary_table(table)
     summary.to_parquet(runs / "summary.parquet", index=False)
     (runs / "sweep.toml").write_text(SWEEP_TOML)
@@ -211,7 +220,7 @@ def write_external(root: Path, seed: int = 1) -> tuple[Path, Path]:
     table.to_csv(csv, index=False)
     rows = fit_rows(table, TRUE_LAW, None)
     fit = fit_json(rows, TRUE_LAW, None, str(csv))
-    fit_path = root / "fit.json"
+    fit_path = root / "published.fit.json"  # where `cdlaw fit published.csv` writes
     fit_path.write_text(json.dumps(fit, indent=2))
     return csv, fit_path
 

@@ -44,6 +44,12 @@ def report(
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    if runs_dir.is_dir() and not (runs_dir / "fit.json").exists():
+        err.print(
+            f"no fit.json in {runs_dir} yet: fitting the runs for this report (not saved; "
+            f"`cdlaw fit {runs_dir}` saves one)",
+            highlight=False,
+        )
     path = write_report(runs_dir, out, budget, unique)
     err.print(f"wrote the report of {runs_dir}", highlight=False)
     print(path)

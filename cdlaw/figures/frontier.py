@@ -138,6 +138,7 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
     style.log_axis(ax_n, "y")
     style.log_axis(ax_d, "y")
     style.log_axis(ax_e, "y", style.plain)
+    style.log_axis(ax_l, "x", style.flops)  # the x axis is shared by all four panels
 
     handles = [
         Line2D(

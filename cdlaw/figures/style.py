@@ -110,6 +110,17 @@ def fit_caption(fit: dict | None, extra: str = "") -> str:
     return f"{text} · {extra}" if extra else text
 
 
+def wrap_caption(text: str, width: int) -> str:
+    """Break a " · "-separated caption into lines of at most `width` characters, between parts."""
+    lines: list[str] = []
+    for part in text.split(" · "):
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def new_figure(nrows: int, ncols: int, panel: tuple[float, float] = (3.6, 2.9), **kw):
     """A figure on the Agg canvas with constrained layout (outside legends never clip).
 
@@ -129,7 +140,12 @@ def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int =
     # Left-aligned, so a long title never runs under the legend on the right.
     fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left")
     # supxlabel sits under the panels and constrained layout makes room for it.
-    fig.supxlabel(caption, fontsize=7.5, color="0.25", gid="caption")
+    fig.supxlabel(
+        wrap_caption(caption, int(fig.get_figwidth() * 15)),
+        fontsize=7.5,
+        color="0.25",
+        gid="caption",
+    )
     if handles:
         fig.legend(
             handles,
@@ -156,6 +172,11 @@ def plain(x: float) -> str:
     return f"{x:g}"
 
 
+def flops(x: float) -> str:
+    """FLOPs as 1e18, 3e20."""
+    return f"{x:.0e}".replace("e+", "e")
+
+
 def log_axis(ax, axis: str = "x", fmt=tokens) -> None:
     """Human tick labels on a log axis (10M, 1B; or 2, 5, 10), denser on short ranges.
 
@@ -177,6 +198,11 @@ def log_axis(ax, axis: str = "x", fmt=tokens) -> None:
     target.set_major_locator(LogLocator(base=10, subs=subs))
     target.set_major_formatter(FuncFormatter(lambda v, _: fmt(v) if v > 0 else ""))
     target.set_minor_formatter(NullFormatter())
+    if decades > 3.2:
+        # Minor ticks add nothing a reader needs across many decades, and cost draw time.
+        from matplotlib.ticker import NullLocator
+
+        target.set_minor_locator(NullLocator())
 
 
 def pad_log_range(values, factor: float = 1.3) -> tuple[float, float]:
