@@ -1074,11 +1074,11 @@ class _CalibrationDone(Exception):
     pass
 
 
-def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 3.0) -> dict:
+def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2.0) -> dict:
     """Train a few steps of cfg's model on random tokens: steady tokens/s and setup time.
 
     The first step (allocation, kernel selection) is excluded from the rate. Stops after
-    `budget_s` seconds of steps (at least 3 steps) or 40 steps, whichever comes first.
+    `budget_s` seconds of steps (at least 3 steps) or 30 steps, whichever comes first.
     """
     import tempfile
 
@@ -1088,7 +1088,7 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 3
     from cdlaw.train import train_run
 
     batch_tokens = cfg.train.batch_size * cfg.model.seq_len
-    steps = 40
+    steps = 30
     train = dataclasses.replace(
         cfg.train, log_every=1, eval_every=10**9, checkpoint_every=10**9, lr=1e-4
     )
@@ -1197,18 +1197,25 @@ def dry_run_sweep(
     if executor == "ray":
         notes.append("the estimate is for this machine; a Ray cluster spreads runs wider")
     calibration = []
-    if calibrate and rows:
+    if calibrate and todo:  # the smallest and the largest model still to train
         probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
-        by_cost = sorted(plan.runs, key=lambda r: run_facts(r)["flops_per_token"])
+        pending = {row["run_id"] for row in todo}
+        by_cost = sorted(
+            (r for r in plan.runs if r.run_id in pending),
+            key=lambda r: run_facts(r)["flops_per_token"],
+        )
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
     val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
     for row in rows:
-        row["est_seconds"] = (
-            estimate_seconds(row, calibration, val_tokens, plan.sweep.train.eval_every)
-            if calibration
-            else float("nan")
-        )
+        if row["state"] in ("done", "diverged"):
+            row["est_seconds"] = 0.0
+        elif calibration:
+            row["est_seconds"] = estimate_seconds(
+                row, calibration, val_tokens, plan.sweep.train.eval_every
+            )
+        else:
+            row["est_seconds"] = float("nan")
     durations = [row["est_seconds"] for row in todo]
     if n_jobs > 1:
         durations.sort(reverse=True)

@@ -1,0 +1,265 @@
+"""`cdlaw sweep` end to end on tiny models: the runs folder (SPEC §4), the summary (SPEC §5),
+resume, restart, --only, --dry-run, and `cdlaw status`."""
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from cdlaw.config import ExecConfig
+from cdlaw.errors import BadInput
+from cdlaw.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, sweep_status
+from cdlaw.shapes import count_params
+
+torch.set_num_threads(1)
+
+# 2 sizes × D = 2,048 × (r = 0 shared, r = 1 for each strategy): 6 runs of 8–16 steps.
+TINY = """
+name = "{name}"
+[grid]
+size = ["20K", "60K"]
+fresh_tokens = [2048]
+strategy = ["repetition", "paraphrase"]
+derived_ratio = [0, 1]
+[data]
+vocab_size = 512
+val_tokens = 2048
+[model]
+seq_len = 32
+[train]
+batch_size = 8
+eval_every = 4
+log_every = 1
+checkpoint_every = 2
+"""
+ONE_THREAD = ExecConfig(device="cpu", threads=1)
+
+
+def cdlaw(*args, cwd, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "cdlaw", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "1000"},
+    )
+
+
+@pytest.fixture(scope="module")
+def runs_root(tmp_path_factory):
+    """One runs folder for the session's sweeps, so they share one corpus cache."""
+    root = tmp_path_factory.getbasetemp() / "cdlaw-runs"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def write_sweep(root: Path, name: str, text: str = TINY) -> Path:
+    path = root.parent / f"{name}.toml"
+    path.write_text(text.format(name=name))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(runs_root):
+    """The tiny sweep, run once by the CLI with two worker processes."""
+    path = write_sweep(runs_root, "tiny")
+    start = time.time()
+    result = cdlaw(
+        "sweep", path, "--out", runs_root, "--jobs", 2, "--threads", 1, "--json", cwd=runs_root
+    )
+    assert result.returncode == 0, result.stderr
+    return {
+        "path": path,
+        "dir": runs_root / "tiny",
+        "json": json.loads(result.stdout),
+        "stderr": result.stderr,
+        "wall": time.time() - start,
+    }
+
+
+def losses(sweep_dir: Path) -> dict:
+    """(size, strategy, D, D′) → final loss, from the summary."""
+    df = pd.read_parquet(sweep_dir / "summary.parquet")
+    return {(r.size, r.strategy, r.fresh_tokens, r.derived_tokens): r.loss for r in df.itertuples()}
+
+
+def test_sweep_writes_the_runs_folder_and_summary(tiny):
+    out = tiny["json"]
+    assert out["counts"] == {"done": 6} and len(out["trained"]) == 6 and out["failures"] == []
+    assert out["jobs"] == 2 and out["threads"] == 1
+    sweep_dir = tiny["dir"]
+    assert (sweep_dir / "sweep.toml").read_text() == tiny["path"].read_text()  # verbatim
+    df = pd.read_parquet(sweep_dir / "summary.parquet")
+    assert set(SUMMARY_COLUMNS) <= set(df.columns) and len(df) == 6
+    assert set(df.run_id) == set(out["trained"]) and (df.status == "done").all()
+    assert sorted(df.strategy) == [
+        "none",
+        "none",
+        "paraphrase",
+        "paraphrase",
+        "repetition",
+        "repetition",
+    ]
+    # exact token accounting
+    assert (df.fresh_tokens == 2048).all()
+    assert (df.tokens_trained == df.fresh_tokens + df.derived_tokens).all()
+    assert set(df.derived_tokens) == {0, 2048}
+    assert (df[df.strategy == "repetition"].epochs == 2.0).all()
+    for row in df.itertuples():
+        assert (
+            row.n_params
+            == count_params(
+                type(
+                    "S",
+                    (),
+                    {
+                        "d_model": row.d_model,
+                        "n_layers": row.n_layers,
+                        "mlp_hidden": row.mlp_hidden,
+                    },
+                )(),
+                512,
+            ).n_params
+        )
+        assert row.flops == 6 * row.n_params * row.tokens_trained
+        assert math.isfinite(row.loss) and row.loss < math.log(512)  # it learned something
+        run_dir = sweep_dir / row.run_id
+        for name in ("config.json", "metrics.parquet", "result.json", "model/config.json"):
+            assert (run_dir / name).is_file(), name
+        assert not (run_dir / LOCK_NAME).exists() and not (run_dir / "checkpoint").exists()
+        assert len(json.loads((run_dir / "attempts.json").read_text())) == 1
+        metrics = pd.read_parquet(run_dir / "metrics.parquet")
+        assert metrics.tokens_seen.iloc[-1] == row.tokens_trained
+    # twice the tokens of the same D lower the loss, by either strategy
+    by = losses(sweep_dir)
+    for size in ("20K", "60K"):
+        for strategy in ("repetition", "paraphrase"):
+            assert by[(size, strategy, 2048, 2048)] < by[(size, "none", 2048, 0)]
+    assert "6 done" in " ".join(tiny["stderr"].split())
+
+
+def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root):
+    sweep_dir = tiny["dir"]
+    stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
+    before = losses(sweep_dir)
+    outcome = run_sweep(tiny["path"], runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    assert outcome.trained == [] and outcome.exit_code == 0
+    assert set(outcome.statuses.values()) == {"done"}
+    assert {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")} == stamps
+    assert losses(sweep_dir) == before
+
+
+def test_in_process_executor_matches_worker_processes(tiny, runs_root):
+    """Same runs, another executor (and sweep name): bit-identical losses on CPU."""
+    path = write_sweep(runs_root, "tiny-local")
+    outcome = run_sweep(path, runs_root, jobs=1, only="size=20K", exec_cfg=ONE_THREAD)
+    assert outcome.jobs == 1 and len(outcome.trained) == 3
+    mine = losses(runs_root / "tiny-local")
+    assert mine == {k: v for k, v in losses(tiny["dir"]).items() if k[0] == "20K"}
+
+
+def test_dry_run_estimates_and_writes_nothing(tiny, runs_root):
+    path = write_sweep(runs_root, "tiny-dry")
+    result = cdlaw(
+        "sweep",
+        path,
+        "--out",
+        runs_root,
+        "--dry-run",
+        "--json",
+        "--jobs",
+        2,
+        "--threads",
+        1,
+        cwd=runs_root,
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert not (runs_root / "tiny-dry").exists()
+    assert len(plan["runs"]) == 6 and {r["state"] for r in plan["runs"]} == {"pending"}
+    assert all(r["est_seconds"] > 0 for r in plan["runs"])
+    # a run with twice the tokens of the same shape is estimated to take longer
+    est = {(r["size"], r["derived_tokens"]): r["est_seconds"] for r in plan["runs"]}
+    assert est[("20K", 2048)] > est[("20K", 0)] and est[("60K", 2048)] > est[("60K", 0)]
+    assert 0 < plan["wall_seconds"] <= plan["serial_seconds"] + 30
+    assert plan["calibration"] and all(c["tokens_per_second"] > 0 for c in plan["calibration"])
+    # a finished sweep has nothing left to do (and nothing to calibrate)
+    done = dry_run_sweep(tiny["path"], runs_root, exec_cfg=ONE_THREAD)
+    assert {r["state"] for r in done.rows} == {"done"}
+    assert done.wall_seconds == 0 and done.calibration == []
+
+
+def test_status_reports_every_state(tiny, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny["dir"], copy)
+    ids = sorted(p.name for p in copy.iterdir() if (p / "result.json").exists())
+    partial, running, crashed, pending, failed = ids[:5]
+    (copy / partial / "result.json").unlink()
+    (copy / partial / "checkpoint").mkdir()
+    (copy / running / "result.json").unlink()
+    (copy / running / LOCK_NAME).write_text(
+        json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "token": "x"})
+    )
+    (copy / crashed / "result.json").unlink()  # a lock left by a dead process: not running
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (copy / crashed / LOCK_NAME).write_text(
+        json.dumps({"pid": dead.pid, "host": socket.gethostname(), "token": "y"})
+    )
+    shutil.rmtree(copy / pending)
+    result = json.loads((copy / failed / "result.json").read_text())
+    (copy / failed / "result.json").write_text(
+        json.dumps({**result, "status": "failed", "error": "boom"})
+    )
+    states = {r["run_id"]: r["state"] for r in sweep_status(copy)}
+    assert states == {
+        partial: "partial",
+        running: "running",
+        crashed: "pending",
+        pending: "pending",
+        failed: "failed",
+        ids[5]: "done",
+    }
+    shown = cdlaw("status", copy, "--json", cwd=tmp_path)
+    assert shown.returncode == 0
+    assert {r["run_id"]: r["state"] for r in json.loads(shown.stdout)} == states
+    table = cdlaw("status", copy.parent, cwd=tmp_path)  # a folder of sweeps works too
+    assert table.returncode == 0 and "running" in table.stderr and "boom" in table.stderr
+    assert cdlaw("status", tmp_path / "nope", cwd=tmp_path).returncode == 2
+
+
+def test_restart_only_retrains_the_selected_run(tiny, runs_root):
+    sweep_dir = tiny["dir"]
+    target = sorted(p.name for p in sweep_dir.iterdir() if (p / "result.json").exists())[0]
+    stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
+    before = losses(sweep_dir)
+    outcome = run_sweep(
+        tiny["path"], runs_root, restart=True, only=f"run_id={target}", jobs=1, exec_cfg=ONE_THREAD
+    )
+    assert outcome.trained == [target]
+    after = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
+    changed = {p.parent.name for p in after if after[p] != stamps.get(p)}
+    assert changed == {target}
+    assert losses(sweep_dir) == before  # deterministic: the same loss again
+    attempts = json.loads((sweep_dir / target / "attempts.json").read_text())
+    assert len(attempts) == 1 and attempts[0]["pid"] == os.getpid()
+
+
+def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root):
+    path = runs_root.parent / "tiny-edited.toml"
+    path.write_text(tiny["path"].read_text().replace("eval_every = 4", "eval_every = 8"))
+    with pytest.raises(BadInput, match="holds a different sweep"):
+        run_sweep(path, runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    assert (tiny["dir"] / "sweep.toml").read_text() == tiny["path"].read_text()
+    result = cdlaw("sweep", path, "--out", runs_root, cwd=runs_root)
+    assert result.returncode == 2 and "--restart" in " ".join(result.stderr.split())
