@@ -415,3 +415,40 @@ def test_cli_plot_and_exit_codes(runs, inputs):
         bad.returncode == 2 and "did you mean 'eta'" in bad.stderr and "Traceback" not in bad.stderr
     )
     assert not (runs / "bad").exists()
+
+
+def test_other_law_forms(tmp_path):
+    import json
+
+    from cdlaw.law import PRESETS
+
+    csv, _ = plotdata.write_external(tmp_path)
+    forms = {
+        # repetition only: paraphrase runs are drawn but not predicted
+        "muennighoff2023": ["loss", "eta", "rstar", "frontier", "residuals"],
+        # no derived-token term: no η, no R*
+        "chinchilla-hoffmann": ["loss", "frontier", "residuals"],
+    }
+    for preset, kinds in forms.items():
+        path = tmp_path / f"{preset}.json"
+        path.write_text(json.dumps({**PRESETS[preset].to_dict(), "n_rows": 72, "rmse_log": 0.02}))
+        inputs = load_inputs(csv, path)
+        assert available_kinds(inputs) == kinds, preset
+        rows = inputs.rows
+        known = (
+            rows["strategy"] != "paraphrase"
+            if preset == "muennighoff2023"
+            else rows["n_params"] > 0
+        )
+        assert np.isfinite(rows.loc[known, "predicted_loss"]).all()
+        assert np.isnan(rows.loc[~known, "predicted_loss"]).all()
+        figs = {k: make_figure(k, inputs) for k in kinds}
+        assert f"fit: {PRESETS[preset].form} law" in caption(figs["loss"])
+        ax = data_axes(figs["loss"])[0]
+        (poly,) = by_gid(ax, "band:compute-bound")
+        height = np.ptp(poly.get_paths()[0].vertices[:, 1])
+        # a chinchilla law gives derived tokens no worth: the compute-bound band is empty
+        assert (height == 0) == (preset == "chinchilla-hoffmann")
+        if preset == "muennighoff2023":
+            assert [a.get_title() for a in data_axes(figs["eta"])] == ["repetition"]
+            assert not by_gid(ax, "fit:paraphrase") and by_gid(ax, "runs:paraphrase")

@@ -121,7 +121,7 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         (ax_l, "predicted " + style.LOSS_LABEL, False),
     ):
         ax.set_xscale("log")
-        if log_y:
+        if log_y and any((ln.get_ydata() > 0).any() for ln in ax.lines):
             ax.set_yscale("log")
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -136,7 +136,19 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
         ax_n.set_ylim(top=top)
     style.log_axis(ax_n, "y")
-    style.log_axis(ax_d, "y")
+    if ax_d.get_yscale() == "log":
+        style.log_axis(ax_d, "y")
+    else:
+        ax_d.text(
+            0.5,
+            0.75,
+            "no derived tokens at any budget:\nthe unique tokens never run out",
+            transform=ax_d.transAxes,
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="0.3",
+        )
     style.log_axis(ax_e, "y", style.plain)
     style.log_axis(ax_l, "x", style.flops)  # the x axis is shared by all four panels
 
@@ -162,7 +174,7 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
                 color=style.strategy_style(s)["color"],
                 marker=style.strategy_style(s)["marker"],
                 markeredgecolor="black",
-                label=f"CD plan uses {s}",
+                label=f"CD plan uses {s}" if s != "none" else "CD plan: fresh tokens only",
             )
             for s in style.strategy_order(set(cd["strategy"]))
         ]
