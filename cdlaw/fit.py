@@ -22,7 +22,15 @@ import pandas as pd
 
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
-from cdlaw.fit_optim import Problem, build_problem, minimize_batched, polish, start_grid
+from cdlaw.fit_optim import (
+    Problem,
+    build_problem,
+    minimize_batched,
+    polish,
+    projected_gradient,
+    single_threaded_blas,
+    start_grid,
+)
 from cdlaw.table import describe_range, prepare_runs, select_cells
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
@@ -31,6 +39,8 @@ DEFAULT_STARTS = 6144  # the CD paper's grid
 SEARCH_FTOL = 1e-12  # stopping rule of the many-start search (scipy's ftol semantics)
 SEARCH_GTOL = 1e-9
 N_POLISH = 5  # distinct best minima polished with scipy
+RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
+STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
@@ -235,11 +245,18 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
     polished = [polish(fun1, res.x[i], lo, hi) for i in picked]
     best = min(polished, key=lambda r: r.fun)
     cands = np.array([r.x for r in sorted(polished, key=lambda r: r.fun)])
+    success, message = bool(best.success), str(best.message)
+    pg = float(np.abs(projected_gradient(best.x, best.jac, lo, hi)).max())
+    if not success and pg <= STATIONARY:
+        # scipy's line search stops when no step lowers f in floating point: at a minimum.
+        success = True
+        message = f"{message.strip()} no representable decrease left (stationary point)"
+    message += f"; max projected gradient {pg:.1e}"
     return _Solution(
         best.x,
         float(best.fun),
-        bool(best.success),
-        str(best.message),
+        success,
+        message,
         cands,
         int(res.converged.sum()),
         len(starts),
@@ -366,6 +383,39 @@ def fit_law(
     the table cannot identify the law's parameters.
     """
     _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
+    with single_threaded_blas():
+        return _fit_law(
+            df,
+            law,
+            method,
+            huber_delta,
+            n_starts,
+            drop_outliers,
+            bootstrap,
+            holdout_largest,
+            seed,
+            naive,
+            select,
+            source,
+            progress,
+        )
+
+
+def _fit_law(
+    df,
+    law,
+    method,
+    huber_delta,
+    n_starts,
+    drop_outliers,
+    bootstrap,
+    holdout_largest,
+    seed,
+    naive,
+    select,
+    source,
+    progress,
+) -> FitResult:
     delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
     cells = select_cells(prepare_runs(df), select)
     source = source or cells.attrs.get("source", "")
@@ -548,11 +598,18 @@ def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
         out[s] = entry
         d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
         R = fitted.rstar(d["n_params"].to_numpy(), d["fresh_tokens"].to_numpy(), s)
-        if not np.any(d["derived_ratio"].to_numpy() >= 0.5 * R):
+        r_max = d["derived_ratio"].max()
+        if not np.any(d["derived_ratio"].to_numpy() >= 0.5 * R) or r_max < 0.5 * value:
             warnings.append(
-                f"{s}: no run's derived_ratio reaches half of its R* (largest r "
-                f"{d['derived_ratio'].max():.3g}, R* at the median cell {value:.3g}), so R* is "
-                "barely identified; see its bootstrap interval"
+                f"{s}: the runs' derived_ratio (at most {r_max:.3g}) stays well below R* "
+                f"({value:.3g} at the median cell), so R* is barely identified; see its "
+                "bootstrap interval, and add runs with larger r"
+            )
+        elif "ci95" in entry and entry["ci95"][1] > RSTAR_SPREAD * entry["ci95"][0]:
+            lo, hi = entry["ci95"]
+            warnings.append(
+                f"{s}: R* at the median cell is poorly identified (95% interval {lo:.3g} to "
+                f"{hi:.3g})"
             )
     return out
 

@@ -16,6 +16,7 @@ component is ≤ gtol.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,56 @@ class BatchResult:
     n_iter: np.ndarray  # (S,) L-BFGS iterations taken
     converged: np.ndarray  # (S,) bool: stopped by ftol / gtol (not maxiter or a failed search)
     n_evals: int  # objective evaluations, counted per start
+
+
+@contextmanager
+def single_threaded_blas():
+    """Run the block with OpenBLAS on one thread, then restore its setting.
+
+    A fit's BLAS calls are tiny (a dozen parameters; scipy's L-BFGS-B works on 11×20
+    matrices): OpenBLAS's worker threads only add wake-up latency, and on a busy machine
+    they made each scipy iteration ~40× slower. Parallelism here comes from running
+    chunks of starts on threads instead. Does nothing where OpenBLAS is not loaded.
+    """
+    import scipy.optimize  # noqa: F401  (loads scipy's own OpenBLAS, so it is found too)
+
+    handles = []
+    for get, set_ in _openblas_thread_functions():
+        try:
+            handles.append((set_, get()))
+            set_(1)
+        except Exception:  # an unusual build: leave it alone
+            pass
+    try:
+        yield
+    finally:
+        for set_, n in handles:
+            set_(n)
+
+
+def _openblas_thread_functions():
+    """(get, set) num-threads functions of every OpenBLAS this process has loaded (Linux)."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
+    except OSError:
+        return []
+    out = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("", ""), ("", "64_"), ("scipy_", ""), ("scipy_", "64_")):
+            get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_ = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                set_.argtypes = [ctypes.c_int]
+                out.append((get, set_))
+                break
+    return out
 
 
 def projected_gradient(x, g, lower, upper):

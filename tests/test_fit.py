@@ -1,0 +1,401 @@
+"""The fit recovers known laws from tables made from them (SPEC §8), and says what it did.
+
+Tables come from the law itself on a CD-paper-like grid (7 sizes 14M–600M, D from 0.05×
+to 16× of 20 tokens per parameter, r up to 60, both strategies) with 0.5% multiplicative
+noise, using the qin2026 constants (ρ and σ negative for both strategies).
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+
+from cdlaw import law as L
+from cdlaw.errors import BadInput
+from cdlaw.fit import bootstrap_laws, fit_law, objective
+from cdlaw.fit_optim import huber, minimize_batched
+from cdlaw.law import PRESETS, Law
+
+SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]
+MULTIPLES = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16]  # × 20 tokens per parameter
+RATIOS = [1, 2, 4, 8, 16, 32, 60]
+TRUE = PRESETS["qin2026"]
+MEDIAN_CELL = (100e6, 20 * 100e6)  # the grid's median size and tokens per parameter
+STARTS = 128  # a small start grid keeps tests fast; test_default_grid_* checks 6,144
+
+
+def make_table(law=TRUE, noise=0.005, seed=0, n_derived=190, ratios=RATIOS, sizes=SIZES):
+    """All one-epoch cells plus n_derived random derived-token cells, losses from `law`."""
+    rng = np.random.default_rng(seed)
+    one = [(N, 20 * N * m, 0.0, "none") for N in sizes for m in MULTIPLES]
+    derived = [
+        (N, 20 * N * m, r * 20 * N * m, s)
+        for N in sizes
+        for m in MULTIPLES
+        for s in law.strategies
+        for r in ratios
+    ]
+    if n_derived is not None:
+        derived = [derived[i] for i in np.sort(rng.choice(len(derived), n_derived, replace=False))]
+    df = pd.DataFrame(
+        one + derived, columns=["n_params", "fresh_tokens", "derived_tokens", "strategy"]
+    )
+    df["loss"] = law_loss(law, df)
+    df["loss"] *= np.exp(noise * rng.standard_normal(len(df)))
+    return df
+
+
+def law_loss(law, df):
+    out = np.empty(len(df))
+    for s in df["strategy"].unique():
+        m = (df["strategy"] == s).to_numpy()
+        out[m] = law.loss(
+            df["n_params"][m].to_numpy(), df["fresh_tokens"][m].to_numpy(),
+            df["derived_tokens"][m].to_numpy(), s,
+        )  # fmt: skip
+    return out
+
+
+def true_values(law):
+    v = {k: getattr(law, k) for k in L.SHARED_PARAMS}
+    for s, p in law.strategies.items():
+        v.update({f"{s}.{k}": x for k, x in p.items()})
+    return v
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    df = make_table(seed=0, n_derived=120)
+    return df, fit_law(df, n_starts=STARTS, bootstrap=100, seed=0)
+
+
+# ---------------------------------------------------------------------------------------
+# The batched law and the batched optimiser against plain references.
+# ---------------------------------------------------------------------------------------
+
+MUENNIGHOFF = Law(
+    "muennighoff", 1.87, 520.8, 1487.7, 0.35, 0.33,
+    {"repetition": {"rstar_d": 15.4, "rstar_n": 5.3}, "paraphrase": {"rstar_d": 7.0, "rstar_n": 5.3}},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("law", [TRUE, MUENNIGHOFF, PRESETS["chinchilla-hoffmann"]])
+def test_batched_log_loss_matches_law_and_finite_differences(law):
+    df = make_table(law if law.strategies else TRUE, noise=0, n_derived=60)
+    df = df.sort_values(
+        "strategy", key=lambda s: s.map({"none": 0, "repetition": 1, "paraphrase": 2})
+    )
+    strategies = ("repetition", "paraphrase") if law.strategies else ()
+    sl = [slice(63, 63 + int((df.strategy == s).sum())) for s in strategies]
+    if len(sl) == 2:
+        sl[1] = slice(sl[0].stop, sl[0].stop + sl[1].stop - sl[1].start)
+    logN, logD = np.log(df["n_params"].to_numpy()), np.log(df["fresh_tokens"].to_numpy())
+    ratio = (df["derived_tokens"] / df["fresh_tokens"]).to_numpy()
+    if not strategies:
+        ratio = 0 * ratio
+    theta = L.law_to_fit_vector(law, strategies)
+    logL, _ = L.batched_log_loss(law.form, theta[None], logN, logD, ratio, sl)
+    want = law_loss(law, df.assign(strategy=df.strategy if strategies else "none"))
+    np.testing.assert_allclose(np.exp(logL[0]), want, rtol=1e-13)
+    if law.form == "muennighoff":  # the excess-parameter branch is exercised
+        nstar = L.chinchilla_optimal_n_for_data(df.fresh_tokens, law.A, law.B, law.alpha, law.beta)
+        assert 0 < np.mean(df.n_params > nstar) < 1
+
+    rng = np.random.default_rng(1)
+    thetas = theta + rng.normal(0, 0.05, (3, theta.size))
+    w = rng.normal(size=(3, len(df)))
+    _, vjp = L.batched_log_loss(law.form, thetas, logN, logD, ratio, sl)
+    grad = vjp(w)
+    h = 1e-6
+    for j in range(theta.size):
+        up, down = thetas.copy(), thetas.copy()
+        up[:, j] += h
+        down[:, j] -= h
+        fu, _ = L.batched_log_loss(law.form, up, logN, logD, ratio, sl)
+        fd, _ = L.batched_log_loss(law.form, down, logN, logD, ratio, sl)
+        np.testing.assert_allclose(
+            grad[:, j], ((fu - fd) / (2 * h) * w).sum(1), rtol=2e-6, atol=1e-7
+        )
+
+
+def test_batched_lbfgs_matches_scipy_on_bounded_rosenbrock():
+    def fun(x, idx):
+        a, b = x[:, 0], x[:, 1]
+        f = (1 - a) ** 2 + 100 * (b - a**2) ** 2
+        g = np.stack([-2 * (1 - a) - 400 * a * (b - a**2), 200 * (b - a**2)], axis=1)
+        return f, g
+
+    x0 = np.array([[-1.2, 1.0], [2.0, 2.0], [0.0, -1.0], [-1.5, 2.5]])
+    for lower, upper in (([-2, -2], [2, 3]), ([-2, -2], [0.5, 3])):
+        res = minimize_batched(fun, x0, np.array(lower, float), np.array(upper, float))
+        for i, start in enumerate(x0):
+            ref = minimize(
+                lambda x: tuple(v[0] for v in fun(x[None], None)), start, jac=True,
+                method="L-BFGS-B", bounds=list(zip(lower, upper, strict=True)),
+                options={"ftol": 1e-14, "gtol": 1e-10},
+            )  # fmt: skip
+            np.testing.assert_allclose(res.x[i], ref.x, atol=1e-5)
+            assert res.converged[i]
+    assert res.x[:, 0].max() <= 0.5  # the bound holds (the minimum (1, 1) is outside)
+
+
+# ---------------------------------------------------------------------------------------
+# Recovery (the issue's acceptance numbers).
+# ---------------------------------------------------------------------------------------
+
+
+def test_recovers_alpha_beta_and_rstar(noisy):
+    _, fit = noisy
+    assert abs(fit.law.alpha - TRUE.alpha) < 0.02
+    assert abs(fit.law.beta - TRUE.beta) < 0.02
+    for s in ("repetition", "paraphrase"):
+        got, want = fit.law.rstar(*MEDIAN_CELL, s), TRUE.rstar(*MEDIAN_CELL, s)
+        assert abs(got / want - 1) < 0.10, (s, got, want)
+    assert fit.optimizer["success"] and fit.optimizer["n_converged"] == STARTS
+
+
+def test_objective_no_worse_than_the_true_constants(noisy):
+    df, fit = noisy
+    assert fit.objective <= objective(TRUE, df, 0.1)
+    assert fit.objective == pytest.approx(objective(fit.law, df, 0.1), rel=1e-12)
+    # the objective is the summed Huber loss of log residuals
+    r = np.log(df["loss"].to_numpy()) - np.log(law_loss(fit.law, df))
+    assert fit.objective == pytest.approx(huber(r, 0.1).sum(), rel=1e-12)
+
+
+def test_predicts_unseen_r64_runs_within_one_percent(noisy):
+    _, fit = noisy
+    N = np.repeat(SIZES, len(MULTIPLES))
+    D = 20 * N * np.tile(MULTIPLES, len(SIZES))
+    for s in ("repetition", "paraphrase"):
+        err = fit.law.loss(N, D, 64 * D, s) / TRUE.loss(N, D, 64 * D, s) - 1
+        assert np.max(np.abs(err)) < 0.01, s
+
+
+def test_bootstrap_intervals_cover_the_truth(noisy):
+    """95% intervals: over 2 tables × 11 parameters + R* and E + A/N^α, most cover the truth."""
+    truth = true_values(TRUE)
+    hits = []
+    for seed in (0, 1):
+        fit = (
+            noisy[1]
+            if seed == 0
+            else fit_law(make_table(seed=seed), n_starts=32, bootstrap=100, seed=seed)
+        )
+        hits += [lo <= truth[k] <= hi for k, (lo, hi) in fit.ci95.items()]
+        for s in ("repetition", "paraphrase"):
+            lo, hi = fit.rstar[s]["ci95"]
+            hits.append(lo <= TRUE.rstar(fit.rstar["n_params"], fit.rstar["fresh_tokens"], s) <= hi)
+        floor = TRUE.loss_model_floor(np.array(fit.model_floor["n_params"]))
+        hits += [lo <= f <= hi for f, (lo, hi) in zip(floor, fit.model_floor["ci95"], strict=True)]
+    assert np.mean(hits) >= 0.85, np.mean(hits)
+    # and the intervals are not absurdly wide: alpha within ±0.05
+    assert np.diff(noisy[1].ci95["alpha"])[0] < 0.05
+
+
+def test_bootstrap_vectors_rebuild_laws(noisy, tmp_path):
+    _, fit = noisy
+    d = fit.to_dict()
+    laws = bootstrap_laws(d)
+    assert len(laws) == 100 and d["bootstrap_params"][5] == "repetition.K"
+    assert laws[7].strategies["paraphrase"]["rho"] == d["bootstrap"][7][9]
+    assert laws[7].alpha == d["bootstrap"][7][3]
+
+
+def test_rstar_poorly_identified_when_r_stays_small():
+    """R* ≈ 40 everywhere but r ≤ 2: the fit warns, and R*'s interval is wide, not hidden."""
+    big = Law(
+        "cd", TRUE.E, TRUE.A, TRUE.B, TRUE.alpha, TRUE.beta,
+        {"repetition": {"K": 40.0 / (20**-0.1), "rho": -0.1, "sigma": 0.0}},
+    )  # fmt: skip
+    assert big.rstar(*MEDIAN_CELL, "repetition") == pytest.approx(40.0)
+    fits = {
+        top: fit_law(
+            make_table(big, seed=3, n_derived=100, ratios=[r for r in RATIOS if r <= top]),
+            n_starts=32, bootstrap=60, seed=3,
+        )
+        for top in (2, 60)
+    }  # fmt: skip
+    assert any("repetition: the runs' derived_ratio (at most 2)" in w for w in fits[2].warnings)
+    assert not any("barely identified" in w for w in fits[60].warnings)
+    (lo, hi), (lo60, hi60) = (fits[t].rstar["repetition"]["ci95"] for t in (2, 60))
+    assert np.log(hi / lo) > 3 * np.log(hi60 / lo60)
+    assert lo <= 40.0 <= hi
+
+
+@pytest.mark.slow
+def test_default_grid_gives_the_same_fit(noisy):
+    """The CD paper's 6,144-start grid finds the same minimum as the small test grid."""
+    df, fit = noisy
+    full = fit_law(df, seed=0)
+    assert full.optimizer["n_starts"] == 6144
+    assert full.optimizer["n_converged"] > 0.95 * 6144
+    assert full.objective == pytest.approx(fit.objective, rel=1e-9)
+    assert full.law.alpha == pytest.approx(fit.law.alpha, abs=1e-4)
+    for s in ("repetition", "paraphrase"):
+        assert full.law.rstar(*MEDIAN_CELL, s) == pytest.approx(
+            fit.law.rstar(*MEDIAN_CELL, s), rel=1e-3
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Methods and forms.
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["joint", "staged"])
+def test_joint_and_staged_recover_noiseless_law(method):
+    df = make_table(noise=0.0, seed=4)
+    fit = fit_law(df, method=method, n_starts=64)
+    assert abs(fit.law.alpha - TRUE.alpha) < 0.005 and abs(fit.law.beta - TRUE.beta) < 0.005
+    for s in ("repetition", "paraphrase"):
+        assert fit.law.rstar(*MEDIAN_CELL, s) == pytest.approx(
+            TRUE.rstar(*MEDIAN_CELL, s), rel=0.02
+        )
+    assert fit.rmse_log < 1e-4
+    assert fit.method == method
+
+
+def test_chinchilla_recovers_hoffmann_constants_from_one_epoch_rows():
+    hoffmann = PRESETS["chinchilla-hoffmann"]
+    df = make_table(law=TRUE, noise=0.0, seed=5)
+    one = df["derived_tokens"] == 0
+    df.loc[one, "loss"] = hoffmann.loss(
+        df.n_params[one].to_numpy(), df.fresh_tokens[one].to_numpy()
+    )
+    fit = fit_law(df, law="chinchilla", n_starts=64)
+    assert fit.huber_delta == 1e-3
+    for k in ("E", "A", "B", "alpha", "beta"):
+        assert getattr(fit.law, k) == pytest.approx(getattr(hoffmann, k), rel=1e-3), k
+    assert fit.n_used == int(one.sum()) and not fit.rows.loc[~one.to_numpy(), "used"].any()
+    assert any("were not fitted" in w for w in fit.warnings)
+
+
+def test_naive_chinchilla_counts_derived_tokens_as_fresh():
+    df = make_table(noise=0.0, seed=6)
+    fit = fit_law(df, law="chinchilla", naive=True, n_starts=64)
+    assert fit.n_used == len(df) and fit.naive
+    rows = fit.rows
+    want = fit.law.loss(rows.n_params, rows.fresh_tokens + rows.derived_tokens)
+    np.testing.assert_allclose(rows["predicted_loss"], want, rtol=1e-12)
+    # treating repeats as fresh misfits the saturating runs the cd law fits exactly
+    assert fit.rmse_log > 0.01
+
+
+def test_muennighoff_form_fits_its_own_law():
+    df = make_table(law=MUENNIGHOFF, noise=0.0, seed=7)
+    fit = fit_law(df, law="muennighoff", n_starts=64)
+    assert fit.objective <= objective(MUENNIGHOFF, df, 1e-3) + 1e-12
+    assert fit.law.strategies["repetition"]["rstar_d"] == pytest.approx(15.4, rel=0.05)
+    assert fit.law.strategies["paraphrase"]["rstar_d"] == pytest.approx(7.0, rel=0.05)
+    assert fit.rmse_log < 1e-3
+
+
+# ---------------------------------------------------------------------------------------
+# Outliers, holdout, outputs.
+# ---------------------------------------------------------------------------------------
+
+
+def test_drop_outliers_removes_the_injected_outlier():
+    df = make_table(seed=8)
+    df.loc[100, "loss"] *= 1.15
+    fit = fit_law(df, n_starts=64, drop_outliers=1)
+    assert fit.dropped == [100]
+    assert not fit.rows.set_index("row_id").loc[100, "used"]
+    assert fit.n_used == len(df) - 1
+    assert abs(fit.law.alpha - TRUE.alpha) < 0.02
+
+
+def test_holdout_largest_fits_without_it_and_reports_its_error():
+    df = make_table(seed=9)
+    fit = fit_law(df, n_starts=64, holdout_largest=True)
+    held = fit.rows["heldout"].to_numpy()
+    assert (fit.rows.loc[held, "n_params"] == 600e6).all() and held.sum() == (
+        df.n_params == 600e6
+    ).sum()
+    assert not fit.rows.loc[held, "used"].any()
+    assert fit.data_range["n_params"] == [14e6, 370e6]
+    assert fit.holdout["n_params"] == 600e6 and fit.holdout["n_rows"] == held.sum()
+    r = fit.rows.loc[held, "residual_log"]
+    assert fit.holdout["rmse_log"] == pytest.approx(np.sqrt(np.mean(r**2)))
+    assert fit.holdout["rmse_log"] < 0.01  # extrapolates one size up within 1%
+
+
+def test_fit_json_and_rows_follow_the_contract(noisy):
+    df, fit = noisy
+    d = fit.to_dict()
+    spec = ["law", "method", "huber_delta", "params", "strategies", "ci95", "n_rows", "n_used",
+            "dropped", "objective", "rmse_log", "holdout", "optimizer", "data_range", "bootstrap"]  # fmt: skip
+    assert list(d)[: len(spec)] == spec
+    assert set(d["optimizer"]) >= {"success", "message", "n_starts", "at_bound"}
+    assert set(d) >= {"bootstrap_params", "warnings", "source", "select"}
+    assert d["select"] == "min" and d["n_rows"] == len(df)
+    assert Law.from_dict(d) == fit.law
+    cols = ["row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
+            "derived_ratio", "tokens_per_param", "predicted_loss", "residual_log", "empirical_eta",
+            "regime", "loss_one_epoch", "loss_data_floor", "loss_model_floor",
+            "derived_gain_share", "used", "heldout"]  # fmt: skip
+    rows = fit.rows
+    assert list(rows.columns[: len(cols)]) == cols
+    np.testing.assert_allclose(rows.residual_log, np.log(rows.loss / rows.predicted_loss))
+    assert rows.loc[rows.derived_tokens == 0, "empirical_eta"].isna().all()
+    # empirical η of a derived run tracks the law's η (noise 0.5% moves it a little)
+    d1 = rows[(rows.strategy == "repetition") & (rows.derived_ratio == 1)]
+    eta = fit.law.eta(d1.n_params, d1.fresh_tokens, 1.0, "repetition")
+    assert np.nanmedian(np.abs(d1.empirical_eta - eta)) < 0.2
+    assert set(rows.regime) <= {"compute-bound", "data-bound", "model-bound"}
+    assert sum(d["regime_counts"].values()) == d["n_used"]
+    assert "E, A and alpha trade off" in " ".join(d["warnings"])
+
+
+# ---------------------------------------------------------------------------------------
+# Refusals: the table cannot identify the law, or the options are wrong.
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: make_table(sizes=[30e6], n_derived=None), ["1 model size(s) (30M)", "at least 3"]),
+        (lambda: make_table(sizes=[30e6, 60e6]), ["2 model size(s) (30M–60M)"]),
+        (
+            lambda: make_table().query("strategy != 'paraphrase' or n_params == 60e6"),
+            ["strategy paraphrase", "only 1 model size", "K, rho and sigma"],
+        ),
+        (
+            lambda: make_table().query("derived_tokens == 0"),
+            ["no runs with derived tokens", "--law chinchilla"],
+        ),
+    ],
+)
+def test_refuses_tables_that_cannot_identify_the_law(make, words):
+    with pytest.raises(BadInput) as e:
+        fit_law(make(), n_starts=8)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_refuses_too_few_rows_and_bad_options():
+    def one_epoch(cells):
+        N, D = np.array(cells, dtype=float).T
+        return pd.DataFrame(dict(n_params=N, fresh_tokens=D, derived_tokens=0.0, strategy="none",
+                                 loss=PRESETS["chinchilla-hoffmann"].loss(N, D)))  # fmt: skip
+
+    same_d = one_epoch([(n, 1e9) for n in SIZES])
+    with pytest.raises(BadInput, match="1 distinct fresh_tokens value"):
+        fit_law(same_d, law="chinchilla", n_starts=8)
+    six = one_epoch([(1e7, 1e9), (2e7, 2e9), (4e7, 4e9), (1e7, 2e9), (2e7, 4e9), (4e7, 1e9)])
+    with pytest.raises(BadInput, match=r"6 usable rows .* at least 7 rows"):
+        fit_law(six, law="chinchilla", n_starts=8)
+    fit_law(pd.concat([six, one_epoch([(1e7, 4e9)])]), law="chinchilla", n_starts=8)  # 7 is enough
+    for kw, match in [
+        (dict(law="kaplan"), "--law must be one of"),
+        (dict(method="greedy"), "--method must be one of"),
+        (dict(huber_delta=-1), "--huber-delta"),
+        (dict(naive=True), "--naive"),
+        (dict(select="best"), "--select"),
+    ]:
+        with pytest.raises(BadInput, match=match):
+            fit_law(make_table(), **{"n_starts": 8, **kw})
+    with pytest.raises(BadInput, match="--starts"):
+        fit_law(make_table(), n_starts=0)
