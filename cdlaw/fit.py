@@ -496,7 +496,7 @@ def _fit_law(
     if bootstrap and bootstrap < 50:
         warnings.append(f"only {bootstrap} bootstrap refits: the 95% intervals are rough")
     if cells.attrs.get("not_done"):
-        warnings.append(f"{cells.attrs['not_done']} runs whose status is not done were left out")
+        warnings.append(f"{cells.attrs['not_done']} run(s) whose status is not done were left out")
     if (~form_ok & ~heldout).any():
         warnings.append(
             f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "

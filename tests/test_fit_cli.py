@@ -1,0 +1,146 @@
+"""`cdlaw fit` from the command line: tables and runs folders, JSON, files, exit codes."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cdlaw.cli import main
+from cdlaw.law import PRESETS
+
+QIN = PRESETS["qin2026"]
+SIZES = (14e6, 30e6, 60e6, 100e6)
+
+
+def table(seed=0, sizes=SIZES):
+    """Runs from the qin2026 law with 0.5% noise: 3 tokens-per-param × (1 + 3 r × 2 strategies)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for N in sizes:
+        for tpp in (5, 20, 80):
+            D = N * tpp
+            rows.append((N, D, 0.0, "none"))
+            rows += [(N, D, r * D, s) for s in ("repetition", "paraphrase") for r in (1, 4, 16)]
+    df = pd.DataFrame(rows, columns=["n_params", "fresh_tokens", "derived_tokens", "strategy"])
+    df["loss"] = [QIN.loss(*r) for r in rows] * np.exp(0.005 * rng.standard_normal(len(df)))
+    return df
+
+
+def run(monkeypatch, capsys, *args):
+    """`cdlaw fit ARGS` in-process through the real entry point: (code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["cdlaw", "fit", *map(str, args)])
+    with pytest.raises(SystemExit) as e:
+        main()
+        raise SystemExit(0)
+    out = capsys.readouterr()
+    return e.value.code or 0, out.out, out.err
+
+
+def test_csv_json_equals_written_fit_json(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "runs.csv"
+    table().to_csv(path, index=False)
+    code, out, err = run(monkeypatch, capsys, path, "--starts", "32", "--json")
+    assert code == 0, err
+    printed = json.loads(out)
+    written = json.loads((tmp_path / "runs.fit.json").read_text())
+    assert printed == written
+    assert printed["law"] == "cd" and printed["source"] == str(path)
+    assert printed["optimizer"]["n_starts"] == 32 and printed["n_used"] == 84
+    assert abs(printed["params"]["beta"] - QIN.beta) < 0.03
+    rows = pd.read_parquet(tmp_path / "runs.fit_rows.parquet")
+    assert len(rows) == 84 and rows["used"].all() and not rows["heldout"].any()
+    assert "wrote" in err and "runs.fit.json" in err
+
+
+def test_runs_folder_human_output_and_files(tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "sweep"
+    runs.mkdir()
+    df = table()
+    # two learning rates per cell (the worse one must not be fitted) and one diverged run
+    worse = df.assign(loss=df["loss"] * 1.05, lr=3e-3)
+    df = pd.concat([df.assign(lr=1e-3), worse], ignore_index=True)
+    df["status"] = "done"
+    df.loc[5, "status"] = "diverged"
+    df["run_id"] = [f"r{i:03d}" for i in range(len(df))]
+    df.to_parquet(runs / "summary.parquet")
+    code, out, err = run(monkeypatch, capsys, runs, "--starts", "32", "--bootstrap", "20")
+    assert code == 0, err
+    assert out == ""  # human output goes to stderr
+    for words in ("parameter", "95% CI", "repetition.rho", "R* at the median cell",
+                  "E + A/N^alpha", "rmse_log", "optimizer: converged", "regimes", "L_1ep"):  # fmt: skip
+        assert words in err, words
+    fit = json.loads((runs / "fit.json").read_text())
+    rows = pd.read_parquet(runs / "fit_rows.parquet")
+    assert fit["n_rows"] == 84 and fit["select"] == "min"
+    assert "1 run(s) whose status is not done were left out" in " ".join(fit["warnings"])
+    # --select min kept the better learning rate of each cell (except the diverged run's cell)
+    assert (rows["lr"] == 1e-3).sum() == 83 and set(rows["run_id"]) <= set(df["run_id"])
+    assert len(fit["bootstrap"]) == 20 and "alpha" in fit["ci95"]
+
+
+def test_out_option_and_holdout(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "runs.parquet"
+    table().to_parquet(path)
+    out = tmp_path / "fits" / "cd.json"
+    code, _, err = run(
+        monkeypatch, capsys, path, "--starts", "32", "--holdout-largest", "--out", out
+    )
+    assert code == 0, err
+    fit = json.loads(out.read_text())
+    assert fit["holdout"]["n_params"] == 100e6 and fit["holdout"]["rmse_log"] < 0.02
+    rows = pd.read_parquet(tmp_path / "fits" / "cd_rows.parquet")
+    assert rows["heldout"].sum() == 21 and not (tmp_path / "runs.fit.json").exists()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda df: df.drop(columns=["loss"]), "lacks the column(s) loss"),
+        (lambda df: df.assign(n_params=-df["n_params"]), "n_params must be a positive"),
+        (lambda df: df[df["n_params"] == 30e6], "1 model size(s) (30M)"),
+    ],
+)
+def test_bad_tables_exit_2_with_one_sentence_and_write_nothing(
+    tmp_path, monkeypatch, capsys, change, words
+):
+    path = tmp_path / "bad.csv"
+    change(table()).to_csv(path, index=False)
+    code, out, err = run(monkeypatch, capsys, path, "--starts", "8")
+    assert code == 2 and out == ""
+    assert words in err
+    assert err.strip().startswith("error:") and len(err.strip().splitlines()) <= 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--naive"], "--naive counts derived tokens as fresh"),
+        (["--out", "fit.txt"], "--out must name a .json file"),
+        (["--starts", "many"], "--starts must be a number"),
+        (["--law", "kaplan"], "--law must be one of"),
+    ],
+)
+def test_bad_options_exit_2(tmp_path, monkeypatch, capsys, args, words):
+    path = tmp_path / "t.csv"
+    table().to_csv(path, index=False)
+    code, _, err = run(monkeypatch, capsys, path, "--starts", "8", *args)
+    assert code == 2 and words in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_entry_point_help_and_exit_code(tmp_path):
+    help_text = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "fit", "--help"], capture_output=True, text=True
+    )
+    assert help_text.returncode == 0 and "Example: cdlaw fit" in help_text.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "fit", str(tmp_path / "nope.csv")],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
