@@ -111,15 +111,37 @@ def make_batch(tokens: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np
 def token_losses(logits, targets):
     """Sums over the valid targets of cross-entropy and of logsumexp² (the z-loss term).
 
-    One logsumexp serves both: cross-entropy = logsumexp(logits) − logit of the target.
+    One logsumexp serves both (cross-entropy = logsumexp(logits) − logit of the target),
+    and the backward pass is one softmax. For tiny models the LM head and its loss are
+    most of a step: this costs about what F.cross_entropy alone does, where autograd
+    through torch.logsumexp costs twice that.
     """
-    logits = logits.float()
-    valid = targets != IGNORE
-    lse = torch.logsumexp(logits, dim=-1)
-    target_logit = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    ce = torch.where(valid, lse - target_logit, 0.0).sum()
-    z = torch.where(valid, lse.square(), 0.0).sum()
-    return ce, z
+    return _CrossEntropyAndZ.apply(logits, targets)
+
+
+class _CrossEntropyAndZ(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, targets):
+        valid = targets != IGNORE
+        safe = targets.clamp(min=0)
+        # logsumexp by hand, in place on one fp32 copy: twice as fast as torch.logsumexp on CPU.
+        work = logits.float()
+        target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        top = work.amax(dim=-1, keepdim=True)
+        lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
+        ce = torch.where(valid, lse - target_logit, 0.0).sum()
+        z = torch.where(valid, lse.square(), 0.0).sum()
+        ctx.save_for_backward(logits, safe, valid, lse)
+        return ce, z
+
+    @staticmethod
+    def backward(ctx, grad_ce, grad_z):
+        logits, safe, valid, lse = ctx.saved_tensors
+        # d(ce)/dlogits = softmax − onehot(target); d(lse²)/dlogits = 2·lse·softmax.
+        per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
+        grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
+        grad.scatter_add_(-1, safe.unsqueeze(-1), torch.where(valid, -grad_ce, 0.0).unsqueeze(-1))
+        return grad.to(logits.dtype), None
 
 
 def forward_logits(net, x):
@@ -328,8 +350,10 @@ def train_run(
     def checkpoint() -> None:
         state["interval_loss"] = float(interval_loss)
         state["elapsed_s"] = elapsed()
-        save_checkpoint(checkpoint_dir, net, optimizer, state)
+        # Metrics first: rows newer than the checkpoint are dropped on resume, lost rows
+        # could not be recovered.
         write_metrics(metrics_path, rows)
+        save_checkpoint(checkpoint_dir, net, optimizer, state)
 
     # --- Stop cleanly on SIGTERM / SIGINT: finish the step, checkpoint, re-raise. ----------
     stop_signal: list[int] = []

@@ -110,13 +110,20 @@ def test_make_batch_shifts_and_pads():
 
 
 def test_token_losses_match_torch():
-    logits = torch.randn(2, 5, 7, dtype=torch.float64)
+    logits = torch.randn(2, 5, 7, dtype=torch.float64, requires_grad=True)
     targets = torch.tensor([[1, 2, 3, 4, 5], [6, 0, IGNORE, IGNORE, IGNORE]])
     ce, z = token_losses(logits, targets)
-    ref = F.cross_entropy(logits.reshape(-1, 7).float(), targets.reshape(-1), reduction="sum")
-    assert ce.item() == pytest.approx(ref.item(), rel=1e-6)
-    lse = torch.logsumexp(logits.float(), -1)[targets != IGNORE]
-    assert z.item() == pytest.approx(lse.square().sum().item(), rel=1e-6)
+    (ce + 0.3 * z).backward()
+    ours = logits.grad.clone()
+    logits.grad = None
+    flat = logits.reshape(-1, 7)
+    ref_ce = F.cross_entropy(flat, targets.reshape(-1), reduction="sum")
+    ref_z = torch.logsumexp(flat, -1)[targets.reshape(-1) != IGNORE].square().sum()
+    (ref_ce + 0.3 * ref_z).backward()
+    assert ce.item() == pytest.approx(ref_ce.item(), rel=1e-6)
+    assert z.item() == pytest.approx(ref_z.item(), rel=1e-6)
+    torch.testing.assert_close(ours, logits.grad, rtol=1e-5, atol=1e-6)
+    assert ours[1, 2:].abs().max() == 0  # padding gets no gradient
 
 
 # --- runs -------------------------------------------------------------------------------

@@ -1,0 +1,168 @@
+"""Training throughput: cdlaw's train_run beside a bare PyTorch loop, in the same process.
+
+Both train the same transformers Olmo3ForCausalLM (same shape, batch, precision and AdamW)
+on the same tokens. The bare loop is what a person would write first: forward, cross-
+entropy, backward, optimizer step; no z-loss, clipping, schedule, logging, evaluation or
+files. train_run is timed end to end (model build, evaluation on 65,536 validation tokens
+every 200 steps and at the end, a metrics row every 10 steps, the final model and
+result.json), at the sweep's defaults. Goal: ratio ≥ 0.9 at every size.
+
+    .venv/bin/python benchmarks/bench_train.py              # CPU: ~0.2M, ~1M, ~5M parameters
+    .venv/bin/python benchmarks/bench_train.py --gpu        # GPU: 14M, 60M, 190M at seq 2048
+
+--gpu reports tokens/s and MFU (6N + attention FLOPs per token over the chip's peak bf16
+FLOP/s) for train_run, compiled, bf16.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
+from cdlaw.model import build_model
+from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
+from cdlaw.streams import array_stream
+from cdlaw.train import autocast, autocast_dtype, resolve_device, train_run
+
+
+def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> float:
+    """Tokens per second of a plain PyTorch training loop (model build included)."""
+    device = resolve_device(exec_cfg.device)
+    amp = autocast_dtype(exec_cfg.precision, device)
+    start = time.perf_counter()
+    net = build_model(cfg.model, seed=cfg.seed).to(device)
+    lm = torch.compile(net) if exec_cfg.compile else net
+    t = cfg.train
+    optimizer = torch.optim.AdamW(
+        net.parameters(),
+        lr=t.lr,
+        betas=(t.beta1, t.beta2),
+        eps=t.eps,
+        weight_decay=t.weight_decay,
+        fused=device.type == "cuda",
+    )
+    data = torch.from_numpy(tokens).to(device)
+    rows, seq_len = t.batch_size, cfg.model.seq_len
+    micro = t.micro_batch_size or rows
+    batch = rows * seq_len
+    steps = (len(tokens) - 1) // batch
+    for step in range(steps):
+        chunk = data[step * batch : (step + 1) * batch + 1]
+        x, y = chunk[:-1].view(rows, seq_len), chunk[1:].view(rows, seq_len)
+        for i in range(0, rows, micro):
+            with autocast(device, amp):
+                logits = lm(input_ids=x[i : i + micro]).logits
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y[i : i + micro].flatten())
+            (loss * (micro / rows)).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    loss.item()  # wait for the device
+    return steps * batch / (time.perf_counter() - start)
+
+
+def cdlaw_run(cfg: RunConfig, tokens: np.ndarray, val: np.ndarray, exec_cfg: ExecConfig):
+    with tempfile.TemporaryDirectory() as run_dir:
+        start = time.perf_counter()
+        result = train_run(cfg, run_dir, array_stream(tokens), val, exec_cfg)
+        return result["tokens_trained"] / (time.perf_counter() - start), result
+
+
+def make_run(shape, vocab: int, seq_len: int, n_tokens: int, **train) -> RunConfig:
+    model = shape.model_config(vocab_size=vocab, seq_len=seq_len)
+    return RunConfig(
+        sweep="bench",
+        strategy="none",
+        fresh_tokens=n_tokens,
+        derived_tokens=0,
+        model=model,
+        data=DataConfig(vocab_size=vocab),
+        train=TrainConfig(**train),
+    )
+
+
+def cpu(steps: int, repeats: int) -> None:
+    torch.set_num_threads(2)
+    vocab, seq_len, batch = (
+        2048,
+        128,
+        16,
+    )  # the sweep's defaults (DataConfig, ModelConfig, TrainConfig)
+    exec_cfg = ExecConfig(device="cpu")
+    rng = np.random.default_rng(0)
+    val = rng.integers(0, vocab, DataConfig().val_tokens)
+    print(
+        f"CPU, {torch.get_num_threads()} threads, precision {autocast_dtype('auto', torch.device('cpu'))}"
+    )
+    print(f"{steps} steps of {batch}×{seq_len} tokens; eval every 200 steps on {len(val):,} tokens")
+    print(
+        f"{'target':>7} {'n_params':>10} {'shape':>14} {'bare tok/s':>11} {'cdlaw tok/s':>12} {'ratio':>6} {'loss':>7}"
+    )
+    for target in (2e5, 1e6, 5e6):
+        shape = shape_for_params(target, vocab)
+        n_tokens = steps * batch * seq_len + 1
+        tokens = rng.integers(0, vocab, n_tokens)
+        cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch)
+        bare, ours = [], []
+        for _ in range(repeats):  # interleaved, best of each: the machine is shared
+            bare.append(bare_loop(cfg, tokens, exec_cfg))
+            tps, result = cdlaw_run(cfg, tokens, val, exec_cfg)
+            ours.append(tps)
+        n = count_params(shape, vocab).n_params
+        print(
+            f"{target:>7.0e} {n:>10,} {f'{shape.d_model}/{shape.n_layers}/{shape.n_heads}':>14} "
+            f"{max(bare):>11,.0f} {max(ours):>12,.0f} {max(ours) / max(bare):>6.2f} {result['loss']:>7.3f}"
+        )
+
+
+def gpu(steps: int, peak_tflops: float) -> None:
+    vocab, seq_len = 100_278, 2048
+    exec_cfg = ExecConfig(device="cuda", precision="bf16", compile=True)
+    rng = np.random.default_rng(0)
+    val = rng.integers(0, vocab, 65_536)
+    print(
+        f"GPU {torch.cuda.get_device_name()}, bf16, compiled, seq {seq_len}, peak {peak_tflops} TFLOP/s"
+    )
+    print(
+        f"{'size':>6} {'n_params':>12} {'batch':>6} {'bare tok/s':>11} {'cdlaw tok/s':>12} {'ratio':>6} {'MFU':>6}"
+    )
+    for name, batch, micro in (("14M", 64, 32), ("60M", 64, 16), ("190M", 64, 16)):
+        shape = named_shape(name)
+        n_tokens = steps * batch * seq_len + 1
+        tokens = rng.integers(0, vocab, n_tokens)
+        cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch, micro_batch_size=micro)
+        bare = bare_loop(cfg, tokens, exec_cfg)
+        ours, _ = cdlaw_run(cfg, tokens, val, exec_cfg)
+        n = count_params(shape, vocab).n_params
+        mfu = (
+            ours * flops_per_token(n, shape.n_layers, shape.d_model, seq_len) / (peak_tflops * 1e12)
+        )
+        print(
+            f"{name:>6} {n:>12,} {batch:>6} {bare:>11,.0f} {ours:>12,.0f} {ours / bare:>6.2f} {mfu:>6.1%}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu", action="store_true", help="the GPU table instead of the CPU one")
+    parser.add_argument(
+        "--steps", type=int, default=0, help="steps per run (default 400 CPU, 300 GPU)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=2, help="CPU: interleaved repeats, best kept"
+    )
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU bf16 dense peak")
+    args = parser.parse_args()
+    if args.gpu:
+        gpu(args.steps or 300, args.peak_tflops)
+    else:
+        cpu(args.steps or 400, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
