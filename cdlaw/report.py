@@ -218,7 +218,8 @@ def _table(headers: list[str], rows: list[list], left: set[int] = frozenset(), c
             f'<td class="{"l" if i in left else ""}">{e(str(c))}</td>' for i, c in enumerate(r)
         )
         body.append(f"<tr{row_cls}>{cells}</tr>")
-    return f'<div class="scroll"><table><tr>{head}</tr>{"".join(body)}</table></div>'
+    head = f"<tr>{head}</tr>" if any(headers) else ""
+    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>'
 
 
 def _section_settings(runs_dir: Path) -> str:
@@ -291,15 +292,32 @@ def _section_fit(report: Report) -> str:
     ]
     parts.append(_table(["", ""], [[k, _fmt(v)] for k, v in facts], {0, 1}))
     # E, A and α trade off; E + A/N^α is what the fit pins down (SPEC §8).
-    rng = (fit.get("data_range") or {}).get("n_params")
-    if rng:
-        sizes = sorted({float(rng[0]), float(rng[1])})
-        stable = ", ".join(
-            f"N = {format_number(n)}: {float(law.loss_model_floor(n)):.4f}" for n in sizes
-        )
+    floor = fit.get("model_floor") or {}
+    if not floor.get("n_params"):
+        rng = (fit.get("data_range") or {}).get("n_params") or []
+        sizes = sorted({float(x) for x in rng})
+        floor = {"n_params": sizes, "loss": [float(law.loss_model_floor(n)) for n in sizes]}
+    if floor.get("n_params"):
+        cis = floor.get("ci95") or [None] * len(floor["n_params"])
+        rows = [
+            [format_number(n), _fmt(v), *(_fmt(c) for c in (ci or [None, None]))]
+            for n, v, ci in zip(floor["n_params"], floor["loss"], cis, strict=True)
+        ]
         parts.append(
-            f'<p class="note">E, A and α trade off against each other; the stable quantity '
-            f"E + A/N^α (nats/token) is {e(stable)}.</p>"
+            '<p class="note">E, A and α trade off against each other; what the runs pin '
+            "down is E + A/N^α, the model floor L_N at the fitted sizes (nats/token):</p>"
+            + _table(["N", "E + A/N^α", "95% CI low", "95% CI high"], rows)
+        )
+    rstar = fit.get("rstar") or {}
+    per = [(s, v) for s, v in rstar.items() if isinstance(v, dict) and "value" in v]
+    if per:
+        rows = [
+            [s, _fmt(v["value"]), *(_fmt(c) for c in v.get("ci95") or [None, None])] for s, v in per
+        ]
+        parts.append(
+            f'<p class="note">R* at the median cell (N = {format_number(rstar["n_params"])}, '
+            f"D = {format_number(rstar['fresh_tokens'])}): passes over D that still pay off.</p>"
+            + _table(["strategy", "R*", "95% CI low", "95% CI high"], rows, {0})
         )
     for w in fit.get("warnings") or []:
         parts.append(f'<p class="warn">warning: {e(str(w))}</p>')
