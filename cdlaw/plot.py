@@ -467,6 +467,8 @@ def plot(
             near = difflib.get_close_matches(k, KINDS, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise BadInput(f"--kind {k!r} is not a figure kind{hint}; valid: {', '.join(KINDS)}")
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise BadInput(f"--out {out} is a file; give a folder for the figures")
     inputs = load_inputs(path, fit_path)
     if kinds:
         for k in kinds:

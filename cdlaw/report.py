@@ -523,6 +523,8 @@ def write_report(
     """Build the report and write it atomically to out (default <runs>/report.html)."""
     from cdlaw.atomic import write_text_atomic
 
-    report = gather(runs_dir, budget_flops, unique_tokens)
     path = Path(out) if out is not None else Path(runs_dir) / "report.html"
+    if path.is_dir():
+        raise BadInput(f"--out {path} is a folder; give a file name such as {path / 'report.html'}")
+    report = gather(runs_dir, budget_flops, unique_tokens)
     return write_text_atomic(path, render(report))

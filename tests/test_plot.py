@@ -393,6 +393,8 @@ def test_bad_input_is_refused_before_writing(runs, tmp_path):
         plot(ok, None, out)
     with pytest.raises(BadInput, match="does not exist"):
         plot(tmp_path / "missing", None, out)
+    with pytest.raises(BadInput, match="is a file; give a folder"):
+        plot(runs, ["rstar"], ok)
     assert not out.exists()
 
 

@@ -22,7 +22,7 @@ import plotdata
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.report import BUDGET_MULTIPLE, gather, render
+from cdlaw.report import BUDGET_MULTIPLE, gather, render, write_report
 
 CHROMIUM = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
@@ -312,3 +312,5 @@ def test_cli_report_and_bad_input(tmp_path):
     assert not (tmp_path / "x.html").exists()
     with pytest.raises(BadInput, match="--unique-tokens must be a positive"):
         gather(runs, unique_tokens=-1.0)
+    with pytest.raises(BadInput, match="is a folder; give a file name"):
+        write_report(runs, tmp_path)
