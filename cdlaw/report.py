@@ -95,7 +95,7 @@ def _fit_now(runs_dir: Path, inputs: PlotInputs) -> str:
         return f"No fit.json in {runs_dir}: {how}."
     try:
         table = load_runs(runs_dir)
-        result = fit_law(table)
+        result = fit_law(table, source=str(runs_dir))
     except BadInput as e:
         return f"No fit.json in {runs_dir}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict() if hasattr(result, "to_dict") else dict(result)
