@@ -55,15 +55,26 @@ def paraphrase(
     from cdlaw.data.paraphrase import paraphrase_corpus
 
     names = tuple(s.strip() for s in styles.split(",") if s.strip())
-    with Progress(
+    # The bar starts with the first progress report, after the inputs were checked, so a
+    # bad input prints its one sentence and nothing else.
+    bar = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err,
         transient=json_out,
-    ) as bar:
-        task = bar.add_task("paraphrasing", total=None)
+    )
+    task = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("paraphrasing", total=total)
+        bar.update(task, completed=done, total=total)
+
+    try:
         result = paraphrase_corpus(
             corpus,
             model,
@@ -78,8 +89,10 @@ def paraphrase(
             id_column=id_column,
             temperature=temperature,
             device=device,
-            on_progress=lambda done, total: bar.update(task, completed=done, total=total),
+            on_progress=progress,
         )
+    finally:
+        bar.stop()
     if json_out:
         print_json(result)
     else:

@@ -34,14 +34,14 @@ from cdlaw.errors import BadInput
 
 KEEP = "Keep every fact, name and number exactly as given, and add no new facts."
 PROMPTS = {
-    "tutorial": "Rewrite the text below as a short tutorial that teaches its content step by "
-    f"step, in plain, clear prose. {KEEP}",
     "faq": "Rewrite the text below as questions and answers (an FAQ), answering each question "
     f"with a full sentence. {KEEP}",
     "math": "Rewrite the text below in the style of a math textbook: state its quantities and "
     f"relations as givens, with short worked reasoning in full sentences. {KEEP}",
     "table": "Rewrite the text below as a small table of its key facts, followed by a paragraph "
     f"that restates every row in full sentences. {KEEP}",
+    "tutorial": "Rewrite the text below as a short tutorial that teaches its content step by "
+    f"step, in plain, clear prose. {KEEP}",
 }
 STYLES = tuple(PROMPTS)
 ROWS_FILE = "paraphrases.jsonl"
@@ -150,7 +150,7 @@ def paraphrase_corpus(
             f"--model {str(model)!r} is not a local Hugging Face model folder (no config.json): "
             "give the folder of a chat model saved with save_pretrained"
         )
-    docs = sources.load_documents(corpus, text_column, id_column)
+    docs = sources.load_documents(corpus, text_column, id_column, what="CORPUS")
     out = Path(out)
     job = {
         "corpus": corpus,

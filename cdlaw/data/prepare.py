@@ -130,7 +130,7 @@ def _world(seed: int, options: world.WorldOptions) -> world.World:
 def _embedded_key(data: DataConfig, options: world.WorldOptions) -> dict:
     return {
         "cache": CACHE_VERSION,
-        "generator": world.GENERATOR_VERSION,
+        "generator": _code_digest(world, render, tokenizer),
         "block_docs": BLOCK_DOCS,  # documents are sampled per block: it changes the corpus
         "corpus": "embedded",
         "seed": data.corpus_seed,
@@ -379,7 +379,7 @@ def _block_path(pc: PreparedCorpus, block: int, k: int = 0) -> Path:
 def _para_folder(pc: PreparedCorpus) -> Path:
     if pc.data.corpus == "embedded":
         styles = render.parse_styles(pc.data.paraphrase_styles)
-        return pc.root / f"para-{_digest({'styles': styles, 'generator': world.GENERATOR_VERSION})}"
+        return pc.root / f"para-{_digest({'styles': styles})}"
     if not pc.data.paraphrases:
         raise BadInput(
             f"strategy 'paraphrase' on {pc.data.corpus!r} needs paraphrase files: set "
@@ -615,9 +615,17 @@ def _digest(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
+@lru_cache(maxsize=4)
+def _code_digest(*modules) -> str:
+    """A hash of the code that makes the tokens: any change to it, even a reworded
+    template, gives a new cache rather than stale blocks mixed with new ones."""
+    code = b"".join(Path(m.__file__).read_bytes() for m in modules)
+    return hashlib.sha256(code).hexdigest()[:16]
+
+
 def _tokenizer_key(data: DataConfig, bpe_blocks: int) -> dict:
     if data.tokenizer == "bpe":
-        return {"bpe": tokenizer.BPE_VERSION, "vocab_size": data.vocab_size, "blocks": bpe_blocks}
+        return {"bpe": _code_digest(tokenizer), "vocab_size": data.vocab_size, "blocks": bpe_blocks}
     return {"file": tokenizer.file_digest(tokenizer.tokenizer_file(data.tokenizer))}
 
 

@@ -134,112 +134,89 @@ class _Facts:
         return f"{subject} {pred}"
 
 
+# Each style below is lean on purpose: its framing adds about a third to a half to the
+# document's length (tutorial and prose less), so a derived token carries nearly as many
+# fact statements as a repeated one, and most tokens are prose like the validation set.
+
+
+def _leads(f: _Facts, leads: tuple[str, ...], share: float) -> list[str]:
+    """Prose sentences, a `share` of them (after the first) opened by a lead-in phrase."""
+    out = []
+    for i, (*_, pred, _) in enumerate(f.rows):
+        lead = f.r.choice(leads) + " " if i and f.r.random() < share else ""
+        out.append(_cap(f"{lead}{f.sentence(i, pred)}."))
+    return out
+
+
 def _tutorial(f: _Facts) -> str:
-    n, r = f.name, f.r
-    frame = r.randrange(3)
-    if frame == 0:
-        middle = (
-            "Next, remember that",
-            "It is also worth knowing that",
-            "On top of that,",
-            "Another point to learn is that",
+    """A short lesson in plain prose (the CD paper's tutorial style)."""
+    intro = f.r.choice(
+        (
+            f"Let us learn about {f.name}.",
+            f"This lesson is about {f.name}.",
+            f"Here is what to know about {f.name}.",
         )
-        body = []
-        for i, (*_, pred, _) in enumerate(f.rows):
-            if i == 0:
-                lead = "First, note that"
-            elif i == len(f.rows) - 1:
-                lead = "Finally, keep in mind that"
-            else:
-                lead = r.choice(middle)
-            body.append(f"{lead} {f.sentence(i, pred)}.")
-        return " ".join(
-            [f"In this lesson we look at {n}.", *body, f"That is what you need to know about {n}."]
-        )
-    if frame == 1:
-        body = [
-            f"Step {i + 1}: {_cap(f.sentence(i, pred))}." for i, (*_, pred, _) in enumerate(f.rows)
-        ]
-        return " ".join(
-            [
-                f"Let us learn about {n} step by step.",
-                *body,
-                f"Now you know {len(f.rows)} facts about {n}.",
-            ]
-        )
-    body = []
-    for i, (noun, v, pred, _) in enumerate(f.rows):
-        if i % 2:
-            body.append(
-                f"You should also know that the {noun} of {n} is {v}, since {f.sentence(1, pred)}."
-            )
-        else:
-            body.append(_cap(f"{f.sentence(i, pred)}."))
-    return " ".join([f"Here is a short guide to {n}.", *body, "Keep these facts in mind."])
+    )
+    leads = ("Note that", "Remember that", "It also helps to know that", "Next,", "Also,")
+    return " ".join([intro, *_leads(f, leads, 0.5)])
 
 
 def _faq(f: _Facts) -> str:
-    n, r = f.name, f.r
-    frame = r.randrange(3)
-    qa = [
-        (ask.format(s=n), _cap(f.sentence(i, pred))) for i, (_, _, pred, ask) in enumerate(f.rows)
-    ]
-    if frame == 0:
-        return "\n".join(
-            [f"Frequently asked questions about {n}."] + [f"Q: {q} A: {a}." for q, a in qa]
-        )
-    if frame == 1:
-        return "\n".join(
-            [f"Questions and answers on {n}."] + [f"Question: {q}\nAnswer: {a}." for q, a in qa]
-        )
-    return " ".join([f"People often ask about {n}."] + [f"{q} {a}." for q, a in qa])
+    """Questions answered in full sentences; an answer often adds a related second fact."""
+    frame = f.r.randrange(3)
+    parts, i = [], 0
+    while i < len(f.rows):
+        take = 2 if f.r.random() < 0.7 and i + 1 < len(f.rows) else 1
+        ask = f.rows[i][3].format(s=f.name)
+        answer = " ".join(_cap(f"{f.sentence(i + j, f.rows[i + j][2])}.") for j in range(take))
+        if frame == 0:
+            parts.append(f"Q: {ask} A: {answer}")
+        elif frame == 1:
+            parts.append(f"Question: {ask}\nAnswer: {answer}")
+        else:
+            parts.append(f"{ask} {answer}")
+        i += take
+    return "\n".join(parts) if frame < 2 else " ".join(parts)
+
+
+def _is_number(value: str) -> bool:
+    return value.isdigit()
 
 
 def _math(f: _Facts) -> str:
-    n, r = f.name, f.r
-    frame = r.randrange(3)
-    if frame == 0:
-        body = [
-            f"Let x{i + 1} be the {noun} of {n}. Then x{i + 1} = {v}, because "
-            f"{f.sentence(i, pred)}."
-            for i, (noun, v, pred, _) in enumerate(f.rows)
-        ]
-        return " ".join([f"Consider {n}.", *body])
-    if frame == 1:
-        body = [
-            f"{_cap(noun)}({n}) = {v}. In words, {f.sentence(i, pred)}."
-            for i, (noun, v, pred, _) in enumerate(f.rows)
-        ]
-        return " ".join([f"We write the facts about {n} as equations.", *body])
-    body = [
-        f"We are told that the {noun} of {n} equals {v}; that is, {f.sentence(i, pred)}."
-        for i, (noun, v, pred, _) in enumerate(f.rows)
-    ]
-    return " ".join(
-        [f"A word problem about {n}.", *body, "Every answer below must agree with these givens."]
-    )
+    """The facts as givens: prose sentences, each quantity also written as an equation."""
+    frame = f.r.randrange(3)
+    out = [f.r.choice((f"Given facts about {f.name}.", f"What we know about {f.name}."))]
+    for i, (noun, v, pred, _) in enumerate(f.rows):
+        sentence = _cap(f.sentence(i, pred))
+        if not _is_number(v):
+            out.append(f"({'abcdefgh'[i]}) {sentence}." if frame == 2 else f"{sentence}.")
+        elif frame == 0:
+            out.append(f"{sentence}, so {noun} = {v}.")
+        elif frame == 1:
+            out.append(f"{sentence} ({noun} = {v}).")
+        else:
+            out.append(f"({'abcdefgh'[i]}) {sentence}; {noun} = {v}.")
+    return " ".join(out)
 
 
 def _table(f: _Facts) -> str:
-    n, r = f.name, f.r
-    frame = r.randrange(3)
-    prose = " ".join(_cap(f"{f.sentence(i, pred)}.") for i, (*_, pred, _) in enumerate(f.rows))
+    """A compact table of the facts, then most of them again in full sentences."""
+    frame = f.r.randrange(3)
     if frame == 0:
-        rows = "\n".join(f"| {noun} | {v} |" for noun, v, _, _ in f.rows)
-        return f"Facts about {n}:\n| fact | value |\n{rows}\nIn full sentences: {prose}"
-    if frame == 1:
-        rows = "\n".join(f"- {noun}: {v}" for noun, v, _, _ in f.rows)
-        return f"{n} at a glance.\n{rows}\nTo put it in words: {prose}"
-    rows = "; ".join(f"{noun} = {v}" for noun, v, _, _ in f.rows)
-    return f"Table for {n}: {rows}.\nReading the table row by row: {prose}"
+        table = "\n".join(f"| {noun} | {v} |" for noun, v, _, _ in f.rows)
+    elif frame == 1:
+        table = "\n".join(f"- {noun}: {v}" for noun, v, _, _ in f.rows)
+    else:
+        table = "; ".join(f"{noun}: {v}" for noun, v, _, _ in f.rows) + "."
+    keep = max(1, round(0.6 * len(f.rows)))  # the first rows, restated as prose
+    prose = [_cap(f"{f.sentence(i, pred)}.") for i, (*_, pred, _) in enumerate(f.rows[:keep])]
+    return f"{_cap(f.name)}\n{table}\n{' '.join(prose)}"
 
 
 def _prose(f: _Facts) -> str:
-    sentences = []
-    for i, (*_, pred, _) in enumerate(f.rows):
-        lead = f.r.choice(("", "", "Besides, ", "What is more, ", "Likewise, ")) if i else ""
-        sentences.append(_cap(f"{lead}{f.sentence(i, pred)}."))
-    return " ".join(sentences)
+    """The original style, reworded and reordered."""
+    return " ".join(_leads(f, ("Besides,", "What is more,", "Likewise,", "Further,"), 0.4))
 
 
 RENDERERS = {"tutorial": _tutorial, "faq": _faq, "math": _math, "table": _table, "prose": _prose}

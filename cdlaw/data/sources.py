@@ -44,17 +44,17 @@ def parse_hf(spec: str) -> tuple[str, str | None, str | None]:
     rest, _, split = rest.partition("@")
     name, _, config = rest.partition(":")
     if not name:
-        raise BadInput(f"data.corpus {spec!r} names no dataset: write hf:<name>[:<config>][@split]")
+        raise BadInput(f"corpus {spec!r} names no dataset: write hf:<name>[:<config>][@split]")
     return name, config or None, split or None
 
 
-def corpus_files(spec: str) -> tuple[str, list[Path]]:
+def corpus_files(spec: str, what: str = "data.corpus") -> tuple[str, list[Path]]:
     """(loader, files) for a local corpus path; BadInput for a missing or unknown one."""
     path = Path(spec).expanduser()
     if not path.exists():
         raise BadInput(
-            f"data.corpus {spec!r} does not exist: give 'embedded', a .txt/.jsonl/.parquet file "
-            "or a folder of them, or hf:<dataset>"
+            f"{what} {spec!r} does not exist: give a .txt/.jsonl/.parquet file or a folder of "
+            "them, hf:<dataset>, or (for a sweep) 'embedded'"
         )
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     files = [
@@ -69,9 +69,9 @@ def corpus_files(spec: str) -> tuple[str, list[Path]]:
     }
     found = [k for k, v in kinds.items() if v]
     if len(found) != 1:
-        what = "no" if not found else "mixed (" + ", ".join(found) + ")"
+        kinds_found = "no" if not found else "mixed (" + ", ".join(found) + ")"
         raise BadInput(
-            f"data.corpus {spec!r} has {what} corpus files: use .txt, .jsonl/.json or .parquet "
+            f"{what} {spec!r} has {kinds_found} corpus files: use .txt, .jsonl/.json or .parquet "
             "files, one kind per corpus"
         )
     return found[0], kinds[found[0]]
@@ -97,7 +97,9 @@ def digest_files(files: list[Path], root: Path | None = None) -> str:
     return h.hexdigest()
 
 
-def load_documents(corpus: str, text_column: str = "text", id_column: str = "id") -> Documents:
+def load_documents(
+    corpus: str, text_column: str = "text", id_column: str = "id", what: str = "data.corpus"
+) -> Documents:
     """Every non-empty document of a real corpus, in source order, with unique ids.
 
     Local files go through `datasets` with a throwaway cache folder (the texts are read
@@ -106,11 +108,15 @@ def load_documents(corpus: str, text_column: str = "text", id_column: str = "id"
     """
     import tempfile
 
+    if not corpus.startswith("hf:"):
+        corpus_files(corpus, what)  # a missing or unknown path is refused before any import
     with tempfile.TemporaryDirectory(prefix="cdlaw-datasets-") as tmp:
-        return _load_documents(corpus, text_column, id_column, tmp)
+        return _load_documents(corpus, text_column, id_column, tmp, what)
 
 
-def _load_documents(corpus: str, text_column: str, id_column: str, tmp: str) -> Documents:
+def _load_documents(
+    corpus: str, text_column: str, id_column: str, tmp: str, what: str
+) -> Documents:
     import datasets
 
     datasets.disable_progress_bars()
@@ -122,14 +128,12 @@ def _load_documents(corpus: str, text_column: str, id_column: str, tmp: str) -> 
             try:
                 ds = datasets.load_from_disk(str(local))
             except Exception as e:
-                raise BadInput(
-                    f"data.corpus {corpus!r}: {local} is not a saved dataset ({e})"
-                ) from None
+                raise BadInput(f"{what} {corpus!r}: {local} is not a saved dataset ({e})") from None
             if isinstance(ds, datasets.DatasetDict):
                 split = split or ("train" if "train" in ds else next(iter(ds)))
                 if split not in ds:
                     raise BadInput(
-                        f"data.corpus {corpus!r} has no split {split!r}: it has {', '.join(ds)}"
+                        f"{what} {corpus!r} has no split {split!r}: it has {', '.join(ds)}"
                     )
                 ds = ds[split]
             fingerprint = digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
@@ -137,13 +141,11 @@ def _load_documents(corpus: str, text_column: str, id_column: str, tmp: str) -> 
             try:
                 ds = datasets.load_dataset(name, config, split=split or "train")
             except Exception as e:
-                raise BadInput(
-                    f"data.corpus {corpus!r} could not be loaded by datasets: {e}"
-                ) from None
+                raise BadInput(f"{what} {corpus!r} could not be loaded by datasets: {e}") from None
             fingerprint = f"hf:{name}:{config}:{split}:{ds._fingerprint}"
         source = "text/jsonl"
     else:
-        loader, files = corpus_files(corpus)
+        loader, files = corpus_files(corpus, what)
         root = Path(corpus).expanduser()
         root = root if root.is_dir() else root.parent
         kwargs = {}
@@ -156,12 +158,12 @@ def _load_documents(corpus: str, text_column: str, id_column: str, tmp: str) -> 
                 loader, data_files=[str(p) for p in files], split="train", cache_dir=tmp, **kwargs
             )
         except Exception as e:
-            raise BadInput(f"data.corpus {corpus!r} could not be read as {loader}: {e}") from None
+            raise BadInput(f"{what} {corpus!r} could not be read as {loader}: {e}") from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
         raise BadInput(
-            f"data.corpus {corpus!r} has no column {text_column!r} (data.text_column): its "
+            f"{what} {corpus!r} has no column {text_column!r} (data.text_column): its "
             f"{source} columns are {', '.join(ds.column_names)}"
         )
     texts = ds[text_column]
@@ -170,18 +172,18 @@ def _load_documents(corpus: str, text_column: str, id_column: str, tmp: str) -> 
         ids = [str(i) for i in range(len(texts))]
     keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
     if not keep:
-        raise BadInput(f"data.corpus {corpus!r} is empty: it has no non-empty {text_column!r} text")
+        raise BadInput(f"{what} {corpus!r} is empty: it has no non-empty {text_column!r} text")
     bad = next((t for t in texts if t is not None and not isinstance(t, str)), None)
     if bad is not None:
         raise BadInput(
-            f"data.corpus {corpus!r} column {text_column!r} must hold text, found {type(bad).__name__}"
+            f"{what} {corpus!r} column {text_column!r} must hold text, found {type(bad).__name__}"
         )
     texts = [texts[i].strip() for i in keep]
     ids = [ids[i] for i in keep]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise BadInput(
-            f"data.corpus {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
+            f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
             "ids must be unique (or drop the column to use positions)"
         )
     fingerprint = hashlib.sha256(f"{fingerprint}|{text_column}|{id_column}".encode()).hexdigest()

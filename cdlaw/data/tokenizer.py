@@ -18,7 +18,6 @@ import numpy as np
 from cdlaw.errors import BadInput
 
 EOS = "<|endoftext|>"
-BPE_VERSION = 1  # bump when the trained tokenizer would change (it keys the cache)
 EOS_NAMES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "[SEP]")
 
 

@@ -34,7 +34,6 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 
-GENERATOR_VERSION = 1  # bump when the generator's output changes (it keys the token cache)
 BLOCK_DOCS = 2048  # documents per block (~90K tokens): generated, tokenised and cached as one
 VAL_MODULUS = 8  # 1 in 8 (subject, fact set) pairs is reserved for validation
 TRAIN_STREAM, VAL_STREAM = 1, 2
@@ -248,7 +247,7 @@ KINDS: tuple[Kind, ...] = (
         A("diet", "diet", "list:diets",
           ["feeds on {v}", "eats mostly {v}", "lives on a diet of {v}"],
           "What does {s} eat?"),
-        A("lifespan", "lifespan in years", "int:1:150",
+        A("lifespan", "lifespan in years", "int:2:150",
           ["lives for about {v} years", "has a lifespan of {v} years", "can reach {v} years of age"],
           "How long does {s} live?"),
         A("weight", "weight in grams", "int:2:900000",
