@@ -103,13 +103,18 @@ SORT_COLUMNS = [
 # ---------------------------------------------------------------------------------------
 
 
-def _proc_start(pid: int) -> str | None:
-    """The kernel's start time of a process (to tell a live pid from a reused one)."""
+def _proc_stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: [state, ppid, …] (None off Linux)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the comm field
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of a process (to tell a live pid from a reused one)."""
+    stat = _proc_stat(pid)
+    return stat[19] if stat and len(stat) > 19 else None  # field 22 of /proc/<pid>/stat
 
 
 def _pid_alive(pid: int, proc_start: str | None) -> bool:
@@ -119,8 +124,12 @@ def _pid_alive(pid: int, proc_start: str | None) -> bool:
         return False
     except PermissionError:
         return True  # someone else's live process
-    now = _proc_start(pid)
-    return proc_start is None or now is None or now == proc_start
+    stat = _proc_stat(pid)
+    if stat is None:
+        return True
+    # A zombie (killed, not yet reaped: containers often lack an init that reaps) is dead;
+    # a different start time means the pid was reused by another process.
+    return stat[0] not in ("Z", "X") and (proc_start is None or stat[19] == proc_start)
 
 
 def read_lock(path: Path) -> dict | None:

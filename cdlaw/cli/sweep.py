@@ -137,7 +137,10 @@ def sweep(
     )
     for failure in outcome.failures:
         err.print(f"[red]failed[/] {failure['run_id']}: {failure['error']}", highlight=False)
-    raise typer.Exit(outcome.exit_code)
+    if outcome.exit_code:
+        # SystemExit, not typer.Exit: cdlaw.cli.main runs click with standalone_mode=False,
+        # where click turns typer.Exit into a return value that main() does not exit with.
+        raise SystemExit(outcome.exit_code)
 
 
 def _duration(seconds: float) -> str:
