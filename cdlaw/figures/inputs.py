@@ -1,0 +1,289 @@
+"""What `cdlaw plot` and `cdlaw report` draw from: runs, fit, fit rows, metrics, frontier.
+
+load_inputs(PATH) reads
+- a runs folder (summary.parquet, fit.json, fit_rows.parquet, <run_id>/metrics.parquet),
+- a fit.json (with the fit_rows.parquet written beside it, when present),
+- a table of runs (CSV or parquet: a published table, or fit_rows.parquet) with the fit
+  `cdlaw fit` wrote beside it (t.fit.json or fit.json), or one named with fit_path,
+- a frontier JSON written by `cdlaw plan --frontier --json`,
+and fills in every per-run column the figures need (prepare_rows).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.errors import BadInput
+from cdlaw.law import Law
+
+TABLE_COLUMNS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
+
+
+@dataclass
+class PlotInputs:
+    """Everything a figure may draw from; absent parts are None (or empty)."""
+
+    path: Path
+    runs_dir: Path | None = None
+    fit: dict | None = None  # fit.json as a dict
+    law: Law | None = None
+    rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
+    summary: object = None  # pandas DataFrame: summary.parquet
+    metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
+    frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan
+
+    @property
+    def out_dir(self) -> Path:
+        """Where figures go by default: <runs>/figures, or figures/ beside the input file."""
+        base = self.runs_dir if self.runs_dir is not None else self.path.parent
+        return base / "figures"
+
+
+# ---------------------------------------------------------------------------------------
+# Reading inputs
+# ---------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise BadInput(
+            f"{path} is not readable JSON ({e}); pass a fit.json or frontier JSON"
+        ) from None
+    if not isinstance(obj, dict):
+        raise BadInput(f"{path} holds a JSON {type(obj).__name__}, not an object; pass a fit.json")
+    return obj
+
+
+def _law_from_fit(fit: dict, where: Path) -> Law:
+    try:
+        return Law.from_dict(fit)
+    except (KeyError, TypeError, ValueError) as e:
+        raise BadInput(
+            f"{where} does not describe a law ({e}); it needs 'law', 'params' "
+            "{E, A, B, alpha, beta} and 'strategies' as `cdlaw fit` writes them"
+        ) from None
+
+
+def read_table(path: Path):
+    """A CSV or parquet table of runs, checked for the columns every table needs (SPEC §5)."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            df = pd.read_parquet(path)
+        elif suffix in (".csv", ".tsv"):
+            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+        else:
+            raise BadInput(f"{path}: unknown table type {suffix!r}; use .csv or .parquet")
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{path} could not be read as a table ({e})") from None
+    missing = [c for c in TABLE_COLUMNS if c not in df.columns]
+    if missing:
+        raise BadInput(
+            f"{path} lacks the column(s) {', '.join(missing)}; a table of runs needs "
+            f"{', '.join(TABLE_COLUMNS)}"
+        )
+    return df
+
+
+def _read_runs_summary(runs_dir: Path):
+    """summary.parquet, or the result.json of every finished run when it is not built yet."""
+    import pandas as pd
+
+    summary = runs_dir / "summary.parquet"
+    if summary.exists():
+        return pd.read_parquet(summary)
+    results = sorted(runs_dir.glob("*/result.json"))
+    if results:
+        return pd.DataFrame([json.loads(p.read_text()) for p in results])
+    return None
+
+
+def _read_metrics(runs_dir: Path) -> dict:
+    import pandas as pd
+
+    out = {}
+    for p in sorted(runs_dir.glob("*/metrics.parquet")):
+        try:
+            out[p.parent.name] = pd.read_parquet(p)
+        except (OSError, ValueError):
+            continue  # a run being written right now; its curve will show next time
+    return out
+
+
+def prepare_rows(table, law: Law | None, fit: dict | None = None):
+    """The table of runs with every column the figures use, computed where absent.
+
+    Adds (keeping any already there, e.g. from fit_rows.parquet): row_id, tokens_trained,
+    derived_ratio, tokens_per_param, predicted_loss, residual_log (log observed − log
+    predicted), empirical_eta, regime, loss_one_epoch, loss_data_floor, loss_model_floor,
+    derived_gain_share, used, heldout. Runs that did not finish (status ≠ done) or have
+    no finite loss are left out.
+    """
+    import pandas as pd
+
+    from cdlaw.law import empirical_eta
+    from cdlaw.regimes import classify
+
+    df = table.copy()
+    if "status" in df.columns:
+        df = df[df["status"].fillna("done") == "done"]
+    df = df[np.isfinite(pd.to_numeric(df["loss"], errors="coerce"))].reset_index(drop=True)
+    for c in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
+    df["strategy"] = df["strategy"].fillna("none").astype(str)
+    N, D, Dp = (df[c].to_numpy() for c in ("n_params", "fresh_tokens", "derived_tokens"))
+    if "row_id" not in df.columns:
+        df["row_id"] = df["run_id"] if "run_id" in df.columns else np.arange(len(df))
+    df["tokens_trained"] = D + Dp
+    df["derived_ratio"] = Dp / D
+    df["tokens_per_param"] = D / N
+
+    if law is not None:
+        n = len(df)
+        cols = {
+            c: np.full(n, np.nan)
+            for c in (
+                "predicted_loss",
+                "loss_one_epoch",
+                "loss_data_floor",
+                "loss_model_floor",
+                "derived_gain_share",
+            )
+        }
+        regime = np.full(n, "", dtype=object)
+        for s in df["strategy"].unique():
+            m = (df["strategy"] == s).to_numpy()
+            try:
+                t = classify(law, N[m], D[m], Dp[m], s)
+            except KeyError:
+                continue  # a strategy this law has no parameters for: no prediction
+            cols["predicted_loss"][m] = t.loss
+            cols["loss_one_epoch"][m] = t.loss_one_epoch
+            cols["loss_data_floor"][m] = t.loss_data_floor
+            cols["loss_model_floor"][m] = t.loss_model_floor
+            cols["derived_gain_share"][m] = t.derived_gain_share
+            regime[m] = t.regime
+        for c, v in cols.items():
+            if c not in df.columns:
+                df[c] = v
+        if "regime" not in df.columns:
+            df["regime"] = regime
+        if "residual_log" not in df.columns:
+            df["residual_log"] = np.log(df["loss"]) - np.log(df["predicted_loss"])
+        if "empirical_eta" not in df.columns:
+            df["empirical_eta"] = empirical_eta(law, N, D, Dp, df["loss"].to_numpy())
+    if "heldout" not in df.columns:
+        holdout = (fit or {}).get("holdout") or {}
+        cut = holdout.get("n_params")
+        df["heldout"] = (N >= float(cut)) if cut is not None else False
+    if "used" not in df.columns:
+        dropped = {str(x) for x in (fit or {}).get("dropped") or []}
+        df["used"] = ~df["row_id"].astype(str).isin(dropped) & ~df["heldout"].astype(bool)
+    df["heldout"] = df["heldout"].astype(bool)
+    df["used"] = df["used"].astype(bool)
+    return df
+
+
+def _fit_beside(path: Path) -> Path | None:
+    """The fit of a table t.csv: t.fit.json (what `cdlaw fit t.csv` writes), or fit.json."""
+    for candidate in (path.with_name(path.stem + ".fit.json"), path.parent / "fit.json"):
+        if candidate.exists() and candidate != path:
+            return candidate
+    return None
+
+
+def rows_of_fit(fit_path: Path) -> Path:
+    """The fit_rows.parquet written with a fit.json, by `cdlaw fit`'s naming rule.
+
+    fit.json → fit_rows.parquet; t.fit.json → t.fit_rows.parquet; X.json → X_rows.parquet.
+    """
+    name = fit_path.name
+    if name == "fit.json":
+        return fit_path.with_name("fit_rows.parquet")
+    if name.endswith(".fit.json"):
+        return fit_path.with_name(name[: -len(".fit.json")] + ".fit_rows.parquet")
+    return fit_path.with_name(fit_path.stem + "_rows.parquet")
+
+
+def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
+    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs."""
+    path = Path(path)
+    if not path.exists():
+        raise BadInput(
+            f"{path} does not exist; pass a runs folder, a fit.json, a CSV/parquet table or a frontier JSON"
+        )
+    fit_path = Path(fit_path) if fit_path is not None else None
+    if fit_path is not None and not fit_path.is_file():
+        raise BadInput(f"--fit {fit_path} does not exist; pass the fit.json `cdlaw fit` wrote")
+    inputs = PlotInputs(path=path)
+    table = None
+
+    if path.is_dir():
+        inputs.runs_dir = path
+        inputs.summary = _read_runs_summary(path)
+        inputs.metrics = _read_metrics(path)
+        fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
+        table = inputs.summary
+        if inputs.summary is None and not inputs.metrics and fit_path is None:
+            raise BadInput(
+                f"{path} holds no runs (no summary.parquet, result.json or metrics.parquet) "
+                "and no fit.json; pass a runs folder written by `cdlaw sweep`"
+            )
+    elif path.suffix.lower() == ".json":
+        obj = _read_json(path)
+        if "rows" in obj and "unique_tokens" in obj:
+            inputs.frontier = obj
+            named = obj.get("law")
+            if isinstance(named, str) and named.endswith(".json") and Path(named).is_file():
+                fit_path = fit_path or Path(named)  # the fit the frontier was planned with
+            elif fit_path is None:
+                law_dict = next(
+                    (d for d in (obj.get("law_params"), named) if isinstance(d, dict)), None
+                )
+                if law_dict is not None and "params" in law_dict:
+                    src = law_dict.get("source") or ""
+                    if isinstance(named, str) and named not in src:
+                        src = f"{named} ({src})" if src else named
+                    inputs.fit = {**law_dict, "source": src}
+                    inputs.law = _law_from_fit(law_dict, path)
+        elif "params" in obj:
+            fit_path = fit_path or path
+        else:
+            raise BadInput(
+                f"{path} is neither a fit.json (no 'params') nor a frontier JSON (no 'rows'); "
+                "write one with `cdlaw fit` or `cdlaw plan --frontier --json`"
+            )
+    elif path.suffix.lower() in (".csv", ".tsv", ".parquet"):
+        table = read_table(path)
+        fit_path = fit_path or _fit_beside(path)
+        if fit_path is None:
+            raise BadInput(
+                f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`) "
+                "or name the fit with --fit FIT.json"
+            )
+    else:
+        raise BadInput(
+            f"{path}: unknown input {path.suffix!r}; pass a runs folder, fit.json, "
+            ".csv/.parquet table or frontier .json"
+        )
+
+    if fit_path is not None:
+        inputs.fit = _read_json(fit_path)
+        inputs.law = _law_from_fit(inputs.fit, fit_path)
+        # The fit's own rows carry what the fit did (cells reduced, used, held out).
+        if rows_of_fit(fit_path).exists():
+            table = read_table(rows_of_fit(fit_path))
+    if table is not None and len(table):
+        missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+        if missing:
+            raise BadInput(f"the runs table of {path} lacks column(s) {', '.join(missing)}")
+        inputs.rows = prepare_rows(table, inputs.law, inputs.fit)
+    return inputs
