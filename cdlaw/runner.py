@@ -738,7 +738,7 @@ class RayExecutor:
         self.gpus_per_run = gpus_per_run
         self.capacity = max(1, gpus // gpus_per_run if gpus_per_run else cpus // self.threads)
         self.on_event = on_event
-        self._queue = Queue()
+        self._queue = Queue(actor_options={"num_cpus": 0})  # progress events from the tasks
         self._remote = ray.remote(_ray_task).options(
             num_cpus=self.threads, num_gpus=gpus_per_run, max_retries=0
         )
