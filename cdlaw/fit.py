@@ -225,7 +225,16 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
     whole = len(free) == problem.n_params
     fun = problem.objective(delta, free=None if whole else free, base=None if whole else base)
     report = None if progress is None else (lambda d, t: progress(label, d, t))
-    res = minimize_batched(fun, starts, lo, hi, ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, progress=report)
+    # Preconditioner from the rows this search sees (base fills the frozen coordinates).
+    sample = starts[:: max(1, len(starts) // 64)]
+    if not whole:
+        full = np.array(np.broadcast_to(base, (len(sample), problem.n_params)))
+        full[:, free] = sample
+        sample = full
+    scale = problem.curvature_scale(sample, free)
+    res = minimize_batched(
+        fun, starts, lo, hi, ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, scale=scale, progress=report
+    )
     order = np.argsort(np.where(np.isfinite(res.f), res.f, np.inf))
     picked: list[int] = []
     for i in order:
@@ -315,6 +324,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
     np.add.at(W, (np.repeat(np.arange(B), n), rng.integers(0, n, B * n)), 1.0)
     P = problem.n_params
     report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
+    scale = problem.curvature_scale(z_best)
     if method == "joint" or problem.form == "chinchilla":
         res = minimize_batched(
             problem.objective(delta, W),
@@ -323,6 +333,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
             problem.upper,
             ftol=SEARCH_FTOL,
             gtol=SEARCH_GTOL,
+            scale=scale,
             progress=report,
         )
         return res.x, int(res.converged.sum())
@@ -337,6 +348,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
         problem.upper[shared],
         ftol=SEARCH_FTOL,
         gtol=SEARCH_GTOL,
+        scale=scale[shared],
         progress=report,
     )
     Z[:, shared] = r1.x
@@ -347,6 +359,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
         problem.upper[per],
         ftol=SEARCH_FTOL,
         gtol=SEARCH_GTOL,
+        scale=scale[per],
         progress=report,
     )
     Z[:, per] = r2.x
