@@ -151,25 +151,44 @@ def _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap,
         raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
 
 
-def _check_identifiable(rows: pd.DataFrame, form: str, method: str, strategies, n_params: int):
-    """Refuse (BadInput) when the rows cannot pin the parameters down; say what is lacking."""
+def _check_identifiable(
+    rows: pd.DataFrame, form: str, method: str, strategies, n_params: int
+) -> list[str]:
+    """Refuse (BadInput) when the rows cannot pin the parameters down, saying what is
+    lacking; return warnings where they pin them only just."""
     what = {"cd": "the cd law", "muennighoff": "the muennighoff law", "chinchilla": "Chinchilla"}[
         form
     ]
+    warnings = []
     base, which = rows, "rows"
     if form != "chinchilla" and method == "staged":  # stage 1 sees only D′ = 0 rows
         base, which = rows[rows["derived_tokens"] == 0], "one-epoch (D′ = 0) rows"
     sizes = np.unique(base["n_params"])
-    if len(sizes) < 3:
+    if len(sizes) < 2:
         raise BadInput(
             f"the table's {which} have {len(sizes)} model size(s) ({describe_range(sizes)}); "
-            f"{what} needs at least 3 distinct n_params to tell E, A and alpha apart"
+            f"{what} needs at least 2 distinct n_params to fit alpha (3 to tell E, A and alpha "
+            "apart)"
+        )
+    if len(sizes) == 2:
+        warnings.append(
+            f"only 2 model sizes ({describe_range(sizes)}): E, A and alpha are not separately "
+            "identified; trust E + A/N^alpha at those sizes (model_floor), not extrapolations in N"
         )
     tokens = np.unique(base["effective_fresh" if "effective_fresh" in base else "fresh_tokens"])
-    if len(tokens) < 3:
+    # Derived-token rows vary the effective data too, so a joint fit with them copes with 2.
+    plain = form == "chinchilla" or method == "staged"
+    if len(tokens) < 2:
         raise BadInput(
             f"the table's {which} have {len(tokens)} distinct fresh_tokens value(s) "
-            f"({describe_range(tokens)}); {what} needs at least 3 to fit B and beta"
+            f"({describe_range(tokens)}); {what} needs at least 2 to fit beta"
+            + (" (3 to tell B and beta apart)" if plain else "")
+        )
+    if len(tokens) == 2 and plain:
+        warnings.append(
+            f"only 2 fresh_tokens values ({describe_range(tokens)}) in the {which}: B and beta "
+            "are not separately identified"
+            + ("; --method joint also uses the derived-token rows" if method == "staged" else "")
         )
     for s in strategies:
         d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
@@ -197,6 +216,7 @@ def _check_identifiable(rows: pd.DataFrame, form: str, method: str, strategies, 
             f"the table has {len(rows)} usable rows but {what} with these strategies has "
             f"{n_params} parameters; a fit needs at least {n_params + 2} rows"
         )
+    return warnings
 
 
 # ---------------------------------------------------------------------------------------
@@ -454,7 +474,7 @@ def _fit_law(
                 f"{law} law has nothing to fit beyond Chinchilla; use --law chinchilla"
             )
     names = lawlib.fit_vector_names(law, strategies)
-    _check_identifiable(rows, law, method, strategies, len(names))
+    warnings += _check_identifiable(rows, law, method, strategies, len(names))
 
     fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
     problem = build_problem(

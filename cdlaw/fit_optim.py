@@ -380,15 +380,10 @@ class Problem:
                 self.form, self.theta(z[sl]), self.logN, self.logD, self.ratio, self.slices
             )
             res = np.subtract(self.y, logL, out=logL)
-            c = np.clip(res, -delta, delta)  # = ∂huber/∂res
-            res -= 0.5 * c
-            res *= c  # huber(res) = c·(res − c/2)
-            if W is not None:
-                w = W[idx[sl]] if W.ndim == 2 else W
-                res *= w
-                c *= w
-            f[sl] = res.sum(axis=1)
-            g[sl] = -(vjp(c) @ self.M)  # ∂res/∂theta = −∂logL/∂theta
+            c = np.clip(res, -delta, delta)  # ∂huber/∂res; huber(res) = c·(res − c/2)
+            wc = c if W is None else c * (W[idx[sl]] if W.ndim == 2 else W)
+            f[sl] = np.einsum("sn,sn->s", wc, res) - 0.5 * np.einsum("sn,sn->s", wc, c)
+            g[sl] = -(vjp(wc) @ self.M)  # ∂res/∂theta = −∂logL/∂theta
 
         def fun(zf, idx):
             if free is None:

@@ -357,8 +357,10 @@ def test_fit_json_and_rows_follow_the_contract(noisy):
 @pytest.mark.parametrize(
     "make, words",
     [
-        (lambda: make_table(sizes=[30e6], n_derived=None), ["1 model size(s) (30M)", "at least 3"]),
-        (lambda: make_table(sizes=[30e6, 60e6]), ["2 model size(s) (30M–60M)"]),
+        (
+            lambda: make_table(sizes=[30e6], n_derived=None),
+            ["1 model size(s) (30M)", "at least 2 distinct n_params"],
+        ),
         (
             lambda: make_table().query("strategy != 'paraphrase' or n_params == 60e6"),
             ["strategy paraphrase", "only 1 model size", "K, rho and sigma"],
@@ -383,7 +385,7 @@ def test_refuses_too_few_rows_and_bad_options():
                                  loss=PRESETS["chinchilla-hoffmann"].loss(N, D)))  # fmt: skip
 
     same_d = one_epoch([(n, 1e9) for n in SIZES])
-    with pytest.raises(BadInput, match="1 distinct fresh_tokens value"):
+    with pytest.raises(BadInput, match=r"1 distinct fresh_tokens value.*at least 2 to fit beta"):
         fit_law(same_d, law="chinchilla", n_starts=8)
     six = one_epoch([(1e7, 1e9), (2e7, 2e9), (4e7, 4e9), (1e7, 2e9), (2e7, 4e9), (4e7, 1e9)])
     with pytest.raises(BadInput, match=r"6 usable rows .* at least 7 rows"):
@@ -400,3 +402,15 @@ def test_refuses_too_few_rows_and_bad_options():
             fit_law(make_table(), **{"n_starts": 8, **kw})
     with pytest.raises(BadInput, match="--starts"):
         fit_law(make_table(), n_starts=0)
+
+
+def test_two_sizes_or_two_data_sizes_fit_with_a_warning():
+    """2 sizes cannot separate E, A and alpha: the fit runs but says so (SPEC §8)."""
+    fit = fit_law(make_table(sizes=[30e6, 60e6], n_derived=100), n_starts=16)
+    assert any("only 2 model sizes (30M–60M)" in w for w in fit.warnings)
+    N, D = (np.array(v).ravel() for v in np.meshgrid(SIZES[:4], [1e9, 4e9]))
+    hoffmann = PRESETS["chinchilla-hoffmann"]
+    df = pd.DataFrame(dict(n_params=N, fresh_tokens=D, derived_tokens=0.0, strategy="none",
+                           loss=hoffmann.loss(N, D)))  # fmt: skip
+    fit = fit_law(df, law="chinchilla", n_starts=8)
+    assert any("only 2 fresh_tokens values (1B–4B)" in w for w in fit.warnings)
