@@ -104,7 +104,7 @@ def minimize_batched(
     ftol: float = 1e-12,
     gtol: float = 1e-9,
     maxiter: int = 2000,
-    memory: int = 30,
+    memory: int = 20,
     scale: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> BatchResult:
