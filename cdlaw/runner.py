@@ -305,6 +305,8 @@ def execute_run(
             result = failed_result(cfg, e, time.time() - started, exec_cfg)
             write_text_atomic(run_dir / "error.txt", traceback.format_exc())
             write_json_atomic(run_dir / "result.json", result)
+        else:
+            (run_dir / "error.txt").unlink(missing_ok=True)  # from a failed earlier attempt
         (run_dir / "result.failed.json").unlink(missing_ok=True)
     status = result.get("status", "done")
     emit({"event": "end", "run_id": cfg.run_id, "status": status, "loss": result.get("loss")})
@@ -323,7 +325,7 @@ def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "time": time.time(),
-            "resumed": (run_dir / "checkpoint").exists(),
+            "resumed": any((run_dir / n).exists() for n in ("checkpoint", "checkpoint.old")),
             "exec": to_dict(exec_cfg),
         }
     )

@@ -137,6 +137,7 @@ def pid_gone(pid: int) -> bool:
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
 
 
+@pytest.mark.slow
 def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path):
     """Two worker processes; kill -9 the sweep while runs are half-trained. The workers die
     with it, the restarted sweep resumes the runs from their checkpoints, and every run
@@ -169,6 +170,7 @@ def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path
     assert_metrics_written_once(sweep_dir)
 
 
+@pytest.mark.slow
 def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path):
     path = write_sweep(runs_root, "kill-between")
     sweep_dir = runs_root / "kill-between"
@@ -189,6 +191,7 @@ def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path):
     assert_metrics_written_once(sweep_dir)
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_one_folder_never_train_a_run_twice(runs_root, reference, tmp_path):
     path = write_sweep(runs_root, "twins")
     sweep_dir = runs_root / "twins"
@@ -207,17 +210,14 @@ def test_two_sweeps_on_one_folder_never_train_a_run_twice(runs_root, reference, 
 # --- diverged and failed runs ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(runs_root, tmp_path):
     """lr = 1000 diverges (a result, exit 0); a run whose checkpoint is corrupt fails (exit 1,
     the summary says which and why) and is tried again on the next sweep."""
     path = write_sweep(runs_root, "wild", extra_grid="lr = [3e-3, 1000]", sizes='"20K"')
     sweep_dir = runs_root / "wild"
     runs = load_sweep(path).runs()
-    victim = next(
-        r
-        for r in runs
-        if r.train.lr == 3e-3 and r.strategy == "paraphrase" and r.model.size == "60K"
-    )
+    victim = next(r for r in runs if r.train.lr == 3e-3 and r.strategy == "paraphrase")
     broken = sweep_dir / victim.run_id / "checkpoint"
     broken.mkdir(parents=True)
     (broken / "state.json").write_text("{}")
@@ -232,10 +232,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(runs_root, 
     others = df[(df.lr != 1000) & (df.index != victim.run_id)]
     assert (others.status == "done").all() and others.loss.notna().all()
     assert df.loc[victim.run_id, "status"] == "failed"
-    assert (
-        "safetensors" in df.loc[victim.run_id, "error"].lower()
-        or "header" in df.loc[victim.run_id, "error"].lower()
-    )
+    assert "SafetensorError" in df.loc[victim.run_id, "error"]
     assert (sweep_dir / victim.run_id / "error.txt").read_text().startswith("Traceback")
 
     # The CLI says the same, with exit code 1.

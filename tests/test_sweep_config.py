@@ -245,6 +245,7 @@ def test_cli_bad_sweep_file_exits_2_with_one_sentence_and_writes_nothing(tmp_pat
     assert result.stdout == "" and not out.exists()
 
 
+@pytest.mark.slow  # tokenises a corpus
 def test_cli_fresh_tokens_beyond_the_corpus_exits_2_and_writes_nothing(tmp_path):
     corpus = tmp_path / "tiny.jsonl"
     words = "alpha beta gamma delta river city the of a is born in year".split()

@@ -21,6 +21,7 @@ from cdlaw.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, s
 from cdlaw.shapes import count_params
 
 torch.set_num_threads(1)
+pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)
 
 # 2 sizes × D = 2,048 × (r = 0 shared, r = 1 for each strategy): 6 runs of 8–16 steps.
 TINY = """
