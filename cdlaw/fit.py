@@ -28,8 +28,8 @@ from cdlaw.fit_optim import (
     minimize_batched,
     polish,
     projected_gradient,
-    single_threaded_blas,
     start_grid,
+    with_single_threaded_blas,
 )
 from cdlaw.table import describe_range, prepare_runs, select_cells
 
@@ -115,15 +115,12 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
     """The fit's objective for given constants on a table: Σ huber(log L_obs − log L_pred)."""
     df = prepare_runs(df)
     delta = HUBER_DELTA[law.form] if huber_delta is None else huber_delta
-    pred = np.array(
-        [
-            law.loss(*r)
-            for r in df[["n_params", "fresh_tokens", "derived_tokens", "strategy"]].itertuples(
-                index=False
-            )
-        ],
-        dtype=float,
-    )
+    pred = np.empty(len(df))
+    for s in df["strategy"].unique():
+        m = (df["strategy"] == s).to_numpy()
+        pred[m] = law.loss(
+            *(df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens")), s
+        )
     from cdlaw.fit_optim import huber
 
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
@@ -391,6 +388,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
 # ---------------------------------------------------------------------------------------
 
 
+@with_single_threaded_blas
 def fit_law(
     df: pd.DataFrame,
     law: str = "cd",
@@ -416,39 +414,6 @@ def fit_law(
     the table cannot identify the law's parameters.
     """
     _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
-    with single_threaded_blas():
-        return _fit_law(
-            df,
-            law,
-            method,
-            huber_delta,
-            n_starts,
-            drop_outliers,
-            bootstrap,
-            holdout_largest,
-            seed,
-            naive,
-            select,
-            source,
-            progress,
-        )
-
-
-def _fit_law(
-    df,
-    law,
-    method,
-    huber_delta,
-    n_starts,
-    drop_outliers,
-    bootstrap,
-    holdout_largest,
-    seed,
-    naive,
-    select,
-    source,
-    progress,
-) -> FitResult:
     delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
     cells = select_cells(prepare_runs(df), select)
     source = source or cells.attrs.get("source", "")

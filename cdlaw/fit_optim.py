@@ -15,6 +15,7 @@ component is ≤ gtol.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -62,6 +63,17 @@ def single_threaded_blas():
     finally:
         for set_, n in handles:
             set_(n)
+
+
+def with_single_threaded_blas(fn):
+    """Decorator: run fn inside single_threaded_blas()."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with single_threaded_blas():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def _openblas_thread_functions():
