@@ -784,12 +784,21 @@ def cpu_count() -> int:
 
 
 def resolve_device(device: str) -> str:
-    """ "auto" → "cuda" when a GPU is visible, else "cpu"."""
-    if device != "auto":
+    """'auto' → 'cuda' when a GPU is visible, else 'cpu'; a missing GPU is bad input."""
+    if device == "cpu":
         return device
     import torch
 
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise BadInput(f"--device {device} was asked for but no CUDA GPU is visible; use cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise BadInput(
+            f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible (cuda:0 …)"
+        )
+    return device
 
 
 def choose_jobs(device: str, n_runs: int, jobs: int = 0, threads: int = 0) -> tuple[int, int, int]:
@@ -858,6 +867,7 @@ def run_sweep(
     started = time.time()
     out = Path(out)
     _check_sweep_file(load_sweep(path), out, restart)  # before any work
+    device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
     plan = _plan_or_clean_up(path, out, only)
     sweep_dir = plan.sweep_dir
     _claim_sweep_dir(plan, restart)
@@ -872,7 +882,6 @@ def run_sweep(
         if r.run_id not in {t.run_id for t in todo}:
             emit({"event": "skip", "run_id": r.run_id, "status": before[r.run_id]})
 
-    device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
     n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
     if executor == "ray":
         gpus_per_run = 1 if device.startswith("cuda") else (0 if device == "cpu" else -1)
@@ -1191,6 +1200,13 @@ def dry_run_sweep(
 
     out = Path(out)
     notes = []
+    try:
+        device = resolve_device(exec_cfg.device)
+    except BadInput:
+        if executor != "ray":
+            raise
+        device = "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+        notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
     with contextlib.ExitStack() as stack:
         cache = out / ".cache"
         if not cache.is_dir():
@@ -1199,7 +1215,6 @@ def dry_run_sweep(
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(f"{toml} holds a different sweep: running this one needs --restart")
-    device = resolve_device(exec_cfg.device)
     rows = [
         {**run_facts(r), "state": run_state(plan.sweep_dir / r.run_id)["state"]} for r in plan.runs
     ]

@@ -287,3 +287,15 @@ def test_cli_help_mentions_example_and_stays_torch_free():
     for command in ("sweep", "status"):
         result = cdlaw(command, "--help", cwd=REPO)
         assert result.returncode == 0 and "Example:" in result.stdout
+
+
+def test_cli_asking_for_a_missing_gpu_is_bad_input(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible here")
+    out = tmp_path / "runs"
+    result = cdlaw(
+        "sweep", REPO / "sweeps/smoke.toml", "--device", "cuda", "--out", out, cwd=tmp_path
+    )
+    assert result.returncode == 2 and "no CUDA GPU" in result.stderr and not out.exists()
