@@ -151,7 +151,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gpu", action="store_true", help="the GPU table instead of the CPU one")
     parser.add_argument(
-        "--steps", type=int, default=0, help="steps per run (default 400 CPU, 300 GPU)"
+        "--steps", type=int, default=0, help="steps per run (default 200 CPU, 300 GPU)"
     )
     parser.add_argument(
         "--repeats", type=int, default=2, help="CPU: interleaved repeats, best kept"
@@ -161,7 +161,7 @@ def main() -> None:
     if args.gpu:
         gpu(args.steps or 300, args.peak_tflops)
     else:
-        cpu(args.steps or 400, args.repeats)
+        cpu(args.steps or 200, args.repeats)
 
 
 if __name__ == "__main__":

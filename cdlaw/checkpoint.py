@@ -62,6 +62,13 @@ def find_checkpoint(path: Path) -> Path | None:
     return None
 
 
+def remove_checkpoint(path: Path) -> None:
+    """Delete the checkpoint folder and any half-swapped siblings."""
+    path = Path(path)
+    for suffix in ("", ".tmp", ".old"):
+        shutil.rmtree(path.with_name(path.name + suffix), ignore_errors=True)
+
+
 def load_checkpoint(path: Path, net, optimizer) -> dict:
     """Load weights, optimizer state and RNG states in place; return the saved `state`."""
     path = Path(path)

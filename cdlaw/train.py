@@ -37,7 +37,12 @@ import torch
 
 import cdlaw
 from cdlaw.atomic import write_json_atomic, write_parquet_atomic
-from cdlaw.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from cdlaw.checkpoint import (
+    find_checkpoint,
+    load_checkpoint,
+    remove_checkpoint,
+    save_checkpoint,
+)
 from cdlaw.config import ExecConfig, RunConfig, TrainConfig, to_dict
 from cdlaw.errors import BadInput
 from cdlaw.model import build_model, non_embedding_params
@@ -455,10 +460,10 @@ def train_run(
                 if evaluate:
                     write_metrics(metrics_path, rows)
 
-            if (step + 1) % train.checkpoint_every == 0 and not last:
+            stop = bool(stop_signal) or stop_after_steps == step + 1
+            if stop or ((step + 1) % train.checkpoint_every == 0 and not last):
                 checkpoint()
-            if stop_signal or stop_after_steps == step + 1:
-                checkpoint()
+            if stop:
                 raise RunInterrupted(
                     step + 1, f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
                 )
@@ -527,7 +532,7 @@ def train_run(
         "cdlaw_version": cdlaw.__version__,
     }
     write_json_atomic(result_path, result)
-    shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    remove_checkpoint(checkpoint_dir)
     return result
 
 

@@ -187,10 +187,20 @@ def test_resume_is_exact(reference, tmp_path):
     assert not (tmp_path / "result.json").exists()
     # The checkpoint at step 30 is replaced by the one at 37; metrics hold rows to step 35.
     assert curve(tmp_path).step.max() == 35
+    # As if killed mid-swap: the new folder half-written, the last good one renamed aside.
+    (tmp_path / "checkpoint").rename(tmp_path / "checkpoint.old")
+    (tmp_path / "checkpoint.tmp").mkdir()
+    (tmp_path / "checkpoint.tmp" / "model.safetensors").write_bytes(b"partial")
     resumed = train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
     assert resumed["loss"] == result["loss"]
     pd.testing.assert_frame_equal(curve(tmp_path), curve(run_dir))  # no lost or repeated rows
-    assert not (tmp_path / "checkpoint").exists()  # a finished run drops its optimizer state
+    # A finished run drops its optimizer state (and the leftovers of the cut-short swap).
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "config.json",
+        "metrics.parquet",
+        "model",
+        "result.json",
+    ]
     # Asking again returns the finished result without training.
     assert train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS) == resumed
 
