@@ -31,11 +31,23 @@ from cdlaw.streams import array_stream
 from cdlaw.train import autocast, autocast_dtype, resolve_device, train_run
 
 
-def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> float:
-    """Tokens per second of a plain PyTorch training loop (model build included)."""
+class Clock:
+    """Wall-clock and CPU seconds (all threads) since start: CPU time is what a busy
+    shared machine distorts least, wall time is what a user waits."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def rates(self, tokens: int) -> tuple[float, float]:
+        wall, cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        return tokens / wall, tokens / cpu
+
+
+def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> tuple[float, float]:
+    """Tokens per wall second and per CPU second of a plain PyTorch loop (build included)."""
     device = resolve_device(exec_cfg.device)
     amp = autocast_dtype(exec_cfg.precision, device)
-    start = time.perf_counter()
+    clock = Clock()
     net = build_model(cfg.model, seed=cfg.seed).to(device)
     lm = torch.compile(net) if exec_cfg.compile else net
     t = cfg.train
@@ -63,14 +75,14 @@ def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> float
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     loss.item()  # wait for the device
-    return steps * batch / (time.perf_counter() - start)
+    return clock.rates(steps * batch)
 
 
 def cdlaw_run(cfg: RunConfig, tokens: np.ndarray, val: np.ndarray, exec_cfg: ExecConfig):
     with tempfile.TemporaryDirectory() as run_dir:
-        start = time.perf_counter()
+        clock = Clock()
         result = train_run(cfg, run_dir, array_stream(tokens), val, exec_cfg)
-        return result["tokens_trained"] / (time.perf_counter() - start), result
+        return clock.rates(result["tokens_trained"] - 1), result
 
 
 def make_run(shape, vocab: int, seq_len: int, n_tokens: int, **train) -> RunConfig:
@@ -86,37 +98,41 @@ def make_run(shape, vocab: int, seq_len: int, n_tokens: int, **train) -> RunConf
     )
 
 
-def cpu(steps: int, repeats: int) -> None:
-    torch.set_num_threads(2)
-    vocab, seq_len, batch = (
-        2048,
-        128,
-        16,
-    )  # the sweep's defaults (DataConfig, ModelConfig, TrainConfig)
+def cpu(steps: int, repeats: int, threads: int) -> None:
+    torch.set_num_threads(threads)
+    vocab, seq_len, batch = 2048, 128, 16  # the sweep's defaults (data, model, train)
     exec_cfg = ExecConfig(device="cpu")
     rng = np.random.default_rng(0)
     val = rng.integers(0, vocab, DataConfig().val_tokens)
+    amp = autocast_dtype("auto", torch.device("cpu"))
     print(
-        f"CPU, {torch.get_num_threads()} threads, precision {autocast_dtype('auto', torch.device('cpu'))}"
+        f"CPU, {torch.get_num_threads()} threads, {amp or 'fp32'}; {steps} steps of {batch}×{seq_len}"
     )
-    print(f"{steps} steps of {batch}×{seq_len} tokens; eval every 200 steps on {len(val):,} tokens")
     print(
-        f"{'target':>7} {'n_params':>10} {'shape':>14} {'bare tok/s':>11} {'cdlaw tok/s':>12} {'ratio':>6} {'loss':>7}"
+        f"tokens; evaluation every 200 steps and at the end on {len(val):,} tokens; best of {repeats}"
+    )
+    print(
+        f"{'target':>7} {'n_params':>10} {'d/L/heads':>10} {'bare tok/s':>11} {'cdlaw tok/s':>12} "
+        f"{'ratio':>6} {'bare tok/cpu-s':>15} {'cdlaw tok/cpu-s':>16} {'ratio':>6}"
     )
     for target in (2e5, 1e6, 5e6):
         shape = shape_for_params(target, vocab)
+        # One token past the last batch so both loops train the same steps·batch targets.
         n_tokens = steps * batch * seq_len + 1
         tokens = rng.integers(0, vocab, n_tokens)
         cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch)
         bare, ours = [], []
         for _ in range(repeats):  # interleaved, best of each: the machine is shared
             bare.append(bare_loop(cfg, tokens, exec_cfg))
-            tps, result = cdlaw_run(cfg, tokens, val, exec_cfg)
-            ours.append(tps)
+            ours.append(cdlaw_run(cfg, tokens, val, exec_cfg)[0])
+        bw, bc = (max(r[i] for r in bare) for i in (0, 1))
+        ow, oc = (max(r[i] for r in ours) for i in (0, 1))
         n = count_params(shape, vocab).n_params
+        dims = f"{shape.d_model}/{shape.n_layers}/{shape.n_heads}"
         print(
-            f"{target:>7.0e} {n:>10,} {f'{shape.d_model}/{shape.n_layers}/{shape.n_heads}':>14} "
-            f"{max(bare):>11,.0f} {max(ours):>12,.0f} {max(ours) / max(bare):>6.2f} {result['loss']:>7.3f}"
+            f"{target:>7.0e} {n:>10,} {dims:>10} {bw:>11,.0f} {ow:>12,.0f} {ow / bw:>6.2f} "
+            f"{bc:>15,.0f} {oc:>16,.0f} {oc / bc:>6.2f}",
+            flush=True,
         )
 
 
@@ -136,8 +152,8 @@ def gpu(steps: int, peak_tflops: float) -> None:
         n_tokens = steps * batch * seq_len + 1
         tokens = rng.integers(0, vocab, n_tokens)
         cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch, micro_batch_size=micro)
-        bare = bare_loop(cfg, tokens, exec_cfg)
-        ours, _ = cdlaw_run(cfg, tokens, val, exec_cfg)
+        bare = bare_loop(cfg, tokens, exec_cfg)[0]
+        ours = cdlaw_run(cfg, tokens, val, exec_cfg)[0][0]
         n = count_params(shape, vocab).n_params
         mfu = (
             ours * flops_per_token(n, shape.n_layers, shape.d_model, seq_len) / (peak_tflops * 1e12)
@@ -156,12 +172,13 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=2, help="CPU: interleaved repeats, best kept"
     )
+    parser.add_argument("--threads", type=int, default=2, help="CPU: torch threads")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU bf16 dense peak")
     args = parser.parse_args()
     if args.gpu:
         gpu(args.steps or 300, args.peak_tflops)
     else:
-        cpu(args.steps or 200, args.repeats)
+        cpu(args.steps or 200, args.repeats, args.threads)
 
 
 if __name__ == "__main__":
