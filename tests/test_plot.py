@@ -454,3 +454,20 @@ def test_other_law_forms(tmp_path):
         if preset == "muennighoff2023":
             assert [a.get_title() for a in data_axes(figs["eta"])] == ["repetition"]
             assert not by_gid(ax, "fit:paraphrase") and by_gid(ax, "runs:paraphrase")
+    # a naive Chinchilla fit counts D + D′ as fresh tokens, in predictions and curves
+    path = tmp_path / "naive.fit.json"
+    law = PRESETS["chinchilla-besiroglu"]
+    path.write_text(json.dumps({**law.to_dict(), "naive": True, "n_rows": 72, "rmse_log": 0.02}))
+    inputs = load_inputs(csv, path)
+    r = inputs.rows.iloc[5]
+    assert r["derived_tokens"] > 0
+    assert r["predicted_loss"] == pytest.approx(
+        law.E + law.A / r["n_params"] ** law.alpha + law.B / r["tokens_trained"] ** law.beta
+    )
+    ax = data_axes(make_figure("loss", inputs))[0]
+    (curve,) = by_gid(ax, "fit:naive")
+    x, n = curve.get_xdata(), min(plotdata.SIZES)  # the first panel is the smallest model
+    np.testing.assert_allclose(
+        curve.get_ydata(), law.E + law.A / n**law.alpha + law.B / x**law.beta
+    )
+    assert not by_gid(ax, "fit:repetition")

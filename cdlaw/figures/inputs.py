@@ -118,6 +118,11 @@ def _read_metrics(runs_dir: Path) -> dict:
     return out
 
 
+def is_naive(fit: dict | None) -> bool:
+    """A `cdlaw fit --law chinchilla --naive` fit: derived tokens were counted as fresh."""
+    return bool((fit or {}).get("naive")) and (fit or {}).get("law") == "chinchilla"
+
+
 def prepare_rows(table, law: Law | None, fit: dict | None = None):
     """The table of runs with every column the figures use, computed where absent.
 
@@ -159,13 +164,19 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
             )
         }
         regime = np.full(n, "", dtype=object)
+        observed = df["loss"].to_numpy()
         for s in df["strategy"].unique():
             m = (df["strategy"] == s).to_numpy()
             try:
-                t = classify(law, N[m], D[m], Dp[m], s)
+                # As fit_rows.parquet does: the run placed in the bands by its observed loss.
+                t = classify(law, N[m], D[m], Dp[m], s, loss=observed[m])
+                if is_naive(fit):  # a naive Chinchilla fit counts every token as fresh
+                    predicted = law.loss(N[m], D[m] + Dp[m], 0.0, "none")
+                else:
+                    predicted = law.loss(N[m], D[m], Dp[m], s)
             except KeyError:
                 continue  # a strategy this law has no parameters for: no prediction
-            cols["predicted_loss"][m] = t.loss
+            cols["predicted_loss"][m] = predicted
             cols["loss_one_epoch"][m] = t.loss_one_epoch
             cols["loss_data_floor"][m] = t.loss_data_floor
             cols["loss_model_floor"][m] = t.loss_model_floor

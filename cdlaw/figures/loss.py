@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.figures import style
+from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
 
 MAX_ROWS, MAX_COLS = 5, 4
@@ -51,7 +52,7 @@ def loss_cells(rows, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS):
     return grid, len(cells) - shown
 
 
-def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
+def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive: bool = False):
     from matplotlib.transforms import blended_transform_factory
 
     L_1ep = float(law.loss_one_epoch(n, d))
@@ -132,9 +133,20 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str]):
         )
 
     grid = np.geomspace(d, x_hi, 200)
+    if naive:
+        # A naive Chinchilla fit reads D + D′ as fresh tokens: one curve for every strategy.
+        ax.plot(
+            grid,
+            law.loss(n, grid, 0.0, "none"),
+            color=style.BLACK,
+            linestyle="--",
+            linewidth=1.4,
+            label="fit, every token counted as fresh (naive)",
+            gid="fit:naive",
+        )
     for s in strategies:
         st = style.strategy_style(s)
-        if s in floors:
+        if s in floors and not naive:
             ax.plot(
                 grid,
                 law.loss(n, d, grid - d, s),
@@ -197,7 +209,7 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
             d = ds[j]
             cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
             present = [s for s in all_strategies if s in set(cell["strategy"])]
-            _panel(ax, law, cell, n, d, present)
+            _panel(ax, law, cell, n, d, present, is_naive(fit))
 
     handles, labels = [], []
     for ax in axes.flat:
