@@ -210,7 +210,7 @@ def test_resume_after_sigterm(reference, tmp_path):
     """A real SIGTERM to a training process: it checkpoints, dies by the signal, resumes exactly."""
     _, result = reference
     script = f"""
-import sys, numpy as np, torch
+import sys, time, numpy as np, torch
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 torch.set_num_threads(1)
 from test_train import make_cfg, TRAIN_TOKENS, VAL_TOKENS
@@ -219,6 +219,7 @@ from cdlaw.train import train_run
 def progress(p):
     if p["step"] >= 20:
         print("step", p["step"], flush=True)
+        time.sleep(0.2)  # leave the parent time to send the signal before the run ends
 train_run(make_cfg(checkpoint_every=1000), {str(tmp_path)!r}, array_stream(TRAIN_TOKENS), VAL_TOKENS,
           on_progress=progress)
 """
