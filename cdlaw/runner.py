@@ -694,6 +694,17 @@ class PoolExecutor:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
+    def terminate_workers(self, timeout: float = 120.0) -> None:
+        """SIGTERM each worker (it checkpoints and exits) and wait for them."""
+        import signal
+
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            proc.join(timeout)
+
     def drain(self) -> None:
         import queue as queue_mod
 
@@ -899,7 +910,8 @@ def run_sweep(
 
     trained: list[str] = []
     try:
-        trained = _schedule(plan, todo, retry, ex, exec_cfg, emit)
+        with _forward_sigterm(ex):
+            trained = _schedule(plan, todo, retry, ex, exec_cfg, emit)
     finally:
         ex.close()
     summary = rebuild_summary(sweep_dir)
@@ -974,6 +986,32 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
     if not same:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(toml, plan.sweep.text)
+
+
+@contextlib.contextmanager
+def _forward_sigterm(ex):
+    """On SIGTERM (a scheduler's stop, `kill`), let the workers checkpoint, then exit 143.
+
+    train_run stops at the end of its step and saves a checkpoint on SIGTERM; worker
+    processes get the signal passed on, instead of dying with the sweep mid-step.
+    """
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once is enough
+        if isinstance(ex, PoolExecutor):
+            ex.terminate_workers()
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _cost(facts: dict) -> float:
