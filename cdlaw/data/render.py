@@ -134,41 +134,40 @@ class _Facts:
         return f"{subject} {pred}"
 
 
-# Each style below is lean on purpose: its framing adds about a third to a half to the
-# document's length (tutorial and prose less), so a derived token carries nearly as many
-# fact statements as a repeated one, and most tokens are prose like the validation set.
+# Each style below is lean and mostly prose on purpose. Every fact is stated in a plain
+# sentence with the original documents' connectives; a style's own framing (a teaching
+# phrase, a question, an equation, a table) is short, and — except for the FAQ's
+# questions — comes after the opening sentence, so a document still begins as the
+# validation documents do. When paraphrases are 90% of what a model reads (D′/D = 15),
+# every systematic difference from the validation set costs loss (docs/corpus.md).
+CONNECTIVES = ("Also,", "In addition,", "Moreover,")  # the original documents' own
+TEACHING = ("Note that", "Remember that", "It is worth knowing that", "Keep in mind that")
 
 
-def _leads(f: _Facts, leads: tuple[str, ...], share: float) -> list[str]:
-    """Prose sentences, a `share` of them (after the first) opened by a lead-in phrase."""
+def _sentences(f: _Facts, rows=None, extra: tuple[str, ...] = (), share: float = 0.5):
+    """Plain sentences; after the first, a `share` open with a connective (or `extra`)."""
     out = []
-    for i, (*_, pred, _) in enumerate(f.rows):
-        lead = f.r.choice(leads) + " " if i and f.r.random() < share else ""
+    for i, (*_, pred, _) in enumerate(f.rows if rows is None else rows):
+        lead = ""
+        if i and f.r.random() < share:
+            lead = f.r.choice(extra if extra and f.r.random() < 0.5 else CONNECTIVES) + " "
         out.append(_cap(f"{lead}{f.sentence(i, pred)}."))
     return out
 
 
 def _tutorial(f: _Facts) -> str:
-    """A short lesson in plain prose (the CD paper's tutorial style)."""
-    intro = f.r.choice(
-        (
-            f"Let us learn about {f.name}.",
-            f"This lesson is about {f.name}.",
-            f"Here is what to know about {f.name}.",
-        )
-    )
-    leads = ("Note that", "Remember that", "It also helps to know that", "Next,", "Also,")
-    return " ".join([intro, *_leads(f, leads, 0.5)])
+    """Prose that teaches (the CD paper's tutorial style): the facts, with teaching phrases."""
+    return " ".join(_sentences(f, extra=TEACHING, share=0.6))
 
 
 def _faq(f: _Facts) -> str:
-    """Questions answered in full sentences; an answer often adds a related second fact."""
+    """Questions, each answered in full sentences that may add one or two related facts."""
     frame = f.r.randrange(3)
     parts, i = [], 0
     while i < len(f.rows):
-        take = 2 if f.r.random() < 0.7 and i + 1 < len(f.rows) else 1
+        take = min(f.r.choice((1, 2, 2, 3)), len(f.rows) - i)
         ask = f.rows[i][3].format(s=f.name)
-        answer = " ".join(_cap(f"{f.sentence(i + j, f.rows[i + j][2])}.") for j in range(take))
+        answer = " ".join(_sentences(f, f.rows[i : i + take], share=0.3))
         if frame == 0:
             parts.append(f"Q: {ask} A: {answer}")
         elif frame == 1:
@@ -179,44 +178,37 @@ def _faq(f: _Facts) -> str:
     return "\n".join(parts) if frame < 2 else " ".join(parts)
 
 
-def _is_number(value: str) -> bool:
-    return value.isdigit()
-
-
 def _math(f: _Facts) -> str:
-    """The facts as givens: prose sentences, each quantity also written as an equation."""
+    """Prose in which every quantity is also written as an equation."""
     frame = f.r.randrange(3)
-    out = [f.r.choice((f"Given facts about {f.name}.", f"What we know about {f.name}."))]
-    for i, (noun, v, pred, _) in enumerate(f.rows):
-        sentence = _cap(f.sentence(i, pred))
-        if not _is_number(v):
-            out.append(f"({'abcdefgh'[i]}) {sentence}." if frame == 2 else f"{sentence}.")
+    out = []
+    for sentence, (noun, v, _, _) in zip(_sentences(f), f.rows, strict=True):
+        if not v.isdigit():
+            out.append(sentence)
         elif frame == 0:
-            out.append(f"{sentence}, so {noun} = {v}.")
+            out.append(f"{sentence[:-1]}, so {noun} = {v}.")
         elif frame == 1:
-            out.append(f"{sentence} ({noun} = {v}).")
+            out.append(f"{sentence[:-1]} ({noun} = {v}).")
         else:
-            out.append(f"({'abcdefgh'[i]}) {sentence}; {noun} = {v}.")
+            out.append(f"{sentence[:-1]}; in symbols, {noun} = {v}.")
     return " ".join(out)
 
 
 def _table(f: _Facts) -> str:
-    """A compact table of the facts, then most of them again in full sentences."""
+    """The facts in sentences, then the same facts as a compact table."""
     frame = f.r.randrange(3)
     if frame == 0:
-        table = "\n".join(f"| {noun} | {v} |" for noun, v, _, _ in f.rows)
+        table = "| fact | value |\n" + "\n".join(f"| {noun} | {v} |" for noun, v, _, _ in f.rows)
     elif frame == 1:
         table = "\n".join(f"- {noun}: {v}" for noun, v, _, _ in f.rows)
     else:
         table = "; ".join(f"{noun}: {v}" for noun, v, _, _ in f.rows) + "."
-    keep = max(1, round(0.6 * len(f.rows)))  # the first rows, restated as prose
-    prose = [_cap(f"{f.sentence(i, pred)}.") for i, (*_, pred, _) in enumerate(f.rows[:keep])]
-    return f"{_cap(f.name)}\n{table}\n{' '.join(prose)}"
+    return f"{' '.join(_sentences(f))}\n{table}"
 
 
 def _prose(f: _Facts) -> str:
     """The original style, reworded and reordered."""
-    return " ".join(_leads(f, ("Besides,", "What is more,", "Likewise,", "Further,"), 0.4))
+    return " ".join(_sentences(f))
 
 
 RENDERERS = {"tutorial": _tutorial, "faq": _faq, "math": _math, "table": _table, "prose": _prose}
