@@ -27,7 +27,7 @@ for narrow ones, as in the named 14M–100M; mlp_hidden = OLMo-core's SwiGLU wid
 int(8·d_model/3) rounded up to a multiple of 16 (OLMo-core rounds to 256, which would more
 than double the MLP of a d_model-32 model). The shape whose n_params is nearest the target
 in log space wins. Neighbouring shapes are a few % apart above 10M parameters and up to
-~50% apart at the smallest sizes (where the LM head dominates and a layer is a big step):
+~60% apart at the smallest sizes (where the LM head dominates and a layer is a big step):
 a run records its exact n_params, which is what the law is fitted on.
 """
 
@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from cdlaw.errors import BadInput
 
-OLMO3_VOCAB_SIZE = 100_278  # the CD paper's (dolma2) tokenizer, as OLMo-core pads it
+OLMO3_VOCAB_SIZE = 100_278  # the CD paper's vocabulary (SPEC §3)
 
 # Ladder rule constants (see the module docstring).
 ASPECT_RATIO = 64  # d_model / n_layers
