@@ -54,37 +54,12 @@ BREAK_GUARD_STALE_S = 30.0  # breaking a lock takes milliseconds; an older guard
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
 
-SUMMARY_COLUMNS = (
-    "run_id",
-    "sweep",
-    "strategy",
-    "n_params",
-    "n_params_total",
-    "fresh_tokens",
-    "derived_tokens",
-    "tokens_trained",
-    "derived_ratio",
-    "epochs",
-    "tokens_per_param",
-    "lr",
-    "weight_decay",
-    "seed",
-    "d_model",
-    "n_layers",
-    "n_heads",
-    "seq_len",
-    "batch_tokens",
-    "vocab_size",
-    "schedule",
-    "loss",
-    "train_loss",
-    "status",
-    "flops",
-    "wall_seconds",
-    "tokens_per_second",
-    "device",
-    "corpus",
-    "cdlaw_version",
+# SPEC §5: the columns every summary row has (train_run adds a few more of its own).
+SUMMARY_COLUMNS = tuple(
+    """run_id sweep strategy n_params n_params_total fresh_tokens derived_tokens tokens_trained
+    derived_ratio epochs tokens_per_param lr weight_decay seed d_model n_layers n_heads seq_len
+    batch_tokens vocab_size schedule loss train_loss status flops wall_seconds tokens_per_second
+    device corpus cdlaw_version""".split()
 )
 FINISHED = ("done", "diverged", "failed")
 SORT_COLUMNS = [
