@@ -9,7 +9,9 @@ TORCH_INDEX ?=
 EXTRAS     ?= dev
 BIN        := $(VENV)/bin
 CDLAW      := $(BIN)/cdlaw
-STAMP      := $(VENV)/.installed
+comma      := ,
+# One stamp per set of extras, so `make test EXTRAS=dev,ray` installs ray even after a plain setup.
+STAMP      := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: setup test test-fast demo bench lint format clean
 

@@ -21,6 +21,10 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     os.close(fd)
     tmp = Path(tmp)
     try:
+        # mkstemp makes 0600 files; runs folders are shared (clusters), so use the umask's mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -32,7 +32,7 @@ def _root() -> None:
 
 
 # Human output (tables, progress, warnings) goes to stderr so that --json keeps stdout clean.
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 def number(text: str, what: str) -> float:
@@ -65,7 +65,8 @@ def main() -> None:
     _register()
     debug = os.environ.get("CDLAW_DEBUG") == "1"
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except BadInput as e:
         if debug:
             raise
