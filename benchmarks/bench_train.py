@@ -63,9 +63,11 @@ def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> tuple
     rows, seq_len = t.batch_size, cfg.model.seq_len
     micro = t.micro_batch_size or rows
     batch = rows * seq_len
-    steps = (len(tokens) - 1) // batch
+    steps = len(tokens) // batch  # the very last token is an input only, as in train_run
     for step in range(steps):
         chunk = data[step * batch : (step + 1) * batch + 1]
+        if len(chunk) == batch:  # the last batch: its last input has no target
+            chunk = torch.cat([chunk, chunk[-1:]])
         x, y = chunk[:-1].view(rows, seq_len), chunk[1:].view(rows, seq_len)
         for i in range(0, rows, micro):
             with autocast(device, amp):
@@ -82,7 +84,7 @@ def cdlaw_run(cfg: RunConfig, tokens: np.ndarray, val: np.ndarray, exec_cfg: Exe
     with tempfile.TemporaryDirectory() as run_dir:
         clock = Clock()
         result = train_run(cfg, run_dir, array_stream(tokens), val, exec_cfg)
-        return clock.rates(result["tokens_trained"] - 1), result
+        return clock.rates(result["tokens_trained"]), result
 
 
 def make_run(shape, vocab: int, seq_len: int, n_tokens: int, **train) -> RunConfig:
@@ -117,8 +119,7 @@ def cpu(steps: int, repeats: int, threads: int) -> None:
     )
     for target in (2e5, 1e6, 5e6):
         shape = shape_for_params(target, vocab)
-        # One token past the last batch so both loops train the same steps·batch targets.
-        n_tokens = steps * batch * seq_len + 1
+        n_tokens = steps * batch * seq_len
         tokens = rng.integers(0, vocab, n_tokens)
         cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch)
         bare, ours = [], []
@@ -149,7 +150,7 @@ def gpu(steps: int, peak_tflops: float) -> None:
     )
     for name, batch, micro in (("14M", 64, 32), ("60M", 64, 16), ("190M", 64, 16)):
         shape = named_shape(name)
-        n_tokens = steps * batch * seq_len + 1
+        n_tokens = steps * batch * seq_len
         tokens = rng.integers(0, vocab, n_tokens)
         cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch, micro_batch_size=micro)
         bare = bare_loop(cfg, tokens, exec_cfg)[0]

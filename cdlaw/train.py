@@ -416,7 +416,10 @@ def train_run(
             # --- Log, evaluate, check for divergence (the only places that sync). ----------
             evaluate = (step + 1) % train.eval_every == 0 or last
             if (step + 1) % train.log_every == 0 or step == 0 or evaluate:
-                train_loss = interval_loss.item() / max(1, state["interval_targets"])
+                if state["interval_targets"]:
+                    train_loss = interval_loss.item() / state["interval_targets"]
+                else:  # only the lone last token since the previous row: nothing new to say
+                    train_loss = state["train_loss"]
                 interval_loss.zero_()
                 state["interval_targets"] = 0
                 state["train_loss"] = train_loss

@@ -170,6 +170,16 @@ def test_every_token_once_in_order(tmp_path):
     assert [c - 1 for _, c in stream.reads] == [256] * 11 + [3_000 - 11 * 256]
 
 
+def test_a_lone_last_token_is_read_but_not_trained_on(tmp_path):
+    n = 2 * 256 + 1  # the third step holds one input and no target
+    cfg = make_cfg(n, log_every=2)
+    result = train_run(cfg, tmp_path, array_stream(TRAIN_TOKENS[:n]), VAL_TOKENS)
+    assert result["status"] == "done" and result["steps"] == 3
+    m = curve(tmp_path)
+    assert m.step.tolist() == [1, 2, 3] and m.tokens_seen.tolist() == [256, 512, n]
+    assert m.train_loss[2] == m.train_loss[1] != m.train_loss[0]  # step 3: no new loss
+
+
 def test_same_seed_same_loss_bit_for_bit(reference, tmp_path):
     run_dir, result = reference
     again = train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
