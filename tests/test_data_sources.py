@@ -196,6 +196,10 @@ def test_paraphrase_files_are_aligned_by_id_and_must_cover_D(tmp_path, jsonl, te
     s = run_stream(pc, "paraphrase", D, Dp, 10**6, 0)
     assert np.array_equal(s.read(D, Dp), np.concatenate(passes)[:Dp])
     assert s.derived_mask(D, Dp).all() and not s.derived_mask(0, D).any()
+    # The files hold paraphrases of the validation documents too; none is ever trained on.
+    val_ids = {f"d{i}" for i in range(len(texts))} - set(train_ids)
+    derived_text = tok.decode(s.read(D, Dp).tolist(), skip_special_tokens=False)
+    assert val_ids and not any(f"of {v} in" in derived_text for v in val_ids)
     # Styles select rows: only the table rows, which become pass 1.
     only = data(jsonl, paraphrases=str(paras), paraphrase_styles=("table",))
     pc_table = prepare_corpus(only, tmp_path, D)

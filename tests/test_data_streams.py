@@ -132,6 +132,10 @@ def test_paraphrase_stream_mixes_fresh_and_passes_of_the_documents_in_D(pc, cach
         :Dp
     ]
     assert Counter(tokens[mask].tolist()) == Counter(source.tolist())
+    lengths = [sum(map(len, _pass_parts(pc, blocks, n_docs, k))) for k in (1, 2, 3, 4)]
+    full = int(np.searchsorted(np.cumsum(lengths), Dp, side="right"))
+    used = full + (Dp - sum(lengths[:full])) / lengths[full]
+    assert s.info["paraphrase_passes_used"] == pytest.approx(used)
     pass_docs, _ = docs_of(np.concatenate(_pass_parts(pc, blocks, n_docs, 1)), pc.eos_id)
     assert len(pass_docs) == len(fresh_docs)
     # Aligned: pass 1 of the i-th document is the paraphrase of the i-th fresh document.
@@ -216,7 +220,7 @@ def test_bad_stream_requests_are_bad_input(pc):
         prepare_corpus(DataConfig(paraphrase_styles=("sonnet",)), pc.root, 100)
     with pytest.raises(BadInput, match=r"data\.paraphrases is for real corpora"):
         prepare_corpus(DataConfig(paraphrases="somewhere"), pc.root, 100)
-    with pytest.raises(BadInput, match="at least 257"):
+    with pytest.raises(BadInput, match="at least 128"):
         prepare_corpus(DataConfig(vocab_size=100), pc.root, 100)
 
 

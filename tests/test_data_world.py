@@ -66,8 +66,13 @@ def test_subjects_follow_the_zipf_popularity(w, docs):
 
 
 def test_documents_state_their_facts(w, docs):
+    from cdlaw.data.tokenizer import ASCII
+
+    styles = render.parse_styles(render.PARAPHRASE_STYLES)
     for d in docs[:300]:
         text = render.render(w, d)
+        # The embedded BPE knows only these characters: anything else would be lost.
+        assert set(text + render.render_paraphrase(w, d, 1, styles)[1]) <= set(ASCII)
         assert text.startswith(render._cap(w.names[d.subject]))
         for _, value in w.facts(d.subject, d.attrs):
             assert value in text

@@ -87,10 +87,11 @@ def prepare_corpus(
         raise BadInput(f"fresh_tokens must be positive, got {fresh_tokens}")
     if paraphrase_passes < 0:
         raise BadInput(f"paraphrase_passes must be ≥ 0, got {paraphrase_passes}")
-    if data.tokenizer == "bpe" and data.vocab_size < 257:
+    smallest = 128 if data.corpus == "embedded" else 257  # the BPE's bytes + end-of-text
+    if data.tokenizer == "bpe" and data.vocab_size < smallest:
         raise BadInput(
-            f"data.vocab_size must be at least 257 for the byte-level BPE (256 bytes and "
-            f"end-of-text), got {data.vocab_size}"
+            f"data.vocab_size must be at least {smallest} for the byte-level BPE of "
+            f"{data.corpus!r}, got {data.vocab_size}"
         )
     if data.corpus == "embedded":
         options = world.WorldOptions.from_config(data.world)
@@ -156,7 +157,8 @@ def _prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCor
                         for b in range(n_bpe_blocks)
                         for d in world.documents(w, b, world.TRAIN_STREAM)
                     )
-                    _save_tokenizer(root, tokenizer.train_bpe(texts, data.vocab_size))
+                    bpe = tokenizer.train_bpe(texts, data.vocab_size, alphabet=tokenizer.ASCII)
+                    _save_tokenizer(root, bpe)
                 else:
                     shutil.copyfile(
                         tokenizer.tokenizer_file(data.tokenizer), root / "tokenizer.json"
@@ -562,16 +564,20 @@ def run_stream(
     n_docs = _docs_inside(blocks, D)
     if not sum(n_docs):
         raise BadInput(_too_short_for_paraphrase(D, blocks))
-    parts, have, k = [], 0, 0
+    parts, have, k, passes_used = [], 0, 0, 0.0
     while have < Dp:
         k += 1
         if k > EMBEDDED_MAX_PASSES:
             raise BadInput(f"derived_tokens={Dp} needs more than {EMBEDDED_MAX_PASSES} passes")
-        for part in _pass_parts(prepared, blocks, n_docs, k):
+        pass_parts = _pass_parts(prepared, blocks, n_docs, k)
+        pass_tokens = sum(len(p) for p in pass_parts)
+        start = have
+        for part in pass_parts:
             parts.append(part[: Dp - have])
             have += len(parts[-1])
             if have >= Dp:
                 break
+        passes_used += (have - start) / pass_tokens
     derived = _Concat(parts)
     f_starts, (f0, f1) = _sequences(D, L)
     d_starts, (d0, d1) = _sequences(Dp, L)
@@ -583,7 +589,7 @@ def run_stream(
         segments += src.segments(offs[idx], offs[idx] + L, is_derived)
     segments += fresh.segments([f0], [f1], False) + derived.segments([d0], [d1], True)
     info["paraphrase_passes"] = Dp / D
-    info["paraphrase_passes_used"] = k
+    info["paraphrase_passes_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))
     return TokenStream(segments, info)
 

@@ -21,8 +21,26 @@ EOS = "<|endoftext|>"
 EOS_NAMES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "[SEP]")
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int):
-    """A byte-level BPE with `vocab_size` tokens (fewer if the text has too few merges)."""
+# Printable ASCII and newline: everything the embedded corpus writes. Its BPE starts from
+# these 96 characters instead of all 256 bytes, so a small vocabulary (the demo's 512)
+# spends its entries on merges rather than on bytes that never occur.
+ASCII = "\n" + "".join(chr(b) for b in range(32, 127))
+
+
+def byte_level_chars(text: str) -> list[str]:
+    """The byte-level BPE's characters for the bytes of `text` (GPT-2's byte → char map)."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    extra = iter(range(256, 512))
+    table = {b: chr(b) if b in printable else chr(next(extra)) for b in range(256)}
+    return sorted({table[b] for b in text.encode()})
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, alphabet: str | None = None):
+    """A byte-level BPE with `vocab_size` tokens (fewer if the text has too few merges).
+
+    It starts from all 256 bytes, so any text can be encoded, or — for a closed corpus
+    like the embedded one — from the bytes of `alphabet` only.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -31,7 +49,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int):
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=[EOS],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=(
+            pre_tokenizers.ByteLevel.alphabet() if alphabet is None else byte_level_chars(alphabet)
+        ),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
