@@ -1,7 +1,9 @@
 """Training curves: validation loss against tokens seen, one line per run.
 
 One panel per model size; colour, marker and line style are the strategy. Each run ends
-in a marker at its final loss, the number the fit uses.
+in a marker at its final loss, the number the fit uses. Validation is evaluated every
+few hundred steps, so the training loss (logged far more often) is drawn faintly behind
+it to show the shape of the run between evaluations.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
     for run_id, m in metrics.items():
         if "val_loss" not in m.columns or "tokens_seen" not in m.columns:
             continue
-        m = m[np.isfinite(m["val_loss"].to_numpy(float))]
-        if not len(m):
+        if not np.isfinite(m["val_loss"].to_numpy(float)).any():
             continue
         rec = info.get(str(run_id), {})
         runs.append((run_id, m, float(rec.get("n_params", np.nan)), rec.get("strategy", "run")))
@@ -45,14 +46,30 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
             if not (rn == n or (np.isnan(n) and np.isnan(rn))):
                 continue
             st = style.strategy_style(s)
-            x, y = m["tokens_seen"].to_numpy(float), m["val_loss"].to_numpy(float)
+            seen = m["tokens_seen"].to_numpy(float)
+            if "train_loss" in m.columns:
+                ax.plot(
+                    seen,
+                    m["train_loss"].to_numpy(float),
+                    color=st["color"],
+                    linewidth=0.6,
+                    alpha=0.22,
+                    zorder=1,
+                    gid=f"train:{run_id}",
+                )
+            val = m["val_loss"].to_numpy(float)
+            ok = np.isfinite(val)
+            x, y = seen[ok], val[ok]
             ax.plot(
                 x,
                 y,
                 color=st["color"],
                 linestyle=st["linestyle"],
                 linewidth=1.1,
-                alpha=0.85,
+                alpha=0.9,
+                marker=st["marker"],
+                markersize=2.5,
+                zorder=3,
                 gid=f"run:{run_id}",
             )
             ax.plot(
@@ -86,6 +103,7 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
         )
         for s in strategies
     ]
+    handles.append(Line2D([], [], color="0.5", linewidth=0.6, alpha=0.5, label="training loss"))
     handles.append(
         Line2D(
             [],
