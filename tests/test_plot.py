@@ -308,6 +308,8 @@ def test_curves_one_line_per_run(figures, inputs):
     ok = np.isfinite(m["val_loss"])
     np.testing.assert_allclose(line.get_xdata(), m["tokens_seen"][ok])
     np.testing.assert_allclose(line.get_ydata(), m["val_loss"][ok])
+    (train,) = by_gid(fig, f"train:{run_id}")  # every logged step, behind the evaluations
+    np.testing.assert_allclose(train.get_ydata(), m["train_loss"])
     for ax in data_axes(fig):
         assert ax.get_xscale() == "log" and "(tokens)" in ax.get_xlabel()
     assert len(data_axes(fig)) == len(plotdata.SIZES)
