@@ -2,8 +2,9 @@
 build each run's exact token stream from it (SPEC §3, §11).
 
 The cache lives under `<cache_dir>/data/<key>/`, keyed by a content hash of everything
-that decides its tokens (the corpus bytes or the embedded world's options and seed, the
-tokenizer, and — for real corpora, whose split depends on it — `data.val_tokens`):
+that decides its tokens (the corpus bytes, or the embedded world's options and seed and
+the code that renders it; the tokenizer; and — for real corpora, whose split depends on
+it — `data.val_tokens`):
 
     tokenizer.json          the trained BPE, or a copy of the given tokenizer
     meta.json               what the folder holds (written after the tokenizer and split)
@@ -87,6 +88,8 @@ def prepare_corpus(
         raise BadInput(f"fresh_tokens must be positive, got {fresh_tokens}")
     if paraphrase_passes < 0:
         raise BadInput(f"paraphrase_passes must be ≥ 0, got {paraphrase_passes}")
+    if data.corpus_seed < 0:
+        raise BadInput(f"data.corpus_seed must be ≥ 0, got {data.corpus_seed}")
     smallest = 128 if data.corpus == "embedded" else 257  # the BPE's bytes + end-of-text
     if data.tokenizer == "bpe" and data.vocab_size < smallest:
         raise BadInput(
