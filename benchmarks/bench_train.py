@@ -100,7 +100,7 @@ def make_run(shape, vocab: int, seq_len: int, n_tokens: int, **train) -> RunConf
     )
 
 
-def cpu(steps: int, repeats: int, threads: int) -> None:
+def cpu(steps: int, repeats: int, threads: int, sizes: list[float]) -> None:
     torch.set_num_threads(threads)
     vocab, seq_len, batch = 2048, 128, 16  # the sweep's defaults (data, model, train)
     exec_cfg = ExecConfig(device="cpu")
@@ -117,7 +117,7 @@ def cpu(steps: int, repeats: int, threads: int) -> None:
         f"{'target':>7} {'n_params':>10} {'d/L/heads':>10} {'bare tok/s':>11} {'cdlaw tok/s':>12} "
         f"{'ratio':>6} {'bare tok/cpu-s':>15} {'cdlaw tok/cpu-s':>16} {'ratio':>6}"
     )
-    for target in (2e5, 1e6, 5e6):
+    for target in sizes:
         shape = shape_for_params(target, vocab)
         n_tokens = steps * batch * seq_len
         tokens = rng.integers(0, vocab, n_tokens)
@@ -174,12 +174,17 @@ def main() -> None:
         "--repeats", type=int, default=2, help="CPU: interleaved repeats, best kept"
     )
     parser.add_argument("--threads", type=int, default=2, help="CPU: torch threads")
+    parser.add_argument(
+        "--sizes", default="2e5,1e6,5e6", help="CPU: target n_params, comma-separated"
+    )
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU bf16 dense peak")
     args = parser.parse_args()
     if args.gpu:
         gpu(args.steps or 300, args.peak_tflops)
     else:
-        cpu(args.steps or 200, args.repeats, args.threads)
+        cpu(
+            args.steps or 200, args.repeats, args.threads, [float(x) for x in args.sizes.split(",")]
+        )
 
 
 if __name__ == "__main__":
