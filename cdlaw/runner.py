@@ -602,9 +602,9 @@ class InProcessExecutor:
 _WORKER: dict = {}
 
 
-def _pool_init(queue, slot_counter, threads: int, gpus: int) -> None:
+def _pool_init(queue, slot_counter, threads: int, gpus: int, parent: int) -> None:
     """In each worker: die with the parent, pin torch threads and (with GPUs) one device."""
-    _die_with_parent()
+    _die_with_parent(parent)
     with slot_counter.get_lock():
         slot = slot_counter.value
         slot_counter.value += 1
@@ -614,7 +614,7 @@ def _pool_init(queue, slot_counter, threads: int, gpus: int) -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
     """Linux: SIGKILL this worker when the sweep process dies (even by kill -9), so that no
     orphan keeps training a run the restarted sweep then waits for."""
     import ctypes
@@ -623,6 +623,10 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    # The sweep may have died while this worker started, before the line above: then no
+    # signal comes, and the worker would take queued runs as an orphan.
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _pool_task(task: RunTask) -> dict:
@@ -652,7 +656,7 @@ class PoolExecutor:
                 jobs,
                 mp_context=self._ctx,
                 initializer=_pool_init,
-                initargs=(self._queue, counter, threads, gpus),
+                initargs=(self._queue, counter, threads, gpus, os.getpid()),
             )
         return self._pool
 

@@ -1,6 +1,7 @@
 """Faults (SPEC §13): kill -9 in the middle of a run and between runs, two sweeps on one
 folder, a diverging run, a failing run, and the run locks underneath."""
 
+import contextlib
 import json
 import os
 import signal
@@ -60,6 +61,7 @@ def write_sweep(root: Path, name: str, extra_grid: str = "", sizes: str = '"20K"
 
 
 def start_sweep(path: Path, root: Path, jobs: int, log: Path) -> subprocess.Popen:
+    """The sweep in a process group of its own (pgid = its pid), with its workers."""
     args = ["sweep", path, "--out", root, "--jobs", jobs, "--threads", 1, "--json"]
     return subprocess.Popen(
         [sys.executable, "-m", "cdlaw", *map(str, args)],
@@ -68,6 +70,7 @@ def start_sweep(path: Path, root: Path, jobs: int, log: Path) -> subprocess.Pope
         stderr=log.open("w"),
         text=True,
         env={**os.environ, "COLUMNS": "1000"},
+        start_new_session=True,
     )
 
 
@@ -126,15 +129,80 @@ def reference(runs_root):
 
 
 # --- kill -9 -----------------------------------------------------------------------------
+#
+# A kill -9 lands at an instant the test cannot choose by polling alone: on a loaded machine
+# a tiny run can finish between seeing its checkpoint and the kill, and the workers die a
+# moment after the sweep (PR_SET_PDEATHSIG), so a status read at once still sees their live
+# locks. So the sweep and its workers are frozen (SIGSTOP) at a moment the runs folder
+# shows what the kill must interrupt, and killed frozen: the kill hits exactly that state.
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat after the command name: [state, ppid, pgrp, …]."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
 
 
 def pid_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    stat = proc_stat(pid)
+    return stat is None or stat[0] in ("Z", "X")  # a zombie is dead, only not reaped
+
+
+def stopped(pid: int) -> bool:
+    return (stat := proc_stat(pid)) is None or stat[0] in ("T", "t", "Z", "X")
+
+
+def group(pgid: int) -> list[int]:
+    pids = (int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit())
+    return [pid for pid in pids if (stat := proc_stat(pid)) and stat[2] == str(pgid)]
+
+
+def freeze_when(proc: subprocess.Popen, condition, timeout: float = 180):
+    """SIGSTOP the sweep's process group at a moment `condition()` is true; return its value.
+
+    The condition is checked again once every process of the group has stopped (no file
+    changes after that); if a run finished in between, the group goes on until next time.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        wait_for(lambda: proc.poll() is not None or condition(), deadline - time.monotonic())
+        assert proc.poll() is None, "the sweep ended before the kill"
+        os.killpg(proc.pid, signal.SIGSTOP)
+        wait_for(lambda: all(stopped(pid) for pid in group(proc.pid)), timeout=20)
+        if value := condition():
+            return value
+        os.killpg(proc.pid, signal.SIGCONT)
+
+
+def kill_frozen(proc: subprocess.Popen) -> None:
+    """kill -9 the (frozen) sweep alone, then let the rest of its group go on."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # PDEATHSIG may have emptied the group
+        os.killpg(proc.pid, signal.SIGCONT)
+
+
+def mid_run(sweep_dir: Path) -> set[str]:
+    """Runs with a checkpoint (or the old one, mid-swap) and no result: a kill cuts them short."""
+    if not sweep_dir.is_dir():
+        return set()
+    return {
+        p.name
+        for p in sweep_dir.iterdir()
+        if any((p / name).is_dir() for name in ("checkpoint", "checkpoint.old"))
+        and not (p / "result.json").exists()
+    }
+
+
+def lock_holders(sweep_dir: Path) -> dict[str, int]:
+    """run_id -> pid of the process holding its lock (a lock frozen half-written is left out)."""
+    holders = {}
+    for p in sweep_dir.glob(f"*/{LOCK_NAME}"):
+        with contextlib.suppress(ValueError, KeyError):
+            holders[p.parent.name] = json.loads(p.read_text())["pid"]
+    return holders
 
 
 @pytest.mark.slow
@@ -145,17 +213,29 @@ def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path
     path = write_sweep(runs_root, "kill-mid")
     sweep_dir = runs_root / "kill-mid"
     proc = start_sweep(path, runs_root, jobs=2, log=tmp_path / "first.log")
-    wait_for(lambda: list(sweep_dir.glob("*/checkpoint/state.json")))
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    in_flight = {rid: a[-1]["pid"] for rid, a in attempts(sweep_dir).items()}
-    done_before = result_stamps(sweep_dir)
-    partial = {r["run_id"] for r in sweep_status(sweep_dir) if r["state"] == "partial"}
-    assert partial, "the kill should land mid-run"
-    # The workers die with the sweep (PR_SET_PDEATHSIG): no orphan keeps training.
-    for rid, pid in in_flight.items():
-        if rid not in done_before:
-            wait_for(lambda pid=pid: pid_gone(pid), timeout=20, every=0.05)
+    try:
+        cut = freeze_when(proc, lambda: mid_run(sweep_dir))
+        sweep_processes = group(proc.pid)  # the sweep, its workers, multiprocessing's helper
+        holders = lock_holders(sweep_dir)
+        done_before = result_stamps(sweep_dir)
+        in_flight = {rid: a[-1]["pid"] for rid, a in attempts(sweep_dir).items()}
+        in_flight = {rid: pid for rid, pid in in_flight.items() if rid not in done_before}
+        # The runs are trained in the sweep's worker processes, not in the sweep itself.
+        assert cut <= set(holders) and proc.pid not in holders.values()
+        assert all(proc_stat(pid)[1] == str(proc.pid) for pid in holders.values())
+        kill_frozen(proc)
+        # The workers die with the sweep (PR_SET_PDEATHSIG): no orphan keeps training, and
+        # the runs' states are read only once no process of the sweep is left.
+        assert set(holders.values()) <= set(sweep_processes)
+        wait_for(lambda: all(pid_gone(pid) for pid in sweep_processes), timeout=30, every=0.05)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # leave no stopped process behind
+        raise
+    states = {r["run_id"]: r["state"] for r in sweep_status(sweep_dir)}
+    assert {rid for rid, s in states.items() if s == "partial"} == cut
+    assert {rid for rid, s in states.items() if s == "done"} == set(done_before)
+    assert "running" not in states.values()
 
     outcome = finish(start_sweep(path, runs_root, jobs=1, log=tmp_path / "second.log"))
     assert outcome["counts"] == {"done": 6}
@@ -164,9 +244,8 @@ def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path
     tries = attempts(sweep_dir)
     assert set(outcome["trained"]) == set(tries) - set(done_before)
     for rid, runs in tries.items():
-        assert len(runs) == (2 if rid in in_flight and rid not in done_before else 1)
-        if rid in partial:
-            assert runs[-1]["resumed"] is True
+        assert len(runs) == (2 if rid in in_flight else 1)
+        assert runs[-1]["resumed"] is (rid in cut)
     assert_metrics_written_once(sweep_dir)
 
 
@@ -175,15 +254,18 @@ def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path):
     path = write_sweep(runs_root, "kill-between")
     sweep_dir = runs_root / "kill-between"
     proc = start_sweep(path, runs_root, jobs=1, log=tmp_path / "first.log")
-    wait_for(lambda: list(sweep_dir.glob("*/result.json")))
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done_before = result_stamps(sweep_dir)
+    try:
+        done_before = freeze_when(proc, lambda: result_stamps(sweep_dir))
+        kill_frozen(proc)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # leave no stopped process behind
+        raise
     assert 1 <= len(done_before) < 6
 
     outcome = finish(start_sweep(path, runs_root, jobs=1, log=tmp_path / "second.log"))
     assert outcome["counts"] == {"done": 6}
-    assert set(outcome["trained"]).isdisjoint(done_before)
+    assert set(outcome["trained"]) == {r.run_id for r in load_sweep(path).runs()} - set(done_before)
     assert losses(sweep_dir) == reference
     assert result_stamps(sweep_dir).items() >= done_before.items()
     tries = attempts(sweep_dir)
