@@ -26,12 +26,14 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
 The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strategy "none",
 shared by both strategies. Every mistake is a BadInput naming the file, the key and what
 would be valid, raised before anything is written.
+
+The expansion into runs is in cdlaw.grid; the facts of a run and `--only` in
+cdlaw.sweep_plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ from cdlaw.config import (
     unknown_key_message,
 )
 from cdlaw.errors import BadInput
+from cdlaw.grid import RATIO_KEYS, SHAPE_KEYS, Cell, expand, grid_cells
 
 try:
     import tomllib
@@ -66,33 +69,11 @@ GRID_AXES = (
 )
 GRID_KEYS = (*GRID_AXES, "zip", "repetition", "paraphrase")
 DERIVED_STRATEGIES = ("repetition", "paraphrase")
-# The ratio axis may be written three ways; each maps to r = D′/D.
-RATIO_KEYS = {"derived_ratio": 0.0, "epochs": -1.0, "passes": 0.0}  # r = value + offset
 STRATEGY_RATIO_KEYS = {
     "repetition": ("derived_ratio", "epochs"),
     "paraphrase": ("derived_ratio", "passes"),
 }
-SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "mlp_hidden")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One point of the grid, before it becomes a run (kept for exclude and --only)."""
-
-    size: str  # as written in the sweep file ("1M", "olmo3_14M", or "custom")
-    d_axis: str  # "fresh_tokens" or "tokens_per_param"
-    d_value: float
-    strategy: str  # as in the grid (repetition | paraphrase), before r = 0 becomes "none"
-    ratio_key: str  # "derived_ratio", "epochs" or "passes"
-    ratio_value: float
-    lr: float
-    weight_decay: float
-    seed: int
-
-    @property
-    def derived_ratio(self) -> float:
-        return self.ratio_value + RATIO_KEYS[self.ratio_key]
 
 
 @dataclass(frozen=True)
@@ -120,7 +101,7 @@ class SweepConfig:
 
     def cells(self) -> list[Cell]:
         """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""
-        return [c for c in _cells(self) if not any(_matches(c, ex) for ex in self.exclude)]
+        return [c for c in grid_cells(self) if not any(_matches(c, ex) for ex in self.exclude)]
 
     def runs(self, vocab_size: int | None = None) -> list[RunConfig]:
         """The sweep's runs, in grid order, the shared D′ = 0 runs once.
@@ -422,7 +403,7 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
         raise BadInput("exclude must be an array of tables ([[exclude]] with keys like size = ...)")
     valid = ["size", sweep.d_axis, "strategy", "derived_ratio", "epochs", "passes", "lr",
              "weight_decay", "seed"]  # fmt: skip
-    cells = list(_cells(sweep))
+    cells = list(grid_cells(sweep))
     out = []
     for i, entry in enumerate(entries, 1):
         if not entry:
@@ -446,55 +427,8 @@ def _fmt_entry(entry: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Expansion.
+# [[exclude]] entries against cells.
 # ---------------------------------------------------------------------------------------
-
-
-def _cells(sweep: SweepConfig):
-    """All cells: zipped axes vary together, the groups (and the other axes) as a product.
-
-    The ratio axis depends on the strategy (grid.<strategy> tables), so it is expanded
-    inside each strategy unless it is zipped with other axes.
-    """
-    axes: dict[str, tuple] = {
-        "size": sweep.sizes or ("custom",),
-        sweep.d_axis: sweep.d_values,
-        "strategy": sweep.strategies,
-        "lr": sweep.lrs,
-        "weight_decay": sweep.weight_decays,
-        "seed": sweep.seeds,
-    }
-    ratio_keys = {key for key, _ in sweep.ratios.values()}
-    shared_ratio = len(ratio_keys) == 1 and len({v for _, v in sweep.ratios.values()}) == 1
-    if shared_ratio:
-        (key,) = ratio_keys
-        axes[key] = next(iter(sweep.ratios.values()))[1]
-    # groups: each zip group is one factor; every axis not zipped is its own factor
-    zipped = {a for g in sweep.zip_groups for a in g}
-    factors = [(g, list(zip(*(axes[a] for a in g), strict=True))) for g in sweep.zip_groups]
-    factors += [((a,), [(v,) for v in vals]) for a, vals in axes.items() if a not in zipped]
-    for combo in itertools.product(*(vals for _, vals in factors)):
-        point = {}
-        for (names, _), values in zip(factors, combo, strict=True):
-            point.update(zip(names, values, strict=True))
-        strategy = point["strategy"]
-        if shared_ratio:
-            key = next(iter(ratio_keys))
-            ratio_values = (point[key],)
-        else:
-            key, ratio_values = sweep.ratios[strategy]
-        for value in ratio_values:
-            yield Cell(
-                size=point["size"],
-                d_axis=sweep.d_axis,
-                d_value=point[sweep.d_axis],
-                strategy=strategy,
-                ratio_key=key,
-                ratio_value=value,
-                lr=point["lr"],
-                weight_decay=point["weight_decay"],
-                seed=point["seed"],
-            )
 
 
 def _matches(cell: Cell, entry: dict) -> bool:
@@ -533,182 +467,3 @@ def _as_float(value) -> float:
 
 def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def round_tokens(x: float) -> int:
-    """Token counts are exact integers: round half up (deterministic, unlike banker's round)."""
-    return math.floor(x + 0.5)
-
-
-def cell_shape(sweep: SweepConfig, size: str, vocab_size: int):
-    """The Shape of a cell's model (from grid.size or the fixed [model] shape)."""
-    from cdlaw.shapes import Shape, resolve_size
-
-    if not sweep.sizes:
-        return Shape(*(sweep.model[k] for k in SHAPE_KEYS))
-    return resolve_size(size, vocab_size)
-
-
-def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]:
-    """The RunConfigs of a sweep (see SweepConfig.runs)."""
-    from cdlaw.shapes import count_params
-
-    if vocab_size is None:
-        if sweep.data.tokenizer != "bpe":
-            raise ValueError("expand: a non-BPE tokenizer needs the real vocab_size")
-        vocab_size = sweep.data.vocab_size
-    data = sweep.data
-    if data.tokenizer != "bpe" and data.vocab_size != vocab_size:
-        data = dataclasses.replace(data, vocab_size=vocab_size)  # record the real vocabulary
-    seq_len = sweep.model.get("seq_len", ModelConfig.seq_len)
-    extra = {k: v for k, v in sweep.model.items() if k not in (*SHAPE_KEYS, "seq_len")}
-    shapes: dict[str, object] = {}
-    runs: dict[str, RunConfig] = {}
-    for cell in sweep.cells():
-        if cell.size not in shapes:
-            shape = cell_shape(sweep, cell.size, vocab_size)
-            twin = next((k for k, v in shapes.items() if v == shape), None)
-            if twin is not None:
-                raise BadInput(
-                    f"grid.size {twin!r} and {cell.size!r} give the same model "
-                    f"(d_model {shape.d_model}, {count_params(shape, vocab_size).n_params:,} "
-                    f"parameters with a {vocab_size}-token vocabulary); drop one or space "
-                    "the sizes further apart"
-                )
-            shapes[cell.size] = shape
-        shape = shapes[cell.size]
-        n_params = count_params(shape, vocab_size).n_params
-        if cell.d_axis == "fresh_tokens":
-            fresh = round_tokens(cell.d_value)
-        else:
-            fresh = round_tokens(cell.d_value * n_params)
-        where = f"cell size={cell.size}, {cell.d_axis}={cell.d_value:g}"
-        if fresh < seq_len:
-            raise BadInput(
-                f"{where} has D = {fresh} fresh tokens, fewer than one sequence "
-                f"(seq_len {seq_len}); raise {cell.d_axis}"
-            )
-        derived = round_tokens(cell.derived_ratio * fresh)
-        if cell.derived_ratio > 0 and derived == 0:
-            raise BadInput(
-                f"{where}, {cell.ratio_key}={cell.ratio_value:g} gives D′ = 0 derived tokens; "
-                "use a larger ratio or D"
-            )
-        label = cell.size if sweep.sizes else "custom"
-        model = dataclasses.replace(shape.model_config(vocab_size, seq_len, size=label), **extra)
-        cfg = RunConfig(
-            sweep=sweep.name,
-            strategy=cell.strategy if derived > 0 else "none",
-            fresh_tokens=fresh,
-            derived_tokens=derived,
-            seed=cell.seed,
-            model=model,
-            data=data,
-            train=dataclasses.replace(sweep.train, lr=cell.lr, weight_decay=cell.weight_decay),
-        )
-        runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by both strategies
-    return list(runs.values())
-
-
-# ---------------------------------------------------------------------------------------
-# What the tables show, and --only filters on.
-# ---------------------------------------------------------------------------------------
-
-
-def run_facts(cfg: RunConfig) -> dict:
-    """The plan-table facts of a run: N, D, D′, r, tokens, FLOPs, steps (torch-free)."""
-    from cdlaw.shapes import count_params, flops_per_token
-
-    counts = count_params(cfg.model)
-    batch_tokens = cfg.train.batch_size * cfg.model.seq_len
-    tokens = cfg.tokens_trained
-    return {
-        "run_id": cfg.run_id,
-        "size": cfg.model.size,
-        "strategy": cfg.strategy,
-        "n_params": counts.n_params,
-        "n_params_total": counts.n_params_total,
-        "fresh_tokens": cfg.fresh_tokens,
-        "derived_tokens": cfg.derived_tokens,
-        "derived_ratio": cfg.derived_tokens / cfg.fresh_tokens,
-        "epochs": tokens / cfg.fresh_tokens,
-        "tokens_trained": tokens,
-        "tokens_per_param": cfg.fresh_tokens / counts.n_params,
-        "flops": 6.0 * counts.n_params * tokens,
-        "flops_per_token": flops_per_token(
-            counts.n_params, cfg.model.n_layers, cfg.model.d_model, cfg.model.seq_len
-        ),
-        "steps": math.ceil(tokens / batch_tokens),
-        "batch_tokens": batch_tokens,
-        "lr": cfg.train.lr,
-        "weight_decay": cfg.train.weight_decay,
-        "seed": cfg.seed,
-    }
-
-
-ONLY_KEYS = (
-    "run_id",
-    "size",
-    "strategy",
-    "n_params",
-    "fresh_tokens",
-    "derived_tokens",
-    "derived_ratio",
-    "epochs",
-    "tokens_trained",
-    "tokens_per_param",
-    "lr",
-    "weight_decay",
-    "seed",
-)
-_ONLY_TEXT_KEYS = ("run_id", "size", "strategy")
-_CLAUSE = re.compile(r"^\s*([A-Za-z_]+)\s*(<=|>=|==|!=|=|<|>)\s*(.+?)\s*$")
-
-
-def parse_only(expr: str):
-    """`--only` as a predicate on run_facts(): comma-separated clauses, all must hold.
-
-    A clause is `key OP value`, OP one of = == != < <= > >=; `=`/`!=` take alternatives
-    separated by `|`. Examples: `strategy=paraphrase|none`, `n_params<1e6,seed=0`. Parsed
-    by a regular expression, never evaluated.
-    """
-    clauses = []
-    for part in expr.split(","):
-        m = _CLAUSE.match(part)
-        if not m:
-            raise BadInput(
-                f"--only clause {part.strip()!r} is not `key OP value` "
-                "(e.g. strategy=paraphrase, n_params<1e6)"
-            )
-        key, op, value = m.groups()
-        if key not in ONLY_KEYS:
-            raise BadInput(unknown_key_message(f"--only key {key}", key, list(ONLY_KEYS)))
-        op = "=" if op == "==" else op
-        alternatives = value.split("|")
-        if key in _ONLY_TEXT_KEYS:
-            if op not in ("=", "!="):
-                raise BadInput(f"--only {key} compares with = or != only, got {op!r}")
-            wants = alternatives
-        else:
-            if len(alternatives) > 1 and op not in ("=", "!="):
-                raise BadInput(f"--only {key}{op}{value}: alternatives (|) need = or !=")
-            wants = [_number(v, f"--only {key}") for v in alternatives]
-        clauses.append((key, op, wants))
-
-    def keep(facts: dict) -> bool:
-        for key, op, wants in clauses:
-            have = facts[key]
-            if op in ("=", "!="):
-                hit = any(
-                    (have == w) if isinstance(w, str) else _same(float(have), w) for w in wants
-                )
-                if hit != (op == "="):
-                    return False
-            else:
-                w = wants[0]
-                ok = {"<": have < w, "<=": have <= w, ">": have > w, ">=": have >= w}[op]
-                if not ok:
-                    return False
-        return True
-
-    return keep

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import torch
 
-from cdlaw import runner
+from cdlaw import locks
 from cdlaw.config import ExecConfig
-from cdlaw.runner import LOCK_NAME, RunLock, read_lock, run_sweep, sweep_status
+from cdlaw.locks import LOCK_NAME, RunLock, read_lock
+from cdlaw.runner import run_sweep, sweep_status
 from cdlaw.sweep import load_sweep
 
 torch.set_num_threads(1)
@@ -391,13 +392,13 @@ def test_another_hosts_lock_goes_stale_without_heartbeat(tmp_path):
     path = tmp_path / LOCK_NAME
     write_lock(path, pid=1, host="elsewhere")
     assert not RunLock(path).acquire()  # fresh heartbeat: held
-    old = time.time() - runner.LOCK_STALE_S - 5
+    old = time.time() - locks.LOCK_STALE_S - 5
     os.utime(path, (old, old))
     assert RunLock(path).acquire()
 
 
 def test_the_heartbeat_keeps_the_lock_fresh(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "LOCK_HEARTBEAT_S", 0.02)
+    monkeypatch.setattr(locks, "LOCK_HEARTBEAT_S", 0.02)
     path = tmp_path / LOCK_NAME
     lock = RunLock(path)
     assert lock.acquire()
@@ -421,7 +422,7 @@ def test_a_break_in_progress_is_not_broken_twice(tmp_path):
     guard = path.with_name(path.name + ".break")
     guard.write_text("")  # another process is breaking this stale lock right now
     assert not RunLock(path).acquire() and path.exists()
-    old = time.time() - runner.BREAK_GUARD_STALE_S - 5
+    old = time.time() - locks.BREAK_GUARD_STALE_S - 5
     os.utime(guard, (old, old))  # … or died doing it, long ago
     assert not RunLock(path).acquire()  # the old guard is cleared first
     assert RunLock(path).acquire() and not guard.exists()

@@ -1,0 +1,206 @@
+"""`--dry-run`: the table of runs and a time estimate from a short measured calibration.
+
+Nothing is written into the runs folder. A few steps of the smallest and the largest model
+still to train are timed on this device; each run's time is interpolated from them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.errors import BadInput
+from cdlaw.executors import choose_jobs, resolve_device
+from cdlaw.summary import run_state
+from cdlaw.sweep_plan import SweepPlan, plan_sweep, run_facts
+
+
+@dataclass
+class DryRun:
+    plan: SweepPlan
+    rows: list[dict]  # run_facts + state + est_seconds, per selected run
+    serial_seconds: float  # the runs still to do, one after another
+    wall_seconds: float  # … spread over `jobs` workers
+    jobs: int
+    threads: int
+    device: str
+    calibration: list[dict]  # per measured shape: n_params, tokens_per_second, setup_s
+    notes: list[str] = field(default_factory=list)
+
+
+class _CalibrationDone(Exception):
+    pass
+
+
+def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2.0) -> dict:
+    """Train a few steps of cfg's model on random tokens: steady tokens/s and setup time.
+
+    The first step (allocation, kernel selection) is excluded from the rate. Stops after
+    `budget_s` seconds of steps (at least 3 steps) or 30 steps, whichever comes first.
+    """
+    import tempfile
+
+    import numpy as np
+
+    from cdlaw.streams import array_stream
+    from cdlaw.train import train_run
+
+    batch_tokens = cfg.train.batch_size * cfg.model.seq_len
+    steps = 30
+    train = dataclasses.replace(
+        cfg.train, log_every=1, eval_every=10**9, checkpoint_every=10**9, lr=1e-4
+    )
+    probe = dataclasses.replace(
+        cfg,
+        sweep="calibration",
+        strategy="none",
+        fresh_tokens=steps * batch_tokens,
+        derived_tokens=0,
+        train=train,
+    )
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, cfg.model.vocab_size, probe.fresh_tokens, dtype=np.int64)
+    marks: list[tuple[float, int]] = []
+
+    def on_progress(p: dict) -> None:
+        marks.append((time.perf_counter(), p["tokens_seen"]))
+        if len(marks) >= 4 and marks[-1][0] - marks[0][0] > budget_s:
+            raise _CalibrationDone
+
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cdlaw-calibration-") as tmp:
+        with contextlib.suppress(_CalibrationDone):
+            train_run(
+                probe,
+                Path(tmp),
+                array_stream(tokens),
+                tokens[: cfg.model.seq_len + 1],
+                exec_cfg,
+                on_progress,
+            )
+    (t1, n1), (tn, nn) = marks[0], marks[-1]
+    tps = (nn - n1) / max(tn - t1, 1e-9)
+    return {
+        "n_params": run_facts(cfg)["n_params"],
+        "flops_per_token": run_facts(cfg)["flops_per_token"],
+        "tokens_per_second": tps,
+        "setup_s": max(0.0, t1 - start - n1 / tps),
+        "steps_timed": len(marks) - 1,
+    }
+
+
+def estimate_seconds(facts: dict, calibration: list[dict], val_tokens: int, eval_every: int):
+    """A run's time: setup + tokens / rate + evaluations (a forward pass, ~1/3 of a step).
+
+    Seconds per token are interpolated linearly in FLOPs per token between the measured
+    shapes (extrapolated beyond them), which holds once the matmuls dominate.
+    """
+    pts = sorted(calibration, key=lambda c: c["flops_per_token"])
+    lo, hi = pts[0], pts[-1]
+    spt_lo, spt_hi = 1 / lo["tokens_per_second"], 1 / hi["tokens_per_second"]
+    x = facts["flops_per_token"]
+    if hi["flops_per_token"] > lo["flops_per_token"]:
+        w = (x - lo["flops_per_token"]) / (hi["flops_per_token"] - lo["flops_per_token"])
+        spt = max(min(spt_lo, spt_hi), spt_lo + w * (spt_hi - spt_lo))
+    else:
+        spt = spt_lo * x / lo["flops_per_token"]
+    setup = min(c["setup_s"] for c in pts)  # the first probe also paid the imports, once
+    evals = facts["steps"] // eval_every + 1
+    return setup + facts["tokens_trained"] * spt + evals * val_tokens * spt / 3
+
+
+def makespan(durations: list[float], jobs: int) -> float:
+    """Wall time of running these durations, in this order, on `jobs` workers (greedy)."""
+    import heapq
+
+    free = [0.0] * max(1, jobs)
+    for d in durations:
+        heapq.heapreplace(free, free[0] + d)
+    return max(free)
+
+
+def dry_run_sweep(
+    path: str | Path,
+    out: str | Path = "runs",
+    *,
+    only: str | None = None,
+    executor: str = "local",
+    jobs: int = 0,
+    exec_cfg: ExecConfig = ExecConfig(),
+    calibrate: bool = True,
+) -> DryRun:
+    """Validate a sweep and estimate its time; writes nothing into the runs folder.
+
+    The corpus is prepared in the runs folder's cache when that exists (it is needed
+    anyway), else in a temporary folder that is removed afterwards.
+    """
+    import tempfile
+
+    out = Path(out)
+    notes = []
+    try:
+        device = resolve_device(exec_cfg.device)
+    except BadInput:
+        if executor != "ray":
+            raise
+        device = "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+        notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
+    with contextlib.ExitStack() as stack:
+        cache = out / ".cache"
+        if not cache.is_dir():
+            cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
+        plan = plan_sweep(path, out, only, cache_dir=cache)
+    toml = plan.sweep_dir / "sweep.toml"
+    if toml.is_file() and toml.read_text() != plan.sweep.text:
+        notes.append(f"{toml} holds a different sweep: running this one needs --restart")
+    rows = [
+        {**run_facts(r), "state": run_state(plan.sweep_dir / r.run_id)["state"]} for r in plan.runs
+    ]
+    todo = [row for row in rows if row["state"] not in ("done", "diverged")]
+    n_jobs, threads, _ = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
+    if executor == "ray":
+        notes.append("the estimate is for this machine; a Ray cluster spreads runs wider")
+    calibration = []
+    if calibrate and todo:  # the smallest and the largest model still to train
+        probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
+        pending = {row["run_id"] for row in todo}
+        by_cost = sorted(
+            (r for r in plan.runs if r.run_id in pending),
+            key=lambda r: run_facts(r)["flops_per_token"],
+        )
+        shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
+        calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
+    val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
+    for row in rows:
+        if row["state"] in ("done", "diverged"):
+            row["est_seconds"] = 0.0
+        elif calibration:
+            row["est_seconds"] = estimate_seconds(
+                row, calibration, val_tokens, plan.sweep.train.eval_every
+            )
+        else:
+            row["est_seconds"] = float("nan")
+    durations = [row["est_seconds"] for row in todo]
+    if n_jobs > 1:
+        durations.sort(reverse=True)
+    # each process pays the imports (torch, transformers) once
+    startup = (
+        max(c["setup_s"] for c in calibration) - min(c["setup_s"] for c in calibration)
+        if calibration
+        else 0.0
+    )
+    return DryRun(
+        plan=plan,
+        rows=rows,
+        serial_seconds=float(sum(durations)),
+        wall_seconds=makespan(durations, n_jobs) + startup if durations else 0.0,
+        jobs=n_jobs,
+        threads=threads,
+        device=device,
+        calibration=calibration,
+        notes=notes,
+    )

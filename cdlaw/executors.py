@@ -1,0 +1,296 @@
+"""Executors: where runs train, and how many at once (SPEC §6).
+
+In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split between
+them), or Ray (one task per run with its CPU / GPU request, the runs folder on shared
+storage). Each submits the per-run worker (`execute_run`) and hands back a
+concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
+picks jobs × threads for the local executors, `resolve_device` the device.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdlaw.config import ExecConfig, RunConfig, from_dict
+from cdlaw.errors import BadInput
+from cdlaw.worker import Event, OnEvent, execute_run
+
+
+@dataclass
+class RunTask:
+    """What a worker needs to run one run (plain data: it crosses process boundaries)."""
+
+    config: dict  # to_dict(RunConfig)
+    sweep_dir: str
+    cache_dir: str
+    exec_cfg: dict  # to_dict(ExecConfig)
+    retry_failed: bool
+
+
+def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
+    cfg = from_dict(RunConfig, task.config)
+    return execute_run(
+        cfg,
+        Path(task.sweep_dir),
+        Path(task.cache_dir),
+        from_dict(ExecConfig, task.exec_cfg),
+        task.retry_failed,
+        on_event,
+    )
+
+
+class _Throttle:
+    """Forward every event, but progress events of a run at most every `every` seconds."""
+
+    def __init__(self, send: Callable[[Event], None], every: float = 0.5):
+        self.send, self.every, self.last = send, every, {}
+
+    def __call__(self, event: Event) -> None:
+        if event.get("event") == "progress":
+            now = time.monotonic()
+            final = event.get("step") == event.get("steps_total")
+            if not final and now - self.last.get(event["run_id"], -math.inf) < self.every:
+                return
+            self.last[event["run_id"]] = now
+        with contextlib.suppress(Exception):  # a lost progress line must not fail a run
+            self.send(event)
+
+
+class InProcessExecutor:
+    """Runs each task right here, when submitted (the `local` executor with one job)."""
+
+    capacity = 1
+
+    def __init__(self, on_event: OnEvent | None, threads: int = 0):
+        self.on_event = on_event
+        self.threads = threads
+
+    def submit(self, task: RunTask) -> cf.Future:
+        future: cf.Future = cf.Future()
+        try:
+            future.set_result(_task_run(task, self.on_event))
+        except Exception as e:
+            future.set_exception(e)
+        return future
+
+    def drain(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# Worker-process globals, set by _pool_init in each spawned worker.
+_WORKER: dict = {}
+
+
+def _pool_init(queue, slot_counter, threads: int, gpus: int, parent: int) -> None:
+    """In each worker: die with the parent, pin torch threads and (with GPUs) one device."""
+    _die_with_parent(parent)
+    with slot_counter.get_lock():
+        slot = slot_counter.value
+        slot_counter.value += 1
+    _WORKER.update(queue=queue, threads=threads, device=f"cuda:{slot % gpus}" if gpus else None)
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this worker when the sweep process dies (even by kill -9), so that no
+    orphan keeps training a run the restarted sweep then waits for."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    # The sweep may have died while this worker started, before the line above: then no
+    # signal comes, and the worker would take queued runs as an orphan.
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _pool_task(task: RunTask) -> dict:
+    if _WORKER.get("device"):
+        task = dataclasses.replace(task, exec_cfg={**task.exec_cfg, "device": _WORKER["device"]})
+    return _task_run(task, _Throttle(_WORKER["queue"].put))
+
+
+class PoolExecutor:
+    """K spawned worker processes (spawn, not fork: torch and fork do not mix)."""
+
+    def __init__(self, jobs: int, threads: int, gpus: int, on_event: OnEvent | None):
+        import multiprocessing as mp
+
+        self.capacity = jobs
+        self.on_event = on_event
+        self._ctx = mp.get_context("spawn")
+        self._queue = self._ctx.Queue()
+        self._args = (jobs, threads, gpus)
+        self._pool = None
+
+    def _ensure_pool(self):
+        if self._pool is None:
+            jobs, threads, gpus = self._args
+            counter = self._ctx.Value("i", 0)
+            self._pool = cf.ProcessPoolExecutor(
+                jobs,
+                mp_context=self._ctx,
+                initializer=_pool_init,
+                initargs=(self._queue, counter, threads, gpus, os.getpid()),
+            )
+        return self._pool
+
+    def submit(self, task: RunTask) -> cf.Future:
+        try:
+            return self._ensure_pool().submit(_pool_task, task)
+        except cf.process.BrokenProcessPool:  # a worker died: start a fresh pool
+            self._pool = None
+            return self._ensure_pool().submit(_pool_task, task)
+
+    def broken(self) -> None:
+        """A worker died: the pool is unusable; the next submit starts a new one."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def terminate_workers(self, timeout: float = 120.0) -> None:
+        """SIGTERM each worker (it checkpoints and exits) and wait for them."""
+        import signal
+
+        procs = list((getattr(self._pool, "_processes", None) or {}).values())
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            proc.join(timeout)
+
+    def drain(self) -> None:
+        import queue as queue_mod
+
+        while True:
+            try:
+                event = self._queue.get_nowait()
+            except queue_mod.Empty:
+                return
+            if self.on_event:
+                self.on_event(event)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self.drain()
+
+
+def _ray_task(task: RunTask, queue) -> dict:
+    send = _Throttle(queue.put_nowait) if queue is not None else None
+    return _task_run(task, send)
+
+
+class RayExecutor:
+    """One Ray task per run, with its CPU / GPU request; the runs folder on shared storage."""
+
+    def __init__(self, address: str | None, threads: int, gpus_per_run: float, on_event):
+        try:
+            import ray
+            from ray.util.queue import Queue
+        except ImportError:
+            raise BadInput(
+                "--executor ray needs Ray: pip install 'cdlaw[ray]' (or 'ray[default]')"
+            ) from None
+        self.ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            self._started = True
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        if gpus_per_run < 0:  # auto: a GPU per run when the cluster has GPUs
+            gpus_per_run = 1 if gpus else 0
+        self.threads = max(1, threads)
+        self.gpus_per_run = gpus_per_run
+        self.capacity = max(1, gpus // gpus_per_run if gpus_per_run else cpus // self.threads)
+        self.on_event = on_event
+        self._queue = Queue(actor_options={"num_cpus": 0})  # progress events from the tasks
+        self._remote = ray.remote(_ray_task).options(
+            num_cpus=self.threads, num_gpus=gpus_per_run, max_retries=0
+        )
+
+    def submit(self, task: RunTask) -> cf.Future:
+        exec_cfg = {**task.exec_cfg, "threads": self.threads}
+        if self.gpus_per_run:  # Ray sets CUDA_VISIBLE_DEVICES for the task
+            exec_cfg["device"] = "cuda"
+        elif exec_cfg["device"] == "auto":
+            exec_cfg["device"] = "cpu"
+        task = dataclasses.replace(task, exec_cfg=exec_cfg)
+        return self._remote.remote(task, self._queue).future()
+
+    def broken(self) -> None:
+        pass
+
+    def drain(self) -> None:
+        with contextlib.suppress(Exception):
+            for event in self._queue.get_nowait_batch(self._queue.qsize()):
+                if self.on_event:
+                    self.on_event(event)
+
+    def close(self) -> None:
+        self.drain()
+        with contextlib.suppress(Exception):
+            self.ray.kill(self._queue.actor)
+        if self._started:
+            self.ray.shutdown()
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def resolve_device(device: str) -> str:
+    """'auto' → 'cuda' when a GPU is visible, else 'cpu'; a missing GPU is bad input."""
+    if device == "cpu":
+        return device
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise BadInput(f"--device {device} was asked for but no CUDA GPU is visible; use cpu")
+    index = int(device.partition(":")[2] or 0)
+    if index >= torch.cuda.device_count():
+        raise BadInput(
+            f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible (cuda:0 …)"
+        )
+    return device
+
+
+def choose_jobs(device: str, n_runs: int, jobs: int = 0, threads: int = 0) -> tuple[int, int, int]:
+    """(jobs, torch threads per job, GPUs to spread jobs over) for the local executors.
+
+    CPU: one job per core, one thread each, by default. Measured on a 2-core machine: two
+    1-thread processes train as many tokens per second as one 2-thread process, and a
+    2-thread run slows 3–17× as soon as anything else runs beside it, so independent
+    1-thread runs are both as fast and far steadier. GPU: one job per visible GPU.
+    """
+    n_runs = max(1, n_runs)
+    if device.startswith("cuda"):
+        import torch
+
+        gpus = 1 if ":" in device else max(1, torch.cuda.device_count())
+        jobs = jobs or min(gpus, n_runs)
+        return jobs, threads or max(1, cpu_count() // jobs), 0 if ":" in device else gpus
+    cores = cpu_count()
+    jobs = jobs or min(cores, n_runs, 8)
+    return jobs, threads or max(1, cores // jobs), 0

@@ -1,0 +1,167 @@
+"""Expanding a sweep's grid into runs: cells, then RunConfigs with exact token counts.
+
+Zipped axes vary together; the zip groups and the other axes form a product. The ratio
+axis may differ by strategy ([grid.repetition] / [grid.paraphrase]). Token counts are
+integers rounded half up (D = round(tokens_per_param · N), D′ = round(r · D)), and the
+D′ = 0 run of a cell is one run with strategy "none", shared by both strategies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cdlaw.config import ModelConfig, RunConfig
+from cdlaw.errors import BadInput
+
+if TYPE_CHECKING:
+    from cdlaw.sweep import SweepConfig
+
+
+# The ratio axis may be written three ways; each maps to r = D′/D.
+RATIO_KEYS = {"derived_ratio": 0.0, "epochs": -1.0, "passes": 0.0}  # r = value + offset
+SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "mlp_hidden")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid, before it becomes a run (kept for exclude and --only)."""
+
+    size: str  # as written in the sweep file ("1M", "olmo3_14M", or "custom")
+    d_axis: str  # "fresh_tokens" or "tokens_per_param"
+    d_value: float
+    strategy: str  # as in the grid (repetition | paraphrase), before r = 0 becomes "none"
+    ratio_key: str  # "derived_ratio", "epochs" or "passes"
+    ratio_value: float
+    lr: float
+    weight_decay: float
+    seed: int
+
+    @property
+    def derived_ratio(self) -> float:
+        return self.ratio_value + RATIO_KEYS[self.ratio_key]
+
+
+def grid_cells(sweep: SweepConfig):
+    """All cells: zipped axes vary together, the groups (and the other axes) as a product.
+
+    The ratio axis depends on the strategy (grid.<strategy> tables), so it is expanded
+    inside each strategy unless it is zipped with other axes.
+    """
+    axes: dict[str, tuple] = {
+        "size": sweep.sizes or ("custom",),
+        sweep.d_axis: sweep.d_values,
+        "strategy": sweep.strategies,
+        "lr": sweep.lrs,
+        "weight_decay": sweep.weight_decays,
+        "seed": sweep.seeds,
+    }
+    ratio_keys = {key for key, _ in sweep.ratios.values()}
+    shared_ratio = len(ratio_keys) == 1 and len({v for _, v in sweep.ratios.values()}) == 1
+    if shared_ratio:
+        (key,) = ratio_keys
+        axes[key] = next(iter(sweep.ratios.values()))[1]
+    # groups: each zip group is one factor; every axis not zipped is its own factor
+    zipped = {a for g in sweep.zip_groups for a in g}
+    factors = [(g, list(zip(*(axes[a] for a in g), strict=True))) for g in sweep.zip_groups]
+    factors += [((a,), [(v,) for v in vals]) for a, vals in axes.items() if a not in zipped]
+    for combo in itertools.product(*(vals for _, vals in factors)):
+        point = {}
+        for (names, _), values in zip(factors, combo, strict=True):
+            point.update(zip(names, values, strict=True))
+        strategy = point["strategy"]
+        if shared_ratio:
+            key = next(iter(ratio_keys))
+            ratio_values = (point[key],)
+        else:
+            key, ratio_values = sweep.ratios[strategy]
+        for value in ratio_values:
+            yield Cell(
+                size=point["size"],
+                d_axis=sweep.d_axis,
+                d_value=point[sweep.d_axis],
+                strategy=strategy,
+                ratio_key=key,
+                ratio_value=value,
+                lr=point["lr"],
+                weight_decay=point["weight_decay"],
+                seed=point["seed"],
+            )
+
+
+def round_tokens(x: float) -> int:
+    """Token counts are exact integers: round half up (deterministic, unlike banker's round)."""
+    return math.floor(x + 0.5)
+
+
+def cell_shape(sweep: SweepConfig, size: str, vocab_size: int):
+    """The Shape of a cell's model (from grid.size or the fixed [model] shape)."""
+    from cdlaw.shapes import Shape, resolve_size
+
+    if not sweep.sizes:
+        return Shape(*(sweep.model[k] for k in SHAPE_KEYS))
+    return resolve_size(size, vocab_size)
+
+
+def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]:
+    """The RunConfigs of a sweep (see SweepConfig.runs)."""
+    from cdlaw.shapes import count_params
+
+    if vocab_size is None:
+        if sweep.data.tokenizer != "bpe":
+            raise ValueError("expand: a non-BPE tokenizer needs the real vocab_size")
+        vocab_size = sweep.data.vocab_size
+    data = sweep.data
+    if data.tokenizer != "bpe" and data.vocab_size != vocab_size:
+        data = dataclasses.replace(data, vocab_size=vocab_size)  # record the real vocabulary
+    seq_len = sweep.model.get("seq_len", ModelConfig.seq_len)
+    extra = {k: v for k, v in sweep.model.items() if k not in (*SHAPE_KEYS, "seq_len")}
+    shapes: dict[str, object] = {}
+    runs: dict[str, RunConfig] = {}
+    for cell in sweep.cells():
+        if cell.size not in shapes:
+            shape = cell_shape(sweep, cell.size, vocab_size)
+            twin = next((k for k, v in shapes.items() if v == shape), None)
+            if twin is not None:
+                raise BadInput(
+                    f"grid.size {twin!r} and {cell.size!r} give the same model "
+                    f"(d_model {shape.d_model}, {count_params(shape, vocab_size).n_params:,} "
+                    f"parameters with a {vocab_size}-token vocabulary); drop one or space "
+                    "the sizes further apart"
+                )
+            shapes[cell.size] = shape
+        shape = shapes[cell.size]
+        n_params = count_params(shape, vocab_size).n_params
+        if cell.d_axis == "fresh_tokens":
+            fresh = round_tokens(cell.d_value)
+        else:
+            fresh = round_tokens(cell.d_value * n_params)
+        where = f"cell size={cell.size}, {cell.d_axis}={cell.d_value:g}"
+        if fresh < seq_len:
+            raise BadInput(
+                f"{where} has D = {fresh} fresh tokens, fewer than one sequence "
+                f"(seq_len {seq_len}); raise {cell.d_axis}"
+            )
+        derived = round_tokens(cell.derived_ratio * fresh)
+        if cell.derived_ratio > 0 and derived == 0:
+            raise BadInput(
+                f"{where}, {cell.ratio_key}={cell.ratio_value:g} gives D′ = 0 derived tokens; "
+                "use a larger ratio or D"
+            )
+        label = cell.size if sweep.sizes else "custom"
+        model = dataclasses.replace(shape.model_config(vocab_size, seq_len, size=label), **extra)
+        cfg = RunConfig(
+            sweep=sweep.name,
+            strategy=cell.strategy if derived > 0 else "none",
+            fresh_tokens=fresh,
+            derived_tokens=derived,
+            seed=cell.seed,
+            model=model,
+            data=data,
+            train=dataclasses.replace(sweep.train, lr=cell.lr, weight_decay=cell.weight_decay),
+        )
+        runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by both strategies
+    return list(runs.values())

@@ -1,0 +1,151 @@
+"""What a sweep folder says: summary.parquet and the state of each run (SPEC §4, §5).
+
+    runs/<sweep>/summary.parquet   rebuilt from every <run_id>/result.json (atomic)
+
+The summary is rebuilt from the run folders, so nothing is lost if a sweep dies while
+writing it. A run's state (`cdlaw status`) is read from its folder alone: done / diverged /
+failed (result.json), running (a live lock), partial (a checkpoint) or pending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+from cdlaw.atomic import write_parquet_atomic
+from cdlaw.config import RunConfig, from_dict
+from cdlaw.errors import BadInput
+from cdlaw.locks import LOCK_NAME, read_lock
+from cdlaw.sweep import SweepConfig, load_sweep
+from cdlaw.sweep_plan import run_facts
+from cdlaw.worker import SUMMARY_COLUMNS, read_result
+
+SORT_COLUMNS = [
+    "n_params",
+    "fresh_tokens",
+    "strategy",
+    "derived_tokens",
+    "lr",
+    "weight_decay",
+    "seed",
+]
+
+
+_RUN_ID = re.compile(r"^[0-9a-f]{12}$")
+
+
+def rebuild_summary(sweep_dir: Path):
+    """summary.parquet from every <run_id>/result.json, written atomically; returns the frame.
+
+    Serialised by a lock so that the last process to rebuild it has seen every result
+    written before it (two sweeps finishing at once cannot leave a summary that lacks one).
+    """
+    import pandas as pd
+    from filelock import FileLock
+
+    sweep_dir = Path(sweep_dir)
+    with FileLock(str(sweep_dir / ".summary.lock")):
+        rows = [r for p in sorted(sweep_dir.glob("*/result.json")) if (r := read_result(p.parent))]
+        columns = list(SUMMARY_COLUMNS) + sorted(
+            {k for r in rows for k in r} - set(SUMMARY_COLUMNS)
+        )
+        df = pd.DataFrame(rows, columns=columns)
+        if len(df):
+            df = df.sort_values(SORT_COLUMNS, kind="stable").reset_index(drop=True)
+        write_parquet_atomic(sweep_dir / "summary.parquet", df)
+    return df
+
+
+def run_state(run_dir: Path) -> dict:
+    """done | diverged | failed | running (a live lock) | partial (a checkpoint) | pending."""
+    result = read_result(run_dir)
+    if result is not None:
+        return {"state": result.get("status", "done"), "result": result}
+    holder = read_lock(run_dir / LOCK_NAME)
+    if holder is not None and not holder["stale"]:
+        return {"state": "running", "holder": holder, "tokens_seen": _tokens_seen(run_dir)}
+    if (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists():
+        return {"state": "partial", "tokens_seen": _tokens_seen(run_dir)}
+    return {"state": "pending"}
+
+
+def _tokens_seen(run_dir: Path) -> int | None:
+    try:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(run_dir / "metrics.parquet", columns=["tokens_seen"])
+        return int(table.column("tokens_seen")[-1].as_py()) if table.num_rows else None
+    except Exception:  # missing or being replaced: no number is better than a crash
+        return None
+
+
+def sweep_status(path: str | Path) -> list[dict]:
+    """One row per run, with its state, for a sweep folder or a runs folder of sweeps.
+
+    Planned runs (from the copied sweep.toml) come first, then any other run folders.
+    """
+    path = Path(path)
+    if (path / "sweep.toml").is_file():
+        return _one_sweep_status(path)
+    sweeps = sorted(p.parent for p in path.glob("*/sweep.toml"))
+    if not sweeps:
+        raise BadInput(
+            f"{str(path)!r} holds no sweep (no sweep.toml in it or in its folders); "
+            "give runs/<sweep> or the runs folder"
+        )
+    return [row for p in sweeps for row in _one_sweep_status(p)]
+
+
+def _one_sweep_status(sweep_dir: Path) -> list[dict]:
+    sweep = load_sweep(sweep_dir / "sweep.toml")
+    runs = sweep.runs(_known_vocab_size(sweep, sweep_dir))
+    planned = {r.run_id for r in runs}
+    rows = [
+        {"sweep": sweep.name, **run_facts(cfg), **_state_row(sweep_dir / cfg.run_id)}
+        for cfg in runs
+    ]
+    for run_dir in sorted(p for p in sweep_dir.iterdir() if _RUN_ID.match(p.name)):
+        if run_dir.name in planned or not run_dir.is_dir():
+            continue
+        try:
+            facts = run_facts(from_dict(RunConfig, _run_config_dict(run_dir)))
+        except (BadInput, OSError, ValueError, KeyError):
+            facts = {"run_id": run_dir.name}
+        rows.append({"sweep": sweep.name, **facts, **_state_row(run_dir), "planned": False})
+    return rows
+
+
+def _state_row(run_dir: Path) -> dict:
+    state = run_state(run_dir)
+    row = {"state": state["state"], "planned": True}
+    result = state.get("result") or {}
+    for key in ("loss", "wall_seconds", "tokens_per_second", "error"):
+        if key in result:
+            row[key] = result[key]
+    if "tokens_seen" in state:
+        row["tokens_seen"] = state["tokens_seen"]
+    if "holder" in state:
+        row["holder"] = f"pid {state['holder'].get('pid')} on {state['holder'].get('host')}"
+    return row
+
+
+def _run_config_dict(run_dir: Path) -> dict:
+    """config.json minus what train_run adds beside the RunConfig (exec, run_id)."""
+    data = json.loads((run_dir / "config.json").read_text())
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _known_vocab_size(sweep: SweepConfig, sweep_dir: Path) -> int:
+    """The tokenizer's vocabulary without preparing data: the config, or a run's config.json."""
+    if sweep.data.tokenizer == "bpe":
+        return sweep.data.vocab_size
+    for path in sorted(sweep_dir.glob("*/config.json")):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return int(json.loads(path.read_text())["model"]["vocab_size"])
+    from cdlaw.data import prepare_corpus
+
+    return prepare_corpus(sweep.data, sweep_dir.parent / ".cache", 1).vocab_size
