@@ -28,7 +28,7 @@ from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
 from cdlaw.model import build_model
 from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
 from cdlaw.streams import array_stream
-from cdlaw.train import autocast, autocast_dtype, resolve_device, train_run
+from cdlaw.train import CPU_BF16_MIN_D_MODEL, autocast, autocast_dtype, resolve_device, train_run
 
 
 class Clock:
@@ -46,7 +46,7 @@ class Clock:
 def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> tuple[float, float]:
     """Tokens per wall second and per CPU second of a plain PyTorch loop (build included)."""
     device = resolve_device(exec_cfg.device)
-    amp = autocast_dtype(exec_cfg.precision, device)
+    amp = autocast_dtype(exec_cfg.precision, device, cfg.model.d_model)
     clock = Clock()
     net = build_model(cfg.model, seed=cfg.seed).to(device)
     lm = torch.compile(net) if exec_cfg.compile else net
@@ -57,7 +57,7 @@ def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> tuple
         betas=(t.beta1, t.beta2),
         eps=t.eps,
         weight_decay=t.weight_decay,
-        fused=device.type == "cuda",
+        fused=True,
     )
     data = torch.from_numpy(tokens).to(device)
     rows, seq_len = t.batch_size, cfg.model.seq_len
@@ -106,12 +106,12 @@ def cpu(steps: int, repeats: int, threads: int, sizes: list[float]) -> None:
     exec_cfg = ExecConfig(device="cpu")
     rng = np.random.default_rng(0)
     val = rng.integers(0, vocab, DataConfig().val_tokens)
-    amp = autocast_dtype("auto", torch.device("cpu"))
     print(
-        f"CPU, {torch.get_num_threads()} threads, {amp or 'fp32'}; {steps} steps of {batch}×{seq_len}"
+        f"CPU, {torch.get_num_threads()} threads, precision auto (bf16 from d_model "
+        f"{CPU_BF16_MIN_D_MODEL}); {steps} steps of {batch}×{seq_len}"
     )
     print(
-        f"tokens; evaluation every 200 steps and at the end on {len(val):,} tokens; best of {repeats}"
+        f"tokens, fused AdamW; evaluation every 200 steps and at the end on {len(val):,} tokens; best of {repeats}"
     )
     print(
         f"{'target':>7} {'n_params':>10} {'d/L/heads':>10} {'bare tok/s':>11} {'cdlaw tok/s':>12} "

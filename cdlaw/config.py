@@ -123,7 +123,7 @@ class ExecConfig:
     """How a run is executed. Not part of the run's identity."""
 
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:1"
-    precision: str = "auto"  # "auto" (bf16 autocast where supported) | "bf16" | "fp32"
+    precision: str = "auto"  # "auto" (bf16 where faster: GPUs; CPUs with native bf16 and d_model ≥ 256) | "bf16" | "fp32"
     compile: bool = False  # torch.compile (1.1-1.55× on CPU here, ~20 s cold start)
     threads: int = 0  # torch threads; 0 = leave torch's default
 

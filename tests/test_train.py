@@ -109,20 +109,27 @@ def test_make_batch_shifts_and_pads():
     assert y[-1].tolist() == [10, IGNORE, IGNORE, IGNORE]
 
 
-def test_token_losses_match_torch():
-    logits = torch.randn(2, 5, 7, dtype=torch.float64, requires_grad=True)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_token_losses_match_torch(dtype):
+    # A non-leaf tensor, as a model's logits are: fp32 logits once came back overwritten
+    # in place (.float() of an fp32 tensor is the tensor itself), so fp32 runs never learnt.
+    base = torch.randn(2, 5, 7, dtype=torch.float64, requires_grad=True)
+    logits = base.to(dtype)
+    before = logits.detach().clone()
     targets = torch.tensor([[1, 2, 3, 4, 5], [6, 0, IGNORE, IGNORE, IGNORE]])
     ce, z = token_losses(logits, targets)
+    assert torch.equal(logits.detach(), before)
     (ce + 0.3 * z).backward()
-    ours = logits.grad.clone()
-    logits.grad = None
-    flat = logits.reshape(-1, 7)
+    ours = base.grad.clone()
+    base.grad = None
+    flat = logits.double().reshape(-1, 7)
     ref_ce = F.cross_entropy(flat, targets.reshape(-1), reduction="sum")
     ref_z = torch.logsumexp(flat, -1)[targets.reshape(-1) != IGNORE].square().sum()
     (ref_ce + 0.3 * ref_z).backward()
-    assert ce.item() == pytest.approx(ref_ce.item(), rel=1e-6)
-    assert z.item() == pytest.approx(ref_z.item(), rel=1e-6)
-    torch.testing.assert_close(ours, logits.grad, rtol=1e-5, atol=1e-6)
+    tol = {torch.float64: 1e-6, torch.float32: 1e-5, torch.bfloat16: 1e-2}[dtype]
+    assert ce.item() == pytest.approx(ref_ce.item(), rel=tol)
+    assert z.item() == pytest.approx(ref_z.item(), rel=tol)
+    torch.testing.assert_close(ours, base.grad, rtol=tol * 10, atol=tol)
     assert ours[1, 2:].abs().max() == 0  # padding gets no gradient
 
 
