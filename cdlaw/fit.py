@@ -31,7 +31,7 @@ from cdlaw.fit_optim import (
     start_grid,
     with_single_threaded_blas,
 )
-from cdlaw.table import describe_range, prepare_runs, select_cells
+from cdlaw.table import describe_range, prepare_runs, seed_noise, select_cells
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
 METHODS = ("joint", "staged")
@@ -62,6 +62,7 @@ class FitResult:
     dropped: list[int]
     objective: float
     rmse_log: float
+    seed_noise: dict | None  # table.seed_noise: the log-RMSE floor set by replicate seeds
     holdout: dict | None
     optimizer: dict
     data_range: dict
@@ -85,6 +86,7 @@ class FitResult:
             "dropped": [int(i) for i in self.dropped],
             "objective": self.objective,
             "rmse_log": self.rmse_log,
+            "seed_noise": self.seed_noise,
             "holdout": self.holdout,
             "optimizer": self.optimizer,
             "data_range": self.data_range,
@@ -415,7 +417,9 @@ def fit_law(
     """
     _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
     delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
-    cells = select_cells(prepare_runs(df), select)
+    prepared = prepare_runs(df)
+    noise = seed_noise(prepared)
+    cells = select_cells(prepared, select)
     source = source or cells.attrs.get("source", "")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
@@ -530,6 +534,7 @@ def fit_law(
         dropped=dropped,
         objective=sol.f,
         rmse_log=float(np.sqrt(np.mean(res_used**2))),
+        seed_noise=noise,
         holdout=holdout,
         optimizer={
             "success": sol.success,

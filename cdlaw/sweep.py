@@ -16,8 +16,8 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     passes = [0, 1, 2]                 # paraphrase passes = D′/D  (repetition: epochs = 1 + D′/D)
 
     [[exclude]]                        # drop every cell matching all of these keys
-    size = "100K"
-    derived_ratio = 7
+    size = "100K"                      # (a list matches any of its values)
+    derived_ratio = [7, 15]
 
     [model]                            # ModelConfig overrides (seq_len, rope_theta, or a fixed shape)
     [data]                             # DataConfig (corpus, tokenizer, vocab_size, ...)
@@ -411,8 +411,10 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
         for key, value in entry.items():
             if key not in valid:
                 raise BadInput(unknown_key_message(f"exclude[{i}].{key}", key, valid))
-            if isinstance(value, (list, dict)):
-                raise BadInput(f"exclude[{i}].{key} must be one value, got {value!r}")
+            if isinstance(value, dict) or value == []:
+                raise BadInput(
+                    f"exclude[{i}].{key} must be a value or a list of values, got {value!r}"
+                )
         if not any(_matches(c, entry) for c in cells):
             raise BadInput(
                 f"exclude entry {i} ({_fmt_entry(entry)}) matches no cell of the grid; "
@@ -432,9 +434,12 @@ def _fmt_entry(entry: dict) -> str:
 
 
 def _matches(cell: Cell, entry: dict) -> bool:
-    """Does an [[exclude]] entry match this cell? (all of its keys must)."""
+    """Does an [[exclude]] entry match this cell? (all of its keys must; a list: any of it)."""
     for key, want in entry.items():
-        if key == "size":
+        if isinstance(want, list):
+            if not any(_matches(cell, {key: one}) for one in want):
+                return False
+        elif key == "size":
             if _size_key(want) != _size_key(cell.size):
                 return False
         elif key == "strategy":

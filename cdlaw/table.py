@@ -165,6 +165,34 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     return out
 
 
+def seed_noise(df: pd.DataFrame) -> dict | None:
+    """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE.
+
+    Runs of one cell that differ only in `seed` (same lr and weight_decay) are replicates;
+    their log losses scatter around the cell's mean by the training noise alone, which no
+    law can fit. Returns the pooled standard deviation of log loss over such groups,
+    sqrt(Σ (log L − cell mean)² / Σ (n − 1)), with the number of groups and runs, or None
+    when the table has no replicates. A fit to single runs cannot beat it; a fit to
+    `--select mean` cells of n seeds has a floor of about sd/√n.
+    """
+    df = prepare_runs(df)
+    cols = [c for c in (*CELL, "lr", "weight_decay") if c in df.columns]
+    logs = np.log(df["loss"].to_numpy(float))
+    groups = df.assign(_log=logs).groupby(cols, dropna=False, sort=False)["_log"]
+    n = groups.transform("size").to_numpy()
+    if not (n > 1).any():
+        return None
+    dev = (logs - groups.transform("mean").to_numpy())[n > 1]
+    sizes = groups.size()
+    sizes = sizes[sizes > 1]
+    dof = int((sizes - 1).sum())
+    return {
+        "sd_log": float(np.sqrt(np.sum(dev**2) / dof)),
+        "n_groups": int(len(sizes)),
+        "n_runs": int(sizes.sum()),
+    }
+
+
 def _unique_ints(col: pd.Series) -> bool:
     values = pd.to_numeric(col, errors="coerce")
     return bool(

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.table import load_runs, prepare_runs, select_cells
+from cdlaw.table import load_runs, prepare_runs, seed_noise, select_cells
 
 
 def runs(**over):
@@ -95,6 +95,27 @@ def test_select_none_keeps_every_row_and_bad_select_is_refused():
     assert len(select_cells(runs(), "none")) == 5
     with pytest.raises(BadInput, match="--select must be one of min, mean, none"):
         select_cells(runs(), "best")
+
+
+def test_seed_noise_pools_replicates_only():
+    # Rows 0 and 1 differ in lr: not replicates. Add seeds: cell a has 3 seeds, cell d 2.
+    assert seed_noise(runs()) is None
+    extra = pd.DataFrame(
+        {
+            "n_params": [1e7, 1e7, 2e7],
+            "fresh_tokens": [1e9, 1e9, 2e9],
+            "derived_tokens": [0.0, 0.0, 0.0],
+            "strategy": ["none"] * 3,
+            "loss": [3.2 * np.exp(0.1), 3.2 * np.exp(-0.1), 2.9 * np.exp(0.2)],
+            "lr": [1e-3] * 3,
+            "seed": [1, 2, 1],
+            "run_id": list("fgh"),
+        }
+    )
+    noise = seed_noise(pd.concat([runs(), extra], ignore_index=True))
+    # cell a: log deviations 0, +0.1, −0.1 (mean 0); cell d: ±0.1 around its mean.
+    assert noise["n_groups"] == 2 and noise["n_runs"] == 5
+    assert noise["sd_log"] == pytest.approx(np.sqrt((0.01 + 0.01 + 2 * 0.01) / (2 + 1)))
 
 
 def test_load_csv_parquet_and_runs_folder(tmp_path):

@@ -170,6 +170,13 @@ def _render(result) -> None:
         + f"   rmse_log {d['rmse_log']:.5f}   objective {d['objective']:.6g}",
         highlight=False,
     )
+    if d["seed_noise"]:
+        sn = d["seed_noise"]
+        err.print(
+            f"seed noise: log sd {sn['sd_log']:.5f} between replicate seeds "
+            f"({sn['n_runs']} runs in {sn['n_groups']} cells): no fit to single runs gets below it",
+            highlight=False,
+        )
     if d["holdout"]:
         h = d["holdout"]
         err.print(
