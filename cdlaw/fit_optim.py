@@ -506,16 +506,18 @@ def start_axes(problem: Problem) -> list[tuple[str, list[int], float, float]]:
     """The start grid's axes in the order levels are added: (name, z indices, lo, hi).
 
     Ranges are set from the table: E from 5% to 90% of the lowest loss, the model and data
-    terms at the table's centre from 2% to 100% of the median loss. Every strategy starts
+    terms at the table's centre from 2% of the median loss to the highest loss (the one-
+    epoch loss at the centre's D can lie well above the median of a table that is mostly
+    derived-token runs, and nearly all of it can be the data term). Every strategy starts
     from the same K, rho, sigma (its own rows then pull it away).
     """
-    low, mid = np.log(np.exp(problem.y).min()), np.median(problem.y)
+    low, mid, top = np.log(np.exp(problem.y).min()), np.median(problem.y), problem.y.max()
     axes = [
         ("alpha", [3], 0.1, 1.0),
         ("beta", [4], 0.1, 1.0),
         ("E", [0], low + np.log(0.05), low + np.log(0.9)),
-        ("A", [1], mid + np.log(0.02), mid),
-        ("B", [2], mid + np.log(0.02), mid),
+        ("A", [1], mid + np.log(0.02), top),
+        ("B", [2], mid + np.log(0.02), top),
     ]
     n_s = len(problem.strategies)
     if problem.form == "cd" and n_s:

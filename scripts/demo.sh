@@ -10,9 +10,13 @@ start=$(date +%s)
 echo "== 1/4  sweep: train the demo grid on the embedded corpus (resumes if interrupted)"
 $CDLAW sweep sweeps/demo.toml --out "$OUT"
 
-echo "== 2/4  fit: the CD law on runs/demo, with bootstrap CIs and the largest size held out"
-$CDLAW fit "$OUT/demo" --bootstrap 100
-$CDLAW fit "$OUT/demo" --holdout-largest --out "$OUT/demo/fit_holdout.json" > /dev/null
+echo "== 2/4  fit: the CD law on runs/demo (seeds averaged), with bootstrap CIs; then the largest size held out"
+$CDLAW fit "$OUT/demo" --select mean --bootstrap 100
+log="$OUT/demo/fit_holdout.log"
+if ! $CDLAW fit "$OUT/demo" --select mean --holdout-largest --out "$OUT/demo/fit_holdout.json" 2> "$log"; then
+  cat "$log"; exit 1
+fi
+grep "held out" "$log"
 
 echo "== 3/4  plan: an illustrative budget with the demo's own fit"
 $CDLAW plan --law "$OUT/demo/fit.json" --budget-flops 1e15 --unique-tokens 2e6
