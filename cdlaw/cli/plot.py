@@ -38,7 +38,7 @@ def plot(
 ) -> None:
     """Draw the figures of a sweep: loss in the regime bands, η, R*, the frontier, residuals, curves.
 
-    Writes <out>/<kind>.<format> for each figure and prints the paths.
+    Writes OUT/KIND.FORMAT for each figure and prints the paths.
 
     Example: cdlaw plot runs/demo --kind loss --kind eta --format svg
     """

@@ -54,7 +54,7 @@ def sweep(
 ) -> None:
     """Train every run of a sweep file, resuming where it stopped.
 
-    Runs land in OUT/<sweep>/<run_id>/; OUT/<sweep>/summary.parquet has one row per run.
+    Runs land in OUT/SWEEP/RUN_ID/; OUT/SWEEP/summary.parquet has one row per run.
     Exit code 1 if any run failed (diverged runs are results, not failures).
 
     Example: cdlaw sweep sweeps/smoke.toml --dry-run && cdlaw sweep sweeps/smoke.toml
