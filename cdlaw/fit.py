@@ -86,7 +86,6 @@ class FitResult:
             "dropped": [int(i) for i in self.dropped],
             "objective": self.objective,
             "rmse_log": self.rmse_log,
-            "seed_noise": self.seed_noise,
             "holdout": self.holdout,
             "optimizer": self.optimizer,
             "data_range": self.data_range,
@@ -99,6 +98,7 @@ class FitResult:
             "select": self.select,
             "source": self.source,
             "warnings": list(self.warnings),
+            "seed_noise": self.seed_noise,  # beyond SPEC §7: the floor under rmse_log
         }
 
 

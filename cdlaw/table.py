@@ -188,7 +188,7 @@ def seed_noise(df: pd.DataFrame) -> dict | None:
     dof = int((sizes - 1).sum())
     return {
         "sd_log": float(np.sqrt(np.sum(dev**2) / dof)),
-        "n_groups": int(len(sizes)),
+        "n_groups": len(sizes),
         "n_runs": int(sizes.sum()),
     }
 

@@ -18,8 +18,8 @@ if ! $CDLAW fit "$OUT/demo" --select mean --holdout-largest --out "$OUT/demo/fit
 fi
 grep "held out" "$log"
 
-echo "== 3/4  plan: an illustrative budget with the demo's own fit"
-$CDLAW plan --law "$OUT/demo/fit.json" --budget-flops 1e15 --unique-tokens 2e6
+echo "== 3/4  plan: a budget inside the demo's range (its largest run is 1.8e12 FLOPs), with its own fit"
+$CDLAW plan --law "$OUT/demo/fit.json" --budget-flops 2e12 --unique-tokens 96K
 
 echo "== 4/4  report"
 $CDLAW report "$OUT/demo"

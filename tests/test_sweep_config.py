@@ -127,12 +127,12 @@ def test_exclude_drops_matching_cells_only():
 
 def test_exclude_list_matches_any_of_its_values():
     # Only the one-epoch runs at the larger D/N: a fresh-token ladder beside the grid.
-    s = sweep(extra='[[exclude]]\ntokens_per_param = 8\nderived_ratio = [1, 3]')
+    s = sweep(extra="[[exclude]]\ntokens_per_param = 8\nderived_ratio = [1, 3]")
     runs = s.runs()
     assert len(runs) == 20 - 2 * 4
     big = [r for r in runs if r.fresh_tokens / count_params(r.model)[0] > 4]
     assert len(big) == 2 and all(r.strategy == "none" for r in big)
-    bad(text(extra='[[exclude]]\nderived_ratio = []'), "a value or a list of values")
+    bad(text(extra="[[exclude]]\nderived_ratio = []"), "a value or a list of values")
 
 
 def test_fixed_shape_from_model_table():
