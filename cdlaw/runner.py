@@ -23,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import dataclasses
+import json
 import shutil
 import threading
 import time
@@ -159,6 +160,7 @@ def run_sweep(
     facts = [run_facts(r) for r in plan.runs]
     emit({"event": "plan", "sweep": plan.sweep.name, "runs": facts, "sweep_dir": str(sweep_dir)})
     before = {r.run_id: (read_result(sweep_dir / r.run_id) or {}).get("status") for r in plan.runs}
+    _refuse_stale_runs(plan, before)
     retry = {rid for rid, s in before.items() if s == "failed"}
     todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
     for r in plan.runs:
@@ -217,6 +219,34 @@ def _plan_or_clean_up(path, out: Path, only: str | None) -> SweepPlan:
         for p in reversed(created):
             shutil.rmtree(p, ignore_errors=True)
         raise
+
+
+def _refuse_stale_runs(plan: SweepPlan, before: dict) -> None:
+    """Finished runs must have trained on the tokens this sweep's data gives now.
+
+    A run id hashes the run's config, not the corpus generator's code or the corpus files,
+    so after either changes a finished run would be skipped as done though it saw other
+    tokens. Each result.json records its corpus_key; a mismatch is refused, never mixed.
+    """
+    from cdlaw.data import corpus_key  # the data stack only when a sweep runs
+
+    now: dict[str, str | None] = {}
+    stale = []
+    for cfg in plan.runs:
+        if before[cfg.run_id] not in ("done", "diverged"):
+            continue
+        recorded = (read_result(plan.sweep_dir / cfg.run_id) or {}).get("corpus_key")
+        data = json.dumps(to_dict(cfg.data), sort_keys=True)
+        if data not in now:
+            now[data] = corpus_key(cfg.data)
+        if recorded and now[data] and recorded != now[data]:
+            stale.append(cfg.run_id)
+    if stale:
+        raise BadInput(
+            f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) trained on "
+            "other tokens than this sweep's data gives now (the corpus, its generator or the "
+            "tokenizer changed): pass --restart to retrain them, or --out to train elsewhere"
+        )
 
 
 def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:

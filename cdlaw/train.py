@@ -548,6 +548,7 @@ def train_run(
         "device": device_name(device),
         "precision": str(amp).removeprefix("torch.") if amp else "float32",
         "corpus": info.get("corpus", ""),
+        "corpus_key": info.get("corpus_key", ""),
         "cdlaw_version": cdlaw.__version__,
     }
     write_json_atomic(result_path, result)

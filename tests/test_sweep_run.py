@@ -16,9 +16,11 @@ import pytest
 import torch
 
 from cdlaw.config import ExecConfig
+from cdlaw.data import corpus_key
 from cdlaw.errors import BadInput
 from cdlaw.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, sweep_status
 from cdlaw.shapes import count_params
+from cdlaw.sweep import load_sweep
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)
@@ -254,6 +256,26 @@ def test_restart_only_retrains_the_selected_run(tiny, runs_root):
     assert losses(sweep_dir) == before  # deterministic: the same loss again
     attempts = json.loads((sweep_dir / target / "attempts.json").read_text())
     assert len(attempts) == 1 and attempts[0]["pid"] == os.getpid()
+
+
+def test_runs_trained_on_other_tokens_are_refused_not_skipped(tiny, runs_root):
+    # As after a change to the corpus generator: a finished run's recorded corpus differs.
+    sweep_dir = tiny["dir"]
+    results = sorted(sweep_dir.glob("*/result.json"))
+    recorded = json.loads(results[0].read_text())
+    assert recorded["corpus_key"] == corpus_key(load_sweep(tiny["path"]).runs()[0].data)
+    texts = {p: p.read_text() for p in results}
+    results[0].write_text(json.dumps({**recorded, "corpus_key": "0" * 16}))
+    try:
+        result = cdlaw("sweep", tiny["path"], "--out", runs_root, cwd=runs_root)
+        message = " ".join(result.stderr.split())
+        assert result.returncode == 2 and "other tokens" in message and "--restart" in message
+        assert result.stderr.count("\n") <= 2  # one sentence, no traceback
+        assert {p: p.read_text() for p in results if p != results[0]} == {
+            p: t for p, t in texts.items() if p != results[0]
+        }
+    finally:
+        results[0].write_text(texts[results[0]])
 
 
 def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root):

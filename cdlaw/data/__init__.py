@@ -8,6 +8,6 @@ The default corpus is generated here (world.py, render.py); real corpora are rea
 `datasets` (sources.py); `cdlaw paraphrase` writes paraphrase files (paraphrase.py).
 """
 
-from cdlaw.data.prepare import PreparedCorpus, prepare_corpus, run_stream
+from cdlaw.data.prepare import PreparedCorpus, corpus_key, prepare_corpus, run_stream
 
-__all__ = ["PreparedCorpus", "prepare_corpus", "run_stream"]
+__all__ = ["PreparedCorpus", "corpus_key", "prepare_corpus", "run_stream"]

@@ -142,11 +142,30 @@ def _embedded_key(data: DataConfig, options: world.WorldOptions) -> dict:
     }
 
 
-def _prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorpus:
-    key = _embedded_key(data, options)
+def corpus_key(data: DataConfig) -> str | None:
+    """The identity of the tokens a run with `data` trains on, without preparing them.
+
+    The name of the corpus's cache folder: a digest of the generator's code and options
+    (embedded) or of the corpus files, the split and the tokenizer. A run records it
+    (result.json `corpus_key`), so a sweep can tell runs trained on other tokens from its
+    own. None for a remote `hf:` dataset, whose fingerprint needs a download.
+    """
+    if data.corpus == "embedded":
+        key = _embedded_key(data, world.WorldOptions.from_config(data.world))
+        return _digest({**key, "tokenizer": _tokenizer_key(data, _bpe_blocks(data))})
+    fingerprint = _cheap_fingerprint(data)
+    return None if fingerprint is None else _digest(_files_key(data, fingerprint))
+
+
+def _bpe_blocks(data: DataConfig) -> int:
     # The BPE learns from the first 8 documents per vocabulary entry (16K documents, ~700K
     # tokens, for the default 2,048): the corpus is regular, so that is plenty.
-    n_bpe_blocks = math.ceil(max(4096, 8 * data.vocab_size) / BLOCK_DOCS)
+    return math.ceil(max(4096, 8 * data.vocab_size) / BLOCK_DOCS)
+
+
+def _prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorpus:
+    key = _embedded_key(data, options)
+    n_bpe_blocks = _bpe_blocks(data)
     tok_spec = _tokenizer_key(data, n_bpe_blocks)
     root = cache_dir / "data" / _digest({**key, "tokenizer": tok_spec})
     val_path = root / f"val-{data.val_tokens}.npy"
@@ -212,14 +231,7 @@ def _prepare_files(data: DataConfig, cache_dir: Path) -> PreparedCorpus:
     if fingerprint is None:  # a remote hf: dataset: its fingerprint comes from loading it
         docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
         fingerprint = docs.fingerprint
-    key = {
-        "cache": CACHE_VERSION,
-        "corpus": fingerprint,
-        "seed": data.corpus_seed,
-        "val_tokens": data.val_tokens,  # the split (and so the training order) depends on it
-        "tokenizer": _tokenizer_key(data, 0),
-    }
-    root = cache_dir / "data" / _digest(key)
+    root = cache_dir / "data" / _digest(_files_key(data, fingerprint))
     if not (root / "meta.json").is_file():
         with _lock(root):
             if not (root / "meta.json").is_file():
@@ -230,6 +242,16 @@ def _prepare_files(data: DataConfig, cache_dir: Path) -> PreparedCorpus:
         _build_file_paraphrases(data, root)
     meta = json.loads((root / "meta.json").read_text())
     return _prepared(data, root, train_tokens_available=meta["train_tokens"])
+
+
+def _files_key(data: DataConfig, fingerprint: str) -> dict:
+    return {
+        "cache": CACHE_VERSION,
+        "corpus": fingerprint,
+        "seed": data.corpus_seed,
+        "val_tokens": data.val_tokens,  # the split (and so the training order) depends on it
+        "tokenizer": _tokenizer_key(data, 0),
+    }
 
 
 def _cheap_fingerprint(data: DataConfig) -> str | None:
@@ -538,6 +560,7 @@ def run_stream(
     fresh = _Concat(arrays)
     info = {
         "corpus": prepared.name,
+        "corpus_key": prepared.root.name,  # corpus_key(data): which tokens, exactly
         "strategy": strategy,
         "seq_len": L,
         "seed": seed,
