@@ -275,6 +275,13 @@ def _section_fit(report: Report) -> str:
         ("dropped", ", ".join(map(str, fit.get("dropped") or [])) or "none"),
         ("rmse_log", fit.get("rmse_log")),
         (
+            "seed noise (log sd)",
+            f"{_fmt(noise['sd_log'])} between replicate seeds ({noise['n_runs']} runs in "
+            f"{noise['n_groups']} cells): the floor under rmse_log"
+            if (noise := fit.get("seed_noise"))
+            else "no replicate seeds",
+        ),
+        (
             "held out",
             f"N ≥ {format_number(holdout['n_params'])}, rmse_log {_fmt(holdout.get('rmse_log'))}"
             if holdout.get("n_params")
