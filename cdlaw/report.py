@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -251,6 +252,15 @@ def _ci(fit: dict, key: str) -> tuple[str, str]:
     return _fmt(ci[0]), _fmt(ci[1])
 
 
+def _holdout_beside(runs_dir: Path) -> dict:
+    """The held-out check of a separate `cdlaw fit --holdout-largest --out fit_holdout.json`
+    (what `make demo` writes), when fit.json itself was fitted on every size."""
+    try:
+        return json.loads((Path(runs_dir) / "fit_holdout.json").read_text()).get("holdout") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
 def _section_fit(report: Report) -> str:
     fit, law = report.inputs.fit, report.inputs.law
     e = html.escape
@@ -264,7 +274,7 @@ def _section_fit(report: Report) -> str:
         for k, v in p.items():
             rows.append([f"{s}.{k}", _fmt(v), *_ci(fit, f"{s}.{k}")])
     parts.append(_table(["parameter", "value", "95% CI low", "95% CI high"], rows, {0}))
-    holdout = fit.get("holdout") or {}
+    holdout = fit.get("holdout") or _holdout_beside(report.runs_dir)
     opt = fit.get("optimizer") or {}
     facts = [
         ("law", fit.get("law")),

@@ -250,6 +250,20 @@ def test_report_has_settings_runs_fit_regimes_plan_and_figures(page, runs):
     assert "http://" not in text and "https://" not in text and "<script" not in text
 
 
+def test_held_out_check_and_seed_noise_are_shown(tmp_path):
+    runs = plotdata.write_runs(tmp_path / "r")
+    fit = json.loads((runs / "fit.json").read_text())
+    fit["seed_noise"] = {"sd_log": 0.0234, "n_groups": 5, "n_runs": 10}
+    (runs / "fit.json").write_text(json.dumps({**fit, "holdout": None}))
+    text = render(gather(runs))
+    assert re.search(r"held out</td><td[^>]*>none<", text)
+    assert "0.0234 between replicate seeds (10 runs in 5 cells)" in text
+    # make demo's separate held-out fit, beside fit.json
+    holdout = {"n_params": 2e5, "n_rows": 20, "rmse_log": 0.0829}
+    (runs / "fit_holdout.json").write_text(json.dumps({**fit, "holdout": holdout}))
+    assert re.search(r"held out</td><td[^>]*>N ≥ 200K, rmse_log 0.0829<", render(gather(runs)))
+
+
 def test_default_plan_is_100x_the_largest_run(report, runs):
     from cdlaw import plan
 
