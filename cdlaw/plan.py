@@ -21,17 +21,30 @@ Pure numpy + scipy; `plan` and `frontier` are what the CLI and the plots call.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.law import PRESETS, SHARED_PARAMS, STRATEGIES, STRATEGY_PARAMS, Law, chinchilla_loss
+from cdlaw.law import STRATEGIES, Law, chinchilla_loss
+
+# Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan_checks.
+from cdlaw.plan_checks import (
+    _band,
+    _law_strategy,
+    _prefers_fewer_fresh_tokens,
+    _range_warnings,
+)
+
+# Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan_law.
+# Re-exported here, so `from cdlaw.plan import load_law` etc. keep working.
+from cdlaw.plan_law import PRESET_DATA_RANGE as PRESET_DATA_RANGE
+from cdlaw.plan_law import PlanningLaw as PlanningLaw
+from cdlaw.plan_law import _as_planning_law
+from cdlaw.plan_law import bootstrap_laws as bootstrap_laws
+from cdlaw.plan_law import load_law as load_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
-from cdlaw.units import format_number
 
 STRATEGY_CHOICES = ("auto", *STRATEGIES)
 FOUR_EPOCHS = 4.0
@@ -43,132 +56,6 @@ GRID_POINTS_PER_DECADE = 100
 # Relative step in C for −dL/dC: the loss changes by ~1e-5 nats, far above rounding (1e-15),
 # while the O(h²) truncation error stays ~1e-8 relative.
 MARGINAL_STEP = 1e-4
-
-# The range each published law was fitted on, where the paper states it, so a plan can
-# say when it extrapolates (the same check a fit.json's "data_range" gives).
-PRESET_DATA_RANGE = {
-    # Hoffmann et al. 2022, §3: "over 400 language models ranging from 70 million to over
-    # 16 billion parameters"; Besiroglu et al. 2024 refit the same runs.
-    "chinchilla-hoffmann": {"n_params": [70e6, 16e9]},
-    "chinchilla-besiroglu": {"n_params": [70e6, 16e9]},
-    # The CD paper's named sizes, 14M to 600M (SPEC §3).
-    "qin2026": {"n_params": [14e6, 600e6]},
-}
-
-
-# ---------------------------------------------------------------------------------------
-# Where a law comes from: a preset or a fit.json (with its data range and bootstrap).
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlanningLaw:
-    """A law plus what its fit knows beyond the point estimate."""
-
-    name: str  # preset name or fit.json path
-    law: Law
-    data_range: dict | None = None
-    bootstrap: tuple[Law, ...] = ()  # one law per bootstrap sample: the 95% band
-    notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
-
-
-def load_law(spec: str) -> PlanningLaw:
-    """A preset name (`qin2026`, ...) or the path of a fit.json written by `cdlaw fit`."""
-    if spec in PRESETS:
-        return PlanningLaw(spec, PRESETS[spec], PRESET_DATA_RANGE.get(spec))
-    path = Path(spec)
-    if not path.is_file():
-        valid = ", ".join(PRESETS)
-        if path.suffix == ".json" or "/" in spec or path.exists():
-            raise BadInput(
-                f"--law {spec}: no such fit file; pass the fit.json that `cdlaw fit` wrote "
-                f"or a preset ({valid})."
-            )
-        raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
-    try:
-        fit = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BadInput(f"{path}: not a readable JSON fit file ({e}).") from None
-    if not isinstance(fit, dict) or not isinstance(fit.get("params"), dict):
-        raise BadInput(
-            f'{path}: not a fit (no "params" object with E, A, B, alpha, beta); '
-            "make one with `cdlaw fit RUNS_DIR`."
-        )
-    missing = [k for k in SHARED_PARAMS if k not in fit["params"]]
-    if missing:
-        raise BadInput(
-            f'{path}: "params" lacks {", ".join(missing)}; a fit has E, A, B, alpha and beta.'
-        )
-    try:
-        law = Law.from_dict({**fit, "source": fit.get("source") or str(path)})
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInput(f"{path}: not a usable fit: {str(e).strip(chr(39))}.") from None
-    bad = [k for k in SHARED_PARAMS if not math.isfinite(getattr(law, k))]
-    if bad:
-        raise BadInput(f"{path}: parameter {bad[0]} is not a finite number.")
-    samples, notes = bootstrap_laws(fit, law)
-    return PlanningLaw(str(path), law, fit.get("data_range"), tuple(samples), tuple(notes))
-
-
-def bootstrap_laws(fit: dict, law: Law) -> tuple[list[Law], list[str]]:
-    """The fit's bootstrap parameter vectors as laws, named by fit["bootstrap_params"].
-
-    Names are those of fit.json (cdlaw.law.fit_vector_names): E, A, B, alpha, beta,
-    "<strategy>.<param>" (K, rho, sigma; rstar_d) and un-prefixed parameters every strategy
-    shares (muennighoff's rstar_n); log-space names (e, a, b, "<strategy>.k", log_E, log_K) are read as logs, as
-    the fit works in log space (SPEC §2). A parameter a vector does not carry keeps its
-    point estimate. Returns ([], [why]) when the vectors cannot be read.
-    """
-    vectors = fit.get("bootstrap") or []
-    if not vectors:
-        return [], []
-    names = fit.get("bootstrap_params")
-    if not names:
-        return [], ["the fit's bootstrap samples carry no bootstrap_params names: no 95% band"]
-    out = []
-    for vector in vectors:
-        if len(vector) != len(names):
-            return [], [
-                f"bootstrap vectors have {len(vector)} values for {len(names)} names: no 95% band"
-            ]
-        shared = {k: getattr(law, k) for k in SHARED_PARAMS}
-        strategies = {s: dict(p) for s, p in law.strategies.items()}
-        for name, value in zip(names, vector, strict=True):
-            if not _assign(shared, strategies, law.form, str(name), value):
-                return [], [f"bootstrap parameter {name!r} is not one cdlaw knows: no 95% band"]
-        try:
-            sample = Law(law.form, **shared, strategies=strategies, source="bootstrap")
-        except (TypeError, ValueError):
-            continue
-        if all(math.isfinite(v) for v in shared.values()):
-            out.append(sample)
-    return out, []
-
-
-def _assign(shared: dict, strategies: dict, form: str, name: str, value) -> bool:
-    value = float("nan") if value is None else float(value)
-    log_names = {"e": "E", "a": "A", "b": "B", "log_E": "E", "log_A": "A", "log_B": "B"}
-    if name in SHARED_PARAMS:
-        shared[name] = value
-        return True
-    if name in log_names:
-        shared[log_names[name]] = math.exp(value)
-        return True
-    if name in STRATEGY_PARAMS[form]:  # shared by every strategy (muennighoff's rstar_n)
-        for p in strategies.values():
-            p[name] = value
-        return bool(strategies)
-    strategy, _, param = name.partition(".")
-    if strategy not in strategies:
-        return False
-    if param in STRATEGY_PARAMS[form]:
-        strategies[strategy][param] = value
-        return True
-    if param in ("k", "log_K", "logK") and "K" in STRATEGY_PARAMS[form]:
-        strategies[strategy]["K"] = math.exp(value)
-        return True
-    return False
-
 
 # ---------------------------------------------------------------------------------------
 # One way of spending the budget, and the plan.
@@ -586,12 +473,6 @@ def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 
 
-def _as_planning_law(law: Law) -> PlanningLaw:
-    """A bare Law: a preset keeps its name and published range; any other is just itself."""
-    preset = next((name for name, p in PRESETS.items() if p == law), None)
-    return load_law(preset) if preset else PlanningLaw(law.source or law.form, law)
-
-
 def _positive(value, what: str) -> float:
     try:
         x = float(value)
@@ -640,26 +521,6 @@ def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     return [strategy]
 
 
-def _law_strategy(label: str, chosen: str) -> str:
-    """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
-    return "none" if label == "none" else chosen
-
-
-def _prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
-    """Whether ∂L/∂D > 0 at fixed N and D + D′: the law would rather have fewer fresh tokens.
-
-    A sane law never does (a fresh token is worth at least a derived one), but the CD
-    law's saturated data D·(1 + R*) with R* ∝ D^ρ shrinks as D grows when ρ < −1, as the
-    qin2026 paraphrase fit does once r is large. The plan keeps SPEC §10's D = min(U, T)
-    and says so instead of exploiting it.
-    """
-    if best.derived_tokens == 0 or strategy == "none":
-        return False
-    h = 1e-4 * best.fresh_tokens
-    moved = law.loss(best.n_params, best.fresh_tokens - h, best.derived_tokens + h, strategy)
-    return float(moved) < best.predicted_loss - 1e-12
-
-
 def _with_gap(a: Allocation, best_loss: float) -> Allocation:
     return replace(a, loss_gap=a.predicted_loss - best_loss)
 
@@ -686,60 +547,3 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
         n_four = budget_flops / (6 * FOUR_EPOCHS * unique)
     four = _allocation(law, s, budget_flops, n_four, unique, "four-epoch")
     return _with_gap(naive, best_loss), _with_gap(four, best_loss)
-
-
-def _band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
-    """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles."""
-    if len(source.bootstrap) < 2:
-        return None
-    s = _law_strategy(best.strategy, chosen)
-    losses = np.array(
-        [
-            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
-            for b in source.bootstrap
-        ]
-    )
-    losses = losses[np.isfinite(losses)]
-    if losses.size < 2:
-        return None
-    lo, hi = np.percentile(losses, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-def _range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
-    """Say where the plan leaves the data the law was fitted on, and by how much."""
-    rng = dict(source.data_range or {})
-    if isinstance(rng.get(best.strategy), dict):  # a per-strategy range, if the fit has one
-        rng.update(rng[best.strategy])
-    checks = [
-        ("n_params", "N", best.n_params, "size"),
-        ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),
-        ("fresh_tokens", "D", best.fresh_tokens, "fresh-token count"),
-        ("derived_ratio", "D′/D", best.derived_ratio, "derived ratio"),
-    ]
-    out = []
-    for key, symbol, value, what in checks:
-        bounds = rng.get(key)
-        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
-            continue
-        lo, hi = (None if b is None else float(b) for b in bounds)
-        shown = format_number(value)
-        if hi is not None and value > hi * (1 + 1e-9):
-            if hi > 0:
-                out.append(
-                    f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
-                    f"({format_number(hi)})"
-                )
-            else:
-                out.append(f"{symbol} = {shown} but the fit saw only {symbol} = 0")
-        elif lo is not None and lo > 0 and 0 < value < lo * (1 - 1e-9):
-            out.append(
-                f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
-                f"({format_number(lo)})"
-            )
-    return out
-
-
-def _times(ratio: float) -> str:
-    """7.38×, 126×, 2,710×: readable at any size."""
-    return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"

@@ -1,0 +1,97 @@
+"""Checks on a plan: its 95% band, where it leaves the fitted range, and law artifacts.
+
+This module's one job is to judge a chosen allocation rather than to find it: score it under
+the fit's bootstrap laws (the 95% band), say where it leaves the data the law was fitted on
+and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
+extrapolation artifact). cdlaw.plan calls these; they never import it at run time.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cdlaw.law import Law
+from cdlaw.plan_law import PlanningLaw
+from cdlaw.units import format_number
+
+if TYPE_CHECKING:  # for annotations only: no import of cdlaw.plan at run time, so no cycle
+    from cdlaw.plan import Allocation
+
+
+def _law_strategy(label: str, chosen: str) -> str:
+    """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
+    return "none" if label == "none" else chosen
+
+
+def _prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
+    """Whether ∂L/∂D > 0 at fixed N and D + D′: the law would rather have fewer fresh tokens.
+
+    A sane law never does (a fresh token is worth at least a derived one), but the CD
+    law's saturated data D·(1 + R*) with R* ∝ D^ρ shrinks as D grows when ρ < −1, as the
+    qin2026 paraphrase fit does once r is large. The plan keeps SPEC §10's D = min(U, T)
+    and says so instead of exploiting it.
+    """
+    if best.derived_tokens == 0 or strategy == "none":
+        return False
+    h = 1e-4 * best.fresh_tokens
+    moved = law.loss(best.n_params, best.fresh_tokens - h, best.derived_tokens + h, strategy)
+    return float(moved) < best.predicted_loss - 1e-12
+
+
+def _band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
+    """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles."""
+    if len(source.bootstrap) < 2:
+        return None
+    s = _law_strategy(best.strategy, chosen)
+    losses = np.array(
+        [
+            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
+            for b in source.bootstrap
+        ]
+    )
+    losses = losses[np.isfinite(losses)]
+    if losses.size < 2:
+        return None
+    lo, hi = np.percentile(losses, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
+    """Say where the plan leaves the data the law was fitted on, and by how much."""
+    rng = dict(source.data_range or {})
+    if isinstance(rng.get(best.strategy), dict):  # a per-strategy range, if the fit has one
+        rng.update(rng[best.strategy])
+    checks = [
+        ("n_params", "N", best.n_params, "size"),
+        ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),
+        ("fresh_tokens", "D", best.fresh_tokens, "fresh-token count"),
+        ("derived_ratio", "D′/D", best.derived_ratio, "derived ratio"),
+    ]
+    out = []
+    for key, symbol, value, what in checks:
+        bounds = rng.get(key)
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
+            continue
+        lo, hi = (None if b is None else float(b) for b in bounds)
+        shown = format_number(value)
+        if hi is not None and value > hi * (1 + 1e-9):
+            if hi > 0:
+                out.append(
+                    f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
+                    f"({format_number(hi)})"
+                )
+            else:
+                out.append(f"{symbol} = {shown} but the fit saw only {symbol} = 0")
+        elif lo is not None and lo > 0 and 0 < value < lo * (1 - 1e-9):
+            out.append(
+                f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
+                f"({format_number(lo)})"
+            )
+    return out
+
+
+def _times(ratio: float) -> str:
+    """7.38×, 126×, 2,710×: readable at any size."""
+    return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
