@@ -9,6 +9,10 @@ The objective is the Huber loss of log-loss residuals, summed over rows, in log-
 parameters (E = e^e, ...). It is minimised with L-BFGS from a grid of starting points
 (the CD paper used 6,144), all run at once by cdlaw.fit_optim, and the best few are
 polished with scipy's L-BFGS-B. No hidden state: everything a fit did is in its result.
+
+Checks before fitting are in cdlaw.fit_checks, the summaries of a finished fit in
+cdlaw.fit_report, and fit.json / fit_rows.parquet I/O in cdlaw.fit_io; this module is
+the procedure, read straight down (names imported from those modules are re-exported).
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ import pandas as pd
 
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
+from cdlaw.fit_checks import METHODS as METHODS
+from cdlaw.fit_checks import _check_identifiable, _check_options
+from cdlaw.fit_io import bootstrap_laws as bootstrap_laws
+from cdlaw.fit_io import output_paths, write_fit
 from cdlaw.fit_optim import (
     Problem,
     build_problem,
@@ -31,15 +39,21 @@ from cdlaw.fit_optim import (
     start_grid,
     with_single_threaded_blas,
 )
-from cdlaw.table import describe_range, prepare_runs, seed_noise, select_cells
+from cdlaw.fit_report import RSTAR_SPREAD as RSTAR_SPREAD
+from cdlaw.fit_report import (
+    _at_bound,
+    _model_floor,
+    _percentiles,
+    _rows_table,
+    _rstar_at_median,
+)
+from cdlaw.table import prepare_runs, seed_noise, select_cells
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
-METHODS = ("joint", "staged")
 DEFAULT_STARTS = 6144  # the CD paper's grid
 SEARCH_FTOL = 1e-12  # stopping rule of the many-start search (scipy's ftol semantics)
 SEARCH_GTOL = 1e-9
 N_POLISH = 5  # distinct best minima polished with scipy
-RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -102,17 +116,6 @@ class FitResult:
         }
 
 
-def bootstrap_laws(fit: dict) -> list[lawlib.Law]:
-    """The bootstrap refits of a fit.json as Laws (for bands: plan, plot)."""
-    names = fit.get("bootstrap_params") or []
-    strategies = list((fit.get("strategies") or {}).keys())
-    return [
-        lawlib.law_from_public_vector(fit["law"], strategies, v)
-        for v in fit.get("bootstrap") or []
-        if len(v) == len(names)
-    ]
-
-
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
     """The fit's objective for given constants on a table: Σ huber(log L_obs − log L_pred)."""
     df = prepare_runs(df)
@@ -126,96 +129,6 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
     from cdlaw.fit_optim import huber
 
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
-
-
-# ---------------------------------------------------------------------------------------
-# Checks before fitting: options, and whether the table can identify the parameters.
-# ---------------------------------------------------------------------------------------
-
-
-def _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
-    if law not in lawlib.FORMS:
-        raise BadInput(f"--law must be one of {', '.join(lawlib.FORMS)}, not {law!r}")
-    if method not in METHODS:
-        raise BadInput(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
-    if huber_delta is not None and not (np.isfinite(huber_delta) and huber_delta > 0):
-        raise BadInput(f"--huber-delta must be a positive number, not {huber_delta!r}")
-    if int(n_starts) < 1:
-        raise BadInput(f"--starts must be at least 1, not {n_starts!r}")
-    if int(drop_outliers) < 0:
-        raise BadInput(f"--drop-outliers must be 0 or more, not {drop_outliers!r}")
-    if int(bootstrap) < 0:
-        raise BadInput(f"--bootstrap must be 0 or more, not {bootstrap!r}")
-    if naive and law != "chinchilla":
-        raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
-
-
-def _check_identifiable(
-    rows: pd.DataFrame, form: str, method: str, strategies, n_params: int
-) -> list[str]:
-    """Refuse (BadInput) when the rows cannot pin the parameters down, saying what is
-    lacking; return warnings where they pin them only just."""
-    what = {"cd": "the cd law", "muennighoff": "the muennighoff law", "chinchilla": "Chinchilla"}[
-        form
-    ]
-    warnings = []
-    base, which = rows, "rows"
-    if form != "chinchilla" and method == "staged":  # stage 1 sees only D′ = 0 rows
-        base, which = rows[rows["derived_tokens"] == 0], "one-epoch (D′ = 0) rows"
-    sizes = np.unique(base["n_params"])
-    if len(sizes) < 2:
-        raise BadInput(
-            f"the table's {which} have {len(sizes)} model size(s) ({describe_range(sizes)}); "
-            f"{what} needs at least 2 distinct n_params to fit alpha (3 to tell E, A and alpha "
-            "apart)"
-        )
-    if len(sizes) == 2:
-        warnings.append(
-            f"only 2 model sizes ({describe_range(sizes)}): E, A and alpha are not separately "
-            "identified; trust E + A/N^alpha at those sizes (model_floor), not extrapolations in N"
-        )
-    tokens = np.unique(base["effective_fresh" if "effective_fresh" in base else "fresh_tokens"])
-    # Derived-token rows vary the effective data too, so a joint fit with them copes with 2.
-    plain = form == "chinchilla" or method == "staged"
-    if len(tokens) < 2:
-        raise BadInput(
-            f"the table's {which} have {len(tokens)} distinct fresh_tokens value(s) "
-            f"({describe_range(tokens)}); {what} needs at least 2 to fit beta"
-            + (" (3 to tell B and beta apart)" if plain else "")
-        )
-    if len(tokens) == 2 and plain:
-        warnings.append(
-            f"only 2 fresh_tokens values ({describe_range(tokens)}) in the {which}: B and beta "
-            "are not separately identified"
-            + ("; --method joint also uses the derived-token rows" if method == "staged" else "")
-        )
-    for s in strategies:
-        d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
-        if form == "muennighoff":
-            if len(d) < 2:
-                raise BadInput(
-                    f"strategy {s} has {len(d)} run(s) with derived tokens; its R*_D needs at least 2"
-                )
-            continue
-        X = np.column_stack([np.ones(len(d)), np.log(d["tokens_per_param"]), np.log(d["n_params"])])
-        if len(d) < 3 or np.linalg.matrix_rank(X, tol=1e-6) < 3:
-            n_sizes = d["n_params"].nunique()
-            lack = (
-                f"only {n_sizes} model size(s)"
-                if n_sizes < 2
-                else f"only {d['tokens_per_param'].nunique()} tokens-per-param value(s) per size"
-            )
-            raise BadInput(
-                f"strategy {s}'s runs with derived tokens cover {lack} ({len(d)} rows), so its K, "
-                "rho and sigma cannot be told apart; add runs at ≥ 2 sizes and ≥ 2 tokens-per-param "
-                "ratios, or fit --law muennighoff (one R* per strategy)"
-            )
-    if len(rows) < n_params + 2:
-        raise BadInput(
-            f"the table has {len(rows)} usable rows but {what} with these strategies has "
-            f"{n_params} parameters; a fit needs at least {n_params + 2} rows"
-        )
-    return warnings
 
 
 # ---------------------------------------------------------------------------------------
@@ -554,151 +467,6 @@ def fit_law(
         warnings=warnings,
         rows=table,
     )
-
-
-def _at_bound(z, problem: Problem, span, names) -> list[str]:
-    out = []
-    width = problem.upper - problem.lower
-    for j, name in enumerate(names):
-        if z[j] <= problem.lower[j] + 1e-6 * width[j]:
-            out.append(f"{name} (lower bound)")
-        elif z[j] >= problem.upper[j] - 1e-6 * width[j]:
-            out.append(f"{name} (upper bound)")
-        elif np.isfinite(span[j, 0]) and not (span[j, 0] <= z[j] <= span[j, 1]):
-            out.append(f"{name} (outside the start grid)")
-    return out
-
-
-def _percentiles(names, boot) -> dict[str, list[float]]:
-    if len(boot) == 0:
-        return {}
-    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
-    return {n: [float(a), float(b)] for n, a, b in zip(names, lo, hi, strict=True)}
-
-
-def _model_floor(fitted, boot_laws, sizes) -> dict:
-    """E + A/N^α at each model size of the table, with its bootstrap interval."""
-    out = {"n_params": sizes.tolist(), "loss": fitted.loss_model_floor(sizes).tolist()}
-    if boot_laws:
-        b = np.array([bl.loss_model_floor(sizes) for bl in boot_laws])
-        out["ci95"] = np.percentile(b, [2.5, 97.5], axis=0).T.tolist()
-    return out
-
-
-def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
-    """R* per strategy at the table's median cell (median N, median tokens per param)."""
-    if fitted.form == "chinchilla" or not strategies:
-        return {}
-    n_med = float(np.exp(np.median(np.log(np.unique(rows["n_params"])))))
-    tpp = float(np.exp(np.median(np.log(np.unique(rows["tokens_per_param"])))))
-    out: dict = {"n_params": n_med, "fresh_tokens": n_med * tpp}
-    for s in strategies:
-        value = float(fitted.rstar(n_med, n_med * tpp, s))
-        entry = {"value": value}
-        if boot_laws:
-            b = [float(bl.rstar(n_med, n_med * tpp, s)) for bl in boot_laws]
-            entry["ci95"] = np.percentile(b, [2.5, 97.5]).tolist()
-        out[s] = entry
-        d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
-        R = fitted.rstar(d["n_params"].to_numpy(), d["fresh_tokens"].to_numpy(), s)
-        r_max = d["derived_ratio"].max()
-        if not np.any(d["derived_ratio"].to_numpy() >= 0.5 * R) or r_max < 0.5 * value:
-            warnings.append(
-                f"{s}: the runs' derived_ratio (at most {r_max:.3g}) stays well below R* "
-                f"({value:.3g} at the median cell), so R* is barely identified; see its "
-                "bootstrap interval, and add runs with larger r"
-            )
-        elif "ci95" in entry and entry["ci95"][1] > RSTAR_SPREAD * entry["ci95"][0]:
-            lo, hi = entry["ci95"]
-            warnings.append(
-                f"{s}: R* at the median cell is poorly identified (95% interval {lo:.3g} to "
-                f"{hi:.3g})"
-            )
-    return out
-
-
-def _rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
-    """fit_rows.parquet: the inputs with prediction, residual, empirical η and regime."""
-    from cdlaw.regimes import classify
-
-    N, D, Dp, loss = (
-        cells[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens", "loss")
-    )
-    strategy = cells["strategy"].to_numpy(object)
-    if naive:
-        predicted = fitted.loss(N, D + Dp, 0.0, "none")
-    else:
-        predicted = np.empty(len(cells))
-        for s in np.unique(strategy):
-            m = strategy == s
-            known = fitted.form == "chinchilla" or s == "none" or s in fitted.strategies
-            predicted[m] = fitted.loss(N[m], D[m], Dp[m], s if known else "none")
-    regimes = classify(
-        fitted,
-        N,
-        D,
-        Dp,
-        [
-            s if s == "none" or fitted.form == "chinchilla" or s in fitted.strategies else "none"
-            for s in strategy
-        ],
-        loss=loss,
-    )
-    first = [
-        "row_id",
-        "n_params",
-        "fresh_tokens",
-        "derived_tokens",
-        "strategy",
-        "loss",
-        "derived_ratio",
-        "tokens_per_param",
-    ]
-    out = cells[first].copy()
-    out["predicted_loss"] = predicted
-    out["residual_log"] = np.log(loss) - np.log(predicted)
-    out["empirical_eta"] = lawlib.empirical_eta(fitted, N, D, Dp, loss)
-    out["regime"] = regimes.regime.astype(str)
-    out["loss_one_epoch"] = regimes.loss_one_epoch
-    out["loss_data_floor"] = regimes.loss_data_floor
-    out["loss_model_floor"] = regimes.loss_model_floor
-    out["derived_gain_share"] = regimes.derived_gain_share
-    out["used"] = np.asarray(used, bool)
-    out["heldout"] = np.asarray(heldout, bool)
-    rest = [c for c in cells.columns if c not in out.columns]
-    return pd.concat([out, cells[rest]], axis=1).reset_index(drop=True)
-
-
-# ---------------------------------------------------------------------------------------
-# Files: fit.json and fit_rows.parquet.
-# ---------------------------------------------------------------------------------------
-
-
-def output_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
-    """Where a fit of PATH writes: (fit.json, fit_rows.parquet).
-
-    A runs folder: <runs>/fit.json and <runs>/fit_rows.parquet. A table file t.csv:
-    t.fit.json and t.fit_rows.parquet beside it. --out X.json: X.json and X_rows.parquet.
-    """
-    path = Path(path)
-    if out is not None:
-        out = Path(out)
-        if out.suffix.lower() != ".json":
-            raise BadInput(f"--out must name a .json file (fit.json), not {str(out)!r}")
-        if out.exists() and out.is_dir():
-            raise BadInput(f"--out {out} is a folder; give a file name such as {out / 'fit.json'}")
-        return out, out.with_name(out.stem + "_rows.parquet")
-    if path.is_dir():
-        return path / "fit.json", path / "fit_rows.parquet"
-    return path.with_name(path.stem + ".fit.json"), path.with_name(path.stem + ".fit_rows.parquet")
-
-
-def write_fit(result: FitResult, json_path: str | Path, rows_path: str | Path) -> None:
-    """Write fit_rows.parquet, then fit.json (each atomically; fit.json last)."""
-    from cdlaw.atomic import write_json_atomic, write_parquet_atomic
-
-    write_parquet_atomic(rows_path, result.rows)
-    write_json_atomic(json_path, result.to_dict())
 
 
 def fit_path(path, out=None, **options) -> tuple[FitResult, Path, Path]:

@@ -1,0 +1,132 @@
+"""Summaries computed from a finished fit, for fit.json and fit_rows.parquet.
+
+One job: given the fitted law, its bootstrap refits and the rows, say what the fit
+found — parameters at a bound or outside the start grid, 95% percentile intervals, the
+model floor E + A/N^α at the table's sizes, each strategy's R* at the median cell (with
+warnings where it is barely identified), and the per-row table of predictions, log
+residuals, empirical η and regimes. cdlaw.fit calls these after the search; nothing
+here optimises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cdlaw import law as lawlib
+from cdlaw.fit_optim import Problem
+
+RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
+
+
+def _at_bound(z, problem: Problem, span, names) -> list[str]:
+    out = []
+    width = problem.upper - problem.lower
+    for j, name in enumerate(names):
+        if z[j] <= problem.lower[j] + 1e-6 * width[j]:
+            out.append(f"{name} (lower bound)")
+        elif z[j] >= problem.upper[j] - 1e-6 * width[j]:
+            out.append(f"{name} (upper bound)")
+        elif np.isfinite(span[j, 0]) and not (span[j, 0] <= z[j] <= span[j, 1]):
+            out.append(f"{name} (outside the start grid)")
+    return out
+
+
+def _percentiles(names, boot) -> dict[str, list[float]]:
+    if len(boot) == 0:
+        return {}
+    lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
+    return {n: [float(a), float(b)] for n, a, b in zip(names, lo, hi, strict=True)}
+
+
+def _model_floor(fitted, boot_laws, sizes) -> dict:
+    """E + A/N^α at each model size of the table, with its bootstrap interval."""
+    out = {"n_params": sizes.tolist(), "loss": fitted.loss_model_floor(sizes).tolist()}
+    if boot_laws:
+        b = np.array([bl.loss_model_floor(sizes) for bl in boot_laws])
+        out["ci95"] = np.percentile(b, [2.5, 97.5], axis=0).T.tolist()
+    return out
+
+
+def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
+    """R* per strategy at the table's median cell (median N, median tokens per param)."""
+    if fitted.form == "chinchilla" or not strategies:
+        return {}
+    n_med = float(np.exp(np.median(np.log(np.unique(rows["n_params"])))))
+    tpp = float(np.exp(np.median(np.log(np.unique(rows["tokens_per_param"])))))
+    out: dict = {"n_params": n_med, "fresh_tokens": n_med * tpp}
+    for s in strategies:
+        value = float(fitted.rstar(n_med, n_med * tpp, s))
+        entry = {"value": value}
+        if boot_laws:
+            b = [float(bl.rstar(n_med, n_med * tpp, s)) for bl in boot_laws]
+            entry["ci95"] = np.percentile(b, [2.5, 97.5]).tolist()
+        out[s] = entry
+        d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
+        R = fitted.rstar(d["n_params"].to_numpy(), d["fresh_tokens"].to_numpy(), s)
+        r_max = d["derived_ratio"].max()
+        if not np.any(d["derived_ratio"].to_numpy() >= 0.5 * R) or r_max < 0.5 * value:
+            warnings.append(
+                f"{s}: the runs' derived_ratio (at most {r_max:.3g}) stays well below R* "
+                f"({value:.3g} at the median cell), so R* is barely identified; see its "
+                "bootstrap interval, and add runs with larger r"
+            )
+        elif "ci95" in entry and entry["ci95"][1] > RSTAR_SPREAD * entry["ci95"][0]:
+            lo, hi = entry["ci95"]
+            warnings.append(
+                f"{s}: R* at the median cell is poorly identified (95% interval {lo:.3g} to "
+                f"{hi:.3g})"
+            )
+    return out
+
+
+def _rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
+    """fit_rows.parquet: the inputs with prediction, residual, empirical η and regime."""
+    from cdlaw.regimes import classify
+
+    N, D, Dp, loss = (
+        cells[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens", "loss")
+    )
+    strategy = cells["strategy"].to_numpy(object)
+    if naive:
+        predicted = fitted.loss(N, D + Dp, 0.0, "none")
+    else:
+        predicted = np.empty(len(cells))
+        for s in np.unique(strategy):
+            m = strategy == s
+            known = fitted.form == "chinchilla" or s == "none" or s in fitted.strategies
+            predicted[m] = fitted.loss(N[m], D[m], Dp[m], s if known else "none")
+    regimes = classify(
+        fitted,
+        N,
+        D,
+        Dp,
+        [
+            s if s == "none" or fitted.form == "chinchilla" or s in fitted.strategies else "none"
+            for s in strategy
+        ],
+        loss=loss,
+    )
+    first = [
+        "row_id",
+        "n_params",
+        "fresh_tokens",
+        "derived_tokens",
+        "strategy",
+        "loss",
+        "derived_ratio",
+        "tokens_per_param",
+    ]
+    out = cells[first].copy()
+    out["predicted_loss"] = predicted
+    out["residual_log"] = np.log(loss) - np.log(predicted)
+    out["empirical_eta"] = lawlib.empirical_eta(fitted, N, D, Dp, loss)
+    out["regime"] = regimes.regime.astype(str)
+    out["loss_one_epoch"] = regimes.loss_one_epoch
+    out["loss_data_floor"] = regimes.loss_data_floor
+    out["loss_model_floor"] = regimes.loss_model_floor
+    out["derived_gain_share"] = regimes.derived_gain_share
+    out["used"] = np.asarray(used, bool)
+    out["heldout"] = np.asarray(heldout, bool)
+    rest = [c for c in cells.columns if c not in out.columns]
+    return pd.concat([out, cells[rest]], axis=1).reset_index(drop=True)
