@@ -28,20 +28,58 @@ class Segment:
 
 
 class TokenStream:
-    """The concatenation of segments, in order.
+    """The concatenation of segments, in order, held as columns.
+
+    A run at paper scale has one segment per shuffled sequence (millions of them), so the
+    segments are kept as numpy columns (source array, start, stop, derived, offset) over a
+    short list of source arrays rather than as Segment objects: 29 bytes per segment.
 
     Attributes: n_tokens (= fresh_tokens + derived_tokens, exact), fresh_tokens,
     derived_tokens, and `info` (free-form facts the data layer wants logged, e.g. epochs).
     """
 
-    def __init__(self, segments: list[Segment], info: dict | None = None):
-        self.segments = [s for s in segments if len(s) > 0]
-        lengths = np.array([len(s) for s in self.segments], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(lengths)])  # offsets[i] = start of segment i
+    def __init__(self, segments: list[Segment] = (), info: dict | None = None):
+        arrays: list[np.ndarray] = []
+        index: dict[int, int] = {}
+        rows = []
+        for seg in segments:
+            k = index.setdefault(id(seg.tokens), len(arrays))
+            if k == len(arrays):
+                arrays.append(seg.tokens)
+            rows.append((k, seg.start, seg.stop, seg.derived))
+        src, start, stop, derived = (
+            (np.array(c) for c in zip(*rows, strict=True)) if rows else [()] * 4
+        )
+        self._set(arrays, src, start, stop, derived, info)
+
+    @classmethod
+    def from_columns(cls, arrays, src, start, stop, derived, info: dict | None = None):
+        """Segment i is arrays[src[i]][start[i]:stop[i]], derived if derived[i]."""
+        stream = cls.__new__(cls)
+        stream._set(arrays, src, start, stop, derived, info)
+        return stream
+
+    def _set(self, arrays, src, start, stop, derived, info) -> None:
+        src, start, stop = (np.asarray(c, dtype=np.int64) for c in (src, start, stop))
+        derived = np.asarray(derived, dtype=bool)
+        keep = stop > start  # empty segments are dropped
+        self.arrays = list(arrays)
+        self.src, self.start, self.stop = src[keep].astype(np.int32), start[keep], stop[keep]
+        self.derived = derived[keep]
+        lengths = self.stop - self.start
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         self.n_tokens = int(self.offsets[-1])
-        self.derived_tokens = int(sum(len(s) for s in self.segments if s.derived))
+        self.derived_tokens = int(lengths[self.derived].sum())
         self.fresh_tokens = self.n_tokens - self.derived_tokens
         self.info = dict(info or {})
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments as objects (for tests and small streams)."""
+        return [
+            Segment(self.arrays[k], int(a), int(b), bool(d))
+            for k, a, b, d in zip(self.src, self.start, self.stop, self.derived, strict=True)
+        ]
 
     def __len__(self) -> int:
         return self.n_tokens
@@ -57,10 +95,10 @@ class TokenStream:
         parts = []
         pos = start
         while pos < stop:
-            seg = self.segments[i]
-            a = seg.start + (pos - int(self.offsets[i]))
-            b = seg.start + min(stop - int(self.offsets[i]), len(seg))
-            parts.append(np.asarray(seg.tokens[a:b], dtype=np.int64))
+            base, seg_start = int(self.offsets[i]), int(self.start[i])
+            a = seg_start + (pos - base)
+            b = seg_start + min(stop - base, int(self.stop[i]) - seg_start)
+            parts.append(np.asarray(self.arrays[self.src[i]][a:b], dtype=np.int64))
             pos += b - a
             i += 1
         return np.concatenate(parts)
@@ -69,9 +107,13 @@ class TokenStream:
         """For each token of read(start, count): is it a derived token? (for logging epochs)."""
         stop = min(start + count, self.n_tokens)
         out = np.zeros(max(stop - start, 0), dtype=bool)
-        for i, seg in enumerate(self.segments):
+        if start >= stop:
+            return out
+        first = int(np.searchsorted(self.offsets, start, side="right")) - 1
+        last = int(np.searchsorted(self.offsets, stop, side="left"))
+        for i in range(first, last):  # only the segments that overlap the window
             lo, hi = max(int(self.offsets[i]), start), min(int(self.offsets[i + 1]), stop)
-            if seg.derived and lo < hi:
+            if self.derived[i] and lo < hi:
                 out[lo - start : hi - start] = True
         return out
 

@@ -71,3 +71,10 @@ def test_stream_reads_exactly_across_segments():
             np.testing.assert_array_equal(s.read(start, count), whole[start : start + count])
     np.testing.assert_array_equal(s.derived_mask(4, 6), [False, False, True, True, True, True])
     assert array_stream(a).n_tokens == 10
+    # The same stream from columns (how the data layer builds millions of segments), with
+    # an empty segment that must be dropped.
+    c = TokenStream.from_columns([a, b], [0, 1, 1, 0], [2, 0, 3, 0], [8, 5, 3, 3], [0, 1, 1, 1])
+    assert (c.n_tokens, c.fresh_tokens, c.derived_tokens) == (14, 6, 8)
+    np.testing.assert_array_equal(c.read(0, 14), whole)
+    np.testing.assert_array_equal(c.derived_mask(0, 14), s.derived_mask(0, 14))
+    assert [(len(x), x.derived) for x in c.segments] == [(6, False), (5, True), (3, True)]

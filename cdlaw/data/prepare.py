@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import math
 import shutil
@@ -49,7 +48,7 @@ from cdlaw.atomic import write_atomic, write_json_atomic, write_text_atomic
 from cdlaw.config import DataConfig
 from cdlaw.data import render, sources, tokenizer, world
 from cdlaw.errors import BadInput
-from cdlaw.streams import Segment, TokenStream
+from cdlaw.streams import TokenStream
 
 CACHE_VERSION = 1
 BLOCK_DOCS = world.BLOCK_DOCS
@@ -498,7 +497,7 @@ def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
 
 
 class _Concat:
-    """Several arrays read as one; slices come out as Segments of the underlying arrays."""
+    """Several arrays read as one; a slice of it is one or more slices of the arrays."""
 
     def __init__(self, arrays: list[np.ndarray]):
         self.arrays = [a for a in arrays if len(a)]
@@ -507,21 +506,53 @@ class _Concat:
         )
         self.n = int(self.offsets[-1])
 
-    def segments(self, starts, stops, derived: bool) -> list[Segment]:
+    def columns(self, starts, stops) -> tuple[np.ndarray, ...]:
+        """Slices [starts[i], stops[i]) as (array index, start, stop, i) columns, in order.
+
+        Vectorised: a run at paper scale slices millions of sequences. A slice that spans
+        two arrays (a sequence across a block boundary) becomes two rows; an empty one none.
+        """
         starts, stops = np.asarray(starts, np.int64), np.asarray(stops, np.int64)
+        kept = np.flatnonzero(starts < stops)
+        starts, stops = starts[kept], stops[kept]
         first = np.searchsorted(self.offsets, starts, side="right") - 1
         last = np.searchsorted(self.offsets, stops - 1, side="right") - 1
-        out = []
-        for a, b, i, j in zip(
-            starts.tolist(), stops.tolist(), first.tolist(), last.tolist(), strict=True
-        ):
-            if a >= b:
-                continue
-            for p in range(i, j + 1):  # almost always one array; two where a sequence spans
-                lo, hi = int(self.offsets[p]), int(self.offsets[p + 1])
-                s, e = max(a, lo), min(b, hi)
-                out.append(Segment(self.arrays[p], s - lo, e - lo, derived))
-        return out
+        counts = last - first + 1
+        row = np.repeat(np.arange(len(starts)), counts)
+        array = first[row] + (np.arange(len(row)) - np.repeat(np.cumsum(counts) - counts, counts))
+        lo = np.maximum(starts[row], self.offsets[array])
+        hi = np.minimum(stops[row], self.offsets[array + 1])
+        return array, lo - self.offsets[array], hi - self.offsets[array], kept[row]
+
+
+class _StreamBuilder:
+    """Appends slices of one or more _Concats, in order, then makes the TokenStream."""
+
+    def __init__(self, *sources: _Concat):
+        self.arrays: list[np.ndarray] = []
+        self.base: dict[int, int] = {}
+        for c in sources:
+            self.base[id(c)] = len(self.arrays)
+            self.arrays += c.arrays
+        self.parts: list[tuple] = []
+
+    def add(self, source: _Concat, starts, stops, derived: bool) -> None:
+        self.add_interleaved([(source, starts, stops, derived, np.arange(len(starts)))])
+
+    def add_interleaved(self, pieces) -> None:
+        """pieces: (source, starts, stops, derived, positions); the slices of all pieces
+        are placed in the order of their positions (a permutation shared by the pieces)."""
+        cols, keys = [], []
+        for source, starts, stops, derived, positions in pieces:
+            array, lo, hi, i = source.columns(starts, stops)
+            cols.append((array + self.base[id(source)], lo, hi, np.full(len(array), derived)))
+            keys.append(np.asarray(positions, dtype=np.int64)[i])
+        order = np.argsort(np.concatenate(keys), kind="stable")  # a split slice stays in order
+        self.parts.append(tuple(np.concatenate([c[k] for c in cols])[order] for k in range(4)))
+
+    def stream(self, info: dict) -> TokenStream:
+        columns = [np.concatenate([p[i] for p in self.parts]) for i in range(4)]
+        return TokenStream.from_columns(self.arrays, *columns, info=info)
 
 
 def _sequences(n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -568,10 +599,13 @@ def run_stream(
         "paraphrase_passes": 0.0,
     }
     if strategy == "none":
-        return TokenStream(fresh.segments([0], [D], False), info)
+        out = _StreamBuilder(fresh)
+        out.add(fresh, [0], [D], False)
+        return out.stream(info)
 
     if strategy == "repetition":
-        segments = fresh.segments([0], [D], False)
+        out = _StreamBuilder(fresh)
+        out.add(fresh, [0], [D], False)
         starts, (r0, r1) = _sequences(D, L)
         left, epoch = Dp, 2
         while left > 0:
@@ -581,11 +615,11 @@ def run_stream(
             take = np.minimum(
                 b - a, np.maximum(left - np.concatenate([[0], np.cumsum(b - a)[:-1]]), 0)
             )
-            segments += fresh.segments(a, a + take, True)
+            out.add(fresh, a, a + take, True)
             left -= int(take.sum())
             epoch += 1
         info["epochs"] = (D + Dp) / D
-        return TokenStream(segments, info)
+        return out.stream(info)
 
     n_docs = _docs_inside(blocks, D)
     if not sum(n_docs):
@@ -608,26 +642,19 @@ def run_stream(
     f_starts, (f0, f1) = _sequences(D, L)
     d_starts, (d0, d1) = _sequences(Dp, L)
     order = np.random.default_rng([seed, MIX_TAG]).permutation(len(f_starts) + len(d_starts))
-    segments = []
-    for is_derived, group in _runs(order >= len(f_starts)):
-        src, offs = (derived, d_starts) if is_derived else (fresh, f_starts)
-        idx = order[group] - (len(f_starts) if is_derived else 0)
-        segments += src.segments(offs[idx], offs[idx] + L, is_derived)
-    segments += fresh.segments([f0], [f1], False) + derived.segments([d0], [d1], True)
+    out = _StreamBuilder(fresh, derived)
+    is_derived = order >= len(f_starts)
+    at_f, at_d = np.flatnonzero(~is_derived), np.flatnonzero(is_derived)
+    f_seq, d_seq = f_starts[order[at_f]], d_starts[order[at_d] - len(f_starts)]
+    out.add_interleaved(
+        [(fresh, f_seq, f_seq + L, False, at_f), (derived, d_seq, d_seq + L, True, at_d)]
+    )
+    out.add(fresh, [f0], [f1], False)
+    out.add(derived, [d0], [d1], True)
     info["paraphrase_passes"] = Dp / D
     info["paraphrase_passes_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))
-    return TokenStream(segments, info)
-
-
-def _runs(flags: np.ndarray):
-    """(value, slice) for each run of equal values, so segments keep the mixed order."""
-    if len(flags) == 0:
-        return
-    cut = np.flatnonzero(np.diff(flags.astype(np.int8))) + 1
-    bounds = np.concatenate([[0], cut, [len(flags)]])
-    for lo, hi in itertools.pairwise(bounds):
-        yield bool(flags[lo]), slice(int(lo), int(hi))
+    return out.stream(info)
 
 
 def _too_short_for_paraphrase(n_tokens: int, blocks) -> str:
