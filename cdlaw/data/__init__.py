@@ -8,7 +8,7 @@ The default corpus is generated here (world.py, render.py); real corpora are rea
 `datasets` (sources.py); `cdlaw paraphrase` writes paraphrase files (paraphrase.py).
 """
 
+from cdlaw.data.ordering import run_stream
 from cdlaw.data.prepare import PreparedCorpus, corpus_key, prepare_corpus
-from cdlaw.data.run_stream import run_stream
 
 __all__ = ["PreparedCorpus", "corpus_key", "prepare_corpus", "run_stream"]

@@ -1,5 +1,5 @@
 """Prepare a corpus once per sweep: the tokenizer, the validation set and the cached
-token blocks (SPEC §3, §11); run_stream.py builds each run's token stream from it.
+token blocks (SPEC §3, §11); ordering.py builds each run's token stream from it.
 
 The cache lives under `<cache_dir>/data/<key>/`, keyed by a content hash of everything
 that decides its tokens (the corpus bytes, or the embedded world's options and seed and
@@ -42,7 +42,7 @@ CACHE_VERSION = 1
 BLOCK_DOCS = world.BLOCK_DOCS
 EMBEDDED_MAX_PASSES = 1000  # the embedded corpus renders any pass; this only bounds a typo
 BPE_SAMPLE_BYTES = 32 << 20  # a real corpus's BPE is trained on at most this much text
-SHUFFLE_TAG = 11  # seeds the document shuffle; run_stream.py holds 12 and 13
+SHUFFLE_TAG = 11  # seeds the document shuffle; ordering.py holds 12 and 13
 
 
 @dataclass
