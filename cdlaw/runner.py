@@ -159,8 +159,9 @@ def run_sweep(
 
     facts = [run_facts(r) for r in plan.runs]
     emit({"event": "plan", "sweep": plan.sweep.name, "runs": facts, "sweep_dir": str(sweep_dir)})
-    before = {r.run_id: (read_result(sweep_dir / r.run_id) or {}).get("status") for r in plan.runs}
-    _refuse_stale_runs(plan, before)
+    results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
+    before = {rid: result.get("status") for rid, result in results.items()}
+    _refuse_stale_runs(plan, results)
     retry = {rid for rid, s in before.items() if s == "failed"}
     todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
     for r in plan.runs:
@@ -221,7 +222,7 @@ def _plan_or_clean_up(path, out: Path, only: str | None) -> SweepPlan:
         raise
 
 
-def _refuse_stale_runs(plan: SweepPlan, before: dict) -> None:
+def _refuse_stale_runs(plan: SweepPlan, results: dict[str, dict]) -> None:
     """Finished runs must have trained on the tokens this sweep's data gives now.
 
     A run id hashes the run's config, not the corpus generator's code or the corpus files,
@@ -233,9 +234,10 @@ def _refuse_stale_runs(plan: SweepPlan, before: dict) -> None:
     now: dict[str, str | None] = {}
     stale = []
     for cfg in plan.runs:
-        if before[cfg.run_id] not in ("done", "diverged"):
+        result = results[cfg.run_id]
+        if result.get("status") not in ("done", "diverged"):
             continue
-        recorded = (read_result(plan.sweep_dir / cfg.run_id) or {}).get("corpus_key")
+        recorded = result.get("corpus_key")
         data = json.dumps(to_dict(cfg.data), sort_keys=True)
         if data not in now:
             now[data] = corpus_key(cfg.data)
