@@ -71,18 +71,23 @@ class _StreamBuilder:
         self.parts: list[tuple] = []
 
     def add(self, source: _Concat, starts, stops, derived: bool) -> None:
-        self.add_interleaved([(source, starts, stops, derived, np.arange(len(starts)))])
+        self.parts.append(self._rows(source, starts, stops, derived)[0])
 
     def add_interleaved(self, pieces) -> None:
         """pieces: (source, starts, stops, derived, positions); the slices of all pieces
         are placed in the order of their positions (a permutation shared by the pieces)."""
         cols, keys = [], []
         for source, starts, stops, derived, positions in pieces:
-            array, lo, hi, i = source.columns(starts, stops)
-            cols.append((array + self.base[id(source)], lo, hi, np.full(len(array), derived)))
+            rows, i = self._rows(source, starts, stops, derived)
+            cols.append(rows)
             keys.append(np.asarray(positions, dtype=np.int64)[i])
         order = np.argsort(np.concatenate(keys), kind="stable")  # a split slice stays in order
         self.parts.append(tuple(np.concatenate([c[k] for c in cols])[order] for k in range(4)))
+
+    def _rows(self, source: _Concat, starts, stops, derived: bool):
+        """(array, start, stop, derived) columns of the slices, and each row's slice index."""
+        array, lo, hi, i = source.columns(starts, stops)
+        return (array + self.base[id(source)], lo, hi, np.full(len(array), derived)), i
 
     def stream(self, info: dict) -> TokenStream:
         columns = [np.concatenate([p[i] for p in self.parts]) for i in range(4)]

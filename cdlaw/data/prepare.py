@@ -138,8 +138,7 @@ def corpus_key(data: DataConfig) -> str | None:
     own. None for a remote `hf:` dataset, whose fingerprint needs a download.
     """
     if data.corpus == "embedded":
-        key = _embedded_key(data, world.WorldOptions.from_config(data.world))
-        return _digest({**key, "tokenizer": _tokenizer_key(data, _bpe_blocks(data))})
+        return _embedded_digest(data, world.WorldOptions.from_config(data.world))
     fingerprint = _cheap_fingerprint(data)
     return None if fingerprint is None else _digest(_files_key(data, fingerprint))
 
@@ -150,11 +149,15 @@ def _bpe_blocks(data: DataConfig) -> int:
     return math.ceil(max(4096, 8 * data.vocab_size) / BLOCK_DOCS)
 
 
-def _prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorpus:
+def _embedded_digest(data: DataConfig, options: world.WorldOptions) -> str:
+    """The embedded corpus's cache folder name: generator, options and tokenizer."""
     key = _embedded_key(data, options)
+    return _digest({**key, "tokenizer": _tokenizer_key(data, _bpe_blocks(data))})
+
+
+def _prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorpus:
     n_bpe_blocks = _bpe_blocks(data)
-    tok_spec = _tokenizer_key(data, n_bpe_blocks)
-    root = cache_dir / "data" / _digest({**key, "tokenizer": tok_spec})
+    root = cache_dir / "data" / _embedded_digest(data, options)
     val_path = root / f"val-{data.val_tokens}.npy"
     if not (root / "meta.json").is_file() or not val_path.is_file():
         with _lock(root):
