@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from cdlaw.fit import SEARCH_FTOL, SEARCH_GTOL, fit_law
-from cdlaw.fit_optim import build_problem, objective_threads, single_threaded_blas, start_grid
+from cdlaw.fit.procedure import SEARCH_FTOL, SEARCH_GTOL, fit_law
+from cdlaw.fit.optim import build_problem, objective_threads, single_threaded_blas, start_grid
 from cdlaw.law import PRESETS, law_to_fit_vector
 
 SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]

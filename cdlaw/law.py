@@ -322,7 +322,7 @@ def empirical_eta(law: Law, n_params, fresh_tokens, derived_tokens, observed_los
 
 # ---------------------------------------------------------------------------------------
 # The fit's view of the law: log L for a batch of log-space parameter vectors at once,
-# with analytic gradients (appended for cdlaw.fit; SPEC §2, §8).
+# with analytic gradients (appended for cdlaw.fit.procedure; SPEC §2, §8).
 #
 # A fit vector holds, in this order (E, A, B, K, R*_D, R*_N as logs):
 #   cd:          e, a, b, alpha, beta, then per strategy k, rho, sigma

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.plot import KINDS, PlotInputs, load_inputs, make_figure, prepare_rows, why_not
+from cdlaw.figures.plot import KINDS, PlotInputs, load_inputs, make_figure, prepare_rows, why_not
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.units import format_number
 
@@ -87,11 +87,11 @@ class Report:
 
 
 def _fit_now(runs_dir: Path, inputs: PlotInputs) -> str:
-    """No fit.json: fit in memory with cdlaw.fit when it is there, else say how to get one."""
+    """No fit.json: fit in memory with cdlaw.fit.procedure when it is there, else say how to get one."""
     how = f"create one with `cdlaw fit {runs_dir}`, then run `cdlaw report {runs_dir}` again"
     try:
-        from cdlaw.fit import fit_law
-        from cdlaw.table import load_runs
+        from cdlaw.fit.procedure import fit_law
+        from cdlaw.fit.table import load_runs
     except ImportError:
         return f"No fit.json in {runs_dir}: {how}."
     try:
@@ -135,9 +135,9 @@ def _plan(runs_dir: Path, report: Report) -> None:
         report.plan_note = "No plan: the sweep has no finished runs to size a budget from."
         return
     try:
-        from cdlaw import plan as planner
+        from cdlaw.plan import planner
     except ImportError:
-        report.plan_note = "No plan: cdlaw.plan is not available in this install."
+        report.plan_note = "No plan: cdlaw.plan.planner is not available in this install."
         return
     fit_path = runs_dir / "fit.json"
     # The planner reads the fit.json itself when there is one, for the bootstrap 95% band.

@@ -2,7 +2,7 @@
 
 Losses come from a known CD law (the CD paper's published constants) times log-normal
 noise, so a figure's content can be checked against exact numbers. Files are written
-independently of cdlaw.plot, so a mismatch between the contract and the reader fails.
+independently of cdlaw.figures.plot, so a mismatch between the contract and the reader fails.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def write_external(root: Path, seed: int = 1) -> tuple[Path, Path]:
 
 
 def brute_force_frontier(law: Law, budgets, unique_tokens: float) -> dict:
-    """A frontier JSON by grid search (SPEC §10), independent of cdlaw.plan."""
+    """A frontier JSON by grid search (SPEC §10), independent of cdlaw.plan.planner."""
     n_grid = np.geomspace(1e6, 1e12, 1500)
     g = (law.alpha * law.A / (law.beta * law.B)) ** (1 / (law.alpha + law.beta))
 

@@ -5,7 +5,7 @@ import pytest
 
 from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig, from_dict, to_dict
 from cdlaw.errors import BadInput
-from cdlaw.streams import Segment, TokenStream, array_stream
+from cdlaw.data.streams import Segment, TokenStream, array_stream
 
 
 def run(**kw):

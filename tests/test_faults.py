@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import torch
 
-from cdlaw import locks
+from cdlaw.sweep import locks
 from cdlaw.config import ExecConfig
-from cdlaw.locks import LOCK_NAME, RunLock, read_lock
-from cdlaw.runner import run_sweep, sweep_status
-from cdlaw.sweep import load_sweep
+from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
+from cdlaw.sweep.runner import run_sweep, sweep_status
+from cdlaw.sweep.spec import load_sweep
 
 torch.set_num_threads(1)
 

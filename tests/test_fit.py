@@ -12,8 +12,8 @@ from scipy.optimize import minimize
 
 from cdlaw import law as L
 from cdlaw.errors import BadInput
-from cdlaw.fit import bootstrap_laws, fit_law, objective
-from cdlaw.fit_optim import huber, minimize_batched, single_threaded_blas
+from cdlaw.fit.procedure import bootstrap_laws, fit_law, objective
+from cdlaw.fit.optim import huber, minimize_batched, single_threaded_blas
 from cdlaw.law import PRESETS, Law
 
 SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]

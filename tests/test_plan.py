@@ -8,8 +8,8 @@ import pytest
 
 from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS, Law, chinchilla_loss
-from cdlaw.memory import GIB, activation_bytes_per_token, model_shape, training_cost
-from cdlaw.plan import (
+from cdlaw.plan.memory import GIB, activation_bytes_per_token, model_shape, training_cost
+from cdlaw.plan.planner import (
     Plan,
     budget_loss,
     chinchilla_optimal_n_params,

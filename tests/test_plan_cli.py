@@ -9,7 +9,7 @@ import pytest
 
 from cdlaw.cli import main
 from cdlaw.law import PRESETS
-from cdlaw.plan import Plan, load_law, plan
+from cdlaw.plan.planner import Plan, load_law, plan
 
 QIN = PRESETS["qin2026"]
 

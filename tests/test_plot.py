@@ -15,7 +15,7 @@ import plotdata
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.plot import KINDS, available_kinds, load_inputs, make_figure, plot
+from cdlaw.figures.plot import KINDS, available_kinds, load_inputs, make_figure, plot
 
 LAW = plotdata.TRUE_LAW
 
@@ -254,9 +254,9 @@ def test_frontier_from_a_frontier_json(tmp_path):
 
 
 def test_frontier_from_runs_uses_the_planner(figures, inputs):
-    from cdlaw import plan
+    from cdlaw.plan import planner as plan
 
-    fr = inputs.frontier  # computed by make_figure through cdlaw.plan.frontier
+    fr = inputs.frontier  # computed by make_figure through cdlaw.plan.planner.frontier
     first = fr["rows"][0]
     want = plan.plan(LAW, first["budget_flops"], fr["unique_tokens"])
     assert first["n_params"] == pytest.approx(want.n_params, rel=1e-9)

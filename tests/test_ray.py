@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from cdlaw.config import ExecConfig
-from cdlaw.runner import run_sweep
+from cdlaw.sweep.runner import run_sweep
 
 ray = pytest.importorskip("ray")
 torch.set_num_threads(1)

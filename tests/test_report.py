@@ -265,7 +265,7 @@ def test_held_out_check_and_seed_noise_are_shown(tmp_path):
 
 
 def test_default_plan_is_100x_the_largest_run(report, runs):
-    from cdlaw import plan
+    from cdlaw.plan import planner as plan
 
     largest = max(
         6 * n * f * (1 + r)

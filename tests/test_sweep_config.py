@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.grid import round_tokens
+from cdlaw.sweep.grid import round_tokens
 from cdlaw.shapes import count_params, resolve_size
-from cdlaw.sweep import load_sweep, parse_sweep
-from cdlaw.sweep_plan import parse_only, run_facts
+from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.sweep.selection import parse_only, run_facts
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,9 +18,9 @@ import torch
 from cdlaw.config import ExecConfig
 from cdlaw.data import corpus_key
 from cdlaw.errors import BadInput
-from cdlaw.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, sweep_status
+from cdlaw.sweep.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, sweep_status
 from cdlaw.shapes import count_params
-from cdlaw.sweep import load_sweep
+from cdlaw.sweep.spec import load_sweep
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)

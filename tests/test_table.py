@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.table import load_runs, prepare_runs, seed_noise, select_cells
+from cdlaw.fit.table import load_runs, prepare_runs, seed_noise, select_cells
 
 
 def runs(**over):

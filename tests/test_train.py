@@ -18,8 +18,8 @@ import torch.nn.functional as F
 
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
-from cdlaw.streams import Segment, TokenStream, array_stream
-from cdlaw.train import (
+from cdlaw.data.streams import Segment, TokenStream, array_stream
+from cdlaw.train.loop import (
     IGNORE,
     RunInterrupted,
     lr_at,
@@ -231,8 +231,8 @@ import sys, time, numpy as np, torch
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 torch.set_num_threads(1)
 from test_train import make_cfg, TRAIN_TOKENS, VAL_TOKENS
-from cdlaw.streams import array_stream
-from cdlaw.train import train_run
+from cdlaw.data.streams import array_stream
+from cdlaw.train.loop import train_run
 def progress(p):
     if p["step"] >= 20:
         print("step", p["step"], flush=True)

@@ -54,7 +54,7 @@ def fit(
 
     Example: cdlaw fit runs/demo --bootstrap 200 --holdout-largest
     """
-    from cdlaw.fit import fit_path
+    from cdlaw.fit.procedure import fit_path
 
     n_starts = number(starts, "--starts")
     if n_starts != int(n_starts):

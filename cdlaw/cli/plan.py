@@ -67,7 +67,7 @@ def plan(
 
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
     """
-    from cdlaw import plan as planner
+    from cdlaw.plan import planner
 
     source = planner.load_law(law)
     options = dict(

@@ -42,7 +42,7 @@ def plot(
 
     Example: cdlaw plot runs/demo --kind loss --kind eta --format svg
     """
-    from cdlaw.plot import plot as draw
+    from cdlaw.figures.plot import plot as draw
 
     kinds = [k.strip() for item in kind or [] for k in item.split(",") if k.strip()]
     paths = draw(path, kinds or None, out, fmt.lower(), fit)

@@ -69,7 +69,7 @@ def sweep(
     exec_cfg = ExecConfig(device=device, precision=precision, compile=compile, threads=threads)
 
     if dry_run:
-        from cdlaw.runner import dry_run_sweep
+        from cdlaw.sweep.runner import dry_run_sweep
 
         plan = dry_run_sweep(
             sweep_file, out, only=only, executor=executor, jobs=jobs, exec_cfg=exec_cfg
@@ -92,7 +92,7 @@ def sweep(
             _render_dry_run(plan)
         return
 
-    from cdlaw.runner import run_sweep
+    from cdlaw.sweep.runner import run_sweep
 
     display = SweepDisplay(live=err.is_terminal and not json_out)
     try:

@@ -25,7 +25,7 @@ from cdlaw.data.prepare import (
     _train_blocks,
 )
 from cdlaw.errors import BadInput
-from cdlaw.streams import TokenStream
+from cdlaw.data.streams import TokenStream
 
 REPEAT_TAG, MIX_TAG = 12, 13  # seed streams, so no two uses share numbers (prepare.py: 11)
 

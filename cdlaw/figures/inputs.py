@@ -34,7 +34,7 @@ class PlotInputs:
     rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
     summary: object = None  # pandas DataFrame: summary.parquet
     metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
-    frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan
+    frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
 
     @property
     def out_dir(self) -> Path:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
-from cdlaw.executors import choose_jobs, resolve_device
-from cdlaw.summary import run_state
-from cdlaw.sweep_plan import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.executors import choose_jobs, resolve_device
+from cdlaw.sweep.summary import run_state
+from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
 
 
 @dataclass
@@ -46,8 +46,8 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
 
     import numpy as np
 
-    from cdlaw.streams import array_stream
-    from cdlaw.train import train_run
+    from cdlaw.data.streams import array_stream
+    from cdlaw.train.loop import train_run
 
     batch_tokens = cfg.train.batch_size * cfg.model.seq_len
     steps = 30

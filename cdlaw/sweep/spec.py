@@ -27,8 +27,8 @@ The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strateg
 shared by both strategies. Every mistake is a BadInput naming the file, the key and what
 would be valid, raised before anything is written.
 
-The expansion into runs is in cdlaw.grid; the facts of a run and `--only` in
-cdlaw.sweep_plan.
+The expansion into runs is in cdlaw.sweep.grid; the facts of a run and `--only` in
+cdlaw.sweep.selection.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from cdlaw.config import (
     unknown_key_message,
 )
 from cdlaw.errors import BadInput
-from cdlaw.grid import RATIO_KEYS, SHAPE_KEYS, Cell, expand, grid_cells
+from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, Cell, expand, grid_cells
 
 try:
     import tomllib

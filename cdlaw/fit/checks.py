@@ -3,7 +3,7 @@
 One job: refuse (BadInput) a fit that cannot work before any optimising starts, saying
 what is wrong or lacking — an unknown law or method, a non-positive Huber delta, too
 few model sizes, token counts or derived-token runs to pin the parameters down — and
-return warnings where the rows pin them only just. cdlaw.fit calls these; they know
+return warnings where the rows pin them only just. cdlaw.fit.procedure calls these; they know
 nothing of the search.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
-from cdlaw.table import describe_range
+from cdlaw.fit.table import describe_range
 
 METHODS = ("joint", "staged")
 

@@ -3,7 +3,7 @@
 This module's one job is to judge a chosen allocation rather than to find it: score it under
 the fit's bootstrap laws (the 95% band), say where it leaves the data the law was fitted on
 and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
-extrapolation artifact). cdlaw.plan calls these; they never import it at run time.
+extrapolation artifact). cdlaw.plan.planner calls these; they never import it at run time.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cdlaw.law import Law
-from cdlaw.plan_law import PlanningLaw
+from cdlaw.plan.source import PlanningLaw
 from cdlaw.units import format_number
 
-if TYPE_CHECKING:  # for annotations only: no import of cdlaw.plan at run time, so no cycle
-    from cdlaw.plan import Allocation
+if TYPE_CHECKING:  # for annotations only: no import of cdlaw.plan.planner at run time, so no cycle
+    from cdlaw.plan.planner import Allocation
 
 
 def _law_strategy(label: str, chosen: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cdlaw.config import ExecConfig, RunConfig, from_dict
 from cdlaw.errors import BadInput
-from cdlaw.worker import Event, OnEvent, execute_run
+from cdlaw.sweep.worker import Event, OnEvent, execute_run
 
 
 @dataclass

@@ -18,10 +18,10 @@ from pathlib import Path
 from cdlaw.atomic import write_parquet_atomic
 from cdlaw.config import RunConfig, from_dict
 from cdlaw.errors import BadInput
-from cdlaw.locks import LOCK_NAME, read_lock
-from cdlaw.sweep import SweepConfig, load_sweep
-from cdlaw.sweep_plan import run_facts
-from cdlaw.worker import SUMMARY_COLUMNS, read_result
+from cdlaw.sweep.locks import LOCK_NAME, read_lock
+from cdlaw.sweep.spec import SweepConfig, load_sweep
+from cdlaw.sweep.selection import run_facts
+from cdlaw.sweep.worker import SUMMARY_COLUMNS, read_result
 
 SORT_COLUMNS = [
     "n_params",

@@ -18,7 +18,7 @@ from cdlaw.config import ModelConfig, RunConfig
 from cdlaw.errors import BadInput
 
 if TYPE_CHECKING:
-    from cdlaw.sweep import SweepConfig
+    from cdlaw.sweep.spec import SweepConfig
 
 
 # The ratio axis may be written three ways; each maps to r = D′/D.

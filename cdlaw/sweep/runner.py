@@ -8,12 +8,12 @@
 Resumes by default: finished runs are skipped, interrupted ones continue from their
 checkpoint. The parts, each in its own module (their API re-exported here, see __all__):
 
-    cdlaw.sweep_plan   validation against the corpus, --only, the facts of each run
-    cdlaw.locks        the per-run lock file (two processes never train one run)
-    cdlaw.worker       execute_run: one run, trained under its lock, failures recorded
-    cdlaw.executors    in-process, K worker processes, or Ray; devices, jobs × threads
-    cdlaw.summary      summary.parquet and the state of each run (`cdlaw status`)
-    cdlaw.dryrun       --dry-run: the table of runs and a measured time estimate
+    cdlaw.sweep.selection   validation against the corpus, --only, the facts of each run
+    cdlaw.sweep.locks        the per-run lock file (two processes never train one run)
+    cdlaw.sweep.worker       execute_run: one run, trained under its lock, failures recorded
+    cdlaw.sweep.executors    in-process, K worker processes, or Ray; devices, jobs × threads
+    cdlaw.sweep.summary      summary.parquet and the state of each run (`cdlaw status`)
+    cdlaw.sweep.dryrun       --dry-run: the table of runs and a measured time estimate
 
 All three executors go through one scheduling loop over concurrent.futures-style futures.
 """
@@ -32,9 +32,9 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.dryrun import DryRun, dry_run_sweep, estimate_seconds, makespan, measure_throughput
+from cdlaw.sweep.dryrun import DryRun, dry_run_sweep, estimate_seconds, makespan, measure_throughput
 from cdlaw.errors import BadInput
-from cdlaw.executors import (
+from cdlaw.sweep.executors import (
     InProcessExecutor,
     PoolExecutor,
     RayExecutor,
@@ -43,7 +43,7 @@ from cdlaw.executors import (
     cpu_count,
     resolve_device,
 )
-from cdlaw.locks import (
+from cdlaw.sweep.locks import (
     BREAK_GUARD_STALE_S,
     LOCK_HEARTBEAT_S,
     LOCK_NAME,
@@ -51,11 +51,11 @@ from cdlaw.locks import (
     RunLock,
     read_lock,
 )
-from cdlaw.summary import _RUN_ID as _RUN_ID
-from cdlaw.summary import SORT_COLUMNS, rebuild_summary, run_state, sweep_status
-from cdlaw.sweep import SweepConfig, load_sweep
-from cdlaw.sweep_plan import SweepPlan, plan_sweep, run_facts
-from cdlaw.worker import (
+from cdlaw.sweep.summary import _RUN_ID as _RUN_ID
+from cdlaw.sweep.summary import SORT_COLUMNS, rebuild_summary, run_state, sweep_status
+from cdlaw.sweep.spec import SweepConfig, load_sweep
+from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.worker import (
     FINISHED,
     SUMMARY_COLUMNS,
     Event,

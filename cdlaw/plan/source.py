@@ -1,7 +1,7 @@
 """Where a plan's law comes from: a preset name or a fit.json, with its bootstrap laws.
 
 This module's one job is to turn what `--law` names (a preset such as `qin2026`, or the path
-of a fit.json written by `cdlaw fit`) into the PlanningLaw that cdlaw.plan plans with: the
+of a fit.json written by `cdlaw fit`) into the PlanningLaw that cdlaw.plan.planner plans with: the
 law itself, the data range it was fitted on (so a plan can say when it extrapolates), and
 the fit's bootstrap samples read back as laws (the plan's 95% band), with a note when they
 cannot be used.

@@ -43,7 +43,7 @@ FORMATS = ("png", "svg", "pdf")
 
 def _planner():
     try:
-        from cdlaw import plan
+        from cdlaw.plan import planner as plan
     except ImportError:
         return None
     return plan if hasattr(plan, "frontier") else None
@@ -81,7 +81,7 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
         if law is None:
             return need_fit
         if _planner() is None:
-            return "the planner (cdlaw.plan) is not available; pass a frontier JSON from `cdlaw plan --frontier --json`"
+            return "the planner (cdlaw.plan.planner) is not available; pass a frontier JSON from `cdlaw plan --frontier --json`"
         if _unique_tokens(inputs) is None:
             return "no fresh-token count to plan with (no runs and no data_range in the fit)"
         return None
@@ -119,11 +119,11 @@ def _largest_run_flops(inputs: PlotInputs) -> float | None:
 def compute_frontier(
     law: Law, unique_tokens: float, budgets, strategy: str = "auto", fit: dict | None = None
 ) -> dict:
-    """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan."""
+    """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner."""
     plan = _planner()
     if plan is None:
         raise BadInput(
-            "the frontier figure needs cdlaw.plan, which is not available; "
+            "the frontier figure needs cdlaw.plan.planner, which is not available; "
             "pass a frontier JSON from `cdlaw plan --frontier --json` instead"
         )
     plans = plan.frontier(law, list(map(float, budgets)), unique_tokens, strategy=strategy)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
-from cdlaw.sweep import SweepConfig, _number, _same, load_sweep
+from cdlaw.sweep.spec import SweepConfig, _number, _same, load_sweep
 
 
 def run_facts(cfg: RunConfig) -> dict:

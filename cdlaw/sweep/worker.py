@@ -23,8 +23,8 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.locks import LOCK_NAME, RunLock
-from cdlaw.sweep_plan import run_facts
+from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.sweep.selection import run_facts
 
 Event = dict
 OnEvent = Callable[[Event], None]
@@ -80,7 +80,7 @@ def execute_run(
         emit({"event": "start", "run_id": cfg.run_id, "pid": os.getpid()})
         started = time.time()
         from cdlaw.data import prepare_corpus, run_stream
-        from cdlaw.train import RunInterrupted, train_run
+        from cdlaw.train.loop import RunInterrupted, train_run
 
         try:
             prepared = prepare_corpus(cfg.data, Path(cache_dir), cfg.fresh_tokens)

@@ -4,7 +4,7 @@ One job: given the fitted law, its bootstrap refits and the rows, say what the f
 found — parameters at a bound or outside the start grid, 95% percentile intervals, the
 model floor E + A/N^α at the table's sizes, each strategy's R* at the median cell (with
 warnings where it is barely identified), and the per-row table of predictions, log
-residuals, empirical η and regimes. cdlaw.fit calls these after the search; nothing
+residuals, empirical η and regimes. cdlaw.fit.procedure calls these after the search; nothing
 here optimises.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
-from cdlaw.fit_optim import Problem
+from cdlaw.fit.optim import Problem
 
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 

@@ -29,21 +29,21 @@ import numpy as np
 from cdlaw.errors import BadInput
 from cdlaw.law import STRATEGIES, Law, chinchilla_loss
 
-# Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan_checks.
-from cdlaw.plan_checks import (
+# Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
+from cdlaw.plan.checks import (
     _band,
     _law_strategy,
     _prefers_fewer_fresh_tokens,
     _range_warnings,
 )
 
-# Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan_law.
-# Re-exported here, so `from cdlaw.plan import load_law` etc. keep working.
-from cdlaw.plan_law import PRESET_DATA_RANGE as PRESET_DATA_RANGE
-from cdlaw.plan_law import PlanningLaw as PlanningLaw
-from cdlaw.plan_law import _as_planning_law
-from cdlaw.plan_law import bootstrap_laws as bootstrap_laws
-from cdlaw.plan_law import load_law as load_law
+# Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
+# Re-exported here, so `from cdlaw.plan.planner import load_law` etc. keep working.
+from cdlaw.plan.source import PRESET_DATA_RANGE as PRESET_DATA_RANGE
+from cdlaw.plan.source import PlanningLaw as PlanningLaw
+from cdlaw.plan.source import _as_planning_law
+from cdlaw.plan.source import bootstrap_laws as bootstrap_laws
+from cdlaw.plan.source import load_law as load_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 
 STRATEGY_CHOICES = ("auto", *STRATEGIES)
@@ -351,7 +351,7 @@ def plan(
 
     unique_tokens None means unlimited fresh data. With n_params given only the split
     (and, under "auto", the strategy) is decided. The memory / GPU-hours estimate is
-    added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.memory).
+    added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.plan.memory).
     """
     source = law if isinstance(law, PlanningLaw) else _as_planning_law(law)
     law = source.law
@@ -408,7 +408,7 @@ def plan(
         warnings.append("a chinchilla law gives derived tokens no value; they only spend FLOPs")
     memory = None
     if gpu_memory_gib is not None or gpu_flops is not None or mfu is not None:
-        from cdlaw.memory import training_cost
+        from cdlaw.plan.memory import training_cost
 
         extra = {"seq_len": seq_len, "micro_batch": micro_batch, "vocab_size": vocab_size}
         memory = training_cost(

@@ -7,11 +7,11 @@
 
 The objective is the Huber loss of log-loss residuals, summed over rows, in log-space
 parameters (E = e^e, ...). It is minimised with L-BFGS from a grid of starting points
-(the CD paper used 6,144), all run at once by cdlaw.fit_optim, and the best few are
+(the CD paper used 6,144), all run at once by cdlaw.fit.optim, and the best few are
 polished with scipy's L-BFGS-B. No hidden state: everything a fit did is in its result.
 
-Checks before fitting are in cdlaw.fit_checks, the summaries of a finished fit in
-cdlaw.fit_report, and fit.json / fit_rows.parquet I/O in cdlaw.fit_io; this module is
+Checks before fitting are in cdlaw.fit.checks, the summaries of a finished fit in
+cdlaw.fit.summary, and fit.json / fit_rows.parquet I/O in cdlaw.fit.io; this module is
 the procedure, read straight down (names imported from those modules are re-exported).
 """
 
@@ -26,11 +26,11 @@ import pandas as pd
 
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
-from cdlaw.fit_checks import METHODS as METHODS
-from cdlaw.fit_checks import _check_identifiable, _check_options
-from cdlaw.fit_io import bootstrap_laws as bootstrap_laws
-from cdlaw.fit_io import output_paths, write_fit
-from cdlaw.fit_optim import (
+from cdlaw.fit.checks import METHODS as METHODS
+from cdlaw.fit.checks import _check_identifiable, _check_options
+from cdlaw.fit.io import bootstrap_laws as bootstrap_laws
+from cdlaw.fit.io import output_paths, write_fit
+from cdlaw.fit.optim import (
     Problem,
     build_problem,
     minimize_batched,
@@ -39,15 +39,15 @@ from cdlaw.fit_optim import (
     start_grid,
     with_single_threaded_blas,
 )
-from cdlaw.fit_report import RSTAR_SPREAD as RSTAR_SPREAD
-from cdlaw.fit_report import (
+from cdlaw.fit.summary import RSTAR_SPREAD as RSTAR_SPREAD
+from cdlaw.fit.summary import (
     _at_bound,
     _model_floor,
     _percentiles,
     _rows_table,
     _rstar_at_median,
 )
-from cdlaw.table import prepare_runs, seed_noise, select_cells
+from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
 DEFAULT_STARTS = 6144  # the CD paper's grid
@@ -126,7 +126,7 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
         pred[m] = law.loss(
             *(df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens")), s
         )
-    from cdlaw.fit_optim import huber
+    from cdlaw.fit.optim import huber
 
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
 
@@ -474,7 +474,7 @@ def fit_path(path, out=None, **options) -> tuple[FitResult, Path, Path]:
 
     Everything is checked before anything is written. Returns (result, json, rows paths).
     """
-    from cdlaw.table import load_runs
+    from cdlaw.fit.table import load_runs
 
     json_path, rows_path = output_paths(path, out)
     df = load_runs(path)

@@ -3,7 +3,7 @@
 One job: the fit's file I/O — output_paths names the two files for a runs folder, a
 table file or --out; write_fit writes them atomically (fit.json last); bootstrap_laws
 turns a fit.json's bootstrap refits back into Laws for bands in plan and plot. The fit
-itself lives in cdlaw.fit.
+itself lives in cdlaw.fit.procedure.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 
-if TYPE_CHECKING:  # for the annotation only: cdlaw.fit imports this module, not the reverse
-    from cdlaw.fit import FitResult
+if TYPE_CHECKING:  # for the annotation only: cdlaw.fit.procedure imports this module, not the reverse
+    from cdlaw.fit.procedure import FitResult
 
 
 def bootstrap_laws(fit: dict) -> list[lawlib.Law]:

@@ -37,7 +37,7 @@ import torch
 
 import cdlaw
 from cdlaw.atomic import write_json_atomic, write_parquet_atomic
-from cdlaw.checkpoint import (
+from cdlaw.train.checkpoint import (
     find_checkpoint,
     load_checkpoint,
     remove_checkpoint,
@@ -45,9 +45,9 @@ from cdlaw.checkpoint import (
 )
 from cdlaw.config import ExecConfig, RunConfig, TrainConfig, to_dict
 from cdlaw.errors import BadInput
-from cdlaw.model import build_model, non_embedding_params
+from cdlaw.train.model import build_model, non_embedding_params
 from cdlaw.shapes import count_params, flops_per_token
-from cdlaw.streams import TokenStream
+from cdlaw.data.streams import TokenStream
 
 IGNORE = -100  # target id of padding positions (a partial last row)
 METRIC_COLUMNS = [

@@ -1,0 +1,3 @@
+"""Planning a budget with a law: where the law comes from (source), the optimum over N and
+strategy (planner), checks on a plan (checks) and its memory and GPU cost (memory).
+"""
