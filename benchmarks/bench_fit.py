@@ -24,9 +24,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from cdlaw.fit.procedure import SEARCH_FTOL, SEARCH_GTOL, fit_law
 from cdlaw.fit.optim import build_problem, objective_threads, single_threaded_blas, start_grid
-from cdlaw.law import PRESETS, law_to_fit_vector
+from cdlaw.fit.procedure import SEARCH_FTOL, SEARCH_GTOL, fit_law
+from cdlaw.fit.vector import law_to_fit_vector
+from cdlaw.law import PRESETS
 
 SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]
 MULTIPLES = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16]  # of 20 tokens per parameter

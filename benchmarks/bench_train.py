@@ -25,10 +25,16 @@ import torch
 import torch.nn.functional as F
 
 from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
-from cdlaw.train.model import build_model
-from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
 from cdlaw.data.streams import array_stream
-from cdlaw.train.loop import CPU_BF16_MIN_D_MODEL, autocast, autocast_dtype, resolve_device, train_run
+from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
+from cdlaw.train.loop import (
+    CPU_BF16_MIN_D_MODEL,
+    autocast,
+    autocast_dtype,
+    resolve_device,
+    train_run,
+)
+from cdlaw.train.model import build_model
 
 
 class Clock:

@@ -44,7 +44,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def write_json_atomic(path: str | Path, obj) -> Path:
     """JSON with NaN/inf written as null (strict JSON), indented for people."""
-    return write_text_atomic(path, json.dumps(_finite(obj), indent=2, sort_keys=False) + "\n")
+    return write_text_atomic(path, json.dumps(json_safe(obj), indent=2, sort_keys=False) + "\n")
 
 
 def write_parquet_atomic(path: str | Path, df) -> Path:
@@ -52,18 +52,18 @@ def write_parquet_atomic(path: str | Path, df) -> Path:
     return write_atomic(path, lambda p: df.to_parquet(p, index=False, engine="pyarrow"))
 
 
-def _finite(obj):
+def json_safe(obj):
     """Replace float NaN / inf by None, recursively, and numpy scalars by Python ones."""
     import math
 
     if isinstance(obj, dict):
-        return {str(k): _finite(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if hasattr(obj, "item") and not isinstance(obj, (str, bytes)) and getattr(obj, "ndim", 0) == 0:
         obj = obj.item()
     if hasattr(obj, "tolist"):
-        return _finite(obj.tolist())
+        return json_safe(obj.tolist())
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj

@@ -24,7 +24,12 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.figures.plot import KINDS, PlotInputs, load_inputs, make_figure, prepare_rows, why_not
+from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
+from cdlaw.figures.plot import KINDS, make_figure, why_not
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+from cdlaw.plan.planner import plan
+from cdlaw.plan.source import load_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.units import format_number
 
@@ -87,27 +92,17 @@ class Report:
 
 
 def _fit_now(runs_dir: Path, inputs: PlotInputs) -> str:
-    """No fit.json: fit in memory with cdlaw.fit.procedure when it is there, else say how to get one."""
+    """No fit.json: fit in memory with cdlaw's defaults, and say how to save a fit."""
     how = f"create one with `cdlaw fit {runs_dir}`, then run `cdlaw report {runs_dir}` again"
-    try:
-        from cdlaw.fit.procedure import fit_law
-        from cdlaw.fit.table import load_runs
-    except ImportError:
-        return f"No fit.json in {runs_dir}: {how}."
     try:
         table = load_runs(runs_dir)
         result = fit_law(table, source=str(runs_dir))
     except BadInput as e:
         return f"No fit.json in {runs_dir}, and the runs cannot be fitted yet ({e}); {how}."
-    fit = result.to_dict() if hasattr(result, "to_dict") else dict(result)
-    from cdlaw.law import Law
-
+    fit = result.to_dict()
     inputs.fit = fit
-    inputs.law = Law.from_dict(fit)
-    rows = getattr(result, "rows", None)
-    base = rows if rows is not None else inputs.summary
-    if base is not None:
-        inputs.rows = prepare_rows(base, inputs.law, fit)
+    inputs.law = result.law
+    inputs.rows = prepare_rows(result.rows, inputs.law, fit)
     return (
         f"No fit.json in {runs_dir}: this fit was made for the report with cdlaw's defaults "
         f"and not saved; {how.replace('create one', 'save it')}."
@@ -134,16 +129,11 @@ def _plan(runs_dir: Path, report: Report) -> None:
     if report.budget_flops is None or report.unique_tokens is None:
         report.plan_note = "No plan: the sweep has no finished runs to size a budget from."
         return
-    try:
-        from cdlaw.plan import planner
-    except ImportError:
-        report.plan_note = "No plan: cdlaw.plan.planner is not available in this install."
-        return
     fit_path = runs_dir / "fit.json"
     # The planner reads the fit.json itself when there is one, for the bootstrap 95% band.
-    law = planner.load_law(str(fit_path)) if fit_path.exists() else inputs.law
+    law = load_law(str(fit_path)) if fit_path.exists() else inputs.law
     try:
-        report.plan = planner.plan(law, report.budget_flops, report.unique_tokens).to_dict()
+        report.plan = plan(law, report.budget_flops, report.unique_tokens).to_dict()
     except BadInput as e:
         report.plan_note = f"No plan: {e}"
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig, from_dict, to_dict
-from cdlaw.errors import BadInput
 from cdlaw.data.streams import Segment, TokenStream, array_stream
+from cdlaw.errors import BadInput
 
 
 def run(**kw):

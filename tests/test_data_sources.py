@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from cdlaw.config import DataConfig
-from cdlaw.data import prepare_corpus, run_stream, sources
+from cdlaw.data import sources
+from cdlaw.data.ordering import run_stream
+from cdlaw.data.prepare import prepare_corpus
 from cdlaw.errors import BadInput
 
 

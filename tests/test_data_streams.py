@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from cdlaw.config import DataConfig
-from cdlaw.data import prepare_corpus, run_stream
+from cdlaw.data.ordering import run_stream
+from cdlaw.data.prepare import prepare_corpus
 from cdlaw.errors import BadInput
 
 DATA = DataConfig(world={"n_entities": 300}, vocab_size=512, val_tokens=3000, corpus_seed=5)
@@ -123,20 +124,20 @@ def test_paraphrase_stream_mixes_fresh_and_passes_of_the_documents_in_D(pc, cach
     assert not np.array_equal(tokens[~mask], fresh)
     # ...and the derived tokens are pass 1, 2, … of exactly the documents inside D.
     fresh_docs, _ = docs_of(fresh, pc.eos_id)
-    from cdlaw.data.prepare import _docs_inside, _pass_parts, _train_blocks
+    from cdlaw.data.prepare import docs_inside, paraphrase_pass_parts, train_blocks
 
-    blocks = _train_blocks(pc, D)
-    n_docs = _docs_inside(blocks, D)
+    blocks = train_blocks(pc, D)
+    n_docs = docs_inside(blocks, D)
     assert sum(n_docs) == len(fresh_docs) == s.info["fresh_documents"]
-    source = np.concatenate([p for k in (1, 2, 3, 4) for p in _pass_parts(pc, blocks, n_docs, k)])[
-        :Dp
-    ]
+    source = np.concatenate(
+        [p for k in (1, 2, 3, 4) for p in paraphrase_pass_parts(pc, blocks, n_docs, k)]
+    )[:Dp]
     assert Counter(tokens[mask].tolist()) == Counter(source.tolist())
-    lengths = [sum(map(len, _pass_parts(pc, blocks, n_docs, k))) for k in (1, 2, 3, 4)]
+    lengths = [sum(map(len, paraphrase_pass_parts(pc, blocks, n_docs, k))) for k in (1, 2, 3, 4)]
     full = int(np.searchsorted(np.cumsum(lengths), Dp, side="right"))
     used = full + (Dp - sum(lengths[:full])) / lengths[full]
     assert s.info["paraphrase_passes_used"] == pytest.approx(used)
-    pass_docs, _ = docs_of(np.concatenate(_pass_parts(pc, blocks, n_docs, 1)), pc.eos_id)
+    pass_docs, _ = docs_of(np.concatenate(paraphrase_pass_parts(pc, blocks, n_docs, 1)), pc.eos_id)
     assert len(pass_docs) == len(fresh_docs)
     # Aligned: pass 1 of the i-th document is the paraphrase of the i-th fresh document.
     from tokenizers import Tokenizer
@@ -171,7 +172,8 @@ CHILD = """
 import hashlib, json, sys
 from pathlib import Path
 from cdlaw.config import DataConfig
-from cdlaw.data import prepare_corpus, run_stream
+from cdlaw.data.ordering import run_stream
+from cdlaw.data.prepare import prepare_corpus
 data = DataConfig(**json.loads(sys.argv[2]))
 pc = prepare_corpus(data, Path(sys.argv[1]), 4000, paraphrase_passes=1)
 h = hashlib.sha256(pc.val_tokens.tobytes())

@@ -15,11 +15,12 @@ import pandas as pd
 import pytest
 import torch
 
-from cdlaw.sweep import locks
 from cdlaw.config import ExecConfig
+from cdlaw.sweep import locks
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
-from cdlaw.sweep.runner import run_sweep, sweep_status
+from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.sweep.summary import sweep_status
 
 torch.set_num_threads(1)
 

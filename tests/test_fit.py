@@ -1,3 +1,5 @@
+import json
+
 """The fit recovers known laws from tables made from them (SPEC §8), and says what it did.
 
 Tables come from the law itself on a CD-paper-like grid (7 sizes 14M–600M, D from 0.05×
@@ -12,8 +14,10 @@ from scipy.optimize import minimize
 
 from cdlaw import law as L
 from cdlaw.errors import BadInput
-from cdlaw.fit.procedure import bootstrap_laws, fit_law, objective
+from cdlaw.fit import vector as fitvec
+from cdlaw.fit.io import FitResult
 from cdlaw.fit.optim import huber, minimize_batched, single_threaded_blas
+from cdlaw.fit.procedure import fit_law, objective
 from cdlaw.law import PRESETS, Law
 
 SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]
@@ -93,8 +97,8 @@ def test_batched_log_loss_matches_law_and_finite_differences(law):
     ratio = (df["derived_tokens"] / df["fresh_tokens"]).to_numpy()
     if not strategies:
         ratio = 0 * ratio
-    theta = L.law_to_fit_vector(law, strategies)
-    logL, _ = L.batched_log_loss(law.form, theta[None], logN, logD, ratio, sl)
+    theta = fitvec.law_to_fit_vector(law, strategies)
+    logL, _ = fitvec.batched_log_loss(law.form, theta[None], logN, logD, ratio, sl)
     want = law_loss(law, df.assign(strategy=df.strategy if strategies else "none"))
     np.testing.assert_allclose(np.exp(logL[0]), want, rtol=1e-13)
     if law.form == "muennighoff":  # the excess-parameter branch is exercised
@@ -104,15 +108,15 @@ def test_batched_log_loss_matches_law_and_finite_differences(law):
     rng = np.random.default_rng(1)
     thetas = theta + rng.normal(0, 0.05, (3, theta.size))
     w = rng.normal(size=(3, len(df)))
-    _, vjp = L.batched_log_loss(law.form, thetas, logN, logD, ratio, sl)
+    _, vjp = fitvec.batched_log_loss(law.form, thetas, logN, logD, ratio, sl)
     grad = vjp(w)
     h = 1e-6
     for j in range(theta.size):
         up, down = thetas.copy(), thetas.copy()
         up[:, j] += h
         down[:, j] -= h
-        fu, _ = L.batched_log_loss(law.form, up, logN, logD, ratio, sl)
-        fd, _ = L.batched_log_loss(law.form, down, logN, logD, ratio, sl)
+        fu, _ = fitvec.batched_log_loss(law.form, up, logN, logD, ratio, sl)
+        fd, _ = fitvec.batched_log_loss(law.form, down, logN, logD, ratio, sl)
         np.testing.assert_allclose(
             grad[:, j], ((fu - fd) / (2 * h) * w).sum(1), rtol=2e-6, atol=1e-7
         )
@@ -196,8 +200,9 @@ def test_bootstrap_intervals_cover_the_truth(noisy):
 
 def test_bootstrap_vectors_rebuild_laws(noisy, tmp_path):
     _, fit = noisy
-    d = fit.to_dict()
-    laws = bootstrap_laws(d)
+    d = json.loads(json.dumps(fit.to_dict()))
+    laws, notes = FitResult.from_dict(d).bootstrap_laws()
+    assert notes == []
     assert len(laws) == 100 and d["bootstrap_params"][5] == "repetition.K"
     assert laws[7].strategies["paraphrase"]["rho"] == d["bootstrap"][7][9]
     assert laws[7].alpha == d["bootstrap"][7][3]

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from cdlaw.config import ModelConfig
-from cdlaw.train.model import build_model, non_embedding_params
 from cdlaw.shapes import count_params, named_shape, shape_for_params
+from cdlaw.train.model import build_model, non_embedding_params
 
 TINY = ModelConfig(d_model=64, n_layers=2, n_heads=4, mlp_hidden=192, vocab_size=256, seq_len=32)
 

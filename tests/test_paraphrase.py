@@ -115,7 +115,7 @@ def test_a_killed_job_resumes_and_writes_aligned_rows(tmp_path, model, corpus):
     assert {r["style"] for r in final} == set(job.STYLES)  # passes walk through the styles
     # The folder is what a sweep's data.paraphrases points to.
     from cdlaw.config import DataConfig
-    from cdlaw.data import prepare_corpus
+    from cdlaw.data.prepare import prepare_corpus
 
     data = DataConfig(corpus=str(corpus), paraphrases=str(out), vocab_size=280, val_tokens=100)
     pc = prepare_corpus(data, tmp_path / "cache", 200)

@@ -9,7 +9,8 @@ import pytest
 
 from cdlaw.cli import main
 from cdlaw.law import PRESETS
-from cdlaw.plan.planner import Plan, load_law, plan
+from cdlaw.plan.planner import Plan, plan
+from cdlaw.plan.source import load_law
 
 QIN = PRESETS["qin2026"]
 
@@ -220,9 +221,9 @@ def test_entry_point_end_to_end(tmp_path):
 def test_help_shows_an_example():
     from typer.testing import CliRunner
 
-    from cdlaw.cli import _register, app
+    from cdlaw.cli import app, register_commands
 
-    _register()
+    register_commands()
     result = CliRunner().invoke(app, ["plan", "--help"])
     assert result.exit_code == 0
     assert "Example: cdlaw plan --budget-flops 1e21" in result.output

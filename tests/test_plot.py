@@ -15,7 +15,8 @@ import plotdata
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.figures.plot import KINDS, available_kinds, load_inputs, make_figure, plot
+from cdlaw.figures.inputs import load_inputs
+from cdlaw.figures.plot import KINDS, available_kinds, make_figure, plot
 
 LAW = plotdata.TRUE_LAW
 

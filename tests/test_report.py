@@ -265,7 +265,8 @@ def test_held_out_check_and_seed_noise_are_shown(tmp_path):
 
 
 def test_default_plan_is_100x_the_largest_run(report, runs):
-    from cdlaw.plan import planner as plan
+    from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import load_law
 
     largest = max(
         6 * n * f * (1 + r)
@@ -276,7 +277,7 @@ def test_default_plan_is_100x_the_largest_run(report, runs):
     assert BUDGET_MULTIPLE == 100
     assert report.budget_flops == pytest.approx(100 * largest)
     assert report.unique_tokens == max(plotdata.SIZES) * max(plotdata.TOKENS_PER_PARAM)
-    want = plan.plan(plan.load_law(str(runs / "fit.json")), 100 * largest, report.unique_tokens)
+    want = plan(load_law(str(runs / "fit.json")), 100 * largest, report.unique_tokens)
     assert report.plan["n_params"] == pytest.approx(want.n_params)
     assert report.plan["predicted_loss"] == pytest.approx(want.predicted_loss)
     text = render(report)

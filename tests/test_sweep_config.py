@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.sweep.grid import round_tokens
 from cdlaw.shapes import count_params, resolve_size
-from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.sweep.grid import round_tokens
 from cdlaw.sweep.selection import parse_only, run_facts
+from cdlaw.sweep.spec import load_sweep, parse_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -292,7 +292,7 @@ def test_cli_fresh_tokens_beyond_the_corpus_exits_2_and_writes_nothing(tmp_path)
 
 def test_cli_help_mentions_example_and_stays_torch_free():
     code = (
-        "import sys; from cdlaw.cli import _register; _register(); "
+        "import sys; from cdlaw.cli import register_commands; register_commands(); "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0

@@ -16,11 +16,15 @@ import pytest
 import torch
 
 from cdlaw.config import ExecConfig
-from cdlaw.data import corpus_key
+from cdlaw.data.prepare import corpus_key
 from cdlaw.errors import BadInput
-from cdlaw.sweep.runner import LOCK_NAME, SUMMARY_COLUMNS, dry_run_sweep, run_sweep, sweep_status
 from cdlaw.shapes import count_params
+from cdlaw.sweep.dryrun import dry_run_sweep
+from cdlaw.sweep.locks import LOCK_NAME
+from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.sweep.summary import sweep_status
+from cdlaw.sweep.worker import SUMMARY_COLUMNS
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
-from cdlaw.errors import BadInput
 from cdlaw.data.streams import Segment, TokenStream, array_stream
+from cdlaw.errors import BadInput
 from cdlaw.train.loop import (
     IGNORE,
     RunInterrupted,

@@ -46,12 +46,12 @@ def print_json(obj) -> None:
     """Print JSON (strict: NaN → null) on stdout, and nothing else."""
     import json
 
-    from cdlaw.atomic import _finite
+    from cdlaw.atomic import json_safe
 
-    sys.stdout.write(json.dumps(_finite(obj), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2) + "\n")
 
 
-def _register() -> None:
+def register_commands() -> None:
     """Import the command modules so each can add itself to `app`."""
     import importlib
     import pkgutil
@@ -62,7 +62,7 @@ def _register() -> None:
 
 def main() -> None:
     """Entry point: run the app, turning BadInput into one sentence and exit code 2."""
-    _register()
+    register_commands()
     debug = os.environ.get("CDLAW_DEBUG") == "1"
     try:
         code = app(standalone_mode=False)

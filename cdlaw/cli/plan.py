@@ -68,8 +68,9 @@ def plan(
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
     """
     from cdlaw.plan import planner
+    from cdlaw.plan.source import load_law
 
-    source = planner.load_law(law)
+    source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
         saturation=saturation,
@@ -99,19 +100,11 @@ def plan(
             number(hi, "--frontier-range end"),
             frontier_points,
         )
-        plans = planner.frontier(source, budgets, unique, strategy, **options)
+        result = planner.frontier(source, budgets, unique, strategy, **options)
         if json_out:
-            print_json(
-                {
-                    "law": source.name,
-                    "law_params": source.law.to_dict(),
-                    "unique_tokens": unique,
-                    "strategy": strategy,
-                    "rows": [p.to_dict() for p in plans],
-                }
-            )
+            print_json(result.to_dict())
         else:
-            _render_frontier(plans, source.name, unique, strategy)
+            _render_frontier(result.plans, source.name, unique, strategy)
         return
 
     if budget_flops is None:

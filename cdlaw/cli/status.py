@@ -30,7 +30,7 @@ def status(
     Example: cdlaw status runs/smoke
     """
     from cdlaw.cli.sweep import wide_err
-    from cdlaw.sweep.runner import sweep_status
+    from cdlaw.sweep.summary import sweep_status
 
     rows = sweep_status(runs_dir)
     if json_out:

@@ -69,7 +69,7 @@ def sweep(
     exec_cfg = ExecConfig(device=device, precision=precision, compile=compile, threads=threads)
 
     if dry_run:
-        from cdlaw.sweep.runner import dry_run_sweep
+        from cdlaw.sweep.dryrun import dry_run_sweep
 
         plan = dry_run_sweep(
             sweep_file, out, only=only, executor=executor, jobs=jobs, exec_cfg=exec_cfg

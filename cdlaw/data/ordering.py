@@ -19,13 +19,13 @@ import numpy as np
 from cdlaw.data.prepare import (
     EMBEDDED_MAX_PASSES,
     PreparedCorpus,
-    _docs_inside,
-    _pass_parts,
-    _too_short_for_paraphrase,
-    _train_blocks,
+    docs_inside,
+    paraphrase_pass_parts,
+    too_short_for_paraphrase,
+    train_blocks,
 )
-from cdlaw.errors import BadInput
 from cdlaw.data.streams import TokenStream
+from cdlaw.errors import BadInput
 
 REPEAT_TAG, MIX_TAG = 12, 13  # seed streams, so no two uses share numbers (prepare.py: 11)
 
@@ -122,7 +122,7 @@ def run_stream(
         )
     if seed < 0:
         raise BadInput(f"seed must be ≥ 0, got {seed}")
-    blocks = _train_blocks(prepared, D)
+    blocks = train_blocks(prepared, D)
     arrays, start = [], 0
     for tokens, ends in blocks:  # the first D tokens: whole blocks, the last one cut
         arrays.append(tokens[: min(int(ends[-1]), D - start)])
@@ -160,15 +160,15 @@ def run_stream(
         info["epochs"] = (D + Dp) / D
         return out.stream(info)
 
-    n_docs = _docs_inside(blocks, D)
+    n_docs = docs_inside(blocks, D)
     if not sum(n_docs):
-        raise BadInput(_too_short_for_paraphrase(D, blocks))
+        raise BadInput(too_short_for_paraphrase(D, blocks))
     parts, have, k, passes_used = [], 0, 0, 0.0
     while have < Dp:
         k += 1
         if k > EMBEDDED_MAX_PASSES:
             raise BadInput(f"derived_tokens={Dp} needs more than {EMBEDDED_MAX_PASSES} passes")
-        pass_parts = _pass_parts(prepared, blocks, n_docs, k)
+        pass_parts = paraphrase_pass_parts(prepared, blocks, n_docs, k)
         pass_tokens = sum(len(p) for p in pass_parts)
         start = have
         for part in pass_parts:

@@ -96,15 +96,17 @@ def prepare_corpus(
         if data.world:
             raise BadInput(f"data.world only applies to the embedded corpus, not {data.corpus!r}")
         pc = _prepare_files(data, Path(cache_dir))
-    blocks = _train_blocks(pc, fresh_tokens)
+    blocks = train_blocks(pc, fresh_tokens)
     pc.train_tokens_available = max(pc.train_tokens_available, sum(int(e[-1]) for _, e in blocks))
-    n_docs = _docs_inside(blocks, fresh_tokens)
+    n_docs = docs_inside(blocks, fresh_tokens)
     pc.paraphrase_passes_available = _passes_available(pc, blocks, n_docs)
     if paraphrase_passes:
         if not sum(n_docs):
-            raise BadInput(_too_short_for_paraphrase(fresh_tokens, blocks))
+            raise BadInput(too_short_for_paraphrase(fresh_tokens, blocks))
         for k in range(1, paraphrase_passes + 1):
-            _pass_parts(pc, blocks, n_docs, k)  # builds (embedded) or checks coverage (files)
+            paraphrase_pass_parts(
+                pc, blocks, n_docs, k
+            )  # builds (embedded) or checks coverage (files)
     return pc
 
 
@@ -423,7 +425,7 @@ def _block(pc: PreparedCorpus, block: int, k: int = 0) -> tuple[np.ndarray, np.n
     return _load_block(path) if path.is_file() else None
 
 
-def _train_blocks(pc: PreparedCorpus, n_tokens: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def train_blocks(pc: PreparedCorpus, n_tokens: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """The training blocks that hold the first n_tokens tokens (BadInput if too few)."""
     blocks, have = [], 0
     while have < n_tokens:
@@ -439,7 +441,7 @@ def _train_blocks(pc: PreparedCorpus, n_tokens: int) -> list[tuple[np.ndarray, n
     return blocks
 
 
-def _docs_inside(blocks, n_tokens: int) -> list[int]:
+def docs_inside(blocks, n_tokens: int) -> list[int]:
     """Per block, how many of its documents lie wholly inside the first n_tokens tokens."""
     out, start = [], 0
     for _, ends in blocks:
@@ -448,7 +450,9 @@ def _docs_inside(blocks, n_tokens: int) -> list[int]:
     return out
 
 
-def _pass_parts(pc: PreparedCorpus, blocks, n_docs: list[int], k: int) -> list[np.ndarray]:
+def paraphrase_pass_parts(
+    pc: PreparedCorpus, blocks, n_docs: list[int], k: int
+) -> list[np.ndarray]:
     """Pass k's paraphrase tokens of the documents inside D, block by block (exact slices)."""
     parts = []
     for b, m in enumerate(n_docs):
@@ -476,13 +480,13 @@ def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
     k = 0
     while True:
         try:
-            _pass_parts(pc, blocks, n_docs, k + 1)
+            paraphrase_pass_parts(pc, blocks, n_docs, k + 1)
         except BadInput:
             return k
         k += 1
 
 
-def _too_short_for_paraphrase(n_tokens: int, blocks) -> str:
+def too_short_for_paraphrase(n_tokens: int, blocks) -> str:
     first = int(blocks[0][1][0]) if blocks else 0
     return (
         f"fresh_tokens={n_tokens} holds no whole document (the first has {first} tokens): "

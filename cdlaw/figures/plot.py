@@ -16,21 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
+from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.law import Law
-
-__all__ = [
-    "FORMATS",
-    "KINDS",
-    "PlotInputs",
-    "available_kinds",
-    "load_inputs",
-    "make_figure",
-    "plot",
-    "prepare_rows",
-    "save_figure",
-    "why_not",
-]
+from cdlaw.plan.planner import frontier
 
 KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves")
 FORMATS = ("png", "svg", "pdf")
@@ -39,14 +27,6 @@ FORMATS = ("png", "svg", "pdf")
 # ---------------------------------------------------------------------------------------
 # Which figures the inputs allow, and drawing them
 # ---------------------------------------------------------------------------------------
-
-
-def _planner():
-    try:
-        from cdlaw.plan import planner as plan
-    except ImportError:
-        return None
-    return plan if hasattr(plan, "frontier") else None
 
 
 def why_not(kind: str, inputs: PlotInputs) -> str | None:
@@ -80,8 +60,6 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
             return None
         if law is None:
             return need_fit
-        if _planner() is None:
-            return "the planner (cdlaw.plan.planner) is not available; pass a frontier JSON from `cdlaw plan --frontier --json`"
         if _unique_tokens(inputs) is None:
             return "no fresh-token count to plan with (no runs and no data_range in the fit)"
         return None
@@ -120,21 +98,9 @@ def compute_frontier(
     law: Law, unique_tokens: float, budgets, strategy: str = "auto", fit: dict | None = None
 ) -> dict:
     """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner."""
-    plan = _planner()
-    if plan is None:
-        raise BadInput(
-            "the frontier figure needs cdlaw.plan.planner, which is not available; "
-            "pass a frontier JSON from `cdlaw plan --frontier --json` instead"
-        )
-    plans = plan.frontier(law, list(map(float, budgets)), unique_tokens, strategy=strategy)
-    # The same shape as `cdlaw plan --frontier --json`.
-    return {
-        "law": (fit or {}).get("source") or law.source or law.form,
-        "law_params": law.to_dict(),
-        "unique_tokens": float(unique_tokens),
-        "strategy": strategy,
-        "rows": [p.to_dict() for p in plans],
-    }
+    result = frontier(law, list(map(float, budgets)), unique_tokens, strategy=strategy)
+    # The same JSON as `cdlaw plan --frontier --json`, named after the fit it was planned with.
+    return {**result.to_dict(), "law": (fit or {}).get("source") or law.source or law.form}
 
 
 def default_budgets(largest_run_flops: float, n: int = 16) -> np.ndarray:

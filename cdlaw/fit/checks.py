@@ -19,7 +19,7 @@ from cdlaw.fit.table import describe_range
 METHODS = ("joint", "staged")
 
 
-def _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
+def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
     if law not in lawlib.FORMS:
         raise BadInput(f"--law must be one of {', '.join(lawlib.FORMS)}, not {law!r}")
     if method not in METHODS:
@@ -36,7 +36,7 @@ def _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap,
         raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
 
 
-def _check_identifiable(
+def check_identifiable(
     rows: pd.DataFrame, form: str, method: str, strategies, n_params: int
 ) -> list[str]:
     """Refuse (BadInput) when the rows cannot pin the parameters down, saying what is

@@ -339,7 +339,7 @@ class Problem:
         return np.linalg.solve(self.M, np.asarray(theta, dtype=float).T).T
 
     def log_loss(self, z) -> np.ndarray:
-        from cdlaw.law import batched_log_loss
+        from cdlaw.fit.vector import batched_log_loss
 
         z = np.atleast_2d(z)
         logL, _ = batched_log_loss(
@@ -388,7 +388,7 @@ class Problem:
         weights: (n,) row weights, or (S, n) per start (bootstrap counts). free: indices
         of z being fitted, the others taken from base ((P,) or (S, P) per start).
         """
-        from cdlaw.law import batched_log_loss
+        from cdlaw.fit.vector import batched_log_loss
 
         W = None if weights is None else np.asarray(weights, dtype=float)
 
@@ -454,7 +454,7 @@ def build_problem(
     form, strategies, n_params, fresh_tokens, derived_tokens, strategy, loss, row_ids
 ):
     """Sort the rows (D′ = 0 first, then each strategy's) and set up coordinates and bounds."""
-    from cdlaw.law import fit_vector_names
+    from cdlaw.fit.vector import fit_vector_names
 
     strategy = np.asarray(strategy, dtype=object)
     derived = np.asarray(derived_tokens, dtype=float) > 0

@@ -18,7 +18,7 @@ the procedure, read straight down (names imported from those modules are re-expo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +26,9 @@ import pandas as pd
 
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
-from cdlaw.fit.checks import METHODS as METHODS
-from cdlaw.fit.checks import _check_identifiable, _check_options
-from cdlaw.fit.io import bootstrap_laws as bootstrap_laws
-from cdlaw.fit.io import output_paths, write_fit
+from cdlaw.fit import vector as fitvec
+from cdlaw.fit.checks import check_identifiable, check_options
+from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.optim import (
     Problem,
     build_problem,
@@ -39,13 +38,12 @@ from cdlaw.fit.optim import (
     start_grid,
     with_single_threaded_blas,
 )
-from cdlaw.fit.summary import RSTAR_SPREAD as RSTAR_SPREAD
 from cdlaw.fit.summary import (
-    _at_bound,
-    _model_floor,
-    _percentiles,
-    _rows_table,
-    _rstar_at_median,
+    model_floor_at_sizes,
+    params_at_bound,
+    percentile_intervals,
+    rows_table,
+    rstar_at_median,
 )
 from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
 
@@ -56,64 +54,6 @@ SEARCH_GTOL = 1e-9
 N_POLISH = 5  # distinct best minima polished with scipy
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-@dataclass
-class FitResult:
-    """Everything a fit found and did. to_dict() is fit.json; rows is fit_rows.parquet."""
-
-    law: lawlib.Law
-    method: str
-    huber_delta: float
-    naive: bool
-    select: str
-    source: str
-    param_names: list[str]  # public names, the order of `bootstrap` vectors
-    ci95: dict[str, list[float]]
-    bootstrap: np.ndarray  # (B, P) public values
-    n_rows: int
-    n_used: int
-    dropped: list[int]
-    objective: float
-    rmse_log: float
-    seed_noise: dict | None  # table.seed_noise: the log-RMSE floor set by replicate seeds
-    holdout: dict | None
-    optimizer: dict
-    data_range: dict
-    model_floor: dict  # E + A/N^α at the table's N, the stable combination (SPEC §8)
-    rstar: dict  # each strategy's R* at the table's median cell
-    regime_counts: dict[str, int]
-    warnings: list[str]
-    rows: pd.DataFrame = field(repr=False)
-
-    def to_dict(self) -> dict:
-        d = self.law.to_dict()
-        return {
-            "law": d["law"],
-            "method": self.method,
-            "huber_delta": self.huber_delta,
-            "params": d["params"],
-            "strategies": d["strategies"],
-            "ci95": self.ci95,
-            "n_rows": self.n_rows,
-            "n_used": self.n_used,
-            "dropped": [int(i) for i in self.dropped],
-            "objective": self.objective,
-            "rmse_log": self.rmse_log,
-            "holdout": self.holdout,
-            "optimizer": self.optimizer,
-            "data_range": self.data_range,
-            "bootstrap": self.bootstrap.tolist(),
-            "bootstrap_params": list(self.param_names),
-            "model_floor": self.model_floor,
-            "rstar": self.rstar,
-            "regime_counts": self.regime_counts,
-            "naive": self.naive,
-            "select": self.select,
-            "source": self.source,
-            "warnings": list(self.warnings),
-            "seed_noise": self.seed_noise,  # beyond SPEC §7: the floor under rmse_log
-        }
 
 
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
@@ -328,7 +268,7 @@ def fit_law(
     that many resamples of the rows for 95% percentile intervals. Raises BadInput when
     the table cannot identify the law's parameters.
     """
-    _check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
+    check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
     delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
     prepared = prepare_runs(df)
     noise = seed_noise(prepared)
@@ -355,8 +295,8 @@ def fit_law(
                 f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "
                 f"{law} law has nothing to fit beyond Chinchilla; use --law chinchilla"
             )
-    names = lawlib.fit_vector_names(law, strategies)
-    warnings += _check_identifiable(rows, law, method, strategies, len(names))
+    names = fitvec.fit_vector_names(law, strategies)
+    warnings += check_identifiable(rows, law, method, strategies, len(names))
 
     fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
     problem = build_problem(
@@ -379,7 +319,7 @@ def fit_law(
         worst = int(np.argmax(res))
         dropped.append(int(problem.row_ids[worst]))
         rows = rows[~rows["row_id"].isin(dropped)]
-        _check_identifiable(rows, law, method, strategies, len(names))
+        check_identifiable(rows, law, method, strategies, len(names))
         problem = problem.subset(np.arange(len(problem.y)) != worst)
         sol = _solve(problem, delta, method, sol.candidates, progress)
 
@@ -388,14 +328,14 @@ def fit_law(
     if bootstrap:
         z_boot, n_boot_ok = _bootstrap(problem, delta, method, sol.z, int(bootstrap), rng, progress)
 
-    public = lawlib.fit_vector_to_public(law, strategies, problem.theta(sol.z))
-    fitted = lawlib.law_from_public_vector(law, strategies, public, source=source)
+    public = fitvec.fit_vector_to_public(law, strategies, problem.theta(sol.z))
+    fitted = fitvec.law_from_public_vector(law, strategies, public, source=source)
     boot = (
-        lawlib.fit_vector_to_public(law, strategies, problem.theta(z_boot)) if bootstrap else z_boot
+        fitvec.fit_vector_to_public(law, strategies, problem.theta(z_boot)) if bootstrap else z_boot
     )
-    boot_laws = [lawlib.law_from_public_vector(law, strategies, v) for v in boot]
+    boot_laws = [fitvec.law_from_public_vector(law, strategies, v) for v in boot]
 
-    at_bound = _at_bound(sol.z, problem, span, names)
+    at_bound = params_at_bound(sol.z, problem, span, names)
     if at_bound:
         warnings.append(
             "parameters at a bound or outside the start grid: "
@@ -421,9 +361,9 @@ def fit_law(
     used = (
         cells["row_id"].isin(rows["row_id"]).to_numpy() & ~cells["row_id"].isin(dropped).to_numpy()
     )
-    table = _rows_table(cells, fitted, naive, used, heldout)
+    table = rows_table(cells, fitted, naive, used, heldout)
     res_used = table["residual_log"].to_numpy()[used]
-    rstar = _rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
+    rstar = rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
     holdout = None
     if holdout_largest:
         r = table["residual_log"].to_numpy()[heldout & form_ok]
@@ -440,7 +380,7 @@ def fit_law(
         select=select,
         source=source,
         param_names=names,
-        ci95=_percentiles(names, boot),
+        ci95=percentile_intervals(names, boot),
         bootstrap=boot,
         n_rows=len(cells),
         n_used=int(used.sum()),
@@ -461,7 +401,7 @@ def fit_law(
             c: [float(rows[c].min()), float(rows[c].max())]
             for c in ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param")
         },
-        model_floor=_model_floor(fitted, boot_laws, np.unique(rows["n_params"])),
+        model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
         rstar=rstar,
         regime_counts={k: int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
         warnings=warnings,

@@ -19,7 +19,7 @@ from cdlaw.fit.optim import Problem
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 
 
-def _at_bound(z, problem: Problem, span, names) -> list[str]:
+def params_at_bound(z, problem: Problem, span, names) -> list[str]:
     out = []
     width = problem.upper - problem.lower
     for j, name in enumerate(names):
@@ -32,14 +32,14 @@ def _at_bound(z, problem: Problem, span, names) -> list[str]:
     return out
 
 
-def _percentiles(names, boot) -> dict[str, list[float]]:
+def percentile_intervals(names, boot) -> dict[str, list[float]]:
     if len(boot) == 0:
         return {}
     lo, hi = np.percentile(boot, [2.5, 97.5], axis=0)
     return {n: [float(a), float(b)] for n, a, b in zip(names, lo, hi, strict=True)}
 
 
-def _model_floor(fitted, boot_laws, sizes) -> dict:
+def model_floor_at_sizes(fitted, boot_laws, sizes) -> dict:
     """E + A/N^α at each model size of the table, with its bootstrap interval."""
     out = {"n_params": sizes.tolist(), "loss": fitted.loss_model_floor(sizes).tolist()}
     if boot_laws:
@@ -48,7 +48,7 @@ def _model_floor(fitted, boot_laws, sizes) -> dict:
     return out
 
 
-def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
+def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
     """R* per strategy at the table's median cell (median N, median tokens per param)."""
     if fitted.form == "chinchilla" or not strategies:
         return {}
@@ -80,7 +80,7 @@ def _rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
     return out
 
 
-def _rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
+def rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
     """fit_rows.parquet: the inputs with prediction, residual, empirical η and regime."""
     from cdlaw.regimes import classify
 

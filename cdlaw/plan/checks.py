@@ -20,12 +20,12 @@ if TYPE_CHECKING:  # for annotations only: no import of cdlaw.plan.planner at ru
     from cdlaw.plan.planner import Allocation
 
 
-def _law_strategy(label: str, chosen: str) -> str:
+def law_strategy(label: str, chosen: str) -> str:
     """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
     return "none" if label == "none" else chosen
 
 
-def _prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
+def prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
     """Whether ∂L/∂D > 0 at fixed N and D + D′: the law would rather have fewer fresh tokens.
 
     A sane law never does (a fresh token is worth at least a derived one), but the CD
@@ -40,11 +40,11 @@ def _prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bo
     return float(moved) < best.predicted_loss - 1e-12
 
 
-def _band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
+def loss_band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
     """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles."""
     if len(source.bootstrap) < 2:
         return None
-    s = _law_strategy(best.strategy, chosen)
+    s = law_strategy(best.strategy, chosen)
     losses = np.array(
         [
             float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
@@ -58,7 +58,7 @@ def _band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, fl
     return float(lo), float(hi)
 
 
-def _range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
+def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
     rng = dict(source.data_range or {})
     if isinstance(rng.get(best.strategy), dict):  # a per-strategy range, if the fit has one

@@ -62,28 +62,25 @@ class ModelShape:
 def model_shape(n_params: float, vocab_size: int = VOCAB_SIZE) -> ModelShape:
     """An OLMo-style shape with about n_params non-embedding parameters (the LM head counts).
 
-    Asks cdlaw.shapes (the sweep's own shape rule) when it exists; otherwise uses the
+    Uses cdlaw.shapes (the sweep's own shape rule); below its smallest model, the
     aspect-ratio rule d_model = 64·n_layers, head dim 64, MLP width 4·d_model (OLMo-core's
     8/3·d_model with hidden_size_multiplier 1.5). Then a layer holds 4d² (attention) +
     12d² (SwiGLU) parameters, so N ≈ n_layers·16·d² + vocab·d = d³/4 + vocab·d, which
     lands within 10% of the CD paper's 190M, 370M and 600M (SPEC §3).
     """
+    from cdlaw.shapes import shape_for_params
+
     try:
-        from cdlaw.shapes import shape_for_params
-    except ImportError:
-        shape_for_params = None
-    if shape_for_params is not None:
-        try:
-            s = shape_for_params(n_params, vocab_size=vocab_size)
-            return ModelShape(
-                int(s.d_model),
-                int(s.n_layers),
-                int(s.n_heads),
-                int(s.mlp_hidden),
-                "cdlaw.shapes ladder",
-            )
-        except (ValueError, BadInput):
-            pass  # below the ladder's smallest model: the aspect-ratio rule still applies
+        s = shape_for_params(n_params, vocab_size=vocab_size)
+        return ModelShape(
+            int(s.d_model),
+            int(s.n_layers),
+            int(s.n_heads),
+            int(s.mlp_hidden),
+            "cdlaw.shapes ladder",
+        )
+    except (ValueError, BadInput):
+        pass  # below the ladder's smallest model: the aspect-ratio rule still applies
     # Solve d³/4 + vocab·d = N for d (monotone), then round to whole layers of 64.
     lo, hi = 1.0, max(2.0, 2 * n_params ** (1 / 3) + 1)
     for _ in range(200):

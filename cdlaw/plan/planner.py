@@ -31,19 +31,15 @@ from cdlaw.law import STRATEGIES, Law, chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
-    _band,
-    _law_strategy,
-    _prefers_fewer_fresh_tokens,
-    _range_warnings,
+    law_strategy,
+    loss_band,
+    prefers_fewer_fresh_tokens,
+    range_warnings,
 )
 
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 # Re-exported here, so `from cdlaw.plan.planner import load_law` etc. keep working.
-from cdlaw.plan.source import PRESET_DATA_RANGE as PRESET_DATA_RANGE
-from cdlaw.plan.source import PlanningLaw as PlanningLaw
-from cdlaw.plan.source import _as_planning_law
-from cdlaw.plan.source import bootstrap_laws as bootstrap_laws
-from cdlaw.plan.source import load_law as load_law
+from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 
 STRATEGY_CHOICES = ("auto", *STRATEGIES)
@@ -353,7 +349,7 @@ def plan(
     (and, under "auto", the strategy) is decided. The memory / GPU-hours estimate is
     added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.plan.memory).
     """
-    source = law if isinstance(law, PlanningLaw) else _as_planning_law(law)
+    source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
     law = source.law
     budget_flops = _positive(budget_flops, "--budget-flops")
     unique = math.inf if unique_tokens is None else _positive(unique_tokens, "--unique-tokens")
@@ -384,20 +380,20 @@ def plan(
         best.n_params,
         best.fresh_tokens,
         best.derived_tokens,
-        _law_strategy(best.strategy, chosen),
+        law_strategy(best.strategy, chosen),
         saturation=saturation,
         tolerance=tolerance,
     )
     naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
-    ci = _band(source, best, chosen)
-    warnings = [*source.notes, *_range_warnings(source, best)]
+    ci = loss_band(source, best, chosen)
+    warnings = [*source.notes, *range_warnings(source, best)]
     if on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "
             f"{SEARCH_TOKENS_PER_PARAM[0]:g} to {SEARCH_TOKENS_PER_PARAM[1]:g}): this law has "
             "no interior optimum for this budget"
         )
-    if _prefers_fewer_fresh_tokens(law, _law_strategy(best.strategy, chosen), best):
+    if prefers_fewer_fresh_tokens(law, law_strategy(best.strategy, chosen), best):
         rho = law.strategies.get(chosen, {}).get("rho")
         why = f" (its {chosen} rho = {rho:.3g} < -1)" if rho is not None and rho < -1 else ""
         warnings.append(
@@ -447,15 +443,39 @@ def plan(
     )
 
 
+@dataclass(frozen=True)
+class Frontier:
+    """Plans over a range of budgets; to_dict() is what `cdlaw plan --frontier --json` prints
+    and what `cdlaw plot --kind frontier` reads back."""
+
+    law: str  # the preset name or fit.json path the plans used
+    law_params: dict  # Law.to_dict() of that law
+    unique_tokens: float | None
+    strategy: str
+    plans: tuple[Plan, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "law": self.law,
+            "law_params": self.law_params,
+            "unique_tokens": self.unique_tokens,
+            "strategy": self.strategy,
+            "rows": [p.to_dict() for p in self.plans],
+        }
+
+
 def frontier(
     law: Law | PlanningLaw,
     budgets,
     unique_tokens: float | None = None,
     strategy: str = "auto",
     **options,
-) -> list[Plan]:
+) -> Frontier:
     """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan()."""
-    return [plan(law, float(c), unique_tokens, strategy, **options) for c in budgets]
+    source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
+    plans = tuple(plan(source, float(c), unique_tokens, strategy, **options) for c in budgets)
+    unique = None if unique_tokens is None else float(unique_tokens)
+    return Frontier(source.name, source.law.to_dict(), unique, strategy, plans)
 
 
 def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:

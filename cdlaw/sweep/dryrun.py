@@ -15,8 +15,8 @@ from pathlib import Path
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs, resolve_device
-from cdlaw.sweep.summary import run_state
 from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.summary import run_state
 
 
 @dataclass

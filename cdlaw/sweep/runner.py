@@ -32,7 +32,6 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.sweep.dryrun import DryRun, dry_run_sweep, estimate_seconds, makespan, measure_throughput
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import (
     InProcessExecutor,
@@ -40,66 +39,21 @@ from cdlaw.sweep.executors import (
     RayExecutor,
     RunTask,
     choose_jobs,
-    cpu_count,
     resolve_device,
 )
 from cdlaw.sweep.locks import (
-    BREAK_GUARD_STALE_S,
-    LOCK_HEARTBEAT_S,
     LOCK_NAME,
-    LOCK_STALE_S,
     RunLock,
     read_lock,
 )
-from cdlaw.sweep.summary import _RUN_ID as _RUN_ID
-from cdlaw.sweep.summary import SORT_COLUMNS, rebuild_summary, run_state, sweep_status
-from cdlaw.sweep.spec import SweepConfig, load_sweep
 from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.spec import SweepConfig, load_sweep
+from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.sweep.worker import (
-    FINISHED,
-    SUMMARY_COLUMNS,
-    Event,
     OnEvent,
-    execute_run,
     failed_result,
     read_result,
 )
-
-__all__ = [
-    "BREAK_GUARD_STALE_S",
-    "FINISHED",
-    "LOCK_HEARTBEAT_S",
-    "LOCK_NAME",
-    "LOCK_STALE_S",
-    "SORT_COLUMNS",
-    "SUMMARY_COLUMNS",
-    "DryRun",
-    "Event",
-    "InProcessExecutor",
-    "OnEvent",
-    "PoolExecutor",
-    "RayExecutor",
-    "RunLock",
-    "RunTask",
-    "SweepOutcome",
-    "SweepPlan",
-    "choose_jobs",
-    "cpu_count",
-    "dry_run_sweep",
-    "estimate_seconds",
-    "execute_run",
-    "failed_result",
-    "makespan",
-    "measure_throughput",
-    "plan_sweep",
-    "read_lock",
-    "read_result",
-    "rebuild_summary",
-    "resolve_device",
-    "run_state",
-    "run_sweep",
-    "sweep_status",
-]
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
@@ -229,7 +183,7 @@ def _refuse_stale_runs(plan: SweepPlan, results: dict[str, dict]) -> None:
     so after either changes a finished run would be skipped as done though it saw other
     tokens. Each result.json records its corpus_key; a mismatch is refused, never mixed.
     """
-    from cdlaw.data import corpus_key  # the data stack only when a sweep runs
+    from cdlaw.data.prepare import corpus_key
 
     now: dict[str, str | None] = {}
     stale = []
@@ -272,7 +226,7 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
         doomed = [
             p
             for p in sorted(sweep_dir.glob("*"))
-            if p.is_dir() and _RUN_ID.match(p.name) and (not same or p.name in selected)
+            if p.is_dir() and RUN_ID_PATTERN.match(p.name) and (not same or p.name in selected)
         ]
         for p in doomed:
             holder = read_lock(p / LOCK_NAME)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
-from cdlaw.sweep.spec import SweepConfig, _number, _same, load_sweep
+from cdlaw.sweep.spec import SweepConfig, load_sweep, same_number, sweep_number
 
 
 def run_facts(cfg: RunConfig) -> dict:
@@ -95,7 +95,7 @@ def parse_only(expr: str):
         else:
             if len(alternatives) > 1 and op not in ("=", "!="):
                 raise BadInput(f"--only {key}{op}{value}: alternatives (|) need = or !=")
-            wants = [_number(v, f"--only {key}") for v in alternatives]
+            wants = [sweep_number(v, f"--only {key}") for v in alternatives]
         clauses.append((key, op, wants))
 
     def keep(facts: dict) -> bool:
@@ -103,7 +103,8 @@ def parse_only(expr: str):
             have = facts[key]
             if op in ("=", "!="):
                 hit = any(
-                    (have == w) if isinstance(w, str) else _same(float(have), w) for w in wants
+                    (have == w) if isinstance(w, str) else same_number(float(have), w)
+                    for w in wants
                 )
                 if hit != (op == "="):
                     return False
@@ -153,7 +154,8 @@ def plan_sweep(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} is a file; give a folder for the runs")
-    from cdlaw.data import prepare_corpus, run_stream
+    from cdlaw.data.ordering import run_stream
+    from cdlaw.data.prepare import prepare_corpus
 
     cache = cache_dir or out / ".cache"
     if sweep.data.tokenizer == "bpe":

@@ -262,7 +262,7 @@ def _axis(grid: dict, key: str, where: str = "grid") -> list:
     return values
 
 
-def _number(value, name: str) -> float:
+def sweep_number(value, name: str) -> float:
     from cdlaw.units import parse_number
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -271,14 +271,14 @@ def _number(value, name: str) -> float:
 
 
 def _positive(value, name: str) -> float:
-    x = _number(value, name)
+    x = sweep_number(value, name)
     if not x > 0:
         raise BadInput(f"{name} must be positive, got {value!r}")
     return x
 
 
 def _nonnegative(value, name: str) -> float:
-    x = _number(value, name)
+    x = sweep_number(value, name)
     if x < 0:
         raise BadInput(f"{name} must be ≥ 0, got {value!r}")
     return x
@@ -359,7 +359,7 @@ def _ratios(grid: dict, strategies: tuple[str, ...]) -> dict[str, tuple[str, tup
 
 
 def _ratio(value, key: str, where: str) -> float:
-    x = _number(value, f"{where}.{key}")
+    x = sweep_number(value, f"{where}.{key}")
     low = -RATIO_KEYS[key]
     if x < low:
         what = "at least 1 (1 = one pass over D)" if key == "epochs" else "≥ 0"
@@ -447,12 +447,12 @@ def _matches(cell: Cell, entry: dict) -> bool:
             if want != cell.strategy and not (want == "none" and r0):
                 return False
         elif key in RATIO_KEYS:
-            if not _same(_as_float(want) - RATIO_KEYS[key], cell.derived_ratio):
+            if not same_number(_as_float(want) - RATIO_KEYS[key], cell.derived_ratio):
                 return False
         elif key in ("fresh_tokens", "tokens_per_param"):
-            if not _same(_as_float(want), cell.d_value):
+            if not same_number(_as_float(want), cell.d_value):
                 return False
-        elif not _same(_as_float(want), float(getattr(cell, key))):
+        elif not same_number(_as_float(want), float(getattr(cell, key))):
             return False
     return True
 
@@ -467,8 +467,8 @@ def _size_key(value) -> str | float:
 
 
 def _as_float(value) -> float:
-    return _number(value, "value")
+    return sweep_number(value, "value")
 
 
-def _same(a: float, b: float) -> bool:
+def same_number(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)

@@ -19,8 +19,8 @@ from cdlaw.atomic import write_parquet_atomic
 from cdlaw.config import RunConfig, from_dict
 from cdlaw.errors import BadInput
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
-from cdlaw.sweep.spec import SweepConfig, load_sweep
 from cdlaw.sweep.selection import run_facts
+from cdlaw.sweep.spec import SweepConfig, load_sweep
 from cdlaw.sweep.worker import SUMMARY_COLUMNS, read_result
 
 SORT_COLUMNS = [
@@ -34,7 +34,7 @@ SORT_COLUMNS = [
 ]
 
 
-_RUN_ID = re.compile(r"^[0-9a-f]{12}$")
+RUN_ID_PATTERN = re.compile(r"^[0-9a-f]{12}$")
 
 
 def rebuild_summary(sweep_dir: Path):
@@ -107,7 +107,7 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
         {"sweep": sweep.name, **run_facts(cfg), **_state_row(sweep_dir / cfg.run_id)}
         for cfg in runs
     ]
-    for run_dir in sorted(p for p in sweep_dir.iterdir() if _RUN_ID.match(p.name)):
+    for run_dir in sorted(p for p in sweep_dir.iterdir() if RUN_ID_PATTERN.match(p.name)):
         if run_dir.name in planned or not run_dir.is_dir():
             continue
         try:
@@ -146,6 +146,6 @@ def _known_vocab_size(sweep: SweepConfig, sweep_dir: Path) -> int:
     for path in sorted(sweep_dir.glob("*/config.json")):
         with contextlib.suppress(OSError, ValueError, KeyError):
             return int(json.loads(path.read_text())["model"]["vocab_size"])
-    from cdlaw.data import prepare_corpus
+    from cdlaw.data.prepare import prepare_corpus
 
     return prepare_corpus(sweep.data, sweep_dir.parent / ".cache", 1).vocab_size

@@ -79,7 +79,8 @@ def execute_run(
         _record_attempt(run_dir, exec_cfg)
         emit({"event": "start", "run_id": cfg.run_id, "pid": os.getpid()})
         started = time.time()
-        from cdlaw.data import prepare_corpus, run_stream
+        from cdlaw.data.ordering import run_stream
+        from cdlaw.data.prepare import prepare_corpus
         from cdlaw.train.loop import RunInterrupted, train_run
 
         try:

@@ -37,17 +37,17 @@ import torch
 
 import cdlaw
 from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.config import ExecConfig, RunConfig, TrainConfig, to_dict
+from cdlaw.data.streams import TokenStream
+from cdlaw.errors import BadInput
+from cdlaw.shapes import count_params, flops_per_token
 from cdlaw.train.checkpoint import (
     find_checkpoint,
     load_checkpoint,
     remove_checkpoint,
     save_checkpoint,
 )
-from cdlaw.config import ExecConfig, RunConfig, TrainConfig, to_dict
-from cdlaw.errors import BadInput
 from cdlaw.train.model import build_model, non_embedding_params
-from cdlaw.shapes import count_params, flops_per_token
-from cdlaw.data.streams import TokenStream
 
 IGNORE = -100  # target id of padding positions (a partial last row)
 METRIC_COLUMNS = [

@@ -2,8 +2,7 @@
 
 As in the CD paper's configs (OLMo-core `olmo3_<size>`): RMSNorm after each sublayer (the
 OLMo 2/3 "reordered norm"), QK-norm, SwiGLU, RoPE θ 500,000, no biases, untied input and
-output embeddings. OLMo 2 (Olmo2ForCausalLM, the same block but full attention only) is
-the fallback for transformers releases without OLMo 3; both give the same parameters.
+output embeddings.
 
 Attention: OLMo 3 uses sliding-window attention (window 4096) on three of every four
 layers. cdlaw trains at sequence lengths up to the paper's 2048 (well under the window),
@@ -21,7 +20,9 @@ INIT_STD = 0.02  # OLMo-core TransformerConfig.init_std; HF initializer_range
 
 
 def hf_config(model: ModelConfig):
-    """The transformers config for this shape (Olmo3Config, or Olmo2Config if missing)."""
+    """The transformers Olmo3Config for this shape."""
+    from transformers import Olmo3Config
+
     common = dict(
         vocab_size=model.vocab_size,
         hidden_size=model.d_model,
@@ -42,12 +43,6 @@ def hf_config(model: ModelConfig):
         bos_token_id=None,
         eos_token_id=None,
     )
-    try:
-        from transformers import Olmo3Config
-    except ImportError:  # transformers < 4.57
-        from transformers import Olmo2Config
-
-        return Olmo2Config(rope_theta=model.rope_theta, **common)
     return Olmo3Config(
         rope_theta=model.rope_theta,
         layer_types=["full_attention"] * model.n_layers,  # see the module docstring
