@@ -1,11 +1,11 @@
-import json
-
 """The fit recovers known laws from tables made from them (SPEC §8), and says what it did.
 
 Tables come from the law itself on a CD-paper-like grid (7 sizes 14M–600M, D from 0.05×
 to 16× of 20 tokens per parameter, r up to 60, both strategies) with 0.5% multiplicative
 noise, using the qin2026 constants (ρ and σ negative for both strategies).
 """
+
+import json
 
 import numpy as np
 import pandas as pd
