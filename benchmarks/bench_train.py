@@ -27,14 +27,9 @@ import torch.nn.functional as F
 from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
 from cdlaw.data.streams import array_stream
 from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
-from cdlaw.train.loop import (
-    CPU_BF16_MIN_D_MODEL,
-    autocast,
-    autocast_dtype,
-    resolve_device,
-    train_run,
-)
+from cdlaw.train.loop import train_run
 from cdlaw.train.model import build_model
+from cdlaw.train.steps import CPU_BF16_MIN_D_MODEL, autocast, autocast_dtype, resolve_device
 
 
 class Clock:
@@ -51,7 +46,7 @@ class Clock:
 
 def bare_loop(cfg: RunConfig, tokens: np.ndarray, exec_cfg: ExecConfig) -> tuple[float, float]:
     """Tokens per wall second and per CPU second of a plain PyTorch loop (build included)."""
-    device = resolve_device(exec_cfg.device)
+    device = torch.device(resolve_device(exec_cfg.device))
     amp = autocast_dtype(exec_cfg.precision, device, cfg.model.d_model)
     clock = Clock()
     net = build_model(cfg.model, seed=cfg.seed).to(device)

@@ -18,8 +18,7 @@ import typing
 from dataclasses import dataclass, field
 
 from cdlaw.errors import BadInput
-
-STRATEGIES = ("none", "repetition", "paraphrase")
+from cdlaw.law import STRATEGIES
 
 
 @dataclass(frozen=True)

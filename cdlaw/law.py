@@ -23,7 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 FORMS = ("cd", "muennighoff", "chinchilla")
-STRATEGIES = ("repetition", "paraphrase")
+# What a run trains on beyond one pass of its fresh tokens: nothing ("none", D′ = 0), or
+# derived tokens by one of the strategies the CD paper fits its own R* for.
+DERIVED_STRATEGIES = ("repetition", "paraphrase")
+STRATEGIES = ("none", *DERIVED_STRATEGIES)
 # The per-strategy parameters of each form, in the order fit vectors use.
 STRATEGY_PARAMS = {
     "cd": ("K", "rho", "sigma"),

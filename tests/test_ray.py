@@ -70,8 +70,8 @@ def test_ray_executor_runs_each_run_as_a_task(local_ray, tmp_path_factory):
         (attempt,) = json.loads((sweep_dir / run_id / "attempts.json").read_text())
         assert attempt["pid"] != os.getpid()  # trained in a Ray worker, not here
         assert attempt["exec"]["threads"] == 1 and attempt["exec"]["device"] == "cpu"
-    kinds = {e["event"] for e in events}
-    assert {"plan", "start", "progress", "end"} <= kinds  # progress crossed back from workers
+    kinds = {type(e).__name__ for e in events}
+    assert {"SweepPlanned", "RunStarted", "RunProgress", "RunEnded"} <= kinds  # from workers
 
     # The same runs trained here give the same losses (deterministic on CPU).
     run_sweep(paths["here"], root, jobs=1, exec_cfg=ExecConfig(device="cpu", threads=1))

@@ -12,8 +12,9 @@ import pytest
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, resolve_size
 from cdlaw.sweep.grid import round_tokens
-from cdlaw.sweep.selection import parse_only, run_facts
+from cdlaw.sweep.selection import parse_only
 from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.train.result import run_facts
 
 REPO = Path(__file__).resolve().parents[1]
 

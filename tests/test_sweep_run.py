@@ -24,7 +24,7 @@ from cdlaw.sweep.locks import LOCK_NAME
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import sweep_status
-from cdlaw.sweep.worker import SUMMARY_COLUMNS
+from cdlaw.train.result import SUMMARY_COLUMNS
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)

@@ -19,15 +19,8 @@ import torch.nn.functional as F
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.data.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
-from cdlaw.train.loop import (
-    IGNORE,
-    RunInterrupted,
-    lr_at,
-    make_batch,
-    token_losses,
-    train_run,
-    validation_loss,
-)
+from cdlaw.train.loop import RunInterrupted, train_run
+from cdlaw.train.steps import IGNORE, lr_at, make_batch, token_losses, validation_loss
 
 torch.set_num_threads(1)
 

@@ -229,21 +229,22 @@ class SweepDisplay:
         self.tasks: dict[str, int] = {}
         self.started = time.monotonic()
 
-    def __call__(self, event: dict) -> None:
-        kind = event.get("event")
-        rid = event.get("run_id")
-        if kind == "plan":
-            self.facts = {f["run_id"]: f for f in event["runs"]}
+    def __call__(self, event) -> None:
+        from cdlaw.sweep import events as ev
+
+        if isinstance(event, ev.SweepPlanned):
+            self.facts = {f["run_id"]: f for f in event.runs}
             self.work = {
                 k: f["tokens_trained"] * f["flops_per_token"] for k, f in self.facts.items()
             }
             self.total = len(self.facts)
             err.print(
-                f"sweep {event['sweep']}: {self.total} runs → {event['sweep_dir']}", highlight=False
+                f"sweep {event.sweep}: {self.total} runs → {event.sweep_dir}", highlight=False
             )
-        elif kind == "skip":
-            self._finish(rid)
-        elif kind == "start":
+        elif isinstance(event, ev.RunSkipped):
+            self._finish(event.run_id)
+        elif isinstance(event, ev.RunStarted):
+            rid = event.run_id
             if self.live and self.progress is None:
                 self._start_live()  # after the skips, so that they do not count as speed
             f = self.facts.get(rid, {})
@@ -253,32 +254,32 @@ class SweepDisplay:
                 )
             else:
                 err.print(f"start {self._label(rid)}", highlight=False)
-        elif kind == "progress":
-            self.seen[rid] = event.get("tokens_seen", 0)
+        elif isinstance(event, ev.RunProgress):
+            rid = event.run_id
+            self.seen[rid] = event.tokens_seen
             if self.progress is not None and rid in self.tasks:
                 from cdlaw.units import format_number as fmt
 
                 f = self.facts.get(rid, {})
-                val = event.get("val_loss")
                 stats = (
                     f"{fmt(self.seen[rid])}/{fmt(f.get('tokens_trained', 0))} tok  "
-                    f"{event.get('tokens_per_second', 0):,.0f} tok/s"
+                    f"{event.tokens_per_second:,.0f} tok/s"
                 )
-                if val is not None and math.isfinite(val):
-                    stats += f"  val {val:.3f}"
+                if math.isfinite(event.val_loss):
+                    stats += f"  val {event.val_loss:.3f}"
                 self.progress.update(self.tasks[rid], completed=self.seen[rid], stats=stats)
                 self._update_overall()
-        elif kind == "end":
-            loss = event.get("loss")
-            self._finish(rid)
+        elif isinstance(event, ev.RunEnded):
+            loss = event.loss
+            self._finish(event.run_id)
             loss_s = f" loss {loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else ""
-            line = f"{event.get('status')} {self._label(rid)}{loss_s}  [{len(self.finished)}/{self.total}]"
+            line = f"{event.status} {self._label(event.run_id)}{loss_s}  [{len(self.finished)}/{self.total}]"
             (self.progress.console if self.progress else err).print(line, highlight=False)
-        elif kind == "locked":
-            msg = f"waiting: {rid} is held by pid {event.get('pid')} on {event.get('host')}"
+        elif isinstance(event, ev.RunLocked):
+            msg = f"waiting: {event.run_id} is held by pid {event.pid} on {event.host}"
             (self.progress.console if self.progress else err).print(msg, highlight=False)
-        elif kind == "retry":
-            msg = f"retry: the worker of {rid} died ({event.get('reason')}); it resumes"
+        elif isinstance(event, ev.RunRetried):
+            msg = f"retry: the worker of {event.run_id} died ({event.reason}); it resumes"
             (self.progress.console if self.progress else err).print(msg, highlight=False)
 
     def _label(self, rid: str) -> str:

@@ -289,7 +289,7 @@ def fit_law(
     strategies: tuple[str, ...] = ()
     if law != "chinchilla":
         derived = rows[rows["derived_tokens"] > 0]
-        strategies = tuple(s for s in lawlib.STRATEGIES if (derived["strategy"] == s).any())
+        strategies = tuple(s for s in lawlib.DERIVED_STRATEGIES if (derived["strategy"] == s).any())
         if not strategies:
             raise BadInput(
                 f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "

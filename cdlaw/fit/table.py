@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
+from cdlaw.law import STRATEGIES
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
-STRATEGIES = ("none", "repetition", "paraphrase")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
 HYPERPARAMETERS = ("lr", "weight_decay", "seed")  # what may vary inside a cell
 SELECT = ("min", "mean", "none")

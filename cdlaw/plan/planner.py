@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.law import STRATEGIES, Law, chinchilla_loss
+from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
@@ -42,7 +42,7 @@ from cdlaw.plan.checks import (
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 
-STRATEGY_CHOICES = ("auto", *STRATEGIES)
+STRATEGY_CHOICES = ("auto", *DERIVED_STRATEGIES)
 FOUR_EPOCHS = 4.0
 # The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
 # of 0.01 decade, so that no sane law has its optimum off the grid; Brent's method then

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
-from cdlaw.sweep.executors import choose_jobs, resolve_device
-from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.executors import choose_jobs
+from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.summary import run_state
+from cdlaw.train.result import run_facts
 
 
 @dataclass
@@ -143,6 +144,8 @@ def dry_run_sweep(
     out = Path(out)
     notes = []
     try:
+        from cdlaw.train.steps import resolve_device
+
         device = resolve_device(exec_cfg.device)
     except BadInput:
         if executor != "ray":

@@ -4,7 +4,7 @@ In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split
 them), or Ray (one task per run with its CPU / GPU request, the runs folder on shared
 storage). Each submits the per-run worker (`execute_run`) and hands back a
 concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
-picks jobs × threads for the local executors, `resolve_device` the device.
+picks jobs × threads for the local executors.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 from cdlaw.config import ExecConfig, RunConfig, from_dict
 from cdlaw.errors import BadInput
-from cdlaw.sweep.worker import Event, OnEvent, execute_run
+from cdlaw.sweep.events import Event, OnEvent, RunProgress
+from cdlaw.sweep.worker import execute_run
 
 
 @dataclass
@@ -54,12 +55,12 @@ class _Throttle:
         self.send, self.every, self.last = send, every, {}
 
     def __call__(self, event: Event) -> None:
-        if event.get("event") == "progress":
+        if isinstance(event, RunProgress):
             now = time.monotonic()
-            final = event.get("step") == event.get("steps_total")
-            if not final and now - self.last.get(event["run_id"], -math.inf) < self.every:
+            final = event.step == event.steps_total
+            if not final and now - self.last.get(event.run_id, -math.inf) < self.every:
                 return
-            self.last[event["run_id"]] = now
+            self.last[event.run_id] = now
         with contextlib.suppress(Exception):  # a lost progress line must not fail a run
             self.send(event)
 
@@ -256,24 +257,6 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
-
-
-def resolve_device(device: str) -> str:
-    """'auto' → 'cuda' when a GPU is visible, else 'cpu'; a missing GPU is bad input."""
-    if device == "cpu":
-        return device
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if not torch.cuda.is_available():
-        raise BadInput(f"--device {device} was asked for but no CUDA GPU is visible; use cpu")
-    index = int(device.partition(":")[2] or 0)
-    if index >= torch.cuda.device_count():
-        raise BadInput(
-            f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible (cuda:0 …)"
-        )
-    return device
 
 
 def choose_jobs(device: str, n_runs: int, jobs: int = 0, threads: int = 0) -> tuple[int, int, int]:

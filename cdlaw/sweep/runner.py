@@ -33,27 +33,30 @@ from pathlib import Path
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.errors import BadInput
+from cdlaw.sweep.events import (
+    OnEvent,
+    RunEnded,
+    RunLocked,
+    RunRetried,
+    RunSkipped,
+    SweepPlanned,
+)
 from cdlaw.sweep.executors import (
     InProcessExecutor,
     PoolExecutor,
     RayExecutor,
     RunTask,
     choose_jobs,
-    resolve_device,
 )
 from cdlaw.sweep.locks import (
     LOCK_NAME,
     RunLock,
     read_lock,
 )
-from cdlaw.sweep.selection import SweepPlan, plan_sweep, run_facts
+from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import SweepConfig, load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
-from cdlaw.sweep.worker import (
-    OnEvent,
-    failed_result,
-    read_result,
-)
+from cdlaw.train.result import read_result, result_row, run_facts
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
@@ -105,6 +108,8 @@ def run_sweep(
     started = time.time()
     out = Path(out)
     _check_sweep_file(load_sweep(path), out, restart)  # before any work
+    from cdlaw.train.steps import resolve_device
+
     device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
     plan = _plan_or_clean_up(path, out, only)
     sweep_dir = plan.sweep_dir
@@ -112,7 +117,7 @@ def run_sweep(
     emit = on_event or (lambda e: None)
 
     facts = [run_facts(r) for r in plan.runs]
-    emit({"event": "plan", "sweep": plan.sweep.name, "runs": facts, "sweep_dir": str(sweep_dir)})
+    emit(SweepPlanned(plan.sweep.name, facts, str(sweep_dir)))
     results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
     before = {rid: result.get("status") for rid, result in results.items()}
     _refuse_stale_runs(plan, results)
@@ -120,7 +125,7 @@ def run_sweep(
     todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
     for r in plan.runs:
         if r.run_id not in {t.run_id for t in todo}:
-            emit({"event": "skip", "run_id": r.run_id, "status": before[r.run_id]})
+            emit(RunSkipped(r.run_id, before[r.run_id]))
 
     n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
     if executor == "ray":
@@ -324,31 +329,18 @@ def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
                 deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
                 if deaths[cfg.run_id] >= 2:
                     _record_failure(plan, cfg, exec_cfg, f"the worker died twice: {e!r}")
-                    emit({"event": "end", "run_id": cfg.run_id, "status": "failed"})
+                    emit(RunEnded(cfg.run_id, "failed"))
                 else:
-                    emit({"event": "retry", "run_id": cfg.run_id, "reason": repr(e)})
+                    emit(RunRetried(cfg.run_id, repr(e)))
                     queue.appendleft(cfg)
                 continue
             if outcome["outcome"] == "locked":
                 if cfg.run_id not in waiting:
                     holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
-                    emit(
-                        {
-                            "event": "locked",
-                            "run_id": cfg.run_id,
-                            "pid": holder.get("pid"),
-                            "host": holder.get("host"),
-                        }
-                    )
+                    emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
                 waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
             elif outcome["outcome"] == "skipped":
-                emit(
-                    {
-                        "event": "skip",
-                        "run_id": cfg.run_id,
-                        "status": (outcome["result"] or {}).get("status"),
-                    }
-                )
+                emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
             else:
                 trained.append(cfg.run_id)
         if done:
@@ -362,4 +354,5 @@ def _record_failure(plan: SweepPlan, cfg: RunConfig, exec_cfg: ExecConfig, error
     if lock.acquire():  # the dead worker's lock is stale (its pid is gone)
         with lock:
             if read_result(run_dir) is None:
-                write_json_atomic(run_dir / "result.json", failed_result(cfg, error, 0.0, exec_cfg))
+                row = result_row(cfg, status="failed", device=exec_cfg.device, error=str(error))
+                write_json_atomic(run_dir / "result.json", row)

@@ -1,6 +1,5 @@
 """A sweep ready to run: its runs checked against the corpus and selected by `--only`.
 
-`run_facts` gives the plan table's facts of a run (N, D, D′, r, tokens, FLOPs, steps);
 `parse_only` turns `--only` into a predicate on them (parsed, never evaluated);
 `plan_sweep` validates a sweep file, asks the data layer whether the corpus holds the
 largest D, and selects the runs. Nothing is written but the tokenised-corpus cache.
@@ -8,7 +7,6 @@ largest D, and selects the runs. Nothing is written but the tokenised-corpus cac
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,38 +14,7 @@ from pathlib import Path
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
 from cdlaw.sweep.spec import SweepConfig, load_sweep, same_number, sweep_number
-
-
-def run_facts(cfg: RunConfig) -> dict:
-    """The plan-table facts of a run: N, D, D′, r, tokens, FLOPs, steps (torch-free)."""
-    from cdlaw.shapes import count_params, flops_per_token
-
-    counts = count_params(cfg.model)
-    batch_tokens = cfg.train.batch_size * cfg.model.seq_len
-    tokens = cfg.tokens_trained
-    return {
-        "run_id": cfg.run_id,
-        "size": cfg.model.size,
-        "strategy": cfg.strategy,
-        "n_params": counts.n_params,
-        "n_params_total": counts.n_params_total,
-        "fresh_tokens": cfg.fresh_tokens,
-        "derived_tokens": cfg.derived_tokens,
-        "derived_ratio": cfg.derived_tokens / cfg.fresh_tokens,
-        "epochs": tokens / cfg.fresh_tokens,
-        "tokens_trained": tokens,
-        "tokens_per_param": cfg.fresh_tokens / counts.n_params,
-        "flops": 6.0 * counts.n_params * tokens,
-        "flops_per_token": flops_per_token(
-            counts.n_params, cfg.model.n_layers, cfg.model.d_model, cfg.model.seq_len
-        ),
-        "steps": math.ceil(tokens / batch_tokens),
-        "batch_tokens": batch_tokens,
-        "lr": cfg.train.lr,
-        "weight_decay": cfg.train.weight_decay,
-        "seed": cfg.seed,
-    }
-
+from cdlaw.train.result import run_facts
 
 ONLY_KEYS = (
     "run_id",

@@ -48,6 +48,7 @@ from cdlaw.config import (
     unknown_key_message,
 )
 from cdlaw.errors import BadInput
+from cdlaw.law import DERIVED_STRATEGIES
 from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, Cell, expand, grid_cells
 
 try:
@@ -68,7 +69,6 @@ GRID_AXES = (
     "seed",
 )
 GRID_KEYS = (*GRID_AXES, "zip", "repetition", "paraphrase")
-DERIVED_STRATEGIES = ("repetition", "paraphrase")
 STRATEGY_RATIO_KEYS = {
     "repetition": ("derived_ratio", "epochs"),
     "paraphrase": ("derived_ratio", "passes"),

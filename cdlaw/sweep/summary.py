@@ -19,9 +19,8 @@ from cdlaw.atomic import write_parquet_atomic
 from cdlaw.config import RunConfig, from_dict
 from cdlaw.errors import BadInput
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
-from cdlaw.sweep.selection import run_facts
 from cdlaw.sweep.spec import SweepConfig, load_sweep
-from cdlaw.sweep.worker import SUMMARY_COLUMNS, read_result
+from cdlaw.train.result import SUMMARY_COLUMNS, read_result, run_facts
 
 SORT_COLUMNS = [
     "n_params",

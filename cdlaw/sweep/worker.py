@@ -18,33 +18,13 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
-from cdlaw.sweep.selection import run_facts
-
-Event = dict
-OnEvent = Callable[[Event], None]
-
-
-# SPEC §5: the columns every summary row has (train_run adds a few more of its own).
-SUMMARY_COLUMNS = tuple(
-    """run_id sweep strategy n_params n_params_total fresh_tokens derived_tokens tokens_trained
-    derived_ratio epochs tokens_per_param lr weight_decay seed d_model n_layers n_heads seq_len
-    batch_tokens vocab_size schedule loss train_loss status flops wall_seconds tokens_per_second
-    device corpus cdlaw_version""".split()
-)
-FINISHED = ("done", "diverged", "failed")
-
-
-def read_result(run_dir: Path) -> dict | None:
-    try:
-        return json.loads((run_dir / "result.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
+from cdlaw.train.result import read_result, result_row
 
 
 def execute_run(
@@ -77,7 +57,7 @@ def execute_run(
                 return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
             os.replace(run_dir / "result.json", run_dir / "result.failed.json")
         _record_attempt(run_dir, exec_cfg)
-        emit({"event": "start", "run_id": cfg.run_id, "pid": os.getpid()})
+        emit(RunStarted(cfg.run_id, os.getpid()))
         started = time.time()
         from cdlaw.data.ordering import run_stream
         from cdlaw.data.prepare import prepare_corpus
@@ -95,20 +75,26 @@ def execute_run(
             )
 
             def progress(p: dict) -> None:
-                emit({"event": "progress", "run_id": cfg.run_id, **p})
+                emit(RunProgress(run_id=cfg.run_id, **p))
 
             result = train_run(cfg, run_dir, stream, prepared.val_tokens, exec_cfg, progress)
         except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
             raise
         except Exception as e:  # recorded, and the sweep goes on (SPEC §13)
-            result = failed_result(cfg, e, time.time() - started, exec_cfg)
+            result = result_row(
+                cfg,
+                status="failed",
+                wall_seconds=time.time() - started,
+                device=exec_cfg.device,
+                error=f"{type(e).__name__}: {e}",
+            )
             write_text_atomic(run_dir / "error.txt", traceback.format_exc())
             write_json_atomic(run_dir / "result.json", result)
         else:
             (run_dir / "error.txt").unlink(missing_ok=True)  # from a failed earlier attempt
         (run_dir / "result.failed.json").unlink(missing_ok=True)
     status = result.get("status", "done")
-    emit({"event": "end", "run_id": cfg.run_id, "status": status, "loss": result.get("loss")})
+    emit(RunEnded(cfg.run_id, status, result.get("loss")))
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
 
 
@@ -129,31 +115,3 @@ def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:
         }
     )
     write_json_atomic(path, attempts)
-
-
-def failed_result(cfg: RunConfig, error: BaseException | str, wall: float, exec_cfg=None) -> dict:
-    """The result row of a run that crashed: the config's columns, NaN losses, the error."""
-    from cdlaw import __version__
-
-    facts = run_facts(cfg)
-    row = {k: facts[k] for k in facts if k in SUMMARY_COLUMNS}
-    row.update(
-        run_id=cfg.run_id,
-        sweep=cfg.sweep,
-        d_model=cfg.model.d_model,
-        n_layers=cfg.model.n_layers,
-        n_heads=cfg.model.n_heads,
-        seq_len=cfg.model.seq_len,
-        vocab_size=cfg.model.vocab_size,
-        schedule=cfg.train.schedule,
-        loss=float("nan"),
-        train_loss=float("nan"),
-        status="failed",
-        wall_seconds=wall,
-        tokens_per_second=float("nan"),
-        device=(exec_cfg.device if exec_cfg else ""),
-        corpus=cfg.data.corpus,
-        cdlaw_version=__version__,
-        error=error if isinstance(error, str) else f"{type(error).__name__}: {error}",
-    )
-    return {k: row.get(k) for k in (*SUMMARY_COLUMNS, "error")}

@@ -21,7 +21,6 @@ and optimizer state three times the model's size is dead weight in a sweep of hu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import shutil
@@ -35,9 +34,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-import cdlaw
 from cdlaw.atomic import write_json_atomic, write_parquet_atomic
-from cdlaw.config import ExecConfig, RunConfig, TrainConfig, to_dict
+from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
@@ -48,8 +46,21 @@ from cdlaw.train.checkpoint import (
     save_checkpoint,
 )
 from cdlaw.train.model import build_model, non_embedding_params
+from cdlaw.train.result import result_row
+from cdlaw.train.steps import (
+    IGNORE,
+    autocast,
+    autocast_dtype,
+    device_name,
+    forward_logits,
+    loss_on_batches,
+    lr_at,
+    make_batch,
+    make_optimizer,
+    resolve_device,
+    token_losses,
+)
 
-IGNORE = -100  # target id of padding positions (a partial last row)
 METRIC_COLUMNS = [
     "step",
     "tokens_seen",
@@ -73,179 +84,8 @@ class RunInterrupted(Exception):
 
 
 # ---------------------------------------------------------------------------------------
-# Pieces the loop uses (each small enough to test on its own).
+# Files of a run.
 # ---------------------------------------------------------------------------------------
-
-
-def lr_at(step: int, total_steps: int, train: TrainConfig) -> float:
-    """Learning rate for step `step` (0-based) of `total_steps`.
-
-    Linear warmup over the first warmup_frac of steps to the peak, then either cosine
-    down to final_lr_frac·peak at the last step, or WSD: constant at the peak, and
-    linear to final_lr_frac·peak over the last decay_frac of steps.
-    """
-    peak, final = train.lr, train.lr * train.final_lr_frac
-    warmup = int(train.warmup_frac * total_steps)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    last = total_steps - 1
-    if train.schedule == "cosine":
-        progress = min(1.0, (step - warmup) / max(1, last - warmup))
-        return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
-    decay_start = max(warmup, total_steps - max(1, round(train.decay_frac * total_steps)))
-    if step < decay_start:
-        return peak
-    progress = min(1.0, (step - decay_start + 1) / max(1, last - decay_start + 1))
-    return peak + (final - peak) * progress
-
-
-def make_batch(tokens: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs tokens[:n] and targets tokens[1:n+1] as (rows, seq_len) arrays.
-
-    `tokens` holds n + 1 tokens, or n at the very end of a stream (then the last input has
-    no target). A partial last row is padded: input 0, target IGNORE.
-    """
-    rows = -(-n // seq_len)
-    x = np.zeros(rows * seq_len, dtype=np.int64)
-    y = np.full(rows * seq_len, IGNORE, dtype=np.int64)
-    x[:n] = tokens[:n]
-    y[: len(tokens) - 1] = tokens[1 : n + 1]
-    return x.reshape(rows, seq_len), y.reshape(rows, seq_len)
-
-
-def token_losses(logits, targets):
-    """Sums over the valid targets of cross-entropy and of logsumexp² (the z-loss term).
-
-    One logsumexp serves both (cross-entropy = logsumexp(logits) − logit of the target),
-    and the backward pass is one softmax. For tiny models the LM head and its loss are
-    most of a step: this costs about what F.cross_entropy alone does, where autograd
-    through torch.logsumexp costs twice that.
-    """
-    return _CrossEntropyAndZ.apply(logits, targets)
-
-
-class _CrossEntropyAndZ(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits, targets):
-        valid = targets != IGNORE
-        safe = targets.clamp(min=0)
-        # logsumexp by hand, in place on one fp32 copy: twice as fast as torch.logsumexp on CPU.
-        # A copy even when the logits are fp32: they are saved for backward.
-        work = logits.to(torch.float32, copy=True)
-        target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-        top = work.amax(dim=-1, keepdim=True)
-        lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
-        ce = torch.where(valid, lse - target_logit, 0.0).sum()
-        z = torch.where(valid, lse.square(), 0.0).sum()
-        ctx.save_for_backward(logits, safe, valid, lse)
-        return ce, z
-
-    @staticmethod
-    def backward(ctx, grad_ce, grad_z):
-        logits, safe, valid, lse = ctx.saved_tensors
-        # d(ce)/dlogits = softmax − onehot(target); d(lse²)/dlogits = 2·lse·softmax.
-        per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
-        grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
-        grad.scatter_add_(-1, safe.unsqueeze(-1), torch.where(valid, -grad_ce, 0.0).unsqueeze(-1))
-        return grad.to(logits.dtype), None
-
-
-def forward_logits(net, x):
-    """Logits of a causal LM for input ids x (transformers' model or its compiled wrapper)."""
-    return net(input_ids=x, use_cache=False).logits
-
-
-def autocast(device: torch.device, amp: torch.dtype | None):
-    """bf16 autocast on device, or nothing when amp is None (full fp32)."""
-    if amp is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=amp)
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise BadInput(f"device {name!r} was asked for but no CUDA GPU is visible; use cpu")
-    return torch.device(name)
-
-
-# Below this width bf16 autocast is slower than fp32 on CPU: its casts cost more than the
-# small matmuls save. Measured on this repository's 2-core AVX512-BF16 machine (one step
-# with fused AdamW, vocab 512; fp32 vs bf16 tokens/s): d 24, batch 4×64, 1 thread: 49.1K vs
-# 29.3K; d 40: 38.6K vs 21.6K; d 224, batch 16×128, 2 threads: 9.0K vs 7.6K; d 304: 4.3K
-# vs 4.8K. Pass precision="bf16" to force it.
-CPU_BF16_MIN_D_MODEL = 256
-
-
-def autocast_dtype(
-    precision: str, device: torch.device, d_model: int | None = None
-) -> torch.dtype | None:
-    """bf16 for "bf16", and for "auto" where it is faster than fp32; else None (fp32).
-
-    On GPU "auto" is bf16 wherever the chip supports it. On CPU it is bf16 only with
-    oneDNN's native bf16 kernels (AVX512-BF16 / AMX) and a model at least
-    CPU_BF16_MIN_D_MODEL wide (d_model None: assume wide enough).
-    """
-    if precision == "fp32":
-        return None
-    if precision == "bf16":
-        return torch.bfloat16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else None
-    if d_model is not None and d_model < CPU_BF16_MIN_D_MODEL:
-        return None
-    mkldnn_bf16 = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return torch.bfloat16 if mkldnn_bf16 is not None and mkldnn_bf16() else None
-
-
-def make_optimizer(net, train: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW with weight decay on the matrices only (not the input embedding, not norms)."""
-    embedding = net.get_input_embeddings().weight
-    decay, no_decay = [], []
-    for p in net.parameters():
-        (decay if p.ndim >= 2 and p is not embedding else no_decay).append(p)
-    groups = [
-        {"params": decay, "weight_decay": train.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-    return torch.optim.AdamW(
-        groups,
-        lr=train.lr,
-        betas=(train.beta1, train.beta2),
-        eps=train.eps,
-        # One fused kernel per step, on GPU and on CPU (torch ≥ 2.4). Measured on CPU at the
-        # demo's smallest size (d 24, batch 4×64, fp32, 1 thread): the optimizer step 1.62 →
-        # 0.69 ms, 36.1K → 48.3K tokens/s.
-        fused=device.type in ("cuda", "cpu"),
-    )
-
-
-@torch.no_grad()
-def validation_loss(
-    net, val_tokens: np.ndarray, seq_len: int, batch_rows: int = 16, precision: str = "auto"
-) -> float:
-    """Mean cross-entropy (nats/token) of net on val_tokens, predicting val[1:] from val[:-1]."""
-    device = next(net.parameters()).device
-    amp = autocast_dtype(precision, device, net.config.hidden_size)
-    x, y = make_batch(np.asarray(val_tokens, dtype=np.int64), len(val_tokens) - 1, seq_len)
-    return _validation_loss(net, torch.from_numpy(x), torch.from_numpy(y), batch_rows, amp)
-
-
-def _validation_loss(net, x, y, batch_rows: int, amp) -> float:
-    was_training = net.training
-    net.eval()
-    device = next(net.parameters()).device
-    total = torch.zeros((), dtype=torch.float64, device=device)
-    with torch.no_grad():
-        for i in range(0, x.shape[0], batch_rows):
-            xb = x[i : i + batch_rows].to(device, non_blocking=True)
-            yb = y[i : i + batch_rows].to(device, non_blocking=True)
-            with autocast(device, amp):
-                logits = forward_logits(net, xb)
-            total += token_losses(logits, yb)[0].double()
-    net.train(was_training)
-    return total.item() / int((y != IGNORE).sum())
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -270,12 +110,6 @@ def save_hf_model(net, path: Path) -> None:
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return str(device)
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,7 +161,7 @@ def train_run(
             raise BadInput(f"{run_dir} holds run {saved_id}, not {cfg.run_id}; use another folder")
 
     # --- Device, model, optimizer. ---------------------------------------------------------
-    device = resolve_device(exec_cfg.device)
+    device = torch.device(resolve_device(exec_cfg.device))
     if exec_cfg.threads:
         torch.set_num_threads(exec_cfg.threads)
     amp = autocast_dtype(exec_cfg.precision, device, model_cfg.d_model)
@@ -444,7 +278,7 @@ def train_run(
                     state["initial_loss"] = train_loss
                 val_loss = math.nan
                 if evaluate and math.isfinite(train_loss):
-                    val_loss = _validation_loss(lm, val_x, val_y, micro_rows, amp)
+                    val_loss = loss_on_batches(lm, val_x, val_y, micro_rows, amp)
                     state["val_loss"] = val_loss
                 rows.append(
                     {
@@ -509,49 +343,18 @@ def train_run(
         loss = math.nan
     write_metrics(metrics_path, rows)
     wall = elapsed()
-    info = stream.info
-    result = {
-        "run_id": cfg.run_id,
-        "sweep": cfg.sweep,
-        "strategy": cfg.strategy,
-        "n_params": n_params,
-        "n_params_total": n_params_total,
-        "fresh_tokens": cfg.fresh_tokens,
-        "derived_tokens": cfg.derived_tokens,
-        "tokens_trained": cfg.tokens_trained,
-        "derived_ratio": cfg.derived_tokens / cfg.fresh_tokens,
-        "epochs": info.get("epochs", cfg.tokens_trained / cfg.fresh_tokens),
-        "paraphrase_passes": info.get("paraphrase_passes", 0.0),
-        "tokens_per_param": cfg.fresh_tokens / n_params,
-        "lr": train.lr,
-        "weight_decay": train.weight_decay,
-        "seed": cfg.seed,
-        "d_model": model_cfg.d_model,
-        "n_layers": model_cfg.n_layers,
-        "n_heads": model_cfg.n_heads,
-        "mlp_hidden": model_cfg.mlp_hidden,
-        "seq_len": seq_len,
-        "batch_tokens": batch_tokens,
-        "vocab_size": model_cfg.vocab_size,
-        "schedule": train.schedule,
-        "size": model_cfg.size,
-        "loss": loss,
-        "train_loss": state["train_loss"],
-        "status": status,
-        "steps": state["step"],
-        "flops": flops_token * cfg.tokens_trained,
-        "flops_with_attention": flops_per_token(
-            n_params, model_cfg.n_layers, model_cfg.d_model, seq_len
-        )
-        * cfg.tokens_trained,
-        "wall_seconds": wall,
-        "tokens_per_second": state["tokens_seen"] / wall if wall > 0 else math.nan,
-        "device": device_name(device),
-        "precision": str(amp).removeprefix("torch.") if amp else "float32",
-        "corpus": info.get("corpus", ""),
-        "corpus_key": info.get("corpus_key", ""),
-        "cdlaw_version": cdlaw.__version__,
-    }
+    result = result_row(
+        cfg,
+        status=status,
+        loss=loss,
+        train_loss=state["train_loss"],
+        steps=state["step"],
+        tokens_seen=state["tokens_seen"],
+        wall_seconds=wall,
+        device=device_name(device),
+        precision=str(amp).removeprefix("torch.") if amp else "float32",
+        stream_info=stream.info,
+    )
     write_json_atomic(result_path, result)
     remove_checkpoint(checkpoint_dir)
     return result
