@@ -1,4 +1,4 @@
-"""Atomic file writes: write to a temporary name in the same folder, then rename (SPEC §4).
+"""Atomic file writes: write to a temporary name in the same folder, then rename (docs/files.md).
 
 A reader (or a sweep restarted after kill -9) sees either the old file or the new one,
 never half of one.

@@ -1,4 +1,4 @@
-"""Typed, validated configs for one training run, saved with every run (SPEC §4).
+"""Typed, validated configs for one training run, saved with every run (docs/files.md).
 
 As in OLMo-core: plain dataclasses with defaults that read as a table, validated on
 construction, turned into JSON for `config.json`, and built back from dicts (TOML or JSON)

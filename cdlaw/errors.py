@@ -1,4 +1,4 @@
-"""The one exception that means "the user's input is wrong" (exit code 2, SPEC §6)."""
+"""The one exception that means "the user's input is wrong" (exit code 2, docs/cli.md)."""
 
 
 class BadInput(Exception):

@@ -1,7 +1,7 @@
 """The compute–data (CD) scaling law and the forms it generalises. Pure numpy.
 
 This is the only module that speaks in math symbols; everywhere else uses the names of
-SPEC §3 (n_params, fresh_tokens, derived_tokens, ...). Every function broadcasts over
+docs/names.md (n_params, fresh_tokens, derived_tokens, ...). Every function broadcasts over
 numpy arrays, so one call evaluates a whole table of runs, or a grid of parameter sets
 (parameters shaped (S, 1) against data shaped (n,)).
 
@@ -93,7 +93,7 @@ def cd_loss(N, D, Dp, E, A, B, alpha, beta, K, rho, sigma):
 def cd_log_loss(logN, logD, logDp, e, a, b, alpha, beta, k, rho, sigma):
     """log L = logsumexp(e, a − α·log N, b − β·log D_eff), the form the fit minimises in.
 
-    E = e^e, A = e^a, B = e^b, K = e^k (SPEC §2, as in the CD paper's and Chinchilla's fits).
+    E = e^e, A = e^a, B = e^b, K = e^k (docs/law.md, as in the CD paper's and Chinchilla's fits).
     logDp may be −inf (D′ = 0). Returns log L; stable for any parameter values.
     """
     log_r = logDp - logD
@@ -163,7 +163,7 @@ class Law:
                     f"strategy {name!r} of a {self.form} law needs {sorted(need)}, got {sorted(p)}"
                 )
 
-    # -- the law and its frontiers (SPEC §2, §9) --------------------------------------
+    # -- the law and its frontiers (docs/law.md, docs/regimes.md) --------------------------------------
 
     def strategy_params(self, strategy: str) -> dict[str, float]:
         if self.form == "chinchilla":
@@ -226,10 +226,10 @@ class Law:
         return self.E + self.A / np.asarray(n_params, dtype=float) ** self.alpha
 
     def reducible_model_loss(self, n_params):
-        """E + A/N^α is what a fit pins down even when E, A and α trade off (SPEC §8)."""
+        """E + A/N^α is what a fit pins down even when E, A and α trade off (docs/fit.md)."""
         return self.loss_model_floor(n_params)
 
-    # -- (de)serialisation in the names of fit.json (SPEC §7) -------------------------
+    # -- (de)serialisation in the names of fit.json (docs/files.md) -------------------------
 
     def to_dict(self) -> dict:
         return {
@@ -253,7 +253,7 @@ class Law:
 
 
 # ---------------------------------------------------------------------------------------
-# Published constants (SPEC §10). N and D are counted as each paper counts them.
+# Published constants (docs/plan.md). N and D are counted as each paper counts them.
 # ---------------------------------------------------------------------------------------
 
 PRESETS: dict[str, Law] = {
@@ -307,7 +307,7 @@ PRESETS: dict[str, Law] = {
 
 
 def empirical_eta(law: Law, n_params, fresh_tokens, derived_tokens, observed_loss):
-    """η recovered from an observed loss (SPEC §7): how much fresh data it was worth.
+    """η recovered from an observed loss (docs/files.md): how much fresh data it was worth.
 
     ΔL = L_1ep(N, D) − L_obs, D_eff = (D^−β − ΔL/B)^(−1/β), η = (D_eff − D)/D′.
     NaN where undefined: D′ = 0, or the observed gain exceeds what any data could give.

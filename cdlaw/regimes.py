@@ -1,4 +1,4 @@
-"""Which resource binds a configuration: compute, data or model size (SPEC §9).
+"""Which resource binds a configuration: compute, data or model size (docs/regimes.md).
 
 The CD paper's bands at fixed (N, D): compute-bound L_D < L ≤ L_1ep, data-bound
 L_N < L ≤ L_D, model-bound L ≤ L_N. A predicted loss never leaves the compute band, so
@@ -19,8 +19,8 @@ import numpy as np
 
 from cdlaw.law import Law
 
-SATURATION = 0.9  # share of the derived-token gain that counts as "saturated" (SPEC §9)
-TOLERANCE = 0.01  # nats of fresh-data gain below which data "no longer binds" (SPEC §9)
+SATURATION = 0.9  # share of the derived-token gain that counts as "saturated" (docs/regimes.md)
+TOLERANCE = 0.01  # nats of fresh-data gain below which data "no longer binds" (docs/regimes.md)
 REGIMES = ("compute-bound", "data-bound", "model-bound")
 
 

@@ -298,7 +298,7 @@ def _section_fit(report: Report) -> str:
         ("source", fit.get("source")),
     ]
     parts.append(_table(["", ""], [[k, _fmt(v)] for k, v in facts], {0, 1}))
-    # E, A and α trade off; E + A/N^α is what the fit pins down (SPEC §8).
+    # E, A and α trade off; E + A/N^α is what the fit pins down (docs/fit.md).
     floor = fit.get("model_floor") or {}
     if not floor.get("n_params"):
         rng = (fit.get("data_range") or {}).get("n_params") or []
@@ -380,7 +380,7 @@ def _section_regimes(report: Report) -> str:
             ]
         )
     intro = (
-        "<p>Every run in the bands of the fitted law (SPEC §9), labelled by what would still "
+        "<p>Every run in the bands of the fitted law (docs/regimes.md), labelled by what would still "
         "lower its loss L: <b>compute-bound</b> while the share of the derived-token gain "
         "already realised, (L_1ep − L)/(L_1ep − L_D), is below the saturation threshold "
         f"<b>{SATURATION}</b>; <b>data-bound</b> when that gain is saturated but fresh data "

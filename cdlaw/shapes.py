@@ -10,7 +10,7 @@ untied LM head. So, with d = d_model, h = mlp_hidden, V = vocab_size, L = n_laye
     n_params        L·(4·d² + 3·d·h + 4·d)  +  d  (final norm)  +  V·d  (LM head)
     n_params_total  n_params + V·d  (input embedding)
 
-`n_params` is SPEC §3's N: every parameter except the input embedding (the LM head
+`n_params` is the law's N, docs/names.md: every parameter except the input embedding (the LM head
 counts), as OLMo-core's `num_non_embedding_params` and the CD paper's N.
 
 Two ways to get a shape:
@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 from cdlaw.errors import BadInput
 
-OLMO3_VOCAB_SIZE = 100_278  # the CD paper's vocabulary (SPEC §3)
+OLMO3_VOCAB_SIZE = 100_278  # the CD paper's vocabulary (docs/names.md)
 
 # Ladder rule constants (see the module docstring).
 ASPECT_RATIO = 64  # d_model / n_layers
@@ -76,7 +76,7 @@ class Shape:
 
 
 class ParamCount(NamedTuple):
-    n_params: int  # all but the input embedding (SPEC §3's N)
+    n_params: int  # all but the input embedding (the law's N, docs/names.md)
     n_params_total: int  # every parameter
 
 
@@ -148,7 +148,7 @@ def count_params(shape, vocab_size: int | None = None) -> ParamCount:
 
 
 def flops_per_token(n_params: float, n_layers: int = 0, d_model: int = 0, seq_len: int = 0):
-    """Training FLOPs per token: 6·N (the law's compute, SPEC §3).
+    """Training FLOPs per token: 6·N (the law's compute, docs/names.md).
 
     With n_layers, d_model and seq_len given, adds attention's 12·n_layers·d_model·seq_len
     (the score and value matmuls, forward and backward, counted without the causal mask's
@@ -177,7 +177,7 @@ def _ladder_widths(max_d_model: int = 16384):
 
 
 def shape_for_params(n_params: float, vocab_size: int = OLMO3_VOCAB_SIZE) -> Shape:
-    """The ladder shape whose n_params (SPEC §3, LM head included) is nearest the target.
+    """The ladder shape whose n_params (docs/names.md, LM head included) is nearest the target.
 
     Example: shape_for_params(1e6, vocab_size=2048) -> Shape(160, 2, 8, 432).
     Raises BadInput when the target is below half the smallest model for this vocabulary

@@ -1,4 +1,4 @@
-"""Human numbers on the command line and in sweep files: 1e21, 2.5e9, 25M, 3B (SPEC §6)."""
+"""Human numbers on the command line and in sweep files: 1e21, 2.5e9, 25M, 3B (docs/cli.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Synthetic inputs for the plot and report tests, written to the file contracts of SPEC §4–§7.
+"""Synthetic inputs for the plot and report tests, written to the file contracts of docs/files.md.
 
 Losses come from a known CD law (the CD paper's published constants) times log-normal
 noise, so a figure's content can be checked against exact numbers. Files are written
@@ -65,7 +65,7 @@ def _run_id(rec: dict) -> str:
 
 
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The SPEC §5 summary.parquet columns for the synthetic runs."""
+    """The docs/files.md summary.parquet columns for the synthetic runs."""
     t = table.copy()
     n, d, dp = t["n_params"], t["fresh_tokens"], t["derived_tokens"]
     t["sweep"] = "synthetic"
@@ -90,7 +90,7 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def fit_rows(table: pd.DataFrame, law: Law, heldout_n: float | None) -> pd.DataFrame:
-    """fit_rows.parquet as the fit writes it (SPEC §7 + the plot brief's column list)."""
+    """fit_rows.parquet as the fit writes it (docs/files.md + the plot brief's column list)."""
     t = table.copy().reset_index(drop=True)
     t.insert(0, "row_id", np.arange(len(t)))
     N, D, Dp = (t[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens"))
@@ -114,7 +114,7 @@ def fit_rows(table: pd.DataFrame, law: Law, heldout_n: float | None) -> pd.DataF
 
 
 def fit_json(rows: pd.DataFrame, law: Law, heldout_n: float | None, source: str) -> dict:
-    """A fit.json (SPEC §7) whose parameters are the true ones (the test is the figure)."""
+    """A fit.json (docs/files.md) whose parameters are the true ones (the test is the figure)."""
     used = rows["used"].to_numpy(bool)
     held = rows["heldout"].to_numpy(bool)
     res = rows["residual_log"].to_numpy(float)
@@ -179,7 +179,7 @@ def write_runs(
     heldout: bool = True,
     n_runs: int | None = None,
 ) -> Path:
-    """A complete runs/<sweep>/ folder (SPEC §4) in root/synthetic; returns its path.
+    """A complete runs/<sweep>/ folder (docs/files.md) in root/synthetic; returns its path.
 
     n_runs keeps only the first n runs of the grid (too few to fit, when small).
     """
@@ -226,7 +226,7 @@ def write_external(root: Path, seed: int = 1) -> tuple[Path, Path]:
 
 
 def brute_force_frontier(law: Law, budgets, unique_tokens: float) -> dict:
-    """A frontier JSON by grid search (SPEC §10), independent of cdlaw.plan.planner."""
+    """A frontier JSON by grid search (docs/plan.md), independent of cdlaw.plan.planner."""
     n_grid = np.geomspace(1e6, 1e12, 1500)
     g = (law.alpha * law.A / (law.beta * law.B)) ** (1 / (law.alpha + law.beta))
 

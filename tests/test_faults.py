@@ -1,4 +1,4 @@
-"""Faults (SPEC §13): kill -9 in the middle of a run and between runs, two sweeps on one
+"""Faults (docs/sweep.md): kill -9 in the middle of a run and between runs, two sweeps on one
 folder, a diverging run, a failing run, and the run locks underneath."""
 
 import contextlib

@@ -1,4 +1,4 @@
-"""The fit recovers known laws from tables made from them (SPEC §8), and says what it did.
+"""The fit recovers known laws from tables made from them (docs/fit.md), and says what it did.
 
 Tables come from the law itself on a CD-paper-like grid (7 sizes 14M–600M, D from 0.05×
 to 16× of 20 tokens per parameter, r up to 60, both strategies) with 0.5% multiplicative
@@ -410,7 +410,7 @@ def test_refuses_too_few_rows_and_bad_options():
 
 
 def test_two_sizes_or_two_data_sizes_fit_with_a_warning():
-    """2 sizes cannot separate E, A and alpha: the fit runs but says so (SPEC §8)."""
+    """2 sizes cannot separate E, A and alpha: the fit runs but says so (docs/fit.md)."""
     fit = fit_law(make_table(sizes=[30e6, 60e6], n_derived=100), n_starts=16)
     assert any("only 2 model sizes (30M–60M)" in w for w in fit.warnings)
     N, D = (np.array(v).ravel() for v in np.meshgrid(SIZES[:4], [1e9, 4e9]))

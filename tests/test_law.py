@@ -1,4 +1,4 @@
-"""The law's special cases (SPEC §2), exactly, and its pieces against hand computations."""
+"""The law's special cases (docs/law.md), exactly, and its pieces against hand computations."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The planner (SPEC §10): published optima, closed forms, and the shape of the plan."""
+"""The planner (docs/plan.md): published optima, closed forms, and the shape of the plan."""
 
 import json
 import math
@@ -42,7 +42,7 @@ def test_muennighoff_law_reproduces_the_readme_losses():
     # README: scaling_law(N, D, U) with D = all training tokens and U the unique ones:
     #   scaling_law(6.34e9, 242e9, 25e9) -> 2.2256440889984477  (Figure 1, right)
     #   scaling_law(8.67e9, 178e9, 25e9) -> 2.2269634075087867
-    # In SPEC names: fresh_tokens = U, derived_tokens = D − U.
+    # In cdlaw's names: fresh_tokens = U, derived_tokens = D − U.
     law = readme_law()
     for n, d, want in [(6.34e9, 242e9, 2.2256440889984477), (8.67e9, 178e9, 2.2269634075087867)]:
         assert law.loss(n, 25e9, d - 25e9, "repetition") == pytest.approx(want, rel=1e-13)

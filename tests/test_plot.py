@@ -188,7 +188,7 @@ def test_rstar_marks_where_paraphrase_beats_repetition(figures):
         }[s]
         return math.exp(log_k) * tpp**rho * n**sigma
 
-    # SPEC §10's qin2026 constants: paraphrase keeps its worth longer at small N only.
+    # the qin2026 constants: paraphrase keeps its worth longer at small N only.
     for n, tpp in ((14e6, 20), (100e6, 20), (30e6, 5), (600e6, 5), (1e9, 100)):
         assert bool(paraphrase_wins(LAW, n, tpp)) == (
             rstar("paraphrase", n, tpp) > rstar("repetition", n, tpp)

@@ -235,7 +235,7 @@ def test_report_has_settings_runs_fit_regimes_plan_and_figures(page, runs):
         text,
     )
     assert f"{fit['strategies']['paraphrase']['rho']:.4g}" in text
-    # regimes with thresholds and floors: the thresholds of SPEC §9
+    # regimes with thresholds and floors: the thresholds of docs/regimes.md
     assert "saturation threshold <b>0.9</b>" in text and "<b>0.01</b> nats" in text
     assert text.count('<tr class="compute-bound">') + text.count(
         '<tr class="data-bound">'

@@ -171,7 +171,7 @@ def test_shipped_sweep_files_parse_and_expand():
     runs = qin.runs(100_278)
     sizes = {r.model.size: run_facts(r)["n_params"] for r in runs}
     assert set(sizes) == {f"olmo3_{s}" for s in ("14M", "30M", "60M", "100M", "190M")}
-    for name, n in sizes.items():  # the paper's N is the nominal size (SPEC §3)
+    for name, n in sizes.items():  # the paper's N is the nominal size (docs/names.md)
         nominal = float(name.removeprefix("olmo3_").removesuffix("M")) * 1e6
         assert 0.8 < n / nominal < 1.1, (name, n)
     epochs = {r.tokens_trained / r.fresh_tokens for r in runs if r.strategy == "repetition"}

@@ -1,4 +1,4 @@
-"""`cdlaw sweep` end to end on tiny models: the runs folder (SPEC §4), the summary (SPEC §5),
+"""`cdlaw sweep` end to end on tiny models: the runs folder (docs/files.md), the summary (docs/files.md),
 resume, restart, --only, --dry-run, and `cdlaw status`."""
 
 import json

@@ -1,4 +1,4 @@
-"""Loading and checking run tables (SPEC §5): every bad table is one clear BadInput."""
+"""Loading and checking run tables (docs/files.md): every bad table is one clear BadInput."""
 
 import numpy as np
 import pandas as pd

@@ -2,7 +2,7 @@
 
 Each command lives in its own module here and registers itself on `app`. Heavy imports
 (torch, transformers, datasets, matplotlib) happen inside the command functions, so
-`cdlaw --help` stays fast (SPEC §6).
+`cdlaw --help` stays fast (docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`cdlaw fit`: fit the law to a runs folder or a table of runs (SPEC §7, §8)."""
+"""`cdlaw fit`: fit the law to a runs folder or a table of runs (docs/files.md, docs/fit.md)."""
 
 from __future__ import annotations
 

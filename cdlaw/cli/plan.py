@@ -1,4 +1,4 @@
-"""`cdlaw plan`: the best model size, derived tokens and strategy for a FLOP budget (SPEC §10)."""
+"""`cdlaw plan`: the best model size, derived tokens and strategy for a FLOP budget (docs/plan.md)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def plan(
     seq_len: int = typer.Option(4096, "--seq-len", help="Sequence length for activations."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     vocab_size: int = typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
-    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (SPEC §9)."),
+    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (§9)."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:

@@ -1,4 +1,4 @@
-"""`cdlaw status`: the runs of a sweep and their states (SPEC §6)."""
+"""`cdlaw status`: the runs of a sweep and their states (docs/cli.md)."""
 
 from __future__ import annotations
 

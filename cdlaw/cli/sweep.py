@@ -1,4 +1,4 @@
-"""`cdlaw sweep`: train a grid of runs (SPEC §6); `--dry-run` shows the plan and its time."""
+"""`cdlaw sweep`: train a grid of runs (docs/cli.md); `--dry-run` shows the plan and its time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Build each run's exact token stream from a prepared corpus (SPEC §3, §11).
+"""Build each run's exact token stream from a prepared corpus (docs/names.md, docs/corpus.md).
 
 Streams (what the trainer reads, front to back):
   none         the first D tokens of the training documents (whole documents in their

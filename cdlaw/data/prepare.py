@@ -1,5 +1,5 @@
 """Prepare a corpus once per sweep: the tokenizer, the validation set and the cached
-token blocks (SPEC §3, §11); ordering.py builds each run's token stream from it.
+token blocks (docs/names.md, docs/corpus.md); ordering.py builds each run's token stream from it.
 
 The cache lives under `<cache_dir>/data/<key>/`, keyed by a content hash of everything
 that decides its tokens (the corpus bytes, or the embedded world's options and seed and

@@ -1,4 +1,4 @@
-"""Real corpora and paraphrase files, read through the `datasets` library (SPEC §11).
+"""Real corpora and paraphrase files, read through the `datasets` library (docs/corpus.md).
 
 `data.corpus` may be
   * a .txt file (one document per blank-line-separated block) or a folder of .txt files

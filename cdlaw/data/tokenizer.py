@@ -1,4 +1,4 @@
-"""Tokenizers: a byte-level BPE trained on the corpus, or a given one (SPEC §11).
+"""Tokenizers: a byte-level BPE trained on the corpus, or a given one (docs/corpus.md).
 
 The trained BPE is GPT-2 style (byte-level, so any text round-trips) with one special
 token, `<|endoftext|>` (id 0), which ends every document in the token streams. A given

@@ -1,6 +1,6 @@
 """η, the worth of a derived token relative to a fresh one, against r = D′/D.
 
-One panel per strategy. Points are the empirical η of each run (SPEC §7: the fresh data
+One panel per strategy. Points are the empirical η of each run (docs/files.md: the fresh data
 its observed gain over one epoch was worth); lines are the fitted η(r) of each (N, D)
 cell. Colour is D/N (viridis: ordered in lightness, so it reads in grey); marker and
 line style are the model size.

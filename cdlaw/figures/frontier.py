@@ -43,7 +43,7 @@ def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
     """Per plan kind (cd, naive, four_epoch): arrays of budget, N, D, D′, passes, loss.
 
     Fresh tokens of the contrast plans are recomputed from the budget when a row omits
-    them: D = min(U, C/(6N)), D′ = C/(6N) − D (SPEC §10).
+    them: D = min(U, C/(6N)), D′ = C/(6N) − D (docs/plan.md).
     """
     U = _unique(frontier)
     out: dict[str, dict[str, list]] = {k: {} for k in PLANS}

@@ -71,7 +71,7 @@ def _law_from_fit(fit: dict, where: Path) -> Law:
 
 
 def read_table(path: Path):
-    """A CSV or parquet table of runs, checked for the columns every table needs (SPEC §5)."""
+    """A CSV or parquet table of runs, checked for the columns every table needs (docs/files.md)."""
     import pandas as pd
 
     suffix = path.suffix.lower()

@@ -3,7 +3,7 @@
 One panel per (model size N, fresh tokens D) cell: rows are model sizes, columns the
 cell's fresh-token budgets from small to large. In a panel every run starts at D tokens
 (one epoch, L_1ep) and derived tokens move it right and down towards the data floor
-L_D; L_N is the floor of the model size itself. The bands (SPEC §9):
+L_D; L_N is the floor of the model size itself. The bands (docs/regimes.md):
 
     compute-bound   L_D < L ≤ L_1ep   more derived tokens (compute) still help
     data-bound      L_N < L ≤ L_D     only more fresh data helps

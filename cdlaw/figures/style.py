@@ -36,7 +36,7 @@ _EXTRA = [
     {"color": VERMILLION, "marker": "P", "linestyle": (0, (1, 1))},
 ]
 
-# The three regime bands of SPEC §9 (compute, data, model), light to dark in grey.
+# The three regime bands (docs/regimes.md) (compute, data, model), light to dark in grey.
 BAND_STYLE = {
     "compute-bound": {"facecolor": SKY, "alpha": 0.16, "hatch": None},
     "data-bound": {"facecolor": YELLOW, "alpha": 0.35, "hatch": "//"},

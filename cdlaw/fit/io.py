@@ -45,7 +45,7 @@ class FitResult:
     holdout: dict | None
     optimizer: dict
     data_range: dict
-    model_floor: dict  # E + A/N^α at the table's N, the stable combination (SPEC §8)
+    model_floor: dict  # E + A/N^α at the table's N, the stable combination (docs/fit.md)
     rstar: dict  # each strategy's R* at the table's median cell
     regime_counts: dict[str, int]
     warnings: list[str]

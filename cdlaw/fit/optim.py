@@ -1,4 +1,4 @@
-"""Many L-BFGS runs at once: the multistart and bootstrap engine of `cdlaw fit` (SPEC §8).
+"""Many L-BFGS runs at once: the multistart and bootstrap engine of `cdlaw fit` (docs/fit.md).
 
 A scaling-law fit is tiny (a dozen parameters, a few hundred rows) but is run from
 thousands of starting points, and a Python loop around scipy.optimize.minimize spends

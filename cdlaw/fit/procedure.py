@@ -1,8 +1,8 @@
-"""Fit a scaling law to a table of runs, as carefully as the papers did (SPEC §2, §7, §8).
+"""Fit a scaling law to a table of runs, as carefully as the papers did (docs/law.md, docs/files.md, docs/fit.md).
 
     result = fit_law(df, law="cd", method="joint", bootstrap=200)
     result.law            # a cdlaw.law.Law
-    result.to_dict()      # fit.json (SPEC §7)
+    result.to_dict()      # fit.json (docs/files.md)
     result.rows           # fit_rows.parquet: per-row prediction, residual, η, regime
 
 The objective is the Huber loss of log-loss residuals, summed over rows, in log-space

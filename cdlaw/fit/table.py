@@ -1,4 +1,4 @@
-"""Load a table of runs for fitting: a runs folder or any CSV / parquet (SPEC §5).
+"""Load a table of runs for fitting: a runs folder or any CSV / parquet (docs/files.md).
 
 Every table goes through `prepare_runs`, which checks it and puts it in one shape:
 the required columns as floats / strategy names, a stable `row_id` per input row, the
@@ -130,7 +130,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
 
 
 def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
-    """Reduce rows that differ only in lr / weight_decay / seed to one per cell (SPEC §5).
+    """Reduce rows that differ only in lr / weight_decay / seed to one per cell (docs/files.md).
 
     "min" keeps the run with the lowest loss (the best hyperparameters, as the papers do);
     "mean" averages the losses (the row keeps the first row_id of its cell, and columns

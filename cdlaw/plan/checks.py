@@ -30,7 +30,7 @@ def prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> boo
 
     A sane law never does (a fresh token is worth at least a derived one), but the CD
     law's saturated data D·(1 + R*) with R* ∝ D^ρ shrinks as D grows when ρ < −1, as the
-    qin2026 paraphrase fit does once r is large. The plan keeps SPEC §10's D = min(U, T)
+    qin2026 paraphrase fit does once r is large. The plan keeps the plan's D = min(U, T) (docs/plan.md)
     and says so instead of exploiting it.
     """
     if best.derived_tokens == 0 or strategy == "none":

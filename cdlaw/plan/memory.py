@@ -1,4 +1,4 @@
-"""What a planned model costs to train: GPU memory and GPU hours (SPEC §10).
+"""What a planned model costs to train: GPU memory and GPU hours (docs/plan.md).
 
 Training state, per parameter, as OLMo-core trains with mixed precision (and as most
 bf16 AdamW trainers do):
@@ -25,7 +25,7 @@ Large Transformer Models", arXiv 2205.05198, §4.1) redone for this block; it ig
 CUDA context and allocator fragmentation (typically 1–3 GiB).
 
 GPU hours use the law's compute, 6·N·(D + D′), and also the same plus attention,
-12·n_layers·d_model·seq_len FLOPs per token (SPEC §3), at the given peak FLOP/s and MFU.
+12·n_layers·d_model·seq_len FLOPs per token (docs/names.md), at the given peak FLOP/s and MFU.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 from cdlaw.errors import BadInput
 
-VOCAB_SIZE = 100278  # the CD paper's / OLMo's dolma2 tokenizer (SPEC §3)
+VOCAB_SIZE = 100278  # the CD paper's / OLMo's dolma2 tokenizer (docs/names.md)
 SEQ_LEN = 4096
 MICRO_BATCH = 1
 MFU = 0.4  # a typical model-FLOPs utilisation for dense bf16 training on H100-class GPUs
@@ -66,7 +66,7 @@ def model_shape(n_params: float, vocab_size: int = VOCAB_SIZE) -> ModelShape:
     aspect-ratio rule d_model = 64·n_layers, head dim 64, MLP width 4·d_model (OLMo-core's
     8/3·d_model with hidden_size_multiplier 1.5). Then a layer holds 4d² (attention) +
     12d² (SwiGLU) parameters, so N ≈ n_layers·16·d² + vocab·d = d³/4 + vocab·d, which
-    lands within 10% of the CD paper's 190M, 370M and 600M (SPEC §3).
+    lands within 10% of the CD paper's 190M, 370M and 600M (docs/names.md).
     """
     from cdlaw.shapes import shape_for_params
 
@@ -97,7 +97,7 @@ def model_shape(n_params: float, vocab_size: int = VOCAB_SIZE) -> ModelShape:
 class TrainingCost:
     """Memory for one GPU holding the whole model, and GPU hours for the whole run."""
 
-    n_params: float  # non-embedding (SPEC §3)
+    n_params: float  # non-embedding (docs/names.md)
     n_params_total: float  # plus the input embedding
     shape: ModelShape
     vocab_size: int

@@ -4,7 +4,7 @@ Given C FLOPs and U unique tokens, the law's compute is C = 6·N·(D + D′) and
 every FLOP, so the model size N alone fixes the token count T = C/(6N). Fresh tokens are
 worth at least as much as derived ones (η ≤ 1), so a plan uses D = min(U, T) fresh tokens
 and makes up the rest, D′ = T − D, by repeating them or by training on paraphrases of them
-(SPEC §10). What remains is a one-dimensional problem: minimise L(N, D(N), D′(N)) over
+(docs/plan.md). What remains is a one-dimensional problem: minimise L(N, D(N), D′(N)) over
 log N, per strategy, and (under `auto`) keep the strategy with the lower loss.
 
 The same budget is also planned the two ways a team would without the CD law, each then
@@ -115,7 +115,7 @@ class Allocation:
 class Plan:
     """The best allocation of a budget under a law, with what it is compared against.
 
-    `to_dict()` uses SPEC §3 / §10 names; the regime fields are flat (regime, loss_one_epoch,
+    `to_dict()` uses the names of docs/names.md and docs/plan.md; the regime fields are flat (regime, loss_one_epoch,
     loss_data_floor, loss_model_floor, saturation, tolerance) so that a frontier's rows load
     straight into a table.
     """
@@ -143,7 +143,7 @@ class Plan:
     memory: dict | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
-    # The chosen allocation's numbers, read through (SPEC §10 names).
+    # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
     def n_params(self) -> float:
         return self.best.n_params
@@ -308,7 +308,7 @@ def _allocation(law, strategy, budget_flops, n_params, unique_tokens, rule) -> A
 
 
 def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens) -> float:
-    """−dL*/dC at the optimum, for the compute governor (SPEC §10).
+    """−dL*/dC at the optimum, for the compute governor (docs/plan.md).
 
     Along the optimal path N*(C), dL*/dC = ∂L/∂C at fixed N* because ∂L/∂N = 0 there
     (envelope theorem), so a central difference at fixed N gives the derivative of the

@@ -23,7 +23,7 @@ PRESET_DATA_RANGE = {
     # 16 billion parameters"; Besiroglu et al. 2024 refit the same runs.
     "chinchilla-hoffmann": {"n_params": [70e6, 16e9]},
     "chinchilla-besiroglu": {"n_params": [70e6, 16e9]},
-    # The CD paper's named sizes, 14M to 600M (SPEC §3).
+    # The CD paper's named sizes, 14M to 600M (docs/names.md).
     "qin2026": {"n_params": [14e6, 600e6]},
 }
 

@@ -1,4 +1,4 @@
-"""Executors: where runs train, and how many at once (SPEC §6).
+"""Executors: where runs train, and how many at once (docs/cli.md).
 
 In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split between
 them), or Ray (one task per run with its CPU / GPU request, the runs folder on shared

@@ -5,7 +5,7 @@
 Two sweeps on one folder, or a sweep restarted while an orphan still runs, each take a
 run's lock before training it. Stale locks (the holder died: a dead pid on this host, or
 no heartbeat from another host for `LOCK_STALE_S`) are broken under a second lock, so two
-breakers cannot both win (SPEC §13).
+breakers cannot both win (docs/sweep.md).
 """
 
 from __future__ import annotations

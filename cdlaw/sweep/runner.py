@@ -1,4 +1,4 @@
-"""Run a sweep: validate it, claim its folder, and keep the executors busy (SPEC §4, §6, §13).
+"""Run a sweep: validate it, claim its folder, and keep the executors busy (docs/files.md, docs/cli.md, docs/sweep.md).
 
     runs/<sweep>/sweep.toml           the sweep file, copied verbatim
     runs/<sweep>/summary.parquet      rebuilt from every <run_id>/result.json (atomic)

@@ -1,4 +1,4 @@
-"""What a sweep folder says: summary.parquet and the state of each run (SPEC §4, §5).
+"""What a sweep folder says: summary.parquet and the state of each run (docs/files.md).
 
     runs/<sweep>/summary.parquet   rebuilt from every <run_id>/result.json (atomic)
 

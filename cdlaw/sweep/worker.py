@@ -1,4 +1,4 @@
-"""The per-run worker: train one run under its lock and record what happened (SPEC §4, §13).
+"""The per-run worker: train one run under its lock and record what happened (docs/files.md, docs/sweep.md).
 
     runs/<sweep>/<run_id>/     written by train_run; plus, from here:
         attempts.json          one entry per process that started training it
@@ -80,7 +80,7 @@ def execute_run(
             result = train_run(cfg, run_dir, stream, prepared.val_tokens, exec_cfg, progress)
         except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
             raise
-        except Exception as e:  # recorded, and the sweep goes on (SPEC §13)
+        except Exception as e:  # recorded, and the sweep goes on (docs/sweep.md)
             result = result_row(
                 cfg,
                 status="failed",

@@ -1,4 +1,4 @@
-"""Save and load a training checkpoint without pickle (SPEC §4, §13).
+"""Save and load a training checkpoint without pickle (docs/files.md, docs/sweep.md).
 
 A checkpoint is a folder of three files:
 

@@ -1,6 +1,6 @@
-"""Train one run: an OLMo 3 model on a token stream, leaving its files in run_dir (SPEC §4).
+"""Train one run: an OLMo 3 model on a token stream, leaving its files in run_dir (docs/files.md).
 
-    train_run(cfg, run_dir, stream, val_tokens) -> the run's result row (SPEC §5)
+    train_run(cfg, run_dir, stream, val_tokens) -> the run's result row (docs/files.md)
 
 The loop reads straight down, like nanoGPT's: AdamW (β 0.9, 0.95; no weight decay on the
 input embedding and the norms), cosine schedule with 2% warmup to 10% of peak (or WSD),
@@ -126,7 +126,7 @@ def train_run(
     on_progress: Callable[[dict], None] | None = None,
     stop_after_steps: int | None = None,
 ) -> dict:
-    """Train cfg on every token of `stream` once, in order; return the result row (SPEC §5).
+    """Train cfg on every token of `stream` once, in order; return the result row (docs/files.md).
 
     Resumes from run_dir/checkpoint when present; returns the saved row when run_dir
     already holds result.json. `stop_after_steps` saves a checkpoint after that step and

@@ -67,6 +67,6 @@ def build_model(model: ModelConfig, seed: int | None = None):
 
 
 def non_embedding_params(net) -> int:
-    """SPEC §3's n_params of a built model: every parameter but the input embedding."""
+    """n_params (docs/names.md) of a built model: every parameter but the input embedding."""
     total = sum(p.numel() for p in net.parameters())
     return total - net.get_input_embeddings().weight.numel()
