@@ -16,9 +16,13 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from cdlaw.errors import BadInput
-from cdlaw.law import STRATEGIES
+from cdlaw.law import Strategy
+
+Schedule = Literal["cosine", "wsd"]
+Precision = Literal["auto", "bf16", "fp32"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class ModelConfig:
     vocab_size: int = 2048
     seq_len: int = 128  # context length (max_position_embeddings)
     rope_theta: float = 500_000.0  # OLMo 3 (CD paper configs)
-    size: str = ""  # the name or target it came from ("1M", "olmo3_14M"), for display only
+    size: str = ""  # the name or target it came from ("1M", "olmo3_14M"): a label, not in run_id
 
     def __post_init__(self):
         for k in ("d_model", "n_layers", "n_heads", "mlp_hidden", "vocab_size", "seq_len"):
@@ -77,7 +81,7 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
-    schedule: str = "cosine"  # "cosine" or "wsd" (warmup-stable-decay)
+    schedule: Schedule = "cosine"  # or "wsd" (warmup-stable-decay)
     warmup_frac: float = 0.02  # of all steps
     final_lr_frac: float = 0.1  # cosine ends at 10% of peak
     decay_frac: float = 0.2  # wsd: last 20% of steps decay linearly to final_lr_frac
@@ -95,13 +99,14 @@ class TrainConfig:
             raise BadInput(f"train.lr must be positive, got {self.lr}")
         if self.weight_decay < 0:
             raise BadInput(f"train.weight_decay must be ≥ 0, got {self.weight_decay}")
-        if self.schedule not in ("cosine", "wsd"):
-            raise BadInput(f"train.schedule must be 'cosine' or 'wsd', got {self.schedule!r}")
+        _check_literal(Schedule, self.schedule, "train.schedule")
         if not (
             0 <= self.warmup_frac < 1 and 0 <= self.final_lr_frac <= 1 and 0 < self.decay_frac <= 1
         ):
             raise BadInput(
-                "train.warmup_frac and train.final_lr_frac must lie in [0, 1) and [0, 1]"
+                "train.warmup_frac, train.final_lr_frac and train.decay_frac must lie in "
+                f"[0, 1), [0, 1] and (0, 1], got {self.warmup_frac}, {self.final_lr_frac}, "
+                f"{self.decay_frac}"
             )
         if self.batch_size <= 0 or self.micro_batch_size < 0:
             raise BadInput(f"train.batch_size must be positive, got {self.batch_size}")
@@ -122,13 +127,12 @@ class ExecConfig:
     """How a run is executed. Not part of the run's identity."""
 
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:1"
-    precision: str = "auto"  # "auto" (bf16 where faster: GPUs; CPUs with native bf16 and d_model ≥ 256) | "bf16" | "fp32"
+    precision: Precision = "auto"  # bf16 where faster (GPUs; CPUs with native bf16, d_model ≥ 256)
     compile: bool = False  # torch.compile (1.1-1.55× on CPU here, ~20 s cold start)
     threads: int = 0  # torch threads; 0 = leave torch's default
 
     def __post_init__(self):
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise BadInput(f"precision must be auto, bf16 or fp32, got {self.precision!r}")
+        _check_literal(Precision, self.precision, "precision")
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class RunConfig:
     """Everything that defines one run: what is trained, on which tokens, how."""
 
     sweep: str
-    strategy: str  # none | repetition | paraphrase
+    strategy: Strategy
     fresh_tokens: int  # D, exact
     derived_tokens: int  # D′, exact: repetition (epochs − 1)·D, paraphrase tokens consumed
     seed: int = 0
@@ -145,10 +149,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise BadInput(
-                f"strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}"
-            )
+        _check_literal(Strategy, self.strategy, "strategy")
         if self.fresh_tokens <= 0:
             raise BadInput(f"fresh_tokens must be positive, got {self.fresh_tokens}")
         if self.derived_tokens < 0:
@@ -170,8 +171,14 @@ class RunConfig:
 
     @property
     def run_id(self) -> str:
-        """A short hash of the defining config: the same run always gets the same id."""
-        blob = json.dumps(to_dict(self), sort_keys=True, separators=(",", ":"))
+        """A short hash of the defining config: the same run always gets the same id.
+
+        The model's `size` label is left out: a run is its shape, so "20K" and 20000 that
+        resolve to the same shape are the same run.
+        """
+        defining = to_dict(self)
+        defining["model"].pop("size")
+        blob = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -206,6 +213,12 @@ def from_dict(cls, data: dict, where: str = ""):
     return cls(**kwargs)
 
 
+def _check_literal(tp, value, name: str) -> None:
+    valid = get_args(tp)
+    if value not in valid:
+        raise BadInput(f"{name} must be one of {', '.join(valid)}, got {value!r}")
+
+
 def unknown_key_message(name: str, key: str, valid: list[str]) -> str:
     near = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
     hint = f"did you mean {near[0]!r}?" if near else f"valid keys: {', '.join(sorted(valid))}"
@@ -214,6 +227,9 @@ def unknown_key_message(name: str, key: str, valid: list[str]) -> str:
 
 def _coerce(tp, value, name: str):
     origin = typing.get_origin(tp)
+    if origin is Literal:
+        _check_literal(tp, value, name)
+        return value
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, name)
     if origin in (typing.Union, types.UnionType):

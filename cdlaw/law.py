@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 
 FORMS = ("cd", "muennighoff", "chinchilla")
 # What a run trains on beyond one pass of its fresh tokens: nothing ("none", D′ = 0), or
 # derived tokens by one of the strategies the CD paper fits its own R* for.
-DERIVED_STRATEGIES = ("repetition", "paraphrase")
-STRATEGIES = ("none", *DERIVED_STRATEGIES)
+DerivedStrategy = Literal["repetition", "paraphrase"]
+Strategy = Literal["none", "repetition", "paraphrase"]
+DERIVED_STRATEGIES: tuple[str, ...] = get_args(DerivedStrategy)
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
 # The per-strategy parameters of each form, in the order fit vectors use.
 STRATEGY_PARAMS = {
     "cd": ("K", "rho", "sigma"),

@@ -20,6 +20,18 @@ def test_run_id_is_stable_and_defined_by_content():
     assert run(seed=1).run_id != a.run_id
     assert run(train=TrainConfig(lr=1e-3)).run_id != a.run_id
     assert from_dict(RunConfig, to_dict(a)) == a
+    # a run is its shape: the size label it was named by is not part of its identity
+    assert run(model=ModelConfig(size="20K")).run_id == run(model=ModelConfig(size="2e4")).run_id
+    assert run(model=ModelConfig(d_model=64)).run_id != a.run_id
+
+
+def test_fixed_choices_are_checked_by_name():
+    with pytest.raises(BadInput, match=r"train\.schedule must be one of cosine, wsd, got 'linear'"):
+        from_dict(TrainConfig, {"schedule": "linear"}, "train")
+    with pytest.raises(BadInput, match="strategy must be one of none, repetition, paraphrase"):
+        run(strategy="repeat")
+    with pytest.raises(BadInput, match="train.decay_frac"):
+        TrainConfig(decay_frac=0.0)
 
 
 def test_unknown_key_names_the_nearest_valid_one():
