@@ -30,7 +30,7 @@ def test_fixed_choices_are_checked_by_name():
         from_dict(TrainConfig, {"schedule": "linear"}, "train")
     with pytest.raises(BadInput, match="strategy must be one of none, repetition, paraphrase"):
         run(strategy="repeat")
-    with pytest.raises(BadInput, match="train.decay_frac"):
+    with pytest.raises(BadInput, match=r"train\.decay_frac"):
         TrainConfig(decay_frac=0.0)
 
 

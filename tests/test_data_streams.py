@@ -238,3 +238,44 @@ def test_info_is_json_and_names_the_corpus(pc):
             run_stream(pc, "paraphrase", 2000, 500, L, seed=0).read(0, 2500).tobytes()
         ).hexdigest()
     )
+
+
+# sha256 of the small embedded corpus below (vocabulary, validation tokens, first training
+# block and its paraphrase passes 1 and 2), per GENERATOR_VERSION it was generated with.
+GENERATED_TOKENS = {1: "a159bedc1c916ac0f735617eaa80c39a1776c088f774628217895e87d569e13a"}
+
+
+def test_the_generated_tokens_change_only_with_the_generator_version(tmp_path, monkeypatch):
+    """corpus_key names the embedded corpus by GENERATOR_VERSION, not by a hash of its
+    code, so every change to the tokens it generates must come with a new version."""
+    from tokenizers import Tokenizer
+
+    from cdlaw.data import embedded_corpus
+    from cdlaw.data.prepare import corpus_key, docs_inside, paraphrase_pass_parts, train_blocks
+
+    data = DataConfig(
+        corpus_seed=7,
+        vocab_size=300,
+        val_tokens=2000,
+        paraphrase_styles=("tutorial", "faq", "math", "table", "prose"),  # every style
+        world={"n_entities": 300, "zipf_exponent": 1.1, "min_facts": 2, "max_facts": 6},
+    )
+    pc = prepare_corpus(data, tmp_path, 1)
+    vocab = Tokenizer.from_file(str(pc.tokenizer_path)).get_vocab(with_added_tokens=True)
+    h = hashlib.sha256(json.dumps(sorted(vocab.items())).encode())
+    h.update(np.asarray(pc.val_tokens, np.int64).tobytes())
+    blocks = train_blocks(pc, 1)  # the first block: 2,048 documents
+    h.update(np.asarray(blocks[0][0], np.int64).tobytes())
+    n_docs = docs_inside(blocks, int(blocks[0][1][-1]))
+    for k in (1, 2):
+        for part in paraphrase_pass_parts(pc, blocks, n_docs, k):
+            h.update(np.asarray(part, np.int64).tobytes())
+    version, digest = embedded_corpus.GENERATOR_VERSION, h.hexdigest()
+    assert GENERATED_TOKENS.get(version) == digest, (
+        f"the embedded corpus's tokens changed (digest {digest}, GENERATOR_VERSION "
+        f"{version}): bump GENERATOR_VERSION in cdlaw/data/embedded_corpus.py and record "
+        f"the new digest in GENERATED_TOKENS here, next to the new version"
+    )
+    key = corpus_key(data)
+    monkeypatch.setattr(embedded_corpus, "GENERATOR_VERSION", version + 1)
+    assert corpus_key(data) != key  # the version is part of every run's corpus_key

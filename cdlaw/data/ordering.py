@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.prepare import (
     EMBEDDED_MAX_PASSES,
-    PreparedCorpus,
     docs_inside,
     paraphrase_pass_parts,
     too_short_for_paraphrase,
@@ -27,7 +27,7 @@ from cdlaw.data.prepare import (
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 
-REPEAT_TAG, MIX_TAG = 12, 13  # seed streams, so no two uses share numbers (prepare.py: 11)
+REPEAT_TAG, MIX_TAG = 12, 13  # seed streams, so no two uses share numbers (file_corpus.py: 11)
 
 
 class _Concat:

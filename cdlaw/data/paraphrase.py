@@ -29,7 +29,7 @@ import numpy as np
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.data import sources
-from cdlaw.data.prepare import SHUFFLE_TAG
+from cdlaw.data.file_corpus import SHUFFLE_TAG
 from cdlaw.errors import BadInput
 
 KEEP = "Keep every fact, name and number exactly as given, and add no new facts."

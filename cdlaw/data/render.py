@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import random
 
-from cdlaw.data.world import KINDS, Document, World
+from cdlaw.data.world import Document, World
+from cdlaw.data.world_kinds import KINDS
 from cdlaw.errors import BadInput
 
 PARAPHRASE_STYLES = ("tutorial", "faq", "math", "table", "prose")

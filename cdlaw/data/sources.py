@@ -11,7 +11,7 @@
 
 Documents keep their source order here, with ids from the id column or, without one, the
 document's position in the source; the shuffle and the validation split happen in
-prepare.py. Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to
+file_corpus.py. Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to
 the documents by id (what `cdlaw paraphrase` writes).
 """
 

@@ -27,6 +27,12 @@ EOS_NAMES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "
 ASCII = "\n" + "".join(chr(b) for b in range(32, 127))
 
 
+# The trained BPE's version, hashed into the cache key of real corpora: bump it whenever a
+# change here gives other tokens for the same text (so that stale caches are not reused).
+# The embedded corpus's key uses its GENERATOR_VERSION, whose test covers this BPE too.
+BPE_VERSION = 1
+
+
 def byte_level_chars(text: str) -> list[str]:
     """The byte-level BPE's characters for the bytes of `text` (GPT-2's byte → char map)."""
     printable = [*range(33, 127), *range(161, 173), *range(174, 256)]

@@ -1,0 +1,163 @@
+"""The token cache of a prepared corpus: its folder layout, keys, locks and atomic
+writes, and the PreparedCorpus that points at it.
+
+The cache lives under `<cache_dir>/data/<key>/`, keyed by a content hash of everything
+that decides its tokens (the corpus bytes, or the embedded generator's GENERATOR_VERSION,
+options and seed; the tokenizer; and — for real corpora, whose split depends on it —
+`data.val_tokens`):
+
+    tokenizer.json          the trained BPE, or a copy of the given tokenizer
+    meta.json               what the folder holds (written after the tokenizer and split)
+    val-<val_tokens>.npy    the validation tokens
+    train/bNNNNN.npy        training documents, BLOCK_DOCS per block, each ended by EOS,
+    train/bNNNNN.ends.npy   and each document's end offset in the block
+    para-<key>/pKKK/bNNNNN  paraphrase pass K of the same documents (same layout; a
+                            document without that paraphrase has length 0)
+
+Every file is written atomically and is read memory-mapped, so the runs of a sweep share
+one copy; builders hold a file lock, so two processes preparing at once build each file
+once. embedded_corpus.py and file_corpus.py fill the cache; prepare.py reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.atomic import write_atomic, write_text_atomic
+from cdlaw.config import DataConfig
+from cdlaw.data import render, sources, tokenizer
+from cdlaw.errors import BadInput
+
+CACHE_VERSION = 1
+
+
+@dataclass
+class PreparedCorpus:
+    """A corpus ready for `run_stream`: tokenizer, validation tokens and the token cache."""
+
+    name: str  # for the summary's `corpus` column, e.g. "embedded:seed0"
+    vocab_size: int  # the tokenizer's real vocabulary size
+    eos_id: int
+    tokenizer_path: Path
+    val_tokens: np.ndarray  # held-out fresh documents, the same for every run of a sweep
+    train_tokens_available: int  # real corpora: all; embedded (unbounded): as many as built
+    paraphrase_passes_available: int  # passes that cover every document inside fresh_tokens
+    data: DataConfig
+    root: Path  # the cache folder holding this corpus's tokens
+
+
+# ---------------------------------------------------------------------------------------
+# Blocks: the cached, memory-mapped token arrays both kinds of corpus share
+# ---------------------------------------------------------------------------------------
+
+
+def block_path(pc: PreparedCorpus, block: int, k: int = 0) -> Path:
+    """Where training block `block` (k = 0) or its paraphrase pass k is cached."""
+    if k == 0:
+        return pc.root / "train" / f"b{block:05d}.npy"
+    return _para_folder(pc) / f"p{k:03d}" / f"b{block:05d}.npy"
+
+
+def _para_folder(pc: PreparedCorpus) -> Path:
+    if pc.data.corpus == "embedded":
+        styles = render.parse_styles(pc.data.paraphrase_styles)
+        return pc.root / f"para-{key_digest({'styles': styles})}"
+    if not pc.data.paraphrases:
+        raise BadInput(
+            f"strategy 'paraphrase' on {pc.data.corpus!r} needs paraphrase files: set "
+            "data.paraphrases to the --out folder of `cdlaw paraphrase`"
+        )
+    styles = [name for name, _ in render.parse_styles(pc.data.paraphrase_styles, allowed=None)]
+    pkey = key_digest(
+        {"files": sources.paraphrases_fingerprint(pc.data.paraphrases), "styles": styles}
+    )
+    return pc.root / f"para-{pkey}"
+
+
+def load_block(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A cached block: its tokens (memory-mapped) and its documents' end offsets."""
+    return np.load(path, mmap_mode="r"), np.load(path.with_suffix(".ends.npy"))
+
+
+# ---------------------------------------------------------------------------------------
+# Small helpers: keys, locks, atomic saves, metadata
+# ---------------------------------------------------------------------------------------
+
+
+def key_digest(obj) -> str:
+    """A short stable hash of a JSON-able key: a cache folder's name."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def tokenizer_key(data: DataConfig, bpe_blocks: int, bpe_version) -> dict:
+    """The tokenizer's part of a cache key; bpe_version names the BPE trainer's version."""
+    if data.tokenizer == "bpe":
+        return {"bpe": bpe_version, "vocab_size": data.vocab_size, "blocks": bpe_blocks}
+    return {"file": tokenizer.file_digest(tokenizer.tokenizer_file(data.tokenizer))}
+
+
+def cache_lock(root: Path):
+    """The file lock builders of a cache folder hold."""
+    from filelock import FileLock
+
+    root.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(root / ".lock"))
+
+
+def save_array(path: Path, array: np.ndarray) -> None:
+    """Write an .npy file atomically."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.save(f, array)
+
+    write_atomic(path, write)
+
+
+def save_block(path: Path, tokens: np.ndarray, ends: np.ndarray) -> None:
+    """Write a block's document ends, then its tokens (each atomically)."""
+    save_array(path.with_suffix(".ends.npy"), ends)
+    save_array(path, tokens)  # last: the tokens file's presence means the block is complete
+
+
+def save_tokenizer(root: Path, tok) -> None:
+    """Write a trained tokenizer into the cache folder atomically."""
+    write_text_atomic(root / "tokenizer.json", tok.to_str())
+
+
+def tokenizer_and_meta(root: Path):
+    """The cache folder's tokenizer (loaded once per process) and its meta.json."""
+    meta = json.loads((root / "meta.json").read_text())
+    return _load_tok(str(root / "tokenizer.json")), meta
+
+
+@lru_cache(maxsize=8)
+def _load_tok(path: str):
+    return tokenizer.load_tokenizer(path)
+
+
+def meta_dtype(meta: dict):
+    """The token dtype meta.json names."""
+    return np.dtype(meta["dtype"])
+
+
+def open_prepared(data: DataConfig, root: Path, train_tokens_available: int) -> PreparedCorpus:
+    """The PreparedCorpus of a cache folder whose meta.json and validation set exist."""
+    meta = json.loads((root / "meta.json").read_text())
+    return PreparedCorpus(
+        name=meta["name"],
+        vocab_size=meta["vocab_size"],
+        eos_id=meta["eos_id"],
+        tokenizer_path=root / "tokenizer.json",
+        val_tokens=np.load(root / f"val-{data.val_tokens}.npy", mmap_mode="r"),
+        train_tokens_available=train_tokens_available,
+        paraphrase_passes_available=0,
+        data=data,
+        root=root,
+    )
