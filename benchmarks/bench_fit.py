@@ -24,8 +24,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from cdlaw.fit.optim import build_problem, objective_threads, single_threaded_blas, start_grid
+from cdlaw.fit.problem import build_problem
 from cdlaw.fit.procedure import SEARCH_FTOL, SEARCH_GTOL, fit_law
+from cdlaw.fit.starts import start_grid
+from cdlaw.fit.threads import objective_threads, single_threaded_blas
 from cdlaw.fit.vector import law_to_fit_vector
 from cdlaw.law import PRESETS
 
@@ -95,7 +97,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=370)
     ap.add_argument("--sample", type=int, default=48, help="reference starts actually timed")
     args = ap.parse_args()
-    with single_threaded_blas():  # for the reference too: see fit_optim.single_threaded_blas
+    with single_threaded_blas():  # for the reference too: see its docstring (cdlaw.fit.threads)
         run(args)
 
 

@@ -16,8 +16,10 @@ from cdlaw import law as L
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.io import FitResult
-from cdlaw.fit.optim import huber, minimize_batched, single_threaded_blas
+from cdlaw.fit.optim import minimize_batched
+from cdlaw.fit.problem import huber
 from cdlaw.fit.procedure import fit_law, objective
+from cdlaw.fit.threads import single_threaded_blas
 from cdlaw.law import PRESETS, Law
 
 SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]

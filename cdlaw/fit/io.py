@@ -44,7 +44,7 @@ class FitResult:
     seed_noise: dict | None  # table.seed_noise: the log-RMSE floor set by replicate seeds
     holdout: dict | None
     optimizer: dict
-    data_range: dict
+    data_range: dict | None  # None for a fit.json without one (hand-written)
     model_floor: dict  # E + A/N^α at the table's N, the stable combination (docs/fit.md)
     rstar: dict  # each strategy's R* at the table's median cell
     regime_counts: dict[str, int]

@@ -1,4 +1,4 @@
-"""Many L-BFGS runs at once: the multistart and bootstrap engine of `cdlaw fit` (docs/fit.md).
+"""Many L-BFGS runs at once: the batched minimiser of `cdlaw fit` (docs/fit.md).
 
 A scaling-law fit is tiny (a dozen parameters, a few hundred rows) but is run from
 thousands of starting points, and a Python loop around scipy.optimize.minimize spends
@@ -6,12 +6,14 @@ nearly all of its time in per-iteration overhead. Here every start is one row of
 (S, P) array: one numpy call evaluates the objective and its gradient for all starts,
 and the L-BFGS two-loop recursion, the line search and the stopping tests are written
 over that batch. A start leaves the batch when it converges, so the batch shrinks as it
-goes. The best few results are then polished one by one with scipy's L-BFGS-B.
+goes. The best few results are then polished one by one with scipy's L-BFGS-B (polish).
 
 What makes it fast, besides the batching: the parameters are centred on the table
-(Problem), the iteration is diagonally preconditioned by the Gauss–Newton curvature
-(Problem.curvature_scale), the L-BFGS memory is 20 pairs for a dozen parameters, and
-chunks of starts run on threads with OpenBLAS kept single-threaded.
+(cdlaw.fit.problem.Problem), the iteration is diagonally preconditioned by the
+Gauss–Newton curvature (Problem.curvature_scale), the L-BFGS memory is 20 pairs for a
+dozen parameters, and chunks of starts run on threads with OpenBLAS kept single-threaded
+(cdlaw.fit.threads). The objective itself is cdlaw.fit.problem's; the start grid is
+cdlaw.fit.starts'.
 
 Stopping rules are scipy's, so the two can be compared one for one: stop when
 (f_k − f_{k+1}) ≤ ftol·max(|f_k|, |f_{k+1}|, 1) or when the largest projected-gradient
@@ -20,9 +22,7 @@ component is ≤ gtol.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,67 +43,6 @@ class BatchResult:
     n_iter: np.ndarray  # (S,) L-BFGS iterations taken
     converged: np.ndarray  # (S,) bool: stopped by ftol / gtol (not maxiter or a failed search)
     n_evals: int  # objective evaluations, counted per start
-
-
-@contextmanager
-def single_threaded_blas():
-    """Run the block with OpenBLAS on one thread, then restore its setting.
-
-    A fit's BLAS calls are tiny (a dozen parameters; scipy's L-BFGS-B works on 11×20
-    matrices): OpenBLAS's worker threads only add wake-up latency, and on a busy machine
-    they made each scipy iteration ~40× slower. Parallelism here comes from running
-    chunks of starts on threads instead. Does nothing where OpenBLAS is not loaded.
-    """
-    import scipy.optimize  # noqa: F401  (loads scipy's own OpenBLAS, so it is found too)
-
-    handles = []
-    for get, set_ in _openblas_thread_functions():
-        try:
-            handles.append((set_, get()))
-            set_(1)
-        except Exception:  # an unusual build: leave it alone
-            pass
-    try:
-        yield
-    finally:
-        for set_, n in handles:
-            set_(n)
-
-
-def with_single_threaded_blas(fn):
-    """Decorator: run fn inside single_threaded_blas()."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        with single_threaded_blas():
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
-def _openblas_thread_functions():
-    """(get, set) num-threads functions of every OpenBLAS this process has loaded (Linux)."""
-    import ctypes
-
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and "/" in ln})
-    except OSError:
-        return []
-    out = []
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("", ""), ("", "64_"), ("scipy_", ""), ("scipy_", "64_")):
-            get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
-            set_ = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
-            if get is not None and set_ is not None:
-                set_.argtypes = [ctypes.c_int]
-                out.append((get, set_))
-                break
-    return out
 
 
 def projected_gradient(x, g, lower, upper):
@@ -292,270 +231,3 @@ def polish(
         bounds=list(zip(lower, upper, strict=True)),
         options={"ftol": ftol, "gtol": gtol, "maxiter": maxiter, "maxfun": 4 * maxiter},
     )
-
-
-# ---------------------------------------------------------------------------------------
-# The fit as an optimisation problem: rows, coordinates, bounds and the start grid.
-# ---------------------------------------------------------------------------------------
-
-
-def huber(residual, delta):
-    """Huber's loss: r²/2 inside ±δ, δ(|r| − δ/2) outside (scipy.special.huber)."""
-    a = np.abs(residual)
-    return np.where(a <= delta, 0.5 * residual**2, delta * (a - 0.5 * delta))
-
-
-@dataclass(frozen=True)
-class Problem:
-    """The rows one fit sees, sorted so that each strategy's D′ > 0 rows are a slice.
-
-    The optimiser works in centred coordinates z, with theta = M·z (theta is the
-    log-space fit vector of cdlaw.law): the intercepts a, b, k are taken at the middle
-    of the table (a' = a − α·mean log N, ...) so that a slope can move without dragging
-    its intercept across the table. The objective is unchanged; L-BFGS converges in far
-    fewer steps because the coordinates are no longer nearly collinear.
-    """
-
-    form: str
-    strategies: tuple[str, ...]
-    logN: np.ndarray
-    logD: np.ndarray
-    ratio: np.ndarray  # D′/D (0 on D′ = 0 rows)
-    y: np.ndarray  # log observed loss
-    row_ids: np.ndarray
-    slices: tuple[slice, ...]
-    M: np.ndarray  # theta = M @ z
-    lower: np.ndarray  # bounds on z
-    upper: np.ndarray
-
-    @property
-    def n_params(self) -> int:
-        return self.M.shape[0]
-
-    def theta(self, z) -> np.ndarray:
-        return np.asarray(z) @ self.M.T
-
-    def z(self, theta) -> np.ndarray:
-        return np.linalg.solve(self.M, np.asarray(theta, dtype=float).T).T
-
-    def log_loss(self, z) -> np.ndarray:
-        from cdlaw.fit.vector import batched_log_loss
-
-        z = np.atleast_2d(z)
-        logL, _ = batched_log_loss(
-            self.form, self.theta(z), self.logN, self.logD, self.ratio, self.slices
-        )
-        return logL
-
-    def curvature_scale(self, z, free=None) -> np.ndarray:
-        """sqrt(Σ_i (∂log L_i/∂z_j)²) per coordinate, geometric mean over sample points z.
-
-        The Gauss–Newton diagonal: used as a diagonal preconditioner it evens out the
-        coordinates' curvature and cuts L-BFGS iterations by about a third.
-        """
-        z = np.atleast_2d(np.asarray(z, dtype=float))[:64]
-        free = np.arange(self.n_params) if free is None else np.asarray(free)
-        base = self.log_loss(z)
-        out = np.empty(len(free))
-        for c, j in enumerate(free):
-            step = z.copy()
-            step[:, j] += 1e-6
-            J = (self.log_loss(step) - base) / 1e-6
-            out[c] = np.exp(np.mean(np.log(np.sum(J**2, axis=1) + 1e-12)))
-        return np.sqrt(out)
-
-    def subset(self, keep) -> Problem:
-        """The same coordinates and bounds on fewer rows (keep: bool mask over rows)."""
-        keep = np.asarray(keep, bool)
-        slices, start = [], int(np.sum(keep[: self.slices[0].start])) if self.slices else 0
-        for sl in self.slices:
-            n = int(np.sum(keep[sl]))
-            slices.append(slice(start, start + n))
-            start += n
-        return Problem(
-            self.form,
-            self.strategies,
-            *(v[keep] for v in (self.logN, self.logD, self.ratio, self.y, self.row_ids)),
-            tuple(slices),
-            self.M,
-            self.lower,
-            self.upper,
-        )
-
-    def objective(self, delta: float, weights=None, free=None, base=None) -> BatchObjective:
-        """The summed Huber loss of log residuals and its gradient, for minimize_batched.
-
-        weights: (n,) row weights, or (S, n) per start (bootstrap counts). free: indices
-        of z being fitted, the others taken from base ((P,) or (S, P) per start).
-        """
-        from cdlaw.fit.vector import batched_log_loss
-
-        W = None if weights is None else np.asarray(weights, dtype=float)
-
-        def chunk(z, idx, f, g, sl):
-            logL, vjp = batched_log_loss(
-                self.form, self.theta(z[sl]), self.logN, self.logD, self.ratio, self.slices
-            )
-            res = np.subtract(self.y, logL, out=logL)
-            c = np.clip(res, -delta, delta)  # ∂huber/∂res; huber(res) = c·(res − c/2)
-            wc = c if W is None else c * (W[idx[sl]] if W.ndim == 2 else W)
-            f[sl] = np.einsum("sn,sn->s", wc, res) - 0.5 * np.einsum("sn,sn->s", wc, c)
-            g[sl] = -(vjp(wc) @ self.M)  # ∂res/∂theta = −∂logL/∂theta
-
-        def fun(zf, idx):
-            if free is None:
-                z = zf
-            else:
-                z = np.array(
-                    np.broadcast_to(base, (len(idx), self.n_params))
-                    if np.ndim(base) == 1
-                    else base[idx]
-                )
-                z[:, free] = zf
-            f = np.empty(len(z))
-            g = np.empty_like(z)
-            # Chunks of starts keep the (starts × rows) arrays in cache; numpy releases
-            # the GIL inside its loops, so threads run chunks side by side.
-            step = max(1, CHUNK_ELEMENTS // max(1, len(self.y)))
-            parts = [slice(c, c + step) for c in range(0, len(z), step)]
-            workers = objective_threads()
-            if len(parts) > 1 and workers > 1:
-                list(_pool(workers).map(lambda sl: chunk(z, idx, f, g, sl), parts))
-            else:
-                for sl in parts:
-                    chunk(z, idx, f, g, sl)
-            return f, (g if free is None else g[:, free])
-
-        return fun
-
-
-CHUNK_ELEMENTS = 1 << 17  # starts × rows per chunk (1 MiB per float64 array)
-
-
-def objective_threads() -> int:
-    """Worker threads for the objective: CDLAW_FIT_THREADS, else every core (at most 8)."""
-    import os
-
-    env = os.environ.get("CDLAW_FIT_THREADS", "").strip()
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(8, cores or 1))
-
-
-@functools.cache
-def _pool(workers: int):
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(workers, thread_name_prefix="cdlaw-fit")
-
-
-def build_problem(
-    form, strategies, n_params, fresh_tokens, derived_tokens, strategy, loss, row_ids
-):
-    """Sort the rows (D′ = 0 first, then each strategy's) and set up coordinates and bounds."""
-    from cdlaw.fit.vector import fit_vector_names
-
-    strategy = np.asarray(strategy, dtype=object)
-    derived = np.asarray(derived_tokens, dtype=float) > 0
-    group = np.full(len(strategy), -1)
-    for j, s in enumerate(strategies):
-        group[derived & (strategy == s)] = j
-    order = np.argsort(group, kind="stable")
-    group = group[order]
-    N, D, Dp, L = (
-        np.asarray(v, dtype=float)[order] for v in (n_params, fresh_tokens, derived_tokens, loss)
-    )
-    logN, logD = np.log(N), np.log(D)
-    slices = tuple(
-        slice(int(np.searchsorted(group, j)), int(np.searchsorted(group, j, side="right")))
-        for j in range(len(strategies))
-    )
-    names = fit_vector_names(form, strategies)
-    P = len(names)
-    M = np.eye(P)
-    M[1, 3] = logN.mean()  # a = a' + α·mean log N
-    M[2, 4] = logD.mean()  # b = b' + β·mean log D
-    lower = np.full(P, -12.0)
-    upper = np.full(P, 12.0)
-    top = np.log(L.max())
-    lower[:3], upper[0], upper[1:3] = -15.0, top + 1.0, top + 3.0
-    lower[3:5], upper[3:5] = 0.005, 3.0
-    if form == "cd":
-        for j, sl in enumerate(slices):
-            c = 5 + 3 * j
-            M[c, c + 1] = -np.mean(logD[sl] - logN[sl])  # k = k' − ρ·mean log(D/N) − σ·mean log N
-            M[c, c + 2] = -np.mean(logN[sl])
-            lower[c + 1 : c + 3], upper[c + 1 : c + 3] = -5.0, 5.0
-    return Problem(
-        form,
-        tuple(strategies),
-        logN,
-        logD,
-        Dp / D,
-        np.log(L),
-        np.asarray(row_ids)[order],
-        slices,
-        M,
-        lower,
-        upper,
-    )
-
-
-def start_axes(problem: Problem) -> list[tuple[str, list[int], float, float]]:
-    """The start grid's axes in the order levels are added: (name, z indices, lo, hi).
-
-    Ranges are set from the table: E from 5% to 90% of the lowest loss, the model and data
-    terms at the table's centre from 2% of the median loss to the highest loss (the one-
-    epoch loss at the centre's D can lie well above the median of a table that is mostly
-    derived-token runs, and nearly all of it can be the data term). Every strategy starts
-    from the same K, rho, sigma (its own rows then pull it away).
-    """
-    low, mid, top = np.log(np.exp(problem.y).min()), np.median(problem.y), problem.y.max()
-    axes = [
-        ("alpha", [3], 0.1, 1.0),
-        ("beta", [4], 0.1, 1.0),
-        ("E", [0], low + np.log(0.05), low + np.log(0.9)),
-        ("A", [1], mid + np.log(0.02), top),
-        ("B", [2], mid + np.log(0.02), top),
-    ]
-    n_s = len(problem.strategies)
-    if problem.form == "cd" and n_s:
-        axes += [
-            ("K", [5 + 3 * j for j in range(n_s)], -1.0, 5.0),
-            ("rho", [6 + 3 * j for j in range(n_s)], -1.5, 0.5),
-            ("sigma", [7 + 3 * j for j in range(n_s)], -1.5, 0.5),
-        ]
-    elif problem.form == "muennighoff":
-        axes += [("rstar_d", [6 + j for j in range(n_s)], 0.0, 4.0), ("rstar_n", [5], 0.0, 4.0)]
-    return axes
-
-
-def start_grid(problem: Problem, n_starts: int, rng: np.random.Generator, axes=None):
-    """A Cartesian grid of at least n_starts points over the axes, then a random n_starts.
-
-    Levels are added one axis at a time, round robin, until the product reaches n_starts
-    (8 axes with 3 levels each give 6,561 points for the CD paper's 6,144 starts).
-    Returns (Z (n_starts, P), span (P, 2) per z index: the grid's min and max, NaN where
-    the axis has a single level).
-    """
-    axes = start_axes(problem) if axes is None else axes
-    levels = [1] * len(axes)
-    i = 0
-    while np.prod(levels) < n_starts:
-        levels[i % len(axes)] += 1
-        i += 1
-    values = [
-        np.linspace(lo, hi, m) if m > 1 else np.array([(lo + hi) / 2])
-        for (_, _, lo, hi), m in zip(axes, levels, strict=True)
-    ]
-    mesh = np.stack([v.ravel() for v in np.meshgrid(*values, indexing="ij")], axis=1)
-    if len(mesh) > n_starts:
-        mesh = mesh[np.sort(rng.choice(len(mesh), n_starts, replace=False))]
-    Z = np.tile((problem.lower + problem.upper) / 2, (len(mesh), 1))
-    span = np.full((problem.n_params, 2), np.nan)
-    for col, ((_, zi, lo, hi), m) in enumerate(zip(axes, levels, strict=True)):
-        Z[:, zi] = mesh[:, col : col + 1]
-        if m > 1:
-            span[zi] = (lo, hi)
-    return np.clip(Z, problem.lower, problem.upper), span

@@ -29,15 +29,9 @@ from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.checks import check_identifiable, check_options
 from cdlaw.fit.io import FitResult, output_paths, write_fit
-from cdlaw.fit.optim import (
-    Problem,
-    build_problem,
-    minimize_batched,
-    polish,
-    projected_gradient,
-    start_grid,
-    with_single_threaded_blas,
-)
+from cdlaw.fit.optim import minimize_batched, polish, projected_gradient
+from cdlaw.fit.problem import Problem, build_problem
+from cdlaw.fit.starts import start_grid
 from cdlaw.fit.summary import (
     model_floor_at_sizes,
     params_at_bound,
@@ -46,6 +40,7 @@ from cdlaw.fit.summary import (
     rstar_at_median,
 )
 from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
+from cdlaw.fit.threads import with_single_threaded_blas
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
 DEFAULT_STARTS = 6144  # the CD paper's grid
@@ -66,7 +61,7 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
         pred[m] = law.loss(
             *(df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens")), s
         )
-    from cdlaw.fit.optim import huber
+    from cdlaw.fit.problem import huber
 
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
 

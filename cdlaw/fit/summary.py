@@ -10,11 +10,13 @@ here optimises.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
-from cdlaw.fit.optim import Problem
+from cdlaw.fit.problem import Problem
 
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 
@@ -57,7 +59,7 @@ def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
     out: dict = {"n_params": n_med, "fresh_tokens": n_med * tpp}
     for s in strategies:
         value = float(fitted.rstar(n_med, n_med * tpp, s))
-        entry = {"value": value}
+        entry: dict[str, Any] = {"value": value}
         if boot_laws:
             b = [float(bl.rstar(n_med, n_med * tpp, s)) for bl in boot_laws]
             entry["ci95"] = np.percentile(b, [2.5, 97.5]).tolist()

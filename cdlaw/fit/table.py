@@ -110,11 +110,11 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
             f"{name} row {_where(df, bad)}: strategy {df['strategy'][bad].iloc[0]!r} is not one "
             f"of {', '.join(STRATEGIES)}"
         )
-    bad = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
-    if bad.any():
+    undeclared = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
+    if undeclared.any():
         raise BadInput(
-            f"{name} row {_where(df, bad)}: strategy is none but derived_tokens is "
-            f"{df['derived_tokens'][bad].iloc[0]:g}; a run with derived tokens is repetition "
+            f"{name} row {_where(df, undeclared)}: strategy is none but derived_tokens is "
+            f"{df['derived_tokens'][undeclared].iloc[0]:g}; a run with derived tokens is repetition "
             "or paraphrase"
         )
     strategy[df["derived_tokens"] == 0] = "none"

@@ -68,7 +68,8 @@ def law_from_public_vector(form: str, strategies, values, source: str = "") -> L
             per[s] = {k: p[f"{s}.{k}"] for k in STRATEGY_PARAMS["cd"]}
         elif form == "muennighoff":
             per[s] = {"rstar_d": p[f"{s}.rstar_d"], "rstar_n": p["rstar_n"]}
-    return Law(form, *(p[k] for k in SHARED_PARAMS), per, source)
+    E, A, B, alpha, beta = (p[k] for k in SHARED_PARAMS)
+    return Law(form, E, A, B, alpha, beta, per, source)
 
 
 def law_to_public_vector(law: Law, strategies) -> list[float]:

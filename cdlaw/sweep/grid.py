@@ -1,9 +1,11 @@
-"""Expanding a sweep's grid into runs: cells, then RunConfigs with exact token counts.
+"""A validated sweep (SweepConfig) and its grid: cells, [[exclude]], runs with exact token counts.
 
 Zipped axes vary together; the zip groups and the other axes form a product. The ratio
-axis may differ by strategy ([grid.repetition] / [grid.paraphrase]). Token counts are
-integers rounded half up (D = round(tokens_per_param · N), D′ = round(r · D)), and the
-D′ = 0 run of a cell is one run with strategy "none", shared by both strategies.
+axis may differ by strategy ([grid.repetition] / [grid.paraphrase]). A cell is dropped
+when an [[exclude]] entry matches it. Token counts are integers rounded half up
+(D = round(tokens_per_param · N), D′ = round(r · D)), and the D′ = 0 run of a cell is one
+run with strategy "none", shared by both strategies. Reading and validating the sweep
+file into a SweepConfig is cdlaw.sweep.spec's job.
 """
 
 from __future__ import annotations
@@ -11,15 +13,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from cdlaw.config import ModelConfig, RunConfig
+from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
-
-if TYPE_CHECKING:
-    from cdlaw.sweep.spec import SweepConfig
-
+from cdlaw.law import DERIVED_STRATEGIES
+from cdlaw.sweep.values import same_number, sweep_number
 
 # The ratio axis may be written three ways; each maps to r = D′/D.
 RATIO_KEYS = {"derived_ratio": 0.0, "epochs": -1.0, "passes": 0.0}  # r = value + offset
@@ -43,6 +42,42 @@ class Cell:
     @property
     def derived_ratio(self) -> float:
         return self.ratio_value + RATIO_KEYS[self.ratio_key]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A validated sweep file. `runs()` expands it into RunConfigs."""
+
+    name: str
+    text: str  # the file verbatim (copied to runs/<name>/sweep.toml)
+    source: str  # the file name, for messages
+    description: str = ""
+    sizes: tuple[str, ...] = ()  # empty when [model] gives a fixed shape
+    d_axis: str = "tokens_per_param"
+    d_values: tuple[float, ...] = ()
+    strategies: tuple[str, ...] = DERIVED_STRATEGIES
+    # strategy -> (ratio key, values); the same entry for both unless [grid.<strategy>] is used
+    ratios: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
+    lrs: tuple[float, ...] = ()
+    weight_decays: tuple[float, ...] = ()
+    seeds: tuple[int, ...] = (0,)
+    zip_groups: tuple[tuple[str, ...], ...] = ()
+    exclude: tuple[dict, ...] = ()
+    model: dict = field(default_factory=dict)  # validated ModelConfig overrides
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def cells(self) -> list[Cell]:
+        """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""
+        return [c for c in grid_cells(self) if not any(cell_matches(c, ex) for ex in self.exclude)]
+
+    def runs(self, vocab_size: int | None = None) -> list[RunConfig]:
+        """The sweep's runs, in grid order, the shared D′ = 0 runs once.
+
+        vocab_size is the tokenizer's real vocabulary (the data layer knows it); for a BPE
+        trained on the corpus it is data.vocab_size and may be omitted.
+        """
+        return expand(self, vocab_size)
 
 
 def grid_cells(sweep: SweepConfig):
@@ -165,3 +200,45 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
         )
         runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by both strategies
     return list(runs.values())
+
+
+# ---------------------------------------------------------------------------------------
+# [[exclude]] entries against cells.
+# ---------------------------------------------------------------------------------------
+
+
+def cell_matches(cell: Cell, entry: dict) -> bool:
+    """Does an [[exclude]] entry match this cell? (all of its keys must; a list: any of it)."""
+    for key, want in entry.items():
+        if isinstance(want, list):
+            if not any(cell_matches(cell, {key: one}) for one in want):
+                return False
+        elif key == "size":
+            if _size_key(want) != _size_key(cell.size):
+                return False
+        elif key == "strategy":
+            r0 = cell.derived_ratio == 0
+            if want != cell.strategy and not (want == "none" and r0):
+                return False
+        elif key in RATIO_KEYS:
+            if not same_number(_as_float(want) - RATIO_KEYS[key], cell.derived_ratio):
+                return False
+        elif key in ("fresh_tokens", "tokens_per_param"):
+            if not same_number(_as_float(want), cell.d_value):
+                return False
+        elif not same_number(_as_float(want), float(getattr(cell, key))):
+            return False
+    return True
+
+
+def _size_key(value) -> str | float:
+    if isinstance(value, str) and value.lower().startswith("olmo3_"):
+        return value.lower()
+    try:
+        return _as_float(value)
+    except BadInput:
+        return str(value)
+
+
+def _as_float(value) -> float:
+    return sweep_number(value, "value")

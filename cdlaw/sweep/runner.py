@@ -48,13 +48,14 @@ from cdlaw.sweep.executors import (
     RunTask,
     choose_jobs,
 )
+from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import (
     LOCK_NAME,
     RunLock,
     read_lock,
 )
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
-from cdlaw.sweep.spec import SweepConfig, load_sweep
+from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.result import read_result, result_row, run_facts
 

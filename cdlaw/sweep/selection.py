@@ -13,7 +13,9 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
-from cdlaw.sweep.spec import SweepConfig, load_sweep, same_number, sweep_number
+from cdlaw.sweep.grid import SweepConfig
+from cdlaw.sweep.spec import load_sweep
+from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.train.result import run_facts
 
 ONLY_KEYS = (

@@ -27,29 +27,35 @@ The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strateg
 shared by both strategies. Every mistake is a BadInput naming the file, the key and what
 would be valid, raised before anything is written.
 
-The expansion into runs is in cdlaw.sweep.grid; the facts of a run and `--only` in
+This module reads and validates the file into a SweepConfig. SweepConfig itself, its
+cells, [[exclude]] matching and the expansion into runs are in cdlaw.sweep.grid; the
+checks of single values in cdlaw.sweep.values; the facts of a run and `--only` in
 cdlaw.sweep.selection.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import (
     DataConfig,
     ModelConfig,
-    RunConfig,
     TrainConfig,
     from_dict,
     unknown_key_message,
 )
 from cdlaw.errors import BadInput
 from cdlaw.law import DERIVED_STRATEGIES
-from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, Cell, expand, grid_cells
+from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, SweepConfig, cell_matches, grid_cells
+from cdlaw.sweep.values import (
+    nonnegative_number,
+    positive_number,
+    seed_entry,
+    size_entry,
+    sweep_number,
+)
 
 try:
     import tomllib
@@ -74,42 +80,6 @@ STRATEGY_RATIO_KEYS = {
     "paraphrase": ("derived_ratio", "passes"),
 }
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """A validated sweep file. `runs()` expands it into RunConfigs."""
-
-    name: str
-    text: str  # the file verbatim (copied to runs/<name>/sweep.toml)
-    source: str  # the file name, for messages
-    description: str = ""
-    sizes: tuple[str, ...] = ()  # empty when [model] gives a fixed shape
-    d_axis: str = "tokens_per_param"
-    d_values: tuple[float, ...] = ()
-    strategies: tuple[str, ...] = DERIVED_STRATEGIES
-    # strategy -> (ratio key, values); the same entry for both unless [grid.<strategy>] is used
-    ratios: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
-    lrs: tuple[float, ...] = ()
-    weight_decays: tuple[float, ...] = ()
-    seeds: tuple[int, ...] = (0,)
-    zip_groups: tuple[tuple[str, ...], ...] = ()
-    exclude: tuple[dict, ...] = ()
-    model: dict = field(default_factory=dict)  # validated ModelConfig overrides
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    def cells(self) -> list[Cell]:
-        """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""
-        return [c for c in grid_cells(self) if not any(_matches(c, ex) for ex in self.exclude)]
-
-    def runs(self, vocab_size: int | None = None) -> list[RunConfig]:
-        """The sweep's runs, in grid order, the shared D′ = 0 runs once.
-
-        vocab_size is the tokenizer's real vocabulary (the data layer knows it); for a BPE
-        trained on the corpus it is data.vocab_size and may be omitted.
-        """
-        return expand(self, vocab_size)
 
 
 # ---------------------------------------------------------------------------------------
@@ -181,7 +151,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     else:
         if "size" not in grid:
             raise BadInput('grid.size is required: model sizes like ["100K", "1M", "olmo3_14M"]')
-        sizes = tuple(_size(v) for v in _axis(grid, "size"))
+        sizes = tuple(size_entry(v) for v in _axis(grid, "size"))
 
     # fresh tokens
     d_keys = [k for k in ("fresh_tokens", "tokens_per_param") if k in grid]
@@ -191,7 +161,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
             f"grid.tokens_per_param (D = tokens_per_param · N), got {d_keys or 'neither'}"
         )
     d_axis = d_keys[0]
-    d_values = tuple(_positive(v, f"grid.{d_axis}") for v in _axis(grid, d_axis))
+    d_values = tuple(positive_number(v, f"grid.{d_axis}") for v in _axis(grid, d_axis))
 
     strategies = tuple(_axis(grid, "strategy")) if "strategy" in grid else DERIVED_STRATEGIES
     for s in strategies:
@@ -208,13 +178,17 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     for key in ("lr", "weight_decay"):
         if key in grid and key in train_raw:
             raise BadInput(f"{key} is set in both [grid] and [train]: keep one")
-    lrs = tuple(_positive(v, "grid.lr") for v in _axis(grid, "lr")) if "lr" in grid else (train.lr,)
+    lrs = (
+        tuple(positive_number(v, "grid.lr") for v in _axis(grid, "lr"))
+        if "lr" in grid
+        else (train.lr,)
+    )
     wds = (
-        tuple(_nonnegative(v, "grid.weight_decay") for v in _axis(grid, "weight_decay"))
+        tuple(nonnegative_number(v, "grid.weight_decay") for v in _axis(grid, "weight_decay"))
         if "weight_decay" in grid
         else (train.weight_decay,)
     )
-    seeds = tuple(_seed(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
+    seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
     for key, values in (("size", sizes), (d_axis, d_values), ("lr", lrs), ("weight_decay", wds),
                         ("seed", seeds)):  # fmt: skip
         if len(set(values)) != len(values):
@@ -260,49 +234,6 @@ def _axis(grid: dict, key: str, where: str = "grid") -> list:
     if not values:
         raise BadInput(f"{where}.{key} is an empty list: give at least one value")
     return values
-
-
-def sweep_number(value, name: str) -> float:
-    from cdlaw.units import parse_number
-
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadInput(f"{name} must be a number like 3e-3 or 25M, got {value!r}")
-    return parse_number(value, name)
-
-
-def _positive(value, name: str) -> float:
-    x = sweep_number(value, name)
-    if not x > 0:
-        raise BadInput(f"{name} must be positive, got {value!r}")
-    return x
-
-
-def _nonnegative(value, name: str) -> float:
-    x = sweep_number(value, name)
-    if x < 0:
-        raise BadInput(f"{name} must be ≥ 0, got {value!r}")
-    return x
-
-
-def _seed(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInput(f"grid.seed entries must be non-negative integers, got {value!r}")
-    return value
-
-
-def _size(value) -> str:
-    """A size entry, checked now (names and numbers), resolved to a shape at expansion."""
-    from cdlaw.shapes import named_shape
-
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadInput(
-            f'grid.size entries must be targets like "1M" or names like "olmo3_14M", got {value!r}'
-        )
-    if isinstance(value, str) and value.lower().startswith("olmo3_"):
-        named_shape(value)
-        return value
-    _positive(value, "grid.size")
-    return value if isinstance(value, str) else f"{value:g}"
 
 
 def _model_overrides(table: dict) -> dict:
@@ -415,7 +346,7 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
                 raise BadInput(
                     f"exclude[{i}].{key} must be a value or a list of values, got {value!r}"
                 )
-        if not any(_matches(c, entry) for c in cells):
+        if not any(cell_matches(c, entry) for c in cells):
             raise BadInput(
                 f"exclude entry {i} ({_fmt_entry(entry)}) matches no cell of the grid; "
                 "check its values against [grid]"
@@ -426,49 +357,3 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
 
 def _fmt_entry(entry: dict) -> str:
     return ", ".join(f"{k} = {v!r}" for k, v in entry.items())
-
-
-# ---------------------------------------------------------------------------------------
-# [[exclude]] entries against cells.
-# ---------------------------------------------------------------------------------------
-
-
-def _matches(cell: Cell, entry: dict) -> bool:
-    """Does an [[exclude]] entry match this cell? (all of its keys must; a list: any of it)."""
-    for key, want in entry.items():
-        if isinstance(want, list):
-            if not any(_matches(cell, {key: one}) for one in want):
-                return False
-        elif key == "size":
-            if _size_key(want) != _size_key(cell.size):
-                return False
-        elif key == "strategy":
-            r0 = cell.derived_ratio == 0
-            if want != cell.strategy and not (want == "none" and r0):
-                return False
-        elif key in RATIO_KEYS:
-            if not same_number(_as_float(want) - RATIO_KEYS[key], cell.derived_ratio):
-                return False
-        elif key in ("fresh_tokens", "tokens_per_param"):
-            if not same_number(_as_float(want), cell.d_value):
-                return False
-        elif not same_number(_as_float(want), float(getattr(cell, key))):
-            return False
-    return True
-
-
-def _size_key(value) -> str | float:
-    if isinstance(value, str) and value.lower().startswith("olmo3_"):
-        return value.lower()
-    try:
-        return _as_float(value)
-    except BadInput:
-        return str(value)
-
-
-def _as_float(value) -> float:
-    return sweep_number(value, "value")
-
-
-def same_number(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)

@@ -18,8 +18,9 @@ from pathlib import Path
 from cdlaw.atomic import write_parquet_atomic
 from cdlaw.config import RunConfig, from_dict
 from cdlaw.errors import BadInput
+from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
-from cdlaw.sweep.spec import SweepConfig, load_sweep
+from cdlaw.sweep.spec import load_sweep
 from cdlaw.train.result import SUMMARY_COLUMNS, read_result, run_facts
 
 SORT_COLUMNS = [
