@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     """Call write(tmp_path), fsync it, then rename it onto path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    tmp = Path(tmp)
+    tmp = Path(tmp_name)
     try:
         # mkstemp makes 0600 files; runs folders are shared (clusters), so use the umask's mode.
         umask = os.umask(0)

@@ -250,9 +250,8 @@ class Law:
         form = d.get("law", "cd")
         params = d["params"]
         strategies = {s: dict(p) for s, p in (d.get("strategies") or {}).items()}
-        return cls(
-            form, *(float(params[k]) for k in SHARED_PARAMS), strategies, d.get("source", "")
-        )
+        E, A, B, alpha, beta = (float(params[k]) for k in SHARED_PARAMS)
+        return cls(form, E, A, B, alpha, beta, strategies, d.get("source", ""))
 
 
 # ---------------------------------------------------------------------------------------

@@ -185,7 +185,8 @@ def shape_for_params(n_params: float, vocab_size: int = OLMO3_VOCAB_SIZE) -> Sha
     """
     if not n_params > 0:
         raise BadInput(f"model size must be a positive number of parameters, got {n_params}")
-    best, best_gap = None, math.inf
+    best: Shape | None = None
+    best_gap = math.inf
     for d_model in _ladder_widths():
         shape = ladder_shape(d_model)
         n = count_params(shape, vocab_size).n_params
@@ -201,6 +202,7 @@ def shape_for_params(n_params: float, vocab_size: int = OLMO3_VOCAB_SIZE) -> Sha
             f"vocabulary ({smallest:,} parameters, most of them the LM head); use a larger "
             "size or a smaller vocabulary"
         )
+    assert best is not None  # the ladder is never empty
     return best
 
 

@@ -9,7 +9,8 @@ import pytest
 from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS, Law, chinchilla_loss
 from cdlaw.plan.memory import GIB, activation_bytes_per_token, model_shape, training_cost
-from cdlaw.plan.planner import Plan, budget_loss, chinchilla_optimal_n_params, frontier, plan
+from cdlaw.plan.planner import budget_loss, chinchilla_optimal_n_params, frontier, plan
+from cdlaw.plan.result import Plan
 from cdlaw.plan.source import load_law
 from cdlaw.regimes import classify
 

@@ -9,7 +9,8 @@ import pytest
 
 from cdlaw.cli import main
 from cdlaw.law import PRESETS
-from cdlaw.plan.planner import Plan, plan
+from cdlaw.plan.planner import plan
+from cdlaw.plan.result import Plan
 from cdlaw.plan.source import load_law
 
 QIN = PRESETS["qin2026"]

@@ -22,7 +22,8 @@ import plotdata
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.report import BUDGET_MULTIPLE, gather, render, write_report
+from cdlaw.report.gather import BUDGET_MULTIPLE, gather
+from cdlaw.report.page import render, write_report
 
 CHROMIUM = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),

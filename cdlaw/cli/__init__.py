@@ -51,6 +51,22 @@ def print_json(obj) -> None:
     sys.stdout.write(json.dumps(json_safe(obj), indent=2) + "\n")
 
 
+# What `pip install 'cdlaw[train]'` adds to the base install: training and data preparation.
+TRAIN_MODULES = ("torch", "transformers", "datasets", "tokenizers", "safetensors")
+
+
+def require_train_extra(command: str) -> None:
+    """Raise BadInput naming the extra when a command that trains lacks its packages."""
+    import importlib.util
+
+    missing = [m for m in TRAIN_MODULES if importlib.util.find_spec(m) is None]
+    if missing:
+        raise BadInput(
+            f"`cdlaw {command}` trains models and needs {', '.join(missing)}, which this "
+            "install lacks: pip install 'cdlaw[train]' (or `make setup` in a clone)."
+        )
+
+
 def register_commands() -> None:
     """Import the command modules so each can add itself to `app`."""
     import importlib
@@ -81,6 +97,16 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except ModuleNotFoundError as e:  # an optional extra that is not installed
+        root = (e.name or "").partition(".")[0]
+        if debug or root not in (*TRAIN_MODULES, "ray"):
+            raise
+        extra = "ray" if root == "ray" else "train"
+        err.print(
+            f"[bold red]error:[/] {root} is not installed: pip install 'cdlaw[{extra}]'.",
+            highlight=False,
+        )
+        sys.exit(2)
     except Exception as e:  # a failure while running: exit 1, traceback only on request
         if hasattr(e, "show") and hasattr(e, "exit_code"):  # click's UsageError and kin
             e.show()

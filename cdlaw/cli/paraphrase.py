@@ -52,6 +52,9 @@ def paraphrase(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+    from cdlaw.cli import require_train_extra
+
+    require_train_extra("paraphrase")
     from cdlaw.data.paraphrase import paraphrase_corpus
 
     names = tuple(s.strip() for s in styles.split(",") if s.strip())

@@ -55,7 +55,9 @@ def plan(
     seq_len: int = typer.Option(4096, "--seq-len", help="Sequence length for activations."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     vocab_size: int = typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
-    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
+    saturation: float = typer.Option(
+        0.9, "--saturation", help="Regime threshold (docs/regimes.md)."
+    ),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (§9)."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:

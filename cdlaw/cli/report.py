@@ -40,7 +40,7 @@ def report(
 
     Example: cdlaw report runs/demo --budget-flops 1e20
     """
-    from cdlaw.report import write_report
+    from cdlaw.report.page import write_report
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")

@@ -59,8 +59,11 @@ def sweep(
 
     Example: cdlaw sweep sweeps/smoke.toml --dry-run && cdlaw sweep sweeps/smoke.toml
     """
+    from cdlaw.cli import require_train_extra
     from cdlaw.config import ExecConfig
     from cdlaw.errors import BadInput
+
+    require_train_extra("sweep")
 
     if device != "auto" and not (device == "cpu" or device.startswith("cuda")):
         raise BadInput(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")

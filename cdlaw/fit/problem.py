@@ -92,7 +92,11 @@ class Problem:
         return Problem(
             self.form,
             self.strategies,
-            *(v[keep] for v in (self.logN, self.logD, self.ratio, self.y, self.row_ids)),
+            self.logN[keep],
+            self.logD[keep],
+            self.ratio[keep],
+            self.y[keep],
+            self.row_ids[keep],
             tuple(slices),
             self.M,
             self.lower,

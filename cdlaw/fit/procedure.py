@@ -58,9 +58,8 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
     pred = np.empty(len(df))
     for s in df["strategy"].unique():
         m = (df["strategy"] == s).to_numpy()
-        pred[m] = law.loss(
-            *(df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens")), s
-        )
+        N, D, Dp = (df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens"))
+        pred[m] = law.loss(N, D, Dp, s)
     from cdlaw.fit.problem import huber
 
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
@@ -398,7 +397,7 @@ def fit_law(
         },
         model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
         rstar=rstar,
-        regime_counts={k: int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
+        regime_counts={str(k): int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
         warnings=warnings,
         rows=table,
     )

@@ -1,3 +1,4 @@
 """Planning a budget with a law: where the law comes from (source), the optimum over N and
-strategy (planner), checks on a plan (checks) and its memory and GPU cost (memory).
+strategy (planner), what a plan reports (result: Plan, Allocation, Frontier), checks on a
+plan (checks) and its memory and GPU cost (memory).
 """

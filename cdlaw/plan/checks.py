@@ -8,16 +8,12 @@ extrapolation artifact). cdlaw.plan.planner calls these; they never import it at
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from cdlaw.law import Law
+from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.units import format_number
-
-if TYPE_CHECKING:  # for annotations only: no import of cdlaw.plan.planner at run time, so no cycle
-    from cdlaw.plan.planner import Allocation
 
 
 def law_strategy(label: str, chosen: str) -> str:

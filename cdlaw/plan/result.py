@@ -1,0 +1,225 @@
+"""What a plan is: the result dataclasses of cdlaw.plan.planner, and their JSON form.
+
+An Allocation is one way of spending a budget, (N, D, D′, strategy) with the CD law's loss
+for it; a Plan is the best allocation with the baselines it is compared against and its
+regime; a Frontier is plans over a range of budgets. to_dict() gives the names of
+docs/names.md and docs/plan.md (what `cdlaw plan --json` prints), and from_dict() reads a
+plan back. Dataclasses only: the optimisation that fills them is cdlaw.plan.planner.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """(N, D, D′, strategy) for one budget, and the CD law's loss for it."""
+
+    rule: str  # "cd-optimal", "naive-chinchilla", "four-epoch", or "fixed-n_params"
+    n_params: float
+    fresh_tokens: float
+    derived_tokens: float
+    strategy: str  # "none" when D′ = 0
+    predicted_loss: float
+    loss_gap: float | None = None  # this loss minus the plan's (positive: the plan is better)
+    believed_loss: float | None = None  # what the rule itself predicts (naive: Chinchilla)
+
+    @property
+    def tokens_trained(self) -> float:
+        return self.fresh_tokens + self.derived_tokens
+
+    @property
+    def derived_ratio(self) -> float:
+        return self.derived_tokens / self.fresh_tokens
+
+    @property
+    def epochs(self) -> float:
+        """Passes over the fresh tokens: (D + D′)/D for repetition, 1 otherwise."""
+        return self.tokens_trained / self.fresh_tokens if self.strategy == "repetition" else 1.0
+
+    @property
+    def paraphrase_passes(self) -> float:
+        """D′/D for paraphrase: how many corpora's worth of paraphrases; 0 otherwise."""
+        return self.derived_ratio if self.strategy == "paraphrase" else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "rule": self.rule,
+            "n_params": self.n_params,
+            "fresh_tokens": self.fresh_tokens,
+            "derived_tokens": self.derived_tokens,
+            "tokens_trained": self.tokens_trained,
+            "derived_ratio": self.derived_ratio,
+            "strategy": self.strategy,
+            "epochs": self.epochs,
+            "paraphrase_passes": self.paraphrase_passes,
+            "tokens_per_param": self.fresh_tokens / self.n_params,
+            "predicted_loss": self.predicted_loss,
+            "loss_gap": self.loss_gap,
+            "believed_loss": self.believed_loss,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Allocation:
+        values: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The best allocation of a budget under a law, with what it is compared against.
+
+    `to_dict()` uses the names of docs/names.md and docs/plan.md; the regime fields are flat (regime, loss_one_epoch,
+    loss_data_floor, loss_model_floor, saturation, tolerance) so that a frontier's rows load
+    straight into a table.
+    """
+
+    law: str
+    law_form: str
+    law_source: str
+    budget_flops: float
+    unique_tokens: float  # math.inf: unlimited
+    strategy_requested: str
+    n_params_fixed: bool
+    best: Allocation
+    predicted_loss_ci95: tuple[float, float] | None
+    regime: str
+    loss_one_epoch: float
+    loss_data_floor: float
+    loss_model_floor: float
+    derived_gain_share: float
+    saturation: float
+    tolerance: float
+    marginal_gain_per_flop: float
+    candidates: dict[str, Allocation]
+    naive: Allocation
+    four_epoch: Allocation
+    memory: dict | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    # The chosen allocation's numbers, read through (docs/plan.md names).
+    @property
+    def n_params(self) -> float:
+        return self.best.n_params
+
+    @property
+    def fresh_tokens(self) -> float:
+        return self.best.fresh_tokens
+
+    @property
+    def derived_tokens(self) -> float:
+        return self.best.derived_tokens
+
+    @property
+    def strategy(self) -> str:
+        return self.best.strategy
+
+    @property
+    def predicted_loss(self) -> float:
+        return self.best.predicted_loss
+
+    @property
+    def epochs(self) -> float:
+        return self.best.epochs
+
+    @property
+    def paraphrase_passes(self) -> float:
+        return self.best.paraphrase_passes
+
+    @property
+    def marginal_gain_per_doubling(self) -> float:
+        """−dL/dlog₂C: nats the loss drops if the budget doubles (to first order)."""
+        return self.marginal_gain_per_flop * self.budget_flops * math.log(2)
+
+    def to_dict(self) -> dict:
+        best = self.best.to_dict()
+        best.pop("rule")
+        best.pop("loss_gap")
+        best.pop("believed_loss")
+        return {
+            "law": self.law,
+            "law_form": self.law_form,
+            "law_source": self.law_source,
+            "budget_flops": self.budget_flops,
+            "unique_tokens": self.unique_tokens if math.isfinite(self.unique_tokens) else None,
+            "strategy_requested": self.strategy_requested,
+            "n_params_fixed": self.n_params_fixed,
+            **best,
+            "flops": 6 * self.best.n_params * self.best.tokens_trained,
+            "predicted_loss_ci95": list(self.predicted_loss_ci95)
+            if self.predicted_loss_ci95
+            else None,
+            "regime": self.regime,
+            "loss_one_epoch": self.loss_one_epoch,
+            "loss_data_floor": self.loss_data_floor,
+            "loss_model_floor": self.loss_model_floor,
+            "derived_gain_share": self.derived_gain_share,
+            "saturation": self.saturation,
+            "tolerance": self.tolerance,
+            "marginal_gain_per_flop": self.marginal_gain_per_flop,
+            "marginal_gain_per_doubling": self.marginal_gain_per_doubling,
+            "candidates": {s: a.to_dict() for s, a in self.candidates.items()},
+            "naive": self.naive.to_dict(),
+            "four_epoch": self.four_epoch.to_dict(),
+            "memory": self.memory,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Plan:
+        """Read back a plan written by to_dict (e.g. a frontier row of `cdlaw plan --json`)."""
+        best = Allocation.from_dict({**d, "rule": _best_rule(d), "loss_gap": None})
+        unique = d["unique_tokens"]
+        ci = d.get("predicted_loss_ci95")
+        return cls(
+            law=d["law"],
+            law_form=d["law_form"],
+            law_source=d["law_source"],
+            budget_flops=d["budget_flops"],
+            unique_tokens=math.inf if unique is None else unique,
+            strategy_requested=d["strategy_requested"],
+            n_params_fixed=d["n_params_fixed"],
+            best=best,
+            predicted_loss_ci95=tuple(ci) if ci else None,
+            regime=d["regime"],
+            loss_one_epoch=d["loss_one_epoch"],
+            loss_data_floor=d["loss_data_floor"],
+            loss_model_floor=d["loss_model_floor"],
+            derived_gain_share=d["derived_gain_share"],
+            saturation=d["saturation"],
+            tolerance=d["tolerance"],
+            marginal_gain_per_flop=d["marginal_gain_per_flop"],
+            candidates={s: Allocation.from_dict(a) for s, a in d["candidates"].items()},
+            naive=Allocation.from_dict(d["naive"]),
+            four_epoch=Allocation.from_dict(d["four_epoch"]),
+            memory=d.get("memory"),
+            warnings=tuple(d.get("warnings") or ()),
+        )
+
+
+def _best_rule(d: dict) -> str:
+    return "fixed-n_params" if d.get("n_params_fixed") else "cd-optimal"
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """Plans over a range of budgets; to_dict() is what `cdlaw plan --frontier --json` prints
+    and what `cdlaw plot --kind frontier` reads back."""
+
+    law: str  # the preset name or fit.json path the plans used
+    law_params: dict  # Law.to_dict() of that law
+    unique_tokens: float | None
+    strategy: str
+    plans: tuple[Plan, ...]
+
+    def to_dict(self) -> dict:
+        return {
+            "law": self.law,
+            "law_params": self.law_params,
+            "unique_tokens": self.unique_tokens,
+            "strategy": self.strategy,
+            "rows": [p.to_dict() for p in self.plans],
+        }

@@ -1,0 +1,125 @@
+"""The house rules, checked on the source tree: imports point one way down the pipeline
+(sweep → runs/*.parquet → fit → fit.json → plan → figures → report; the CLI on top),
+no import cycles (lazy and TYPE_CHECKING imports included), no private names imported
+across modules, and fit / plan / figures / report never import torch or transformers."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "cdlaw"
+
+# Each stage may import only the stages listed for it (and itself).
+FOUNDATION = {"errors", "units", "atomic", "law", "regimes", "config", "shapes"}
+ALLOWED = {
+    "foundation": {"foundation"},
+    "data": {"foundation", "data"},
+    "train": {"foundation", "data", "train"},
+    "sweep": {"foundation", "data", "train", "sweep"},
+    "fit": {"foundation", "fit"},
+    "plan": {"foundation", "fit", "plan"},
+    "figures": {"foundation", "fit", "plan", "figures"},
+    "report": {"foundation", "fit", "plan", "figures", "report"},
+    "cli": {"foundation", "data", "train", "sweep", "fit", "plan", "figures", "report", "cli"},
+}
+TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
+HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def stage(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "foundation"  # cdlaw itself (__version__)
+    if parts[1] == "__main__":
+        return "cli"
+    return "foundation" if parts[1] in FOUNDATION else parts[1]
+
+
+def imports(path: Path):
+    """(imported module, names, line) for every import in the file, wherever it sits."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [a.name for a in node.names], node.lineno
+
+
+MODULES = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def cdlaw_edges():
+    for mod, path in MODULES.items():
+        for target, names, line in imports(path):
+            if target.split(".")[0] != "cdlaw":
+                continue
+            # `from cdlaw.fit import vector` imports the submodule cdlaw.fit.vector
+            subs = [f"{target}.{n}" for n in names if f"{target}.{n}" in MODULES]
+            for t in subs or [target]:
+                yield mod, t, names, line
+
+
+def test_every_stage_is_known():
+    assert {stage(m) for m in MODULES} <= set(ALLOWED)
+
+
+def test_imports_point_down_the_pipeline():
+    up = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {t}"
+        for m, t, _, line in cdlaw_edges()
+        if stage(t) not in ALLOWED[stage(m)]
+    ]
+    assert not up, "imports up the pipeline:\n" + "\n".join(up)
+
+
+def test_no_private_name_crosses_a_module():
+    crossing = [
+        f"{MODULES[m].relative_to(ROOT.parent)}:{line} imports {n} from {t}"
+        for m, t, names, line in cdlaw_edges()
+        for n in names
+        if n.startswith("_") and not n.startswith("__")
+    ]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m, t, _, _ in cdlaw_edges():
+        # a package's __init__ runs when any of its submodules is imported
+        if t in MODULES and t != m and not m.startswith(t + "."):
+            graph[m].add(t)
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                pytest.fail("import cycle: " + " → ".join([*stack[stack.index(t) :], t]))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if stage(m) in TORCH_FREE))
+def test_fit_plan_and_figures_never_import_torch(module):
+    heavy = [t for t, _, _ in imports(MODULES[module]) if t.split(".")[0] in HEAVY]
+    assert not heavy, f"{module} imports {heavy}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= 460, f"{module} has {lines} lines; split it by job"
