@@ -13,7 +13,7 @@ comma      := ,
 # One stamp per set of extras, so `make test EXTRAS=dev,ray` installs ray even after a plain setup.
 STAMP      := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-fast demo bench lint format clean
+.PHONY: setup test test-fast demo bench lint typecheck format clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,9 @@ bench: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
 
 format: setup
 	$(BIN)/ruff check --fix .

@@ -12,6 +12,7 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from cdlaw.errors import BadInput
 
@@ -86,7 +87,7 @@ def main() -> None:
     except BadInput as e:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {e}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False)
         sys.exit(2)
     except (typer.Exit, SystemExit) as e:
         code = getattr(e, "exit_code", getattr(e, "code", 0))
@@ -103,7 +104,7 @@ def main() -> None:
             raise
         extra = "ray" if root == "ray" else "train"
         err.print(
-            f"[bold red]error:[/] {root} is not installed: pip install 'cdlaw[{extra}]'.",
+            f"[bold red]error:[/] {root} is not installed: pip install 'cdlaw\\[{extra}]'.",
             highlight=False,
         )
         sys.exit(2)
@@ -114,7 +115,8 @@ def main() -> None:
         if debug:
             raise
         err.print(
-            f"[bold red]failed:[/] {type(e).__name__}: {e}  (set CDLAW_DEBUG=1 for the traceback)",
+            f"[bold red]failed:[/] {type(e).__name__}: {escape(str(e))}  "
+            "(set CDLAW_DEBUG=1 for the traceback)",
             highlight=False,
         )
         sys.exit(1)
