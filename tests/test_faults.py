@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 
-from cdlaw.config import ExecConfig
 from cdlaw.sweep import locks
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
 from cdlaw.sweep.runner import run_sweep
@@ -23,43 +22,6 @@ from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import sweep_status
 
 torch.set_num_threads(1)
-
-# The same tiny grid as test_sweep_run (6 runs of 8–16 steps), checkpointing every 2 steps.
-TINY = """
-name = "{name}"
-[grid]
-size = ["20K", "60K"]
-fresh_tokens = [2048]
-strategy = ["repetition", "paraphrase"]
-derived_ratio = [0, 1]
-{extra_grid}
-[data]
-vocab_size = 512
-val_tokens = 2048
-[model]
-seq_len = 32
-[train]
-batch_size = 8
-eval_every = 4
-log_every = 1
-checkpoint_every = 2
-"""
-ONE_THREAD = ExecConfig(device="cpu", threads=1)
-
-
-@pytest.fixture(scope="module")
-def runs_root(tmp_path_factory):
-    """The session's shared runs folder (one corpus cache for every sweep test)."""
-    root = tmp_path_factory.getbasetemp() / "cdlaw-runs"
-    root.mkdir(exist_ok=True)
-    return root
-
-
-def write_sweep(root: Path, name: str, extra_grid: str = "", sizes: str = '"20K", "60K"') -> Path:
-    path = root.parent / f"{name}.toml"
-    text = TINY.format(name=name, extra_grid=extra_grid).replace('"20K", "60K"', sizes)
-    path.write_text(text)
-    return path
 
 
 def start_sweep(path: Path, root: Path, jobs: int, log: Path) -> subprocess.Popen:
@@ -122,10 +84,10 @@ def assert_metrics_written_once(sweep_dir: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(runs_root):
+def reference(runs_root, write_sweep, one_thread):
     """The uninterrupted sweep's losses (in this process, one thread)."""
     path = write_sweep(runs_root, "ref")
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.exit_code == 0 and len(outcome.statuses) == 6
     return losses(runs_root / "ref")
 
@@ -208,7 +170,7 @@ def lock_holders(sweep_dir: Path) -> dict[str, int]:
 
 
 @pytest.mark.slow
-def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path):
+def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path, write_sweep):
     """Two worker processes; kill -9 the sweep while runs are half-trained. The workers die
     with it, the restarted sweep resumes the runs from their checkpoints, and every run
     ends exactly once with the loss of the uninterrupted sweep."""
@@ -252,7 +214,7 @@ def test_kill_9_in_the_middle_of_runs_then_resume(runs_root, reference, tmp_path
 
 
 @pytest.mark.slow
-def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path):
+def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path, write_sweep):
     path = write_sweep(runs_root, "kill-between")
     sweep_dir = runs_root / "kill-between"
     proc = start_sweep(path, runs_root, jobs=1, log=tmp_path / "first.log")
@@ -276,7 +238,9 @@ def test_kill_9_between_runs_then_resume(runs_root, reference, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_sweeps_on_one_folder_never_train_a_run_twice(runs_root, reference, tmp_path):
+def test_two_sweeps_on_one_folder_never_train_a_run_twice(
+    runs_root, reference, tmp_path, write_sweep
+):
     path = write_sweep(runs_root, "twins")
     sweep_dir = runs_root / "twins"
     first = start_sweep(path, runs_root, jobs=1, log=tmp_path / "a.log")
@@ -295,7 +259,9 @@ def test_two_sweeps_on_one_folder_never_train_a_run_twice(runs_root, reference, 
 
 
 @pytest.mark.slow
-def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(runs_root, tmp_path):
+def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
+    runs_root, tmp_path, write_sweep, one_thread
+):
     """lr = 1000 diverges (a result, exit 0); a run whose checkpoint is corrupt fails (exit 1,
     the summary says which and why) and is tried again on the next sweep."""
     path = write_sweep(runs_root, "wild", extra_grid="lr = [3e-3, 1000]", sizes='"20K"')
@@ -307,7 +273,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(runs_root, 
     (broken / "state.json").write_text("{}")
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
 
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.exit_code == 1
     assert [f["run_id"] for f in outcome.failures] == [victim.run_id]
     df = pd.read_parquet(sweep_dir / "summary.parquet").set_index("run_id")
@@ -346,7 +312,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(runs_root, 
     shutil.rmtree(broken)
     diverged = {rid for rid in df.index if df.loc[rid, "status"] == "diverged"}
     stamps = result_stamps(sweep_dir)
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.exit_code == 0 and outcome.trained == [victim.run_id]
     assert outcome.statuses[victim.run_id] == "done"
     assert all(result_stamps(sweep_dir)[rid] == stamps[rid] for rid in diverged)

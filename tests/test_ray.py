@@ -13,24 +13,6 @@ from cdlaw.sweep.runner import run_sweep
 ray = pytest.importorskip("ray")
 torch.set_num_threads(1)
 
-SWEEP = """
-name = "{name}"
-[grid]
-size = ["20K"]
-fresh_tokens = [2048]
-strategy = ["repetition", "paraphrase"]
-derived_ratio = [0, 1]
-[data]
-vocab_size = 512
-val_tokens = 2048
-[model]
-seq_len = 32
-[train]
-batch_size = 8
-eval_every = 4
-log_every = 1
-checkpoint_every = 2
-"""
 
 
 @pytest.fixture(scope="module")
@@ -46,13 +28,9 @@ def local_ray(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_ray_executor_runs_each_run_as_a_task(local_ray, tmp_path_factory):
-    root = tmp_path_factory.getbasetemp() / "cdlaw-runs"  # the session's shared corpus cache
-    root.mkdir(exist_ok=True)
-    paths = {}
-    for name in ("on-ray", "here"):
-        paths[name] = root.parent / f"{name}.toml"
-        paths[name].write_text(SWEEP.format(name=name))
+def test_ray_executor_runs_each_run_as_a_task(local_ray, runs_root, write_sweep):
+    root = runs_root  # the session's shared corpus cache
+    paths = {name: write_sweep(root, name, sizes='"20K"') for name in ("on-ray", "here")}
 
     events = []
     outcome = run_sweep(

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 
-from cdlaw.config import ExecConfig
 from cdlaw.data.prepare import corpus_key
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
@@ -28,27 +27,6 @@ from cdlaw.train.result import SUMMARY_COLUMNS
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)
-
-# 2 sizes × D = 2,048 × (r = 0 shared, r = 1 for each strategy): 6 runs of 8–16 steps.
-TINY = """
-name = "{name}"
-[grid]
-size = ["20K", "60K"]
-fresh_tokens = [2048]
-strategy = ["repetition", "paraphrase"]
-derived_ratio = [0, 1]
-[data]
-vocab_size = 512
-val_tokens = 2048
-[model]
-seq_len = 32
-[train]
-batch_size = 8
-eval_every = 4
-log_every = 1
-checkpoint_every = 2
-"""
-ONE_THREAD = ExecConfig(device="cpu", threads=1)
 
 
 def cdlaw(*args, cwd, timeout=300):
@@ -63,21 +41,7 @@ def cdlaw(*args, cwd, timeout=300):
 
 
 @pytest.fixture(scope="module")
-def runs_root(tmp_path_factory):
-    """One runs folder for the session's sweeps, so they share one corpus cache."""
-    root = tmp_path_factory.getbasetemp() / "cdlaw-runs"
-    root.mkdir(exist_ok=True)
-    return root
-
-
-def write_sweep(root: Path, name: str, text: str = TINY) -> Path:
-    path = root.parent / f"{name}.toml"
-    path.write_text(text.format(name=name))
-    return path
-
-
-@pytest.fixture(scope="module")
-def tiny(runs_root):
+def tiny(runs_root, write_sweep):
     """The tiny sweep, run once by the CLI with two worker processes."""
     path = write_sweep(runs_root, "tiny")
     start = time.time()
@@ -155,27 +119,27 @@ def test_sweep_writes_the_runs_folder_and_summary(tiny):
     assert "6 done" in " ".join(tiny["stderr"].split())
 
 
-def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root):
+def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root, one_thread):
     sweep_dir = tiny["dir"]
     stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
     before = losses(sweep_dir)
-    outcome = run_sweep(tiny["path"], runs_root, jobs=1, exec_cfg=ONE_THREAD)
+    outcome = run_sweep(tiny["path"], runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.trained == [] and outcome.exit_code == 0
     assert set(outcome.statuses.values()) == {"done"}
     assert {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")} == stamps
     assert losses(sweep_dir) == before
 
 
-def test_in_process_executor_matches_worker_processes(tiny, runs_root):
+def test_in_process_executor_matches_worker_processes(tiny, runs_root, write_sweep, one_thread):
     """Same runs, another executor (and sweep name): bit-identical losses on CPU."""
     path = write_sweep(runs_root, "tiny-local")
-    outcome = run_sweep(path, runs_root, jobs=1, only="size=20K", exec_cfg=ONE_THREAD)
+    outcome = run_sweep(path, runs_root, jobs=1, only="size=20K", exec_cfg=one_thread)
     assert outcome.jobs == 1 and len(outcome.trained) == 3
     mine = losses(runs_root / "tiny-local")
     assert mine == {k: v for k, v in losses(tiny["dir"]).items() if k[0] == "20K"}
 
 
-def test_dry_run_estimates_and_writes_nothing(tiny, runs_root):
+def test_dry_run_estimates_and_writes_nothing(tiny, runs_root, write_sweep, one_thread):
     path = write_sweep(runs_root, "tiny-dry")
     result = cdlaw(
         "sweep",
@@ -201,7 +165,7 @@ def test_dry_run_estimates_and_writes_nothing(tiny, runs_root):
     assert 0 < plan["wall_seconds"] <= plan["serial_seconds"] + 30
     assert plan["calibration"] and all(c["tokens_per_second"] > 0 for c in plan["calibration"])
     # a finished sweep has nothing left to do (and nothing to calibrate)
-    done = dry_run_sweep(tiny["path"], runs_root, exec_cfg=ONE_THREAD)
+    done = dry_run_sweep(tiny["path"], runs_root, exec_cfg=one_thread)
     assert {r["state"] for r in done.rows} == {"done"}
     assert done.wall_seconds == 0 and done.calibration == []
 
@@ -245,13 +209,13 @@ def test_status_reports_every_state(tiny, tmp_path):
     assert cdlaw("status", tmp_path / "nope", cwd=tmp_path).returncode == 2
 
 
-def test_restart_only_retrains_the_selected_run(tiny, runs_root):
+def test_restart_only_retrains_the_selected_run(tiny, runs_root, one_thread):
     sweep_dir = tiny["dir"]
     target = sorted(p.name for p in sweep_dir.iterdir() if (p / "result.json").exists())[0]
     stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
     before = losses(sweep_dir)
     outcome = run_sweep(
-        tiny["path"], runs_root, restart=True, only=f"run_id={target}", jobs=1, exec_cfg=ONE_THREAD
+        tiny["path"], runs_root, restart=True, only=f"run_id={target}", jobs=1, exec_cfg=one_thread
     )
     assert outcome.trained == [target]
     after = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
@@ -282,11 +246,11 @@ def test_runs_trained_on_other_tokens_are_refused_not_skipped(tiny, runs_root):
         results[0].write_text(texts[results[0]])
 
 
-def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root):
+def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root, one_thread):
     path = runs_root.parent / "tiny-edited.toml"
     path.write_text(tiny["path"].read_text().replace("eval_every = 4", "eval_every = 8"))
     with pytest.raises(BadInput, match="holds a different sweep"):
-        run_sweep(path, runs_root, jobs=1, exec_cfg=ONE_THREAD)
+        run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert (tiny["dir"] / "sweep.toml").read_text() == tiny["path"].read_text()
     result = cdlaw("sweep", path, "--out", runs_root, cwd=runs_root)
     assert result.returncode == 2 and "--restart" in " ".join(result.stderr.split())
