@@ -12,20 +12,8 @@ import numpy as np
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import DataConfig
+from cdlaw.data import corpus_cache as cache
 from cdlaw.data import render, sources, tokenizer
-from cdlaw.data.corpus_cache import (
-    CACHE_VERSION,
-    PreparedCorpus,
-    cache_lock,
-    key_digest,
-    meta_dtype,
-    open_prepared,
-    save_array,
-    save_block,
-    save_tokenizer,
-    tokenizer_and_meta,
-    tokenizer_key,
-)
 from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
@@ -33,7 +21,7 @@ BPE_SAMPLE_BYTES = 32 << 20  # a real corpus's BPE is trained on at most this mu
 SHUFFLE_TAG = 11  # seeds the document shuffle; ordering.py holds 12 and 13
 
 
-def prepare_files(data: DataConfig, cache_dir: Path) -> PreparedCorpus:
+def prepare_files(data: DataConfig, cache_dir: Path) -> cache.PreparedCorpus:
     """Tokenizer, validation set and every training block of a real corpus, cached."""
     if data.tokenizer != "bpe":
         tokenizer.tokenizer_file(data.tokenizer)  # a bad path is bad input before any work
@@ -44,9 +32,9 @@ def prepare_files(data: DataConfig, cache_dir: Path) -> PreparedCorpus:
     if fingerprint is None:  # a remote hf: dataset: its fingerprint comes from loading it
         docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
         fingerprint = docs.fingerprint
-    root = cache_dir / "data" / key_digest(files_key(data, fingerprint))
+    root = cache_dir / "data" / cache.key_digest(files_key(data, fingerprint))
     if not (root / "meta.json").is_file():
-        with cache_lock(root):
+        with cache.cache_lock(root):
             if not (root / "meta.json").is_file():
                 if docs is None:
                     docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
@@ -54,17 +42,17 @@ def prepare_files(data: DataConfig, cache_dir: Path) -> PreparedCorpus:
     if data.paraphrases:
         _build_file_paraphrases(data, root)
     meta = json.loads((root / "meta.json").read_text())
-    return open_prepared(data, root, train_tokens_available=meta["train_tokens"])
+    return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
 
 
 def files_key(data: DataConfig, fingerprint: str) -> dict:
     """What decides a real corpus's tokens: its content, the split and the tokenizer."""
     return {
-        "cache": CACHE_VERSION,
+        "cache": cache.CACHE_VERSION,
         "corpus": fingerprint,
         "seed": data.corpus_seed,
         "val_tokens": data.val_tokens,  # the split (and so the training order) depends on it
-        "tokenizer": tokenizer_key(data, 0, tokenizer.BPE_VERSION),
+        "tokenizer": cache.tokenizer_key(data, 0, tokenizer.BPE_VERSION),
     }
 
 
@@ -118,7 +106,7 @@ def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
             if n_val is not None:
                 break
             factor *= 2
-        save_tokenizer(root, tok)
+        cache.save_tokenizer(root, tok)
         eos_id = tok.token_to_id(tokenizer.EOS)
     else:
         path = tokenizer.tokenizer_file(data.tokenizer)
@@ -147,9 +135,9 @@ def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
     for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
         block = [texts[i] for i in train[lo : lo + BLOCK_DOCS]]
         tokens, ends = tokenizer.encode_documents(tok, block, eos_id, dtype)
-        save_block(root / "train" / f"b{b:05d}.npy", tokens, ends)
+        cache.save_block(root / "train" / f"b{b:05d}.npy", tokens, ends)
         total += len(tokens)
-    save_array(root / f"val-{data.val_tokens}.npy", val[: data.val_tokens])
+    cache.save_array(root / f"val-{data.val_tokens}.npy", val[: data.val_tokens])
     write_json_atomic(root / "train_ids.json", [ids[i] for i in train])
     name = data.corpus if data.corpus.startswith("hf:") else Path(data.corpus).name
     meta = {
@@ -184,18 +172,18 @@ def _count_docs_for(tok, texts, n_tokens: int, eos_id: int | None = None) -> int
 def _build_file_paraphrases(data: DataConfig, root: Path) -> None:
     """Tokenise every paraphrase pass of the training documents (once per file content)."""
     styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
-    pkey = key_digest(
+    pkey = cache.key_digest(
         {"files": sources.paraphrases_fingerprint(data.paraphrases), "styles": styles}
     )
     folder = root / f"para-{pkey}"
     if (folder / "done.json").is_file():
         return
-    with cache_lock(root):
+    with cache.cache_lock(root):
         if (folder / "done.json").is_file():
             return
         paras = sources.load_paraphrases(data.paraphrases, styles)
         ids = json.loads((root / "train_ids.json").read_text())
-        tok, meta = tokenizer_and_meta(root)
+        tok, meta = cache.tokenizer_and_meta(root)
         passes = max((len(paras.get(i, ())) for i in ids), default=0)
         for k in range(1, passes + 1):
             for b, lo in enumerate(range(0, len(ids), BLOCK_DOCS)):
@@ -204,7 +192,7 @@ def _build_file_paraphrases(data: DataConfig, root: Path) -> None:
                     for i in ids[lo : lo + BLOCK_DOCS]
                 ]
                 tokens, ends = tokenizer.encode_documents(
-                    tok, texts, meta["eos_id"], meta_dtype(meta)
+                    tok, texts, meta["eos_id"], cache.meta_dtype(meta)
                 )
-                save_block(folder / f"p{k:03d}" / f"b{b:05d}.npy", tokens, ends)
+                cache.save_block(folder / f"p{k:03d}" / f"b{b:05d}.npy", tokens, ends)
         write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})

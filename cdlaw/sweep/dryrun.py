@@ -16,6 +16,7 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
+from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
 from cdlaw.train.result import run_facts
 
@@ -156,7 +157,7 @@ def dry_run_sweep(
         cache = out / ".cache"
         if not cache.is_dir():
             cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
-        plan = plan_sweep(path, out, only, cache_dir=cache)
+        plan = plan_sweep(load_sweep(path), out, only, cache_dir=cache)
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(f"{toml} holds a different sweep: running this one needs --restart")

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdlaw.config import ExecConfig, RunConfig, from_dict
+from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
 from cdlaw.sweep.worker import execute_run
@@ -27,24 +27,19 @@ from cdlaw.sweep.worker import execute_run
 
 @dataclass
 class RunTask:
-    """What a worker needs to run one run (plain data: it crosses process boundaries)."""
+    """What a worker needs to run one run: frozen dataclasses and paths, plain data that
+    crosses process boundaries (worker processes, Ray tasks) as it is."""
 
-    config: dict  # to_dict(RunConfig)
-    sweep_dir: str
-    cache_dir: str
-    exec_cfg: dict  # to_dict(ExecConfig)
+    config: RunConfig
+    sweep_dir: Path
+    cache_dir: Path
+    exec_cfg: ExecConfig
     retry_failed: bool
 
 
 def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
-    cfg = from_dict(RunConfig, task.config)
     return execute_run(
-        cfg,
-        Path(task.sweep_dir),
-        Path(task.cache_dir),
-        from_dict(ExecConfig, task.exec_cfg),
-        task.retry_failed,
-        on_event,
+        task.config, task.sweep_dir, task.cache_dir, task.exec_cfg, task.retry_failed, on_event
     )
 
 
@@ -122,7 +117,8 @@ def _die_with_parent(parent: int) -> None:
 
 def _pool_task(task: RunTask) -> dict:
     if _WORKER.get("device"):
-        task = dataclasses.replace(task, exec_cfg={**task.exec_cfg, "device": _WORKER["device"]})
+        exec_cfg = dataclasses.replace(task.exec_cfg, device=_WORKER["device"])
+        task = dataclasses.replace(task, exec_cfg=exec_cfg)
     return _task_run(task, _Throttle(_WORKER["queue"].put))
 
 
@@ -227,11 +223,12 @@ class RayExecutor:
         )
 
     def submit(self, task: RunTask) -> cf.Future:
-        exec_cfg = {**task.exec_cfg, "threads": self.threads}
+        device = task.exec_cfg.device
         if self.gpus_per_run:  # Ray sets CUDA_VISIBLE_DEVICES for the task
-            exec_cfg["device"] = "cuda"
-        elif exec_cfg["device"] == "auto":
-            exec_cfg["device"] = "cpu"
+            device = "cuda"
+        elif device == "auto":
+            device = "cpu"
+        exec_cfg = dataclasses.replace(task.exec_cfg, threads=self.threads, device=device)
         task = dataclasses.replace(task, exec_cfg=exec_cfg)
         return self._remote.remote(task, self._queue).future()
 

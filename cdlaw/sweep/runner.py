@@ -108,11 +108,12 @@ def run_sweep(
         raise BadInput(f"--jobs must be ≥ 1, got {jobs}")
     started = time.time()
     out = Path(out)
-    _check_sweep_file(load_sweep(path), out, restart)  # before any work
+    sweep = load_sweep(path)  # parsed once, here
+    _check_sweep_file(sweep, out, restart)  # before any work
     from cdlaw.train.steps import resolve_device
 
     device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
-    plan = _plan_or_clean_up(path, out, only)
+    plan = _plan_or_clean_up(sweep, out, only)
     sweep_dir = plan.sweep_dir
     _claim_sweep_dir(plan, restart)
     emit = on_event or (lambda e: None)
@@ -171,11 +172,11 @@ def run_sweep(
     )
 
 
-def _plan_or_clean_up(path, out: Path, only: str | None) -> SweepPlan:
+def _plan_or_clean_up(sweep: SweepConfig, out: Path, only: str | None) -> SweepPlan:
     """plan_sweep; on bad input remove the folders it created (bad input writes nothing)."""
     created = [p for p in (out, out / ".cache") if not p.exists()]
     try:
-        return plan_sweep(path, out, only)
+        return plan_sweep(sweep, out, only)
     except BadInput:
         for p in reversed(created):
             shutil.rmtree(p, ignore_errors=True)
@@ -298,11 +299,7 @@ def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
 
     def task(cfg: RunConfig) -> RunTask:
         return RunTask(
-            to_dict(cfg),
-            str(plan.sweep_dir.resolve()),
-            str(plan.cache_dir.resolve()),
-            to_dict(exec_cfg),
-            cfg.run_id in retry,
+            cfg, plan.sweep_dir.resolve(), plan.cache_dir.resolve(), exec_cfg, cfg.run_id in retry
         )
 
     while queue or inflight or waiting:

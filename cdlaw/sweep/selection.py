@@ -14,7 +14,6 @@ from pathlib import Path
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
 from cdlaw.sweep.grid import SweepConfig
-from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.train.result import run_facts
 
@@ -108,17 +107,16 @@ class SweepPlan:
 
 
 def plan_sweep(
-    path: str | Path,
+    sweep: SweepConfig,
     out: str | Path = "runs",
     only: str | None = None,
     cache_dir: Path | None = None,
 ) -> SweepPlan:
-    """Validate a sweep file, check its data against the corpus, and select its runs.
+    """Check a loaded sweep's data against the corpus, and select its runs.
 
     Writes nothing except the tokenised-corpus cache (in cache_dir, default <out>/.cache).
     Every problem is a BadInput.
     """
-    sweep = load_sweep(path)
     keep = parse_only(only) if only else None
     out = Path(out)
     if out.exists() and not out.is_dir():
