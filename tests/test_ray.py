@@ -14,7 +14,6 @@ ray = pytest.importorskip("ray")
 torch.set_num_threads(1)
 
 
-
 @pytest.fixture(scope="module")
 def local_ray(tmp_path_factory):
     ray.init(
