@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Literal, get_args
 
 from cdlaw.errors import BadInput
 from cdlaw.law import Strategy
+from cdlaw.units import plain
 
 Schedule = Literal["cosine", "wsd"]
 Precision = Literal["auto", "bf16", "fp32"]
@@ -40,8 +42,8 @@ class ModelConfig:
 
     def __post_init__(self):
         for k in ("d_model", "n_layers", "n_heads", "mlp_hidden", "vocab_size", "seq_len"):
-            if getattr(self, k) <= 0:
-                raise BadInput(f"model.{k} must be a positive integer, got {getattr(self, k)}")
+            _require(getattr(self, k) > 0, f"model.{k}", getattr(self, k), "a positive integer")
+        _require(self.rope_theta > 0, "model.rope_theta", self.rope_theta, "a positive number")
         if self.d_model % self.n_heads:
             raise BadInput(
                 f"model.d_model ({self.d_model}) must be divisible by model.n_heads ({self.n_heads})"
@@ -66,10 +68,11 @@ class DataConfig:
     world: dict = field(default_factory=dict)  # embedded generator options (entities, zipf, ...)
 
     def __post_init__(self):
-        if self.vocab_size < 64:
-            raise BadInput(f"data.vocab_size must be at least 64, got {self.vocab_size}")
-        if self.val_tokens <= 0:
-            raise BadInput(f"data.val_tokens must be positive, got {self.val_tokens}")
+        _require(
+            64 <= self.vocab_size <= 2**32, "data.vocab_size", self.vocab_size, "in [64, 2^32]"
+        )
+        _require(self.val_tokens > 0, "data.val_tokens", self.val_tokens, "positive")
+        _require(self.corpus_seed >= 0, "data.corpus_seed", self.corpus_seed, "≥ 0")
 
 
 @dataclass(frozen=True)
@@ -95,10 +98,14 @@ class TrainConfig:
     diverge_factor: float = 3.0  # loss above factor × its initial value (or NaN) = diverged
 
     def __post_init__(self):
-        if not self.lr > 0:
-            raise BadInput(f"train.lr must be positive, got {self.lr}")
-        if self.weight_decay < 0:
-            raise BadInput(f"train.weight_decay must be ≥ 0, got {self.weight_decay}")
+        _require(self.lr > 0, "train.lr", self.lr, "positive")
+        _require(self.weight_decay >= 0, "train.weight_decay", self.weight_decay, "≥ 0")
+        for k in ("beta1", "beta2"):
+            _require(0 <= getattr(self, k) < 1, f"train.{k}", getattr(self, k), "in [0, 1)")
+        _require(self.eps > 0, "train.eps", self.eps, "positive")
+        _require(self.z_loss >= 0, "train.z_loss", self.z_loss, "≥ 0 (0 turns it off)")
+        _require(self.grad_clip > 0, "train.grad_clip", self.grad_clip, "positive")
+        _require(self.diverge_factor > 1, "train.diverge_factor", self.diverge_factor, "above 1")
         _check_literal(Schedule, self.schedule, "train.schedule")
         if not (
             0 <= self.warmup_frac < 1 and 0 <= self.final_lr_frac <= 1 and 0 < self.decay_frac <= 1
@@ -108,18 +115,22 @@ class TrainConfig:
                 f"[0, 1), [0, 1] and (0, 1], got {self.warmup_frac}, {self.final_lr_frac}, "
                 f"{self.decay_frac}"
             )
-        if self.batch_size <= 0 or self.micro_batch_size < 0:
-            raise BadInput(f"train.batch_size must be positive, got {self.batch_size}")
+        _require(self.batch_size > 0, "train.batch_size", self.batch_size, "positive")
+        _require(
+            self.micro_batch_size >= 0,
+            "train.micro_batch_size",
+            self.micro_batch_size,
+            "≥ 0 (0 = the whole batch at once)",
+        )
         if self.micro_batch_size and self.batch_size % self.micro_batch_size:
             raise BadInput(
                 f"train.batch_size ({self.batch_size}) must be a multiple of train.micro_batch_size "
                 f"({self.micro_batch_size})"
             )
         for k in ("eval_every", "log_every", "checkpoint_every"):
-            if getattr(self, k) <= 0:
-                raise BadInput(
-                    f"train.{k} must be a positive number of steps, got {getattr(self, k)}"
-                )
+            _require(
+                getattr(self, k) > 0, f"train.{k}", getattr(self, k), "a positive number of steps"
+            )
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,7 @@ class ExecConfig:
 
     def __post_init__(self):
         _check_literal(Precision, self.precision, "precision")
+        _require(self.threads >= 0, "threads", self.threads, "≥ 0 (0 = torch's default)")
 
 
 @dataclass(frozen=True)
@@ -150,10 +162,9 @@ class RunConfig:
 
     def __post_init__(self):
         _check_literal(Strategy, self.strategy, "strategy")
-        if self.fresh_tokens <= 0:
-            raise BadInput(f"fresh_tokens must be positive, got {self.fresh_tokens}")
-        if self.derived_tokens < 0:
-            raise BadInput(f"derived_tokens must be ≥ 0, got {self.derived_tokens}")
+        _require(self.fresh_tokens > 0, "fresh_tokens", self.fresh_tokens, "positive")
+        _require(self.derived_tokens >= 0, "derived_tokens", self.derived_tokens, "≥ 0")
+        _require(self.seed >= 0, "seed", self.seed, "≥ 0")
         if (self.strategy == "none") != (self.derived_tokens == 0):
             raise BadInput(
                 f"strategy {self.strategy!r} with derived_tokens={self.derived_tokens}: "
@@ -213,16 +224,30 @@ def from_dict(cls, data: dict, where: str = ""):
     return cls(**kwargs)
 
 
+def _require(ok: bool, name: str, value, valid: str) -> None:
+    """BadInput unless ok and value is a finite number: "{name} must be {valid}, got {value}"."""
+    finite = not isinstance(value, (int, float)) or isinstance(value, int) or math.isfinite(value)
+    if not (ok and finite):
+        raise BadInput(f"{name} must be {valid}, got {plain(value)}")
+
+
 def _check_literal(tp, value, name: str) -> None:
     valid = get_args(tp)
     if value not in valid:
-        raise BadInput(f"{name} must be one of {', '.join(valid)}, got {value!r}")
+        raise BadInput(f"{name} must be one of {', '.join(valid)}, got {plain(value)}")
 
 
 def unknown_key_message(name: str, key: str, valid: list[str]) -> str:
     near = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
     hint = f"did you mean {near[0]!r}?" if near else f"valid keys: {', '.join(sorted(valid))}"
     return f"unknown key {name!r}: {hint}"
+
+
+def _finite(value: int | float | str, name: str) -> float:
+    """A number (or "25M") as a finite float, else BadInput naming the key."""
+    from cdlaw.units import parse_number
+
+    return parse_number(value, name)  # refuses inf, nan and numbers beyond a float
 
 
 def _coerce(tp, value, name: str):
@@ -238,40 +263,35 @@ def _coerce(tp, value, name: str):
                 return _coerce(arg, value, name)
             except BadInput:
                 continue
-        raise BadInput(f"{name} has the wrong type: {value!r}")
+        raise BadInput(f"{name} has the wrong type: {plain(value)}")
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
-            raise BadInput(f"{name} must be a list, got {value!r}")
+            raise BadInput(f"{name} must be a list, got {plain(value)}")
         (arg, *_) = typing.get_args(tp)
         return tuple(_coerce(arg, v, name) for v in value)
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise BadInput(f"{name} must be a table, got {value!r}")
+            raise BadInput(f"{name} must be a table, got {plain(value)}")
         return dict(value)
     if tp is bool:
         if not isinstance(value, bool):
-            raise BadInput(f"{name} must be true or false, got {value!r}")
+            raise BadInput(f"{name} must be true or false, got {plain(value)}")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise BadInput(f"{name} must be an integer, got {value!r}")
-        if isinstance(value, str):
-            from cdlaw.units import parse_number
-
-            value = parse_number(value, name)
-        if float(value) != int(value):
-            raise BadInput(f"{name} must be a whole number, got {value!r}")
-        return int(value)
+            raise BadInput(f"{name} must be an integer, got {plain(value)}")
+        x = value if isinstance(value, int) else _finite(value, name)
+        if isinstance(x, float) and not x.is_integer():
+            raise BadInput(f"{name} must be a whole number, got {plain(value)}")
+        if abs(x) >= 2**63:  # TOML's own range; beyond it counts overflow floats
+            raise BadInput(f"{name} must be an integer below 2^63, got {plain(value)}")
+        return int(x)
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise BadInput(f"{name} must be a number, got {value!r}")
-        if isinstance(value, str):
-            from cdlaw.units import parse_number
-
-            return parse_number(value, name)
-        return float(value)
+            raise BadInput(f"{name} must be a number, got {plain(value)}")
+        return _finite(value, name)
     if tp is str:
         if not isinstance(value, str):
-            raise BadInput(f"{name} must be a string, got {value!r}")
+            raise BadInput(f"{name} must be a string, got {plain(value)}")
         return value
     return value

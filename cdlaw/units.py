@@ -16,9 +16,12 @@ def parse_number(text: str | float | int, what: str = "number") -> float:
     25000000.0
     """
     if isinstance(text, bool):
-        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {text!r}")
+        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {plain(text)}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an integer beyond a float
+            value = math.inf
     else:
         s = str(text).strip().replace("_", "").replace(",", "")
         scale = 1.0
@@ -26,12 +29,12 @@ def parse_number(text: str | float | int, what: str = "number") -> float:
             scale, s = SUFFIXES[s[-1].upper()], s[:-1]
         try:
             value = float(s) * scale
-        except ValueError:
+        except (ValueError, OverflowError):
             raise BadInput(
-                f"{what} must be a number like 1e21, 2.5e9, 25M or 3B, not {text!r}"
+                f"{what} must be a number like 1e21, 2.5e9, 25M or 3B, not {plain(text)}"
             ) from None
     if not math.isfinite(value):
-        raise BadInput(f"{what} must be finite, not {text!r}")
+        raise BadInput(f"{what} must be finite, not {plain(text)}")
     return value
 
 
@@ -46,3 +49,18 @@ def format_number(x: float, digits: int = 3) -> str:
     if ax >= 1e15 or (0 < ax < 1e-3):
         return f"{x:.{digits}g}"
     return f"{x:.{digits}g}"
+
+
+def plain(value) -> str:
+    """A value for a message: numbers plainly (nan, 0.003, 12, not np.float64(nan)), text quoted.
+
+    >>> plain(float("nan")), plain(3e-3), plain("x")
+    ('nan', '0.003', "'x'")
+    """
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()  # a numpy scalar (an array of one value too)
+        except (TypeError, ValueError):
+            return repr(value)
+    text = str(value) if isinstance(value, (bool, int, float)) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,5 +1,8 @@
 """Configs: validation, unknown keys named, stable run ids. Streams: exact reads."""
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
@@ -90,3 +93,55 @@ def test_stream_reads_exactly_across_segments():
     np.testing.assert_array_equal(c.read(0, 14), whole)
     np.testing.assert_array_equal(c.derived_mask(0, 14), s.derived_mask(0, 14))
     assert [(len(x), x.derived) for x in c.segments] == [(6, False), (5, True), (3, True)]
+
+
+NOT_FINITE = (math.inf, -math.inf, math.nan, np.float64("nan"), "inf", "nan")
+OUT_OF_RANGE = [
+    (ModelConfig, "model", {"d_model": 0, "seq_len": -1, "rope_theta": 0.0}),
+    (DataConfig, "data", {"vocab_size": 10, "val_tokens": 0, "corpus_seed": -1}),
+    (
+        TrainConfig,
+        "train",
+        {
+            "lr": 0.0,
+            "weight_decay": -0.1,
+            "beta1": 1.0,
+            "beta2": -0.5,
+            "eps": 0.0,
+            "z_loss": -1e-5,
+            "grad_clip": 0.0,
+            "diverge_factor": 1.0,
+            "batch_size": 0,
+            "micro_batch_size": -2,
+            "eval_every": 0,
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize("cls, where, bad", OUT_OF_RANGE)
+def test_every_number_is_finite_and_in_range(cls, where, bad):
+    """inf / nan once crashed int() (exit 1) or passed as a weight decay (the run diverged)."""
+    numeric = {
+        f.name: f.type
+        for f in dataclasses.fields(cls)
+        if f.type in ("int", "float") and f.name not in ("n_heads",)
+    }
+    for key in numeric:
+        for value in NOT_FINITE:
+            with pytest.raises(BadInput, match=rf"^{where}\.{key} must be .*(not|got) ") as e:
+                from_dict(cls, {key: value}, where)
+            assert "np.float64" not in str(e.value) and "\n" not in str(e.value)
+    for key, value in bad.items():
+        with pytest.raises(BadInput, match=rf"^{where}\.{key} must be .*, got {value}$"):
+            from_dict(cls, {key: value}, where)
+    # Whole numbers beyond TOML's 64 bits (1e308 for vocab_size once overflowed in shapes.py).
+    with pytest.raises(BadInput, match=r"data\.vocab_size must be an integer below 2\^63"):
+        from_dict(DataConfig, {"vocab_size": 1e308}, "data")
+    with pytest.raises(BadInput, match=r"data\.vocab_size must be in \[64, 2\^32\]"):
+        from_dict(DataConfig, {"vocab_size": 2**40}, "data")
+    # Built directly (as a sweep's cells are, by dataclasses.replace), too.
+    with pytest.raises(BadInput, match=r"train\.weight_decay must be ≥ 0, got nan"):
+        TrainConfig(weight_decay=np.float64("nan"))
+    with pytest.raises(BadInput, match=r"^seed must be ≥ 0, got -1"):
+        run(seed=-1)

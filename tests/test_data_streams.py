@@ -279,3 +279,18 @@ def test_the_generated_tokens_change_only_with_the_generator_version(tmp_path, m
     key = corpus_key(data)
     monkeypatch.setattr(embedded_corpus, "GENERATOR_VERSION", version + 1)
     assert corpus_key(data) != key  # the version is part of every run's corpus_key
+
+
+def test_paraphrase_passes_beyond_the_limit_are_refused_before_any_is_built(pc, monkeypatch):
+    """D′/D above MAX_PARAPHRASE_PASSES is refused up front, not after rendering 1000 passes
+    (~400 MB of cache for a 2000-pass run of the embedded corpus)."""
+    from cdlaw.data import ordering
+    from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES
+
+    def built(*args):
+        raise AssertionError("a paraphrase pass was built for a stream that cannot be")
+
+    monkeypatch.setattr(ordering, "paraphrase_pass_parts", built)
+    D = 2000
+    with pytest.raises(BadInput, match=r"is 1000\.0005 paraphrase passes .* limit of 1000"):
+        run_stream(pc, "paraphrase", D, MAX_PARAPHRASE_PASSES * D + 1, L, 0)

@@ -262,16 +262,16 @@ def test_two_sweeps_on_one_folder_never_train_a_run_twice(
 def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
     runs_root, tmp_path, write_sweep, one_thread
 ):
-    """lr = 1000 diverges (a result, exit 0); a run whose checkpoint is corrupt fails (exit 1,
-    the summary says which and why) and is tried again on the next sweep."""
+    """lr = 1000 diverges (a result, exit 0); a run whose folder holds another run's
+    config.json fails (exit 1, the summary says which and why) and is tried again on the
+    next sweep. (A damaged checkpoint is no failure: tests/test_damage.py.)"""
     path = write_sweep(runs_root, "wild", extra_grid="lr = [3e-3, 1000]", sizes='"20K"')
     sweep_dir = runs_root / "wild"
     runs = load_sweep(path).runs()
     victim = next(r for r in runs if r.train.lr == 3e-3 and r.strategy == "paraphrase")
-    broken = sweep_dir / victim.run_id / "checkpoint"
-    broken.mkdir(parents=True)
-    (broken / "state.json").write_text("{}")
-    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    broken = sweep_dir / victim.run_id / "config.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text(json.dumps({"run_id": "someone-else"}))
 
     outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.exit_code == 1
@@ -282,7 +282,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
     others = df[(df.lr != 1000) & (df.index != victim.run_id)]
     assert (others.status == "done").all() and others.loss.notna().all()
     assert df.loc[victim.run_id, "status"] == "failed"
-    assert "SafetensorError" in df.loc[victim.run_id, "error"]
+    assert "holds run someone-else" in df.loc[victim.run_id, "error"]
     assert (sweep_dir / victim.run_id / "error.txt").read_text().startswith("Traceback")
 
     # The CLI says the same, with exit code 1.
@@ -307,9 +307,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
     assert cli.returncode == 1 and f"failed {victim.run_id}" in cli.stderr
 
     # Fix the cause: the next sweep retries the failed run only; diverged runs are results.
-    import shutil
-
-    shutil.rmtree(broken)
+    broken.unlink()
     diverged = {rid for rid in df.index if df.loc[rid, "status"] == "diverged"}
     stamps = result_stamps(sweep_dir)
     outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)

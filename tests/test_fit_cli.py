@@ -144,3 +144,53 @@ def test_entry_point_help_and_exit_code(tmp_path):
     )
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def law_table(law, seed=0):
+    """Runs made with `law` (0.5% noise): 4 sizes × 3 tokens-per-param × (1 + 3 r per strategy)."""
+    rng = np.random.default_rng(seed)
+    strategies = list(law.strategies) or ["repetition"]  # chinchilla: D′ rows are not fitted
+    rows = []
+    for N in SIZES:
+        for tpp in (5, 20, 80):
+            D = N * tpp
+            rows.append((N, D, 0.0, "none"))
+            rows += [(N, D, r * D, s) for s in strategies for r in (1, 4, 16)]
+    df = pd.DataFrame(rows, columns=["n_params", "fresh_tokens", "derived_tokens", "strategy"])
+    loss = [float(law.loss(N, D, Dp, s if s in law.strategies else "none")) for N, D, Dp, s in rows]
+    df["loss"] = np.array(loss) * np.exp(0.005 * rng.standard_normal(len(df)))
+    return df
+
+
+@pytest.mark.parametrize("preset", ["qin2026", "muennighoff2023", "chinchilla-hoffmann"])
+def test_human_summary_of_every_law(tmp_path, monkeypatch, capsys, preset):
+    law = PRESETS[preset]
+    path = tmp_path / "runs.csv"
+    law_table(law).to_csv(path, index=False)
+    args = (path, "--law", law.form, "--starts", "32", "--bootstrap", "4")
+    code, out, err = run(monkeypatch, capsys, *args)
+    assert code == 0, err
+    assert out == "" and "Traceback" not in err
+    fit = json.loads((tmp_path / "runs.fit.json").read_text())
+    assert fit["law"] == law.form and (tmp_path / "runs.fit_rows.parquet").exists()
+    table_text = err.split("E + A/N^alpha")[0]
+    for name in fit["bootstrap_params"]:  # every fitted parameter has its row, with its CI
+        line = next((ln for ln in table_text.splitlines() if ln.split()[:1] == [name]), None)
+        assert line is not None and line.count("[") == 1, (name, table_text)
+    if law.form != "chinchilla":
+        assert "R* at the median cell" in err
+    assert err.rstrip().splitlines()[-1].startswith("wrote ")
+
+
+def test_files_are_written_only_after_the_summary_is_printed(tmp_path, monkeypatch, capsys):
+    import cdlaw.cli.fit as fit_command
+
+    def broken(result):
+        raise RuntimeError("the summary could not be printed")
+
+    monkeypatch.setattr(fit_command, "_render", broken)
+    path = tmp_path / "runs.csv"
+    table().to_csv(path, index=False)
+    code, _, err = run(monkeypatch, capsys, path, "--starts", "8")
+    assert code == 1 and "the summary could not be printed" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]

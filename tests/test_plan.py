@@ -468,3 +468,18 @@ def test_plan_carries_the_memory_estimate():
     assert m["gpu_hours"] == pytest.approx(1e21 / (989e12 * 0.4) / 3600, rel=1e-12)
     assert "16 bytes/param" in m["precision"]
     assert plan(QIN, 1e21, 5e9).memory is None
+
+
+@pytest.mark.parametrize(
+    ("law", "strategy"), [(QIN, "repetition"), (QIN, "paraphrase"), (MUENNIGHOFF, "auto")]
+)
+def test_flops_count_derived_tokens_too(law, strategy):
+    # data-constrained: the plan trains on D′ > 0 derived tokens beyond its U fresh ones
+    for budget in (1e21, 3e22):
+        p = plan(law, budget, 2e9, strategy)
+        d = p.to_dict()
+        assert d["derived_tokens"] > 0 and d["fresh_tokens"] == 2e9
+        assert d["tokens_trained"] == d["fresh_tokens"] + d["derived_tokens"]
+        assert d["flops"] == pytest.approx(6 * d["n_params"] * d["tokens_trained"], rel=1e-12)
+        assert d["flops"] == pytest.approx(budget, rel=1e-9)
+        assert Plan.from_dict(d).to_dict()["flops"] == d["flops"]

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.table import load_runs, prepare_runs, seed_noise, select_cells
+from cdlaw.fit.table import duplicate_rows, load_runs, prepare_runs, seed_noise, select_cells
 
 
 def runs(**over):
@@ -143,3 +143,58 @@ def test_load_refuses_missing_and_unknown_paths(tmp_path):
     (tmp_path / "bad.parquet").write_bytes(b"not parquet")
     with pytest.raises(BadInput, match="cannot read"):
         load_runs(tmp_path / "bad.parquet")
+
+
+def replicated():
+    """runs() plus seeds: cell a has 3 seeds, cell d 2 (as in the test above)."""
+    extra = (
+        runs()
+        .iloc[[0, 0, 3]]
+        .assign(
+            loss=[3.2 * np.exp(0.1), 3.2 * np.exp(-0.1), 2.9 * np.exp(0.2)],
+            seed=[1, 2, 1],
+            run_id=list("fgh"),
+        )
+    )
+    return pd.concat([runs(), extra], ignore_index=True)
+
+
+def test_exact_duplicate_rows_are_not_seed_replicates():
+    df = replicated()
+    doubled = pd.concat([df, df.iloc[[0, 5, 5, 7]]], ignore_index=True)  # 4 exact copies
+    assert seed_noise(doubled) == seed_noise(df)
+    assert duplicate_rows(df) == 0 and duplicate_rows(doubled) == 4
+    # a copy that differs in any column (here its run_id) is a run of its own
+    other = pd.concat([df, df.iloc[[5]].assign(run_id="z")], ignore_index=True)
+    assert duplicate_rows(other) == 0 and seed_noise(other) != seed_noise(df)
+    # a table of nothing but copies has no replicates at all
+    assert seed_noise(pd.concat([runs(), runs()], ignore_index=True)) is None
+
+
+def test_fit_warns_about_exact_duplicate_rows():
+    from test_fit import make_table
+
+    from cdlaw.fit.procedure import fit_law
+
+    df = make_table(n_derived=60).assign(seed=0)
+    seeds = df.iloc[:20].assign(seed=1, loss=df["loss"].iloc[:20] * 1.01)
+    df = pd.concat([df, seeds], ignore_index=True)
+    copies = pd.concat([df, df.iloc[:7]], ignore_index=True)
+    one, two = fit_law(df, n_starts=16), fit_law(copies, n_starts=16)
+    assert two.seed_noise == one.seed_noise
+    assert not any("duplicate" in w for w in one.warnings)
+    (w,) = [w for w in two.warnings if "duplicate" in w]
+    assert w.startswith("7 rows are exact duplicates of another row"), w
+
+
+def test_bad_numbers_are_shown_plainly():
+    with pytest.raises(BadInput) as e:
+        prepare_runs(runs(loss=[3.2, np.nan, 2.8, 2.9, 2.7]), "t.csv")
+    msg = str(e.value)
+    assert msg.endswith("got nan") and "np.float64" not in msg, msg
+    with pytest.raises(
+        BadInput, match=r"fresh_tokens must be a positive finite number, got -0\.003$"
+    ):
+        prepare_runs(runs(fresh_tokens=[1e9, -3e-3, 1e9, 2e9, 2e9]), "t.csv")
+    with pytest.raises(BadInput, match=r"loss must be a number, got 'abc'$"):
+        prepare_runs(runs(loss=[3.2, "abc", 2.8, 2.9, 2.7]), "t.csv")

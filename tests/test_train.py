@@ -302,3 +302,78 @@ def test_bad_input_writes_nothing(tmp_path):
         train_run(make_cfg(), tmp_path, array_stream(TRAIN_TOKENS), VAL_TOKENS)
     with pytest.raises(ValueError, match="stream has"):
         train_run(make_cfg(), tmp_path / "x", array_stream(TRAIN_TOKENS[:100]), VAL_TOKENS)
+
+
+# --- bugs that once slipped through (issue #17): each test fails with its bug planted ------
+
+
+def test_the_z_loss_term_reaches_the_gradient_of_the_logits():
+    """d(ce + z_loss·z)/dlogits against autograd of a plain torch reference; z_loss large
+    enough that a backward pass dropping the z term is far outside the tolerance."""
+    z_loss = 0.5
+    base = (4 * torch.randn(3, 6, 11, generator=torch.Generator().manual_seed(0))).double()
+    base.requires_grad_()
+    logits = base.float() * 1.0  # a non-leaf fp32 tensor, as a model's logits are
+    targets = torch.randint(0, 11, (3, 6), generator=torch.Generator().manual_seed(1))
+    targets[2, 3:] = IGNORE
+    ce, z = token_losses(logits, targets)
+    (ce + z_loss * z).backward()
+    ours, base.grad = base.grad.clone(), None
+    flat, flat_targets = base.reshape(-1, 11), targets.reshape(-1)
+    ref_ce = F.cross_entropy(flat, flat_targets, reduction="sum", ignore_index=IGNORE)
+    ref_z = torch.logsumexp(flat, -1)[flat_targets != IGNORE].square().sum()
+    (want,) = torch.autograd.grad(ref_ce + z_loss * ref_z, base, retain_graph=True)
+    (ce_only,) = torch.autograd.grad(ref_ce, base)
+    assert (want - ce_only).abs().max() > 1.0  # the z term matters here
+    torch.testing.assert_close(ours, want, rtol=1e-4, atol=1e-4)
+    assert ours[2, 3:].abs().max() == 0  # padding gets no gradient
+
+
+def test_weight_decay_is_on_the_matrices_only():
+    """Decay on every ≥2-D weight but the input embedding; none on it, the norms, 1-D params."""
+    from cdlaw.train.model import build_model
+    from cdlaw.train.steps import make_optimizer
+
+    net = build_model(MODEL, seed=0)
+    optimizer = make_optimizer(net, TrainConfig(weight_decay=0.1), torch.device("cpu"))
+    name_of = {id(p): n for n, p in net.named_parameters()}
+    decayed, not_decayed = [], []
+    for group in optimizer.param_groups:
+        assert group["weight_decay"] in (0.0, 0.1)
+        names = [name_of[id(p)] for p in group["params"]]
+        (decayed if group["weight_decay"] else not_decayed).extend(names)
+    assert sorted(decayed + not_decayed) == sorted(name_of.values())  # each once
+    params = dict(net.named_parameters())
+    embedding = name_of[id(net.get_input_embeddings().weight)]
+    matrices = {n for n, p in params.items() if p.ndim >= 2}
+    assert set(decayed) == matrices - {embedding}
+    assert set(not_decayed) == {embedding} | {n for n, p in params.items() if p.ndim < 2}
+    norms = {n for n in params if "norm" in n}
+    assert norms and norms <= set(not_decayed) and "lm_head.weight" in decayed
+
+
+def test_resume_restores_the_torch_rng_state_the_checkpoint_saved(tmp_path):
+    """A resumed run draws from the RNG state saved with its checkpoint, not from whatever
+    the process holds; the progress callback draws numbers to advance it (as sampling
+    would), so a resume that forgot to restore it starts from another state."""
+
+    def recorder(states: dict):
+        def progress(p):
+            states[p["step"]] = torch.get_rng_state().clone()
+            torch.rand(7)
+
+        return progress
+
+    cfg = make_cfg(3_000, eval_every=100, log_every=1, checkpoint_every=100)  # 12 steps
+    stream = array_stream(TRAIN_TOKENS[:3_000])
+    whole, cut, resumed = {}, {}, {}
+    train_run(cfg, tmp_path / "whole", stream, VAL_TOKENS, on_progress=recorder(whole))
+    with pytest.raises(RunInterrupted):
+        train_run(
+            cfg, tmp_path / "cut", stream, VAL_TOKENS, on_progress=recorder(cut), stop_after_steps=5
+        )
+    torch.rand(100)  # the process draws on before it resumes
+    train_run(cfg, tmp_path / "cut", stream, VAL_TOKENS, on_progress=recorder(resumed))
+    assert min(resumed) == 6 and max(resumed) == 12
+    for step, state in resumed.items():
+        assert torch.equal(state, whole[step]), f"step {step}: another RNG state"

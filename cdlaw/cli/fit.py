@@ -62,10 +62,20 @@ def fit(
 
         raise BadInput(f"--starts must be a whole number, not {starts!r}")
     progress = _Progress()
+
+    def show(result) -> None:
+        """The summary (or the JSON), before any file is written: if it fails, none is."""
+        progress.close()
+        if json_out:
+            print_json(result.to_dict())
+        else:
+            _render(result)
+
     try:
-        result, json_path, rows_path = fit_path(
+        _, json_path, rows_path = fit_path(
             path,
             out=out,
+            before_write=show,
             law=law,
             method=method,
             huber_delta=huber_delta,
@@ -80,10 +90,6 @@ def fit(
         )
     finally:
         progress.close()
-    if json_out:
-        print_json(result.to_dict())
-    else:
-        _render(result)
     err.print(f"wrote {json_path} and {rows_path}", highlight=False)
 
 
@@ -97,7 +103,7 @@ class _Progress:
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self.bar is None:
-            if time.monotonic() - self.start < 1.0:
+            if not time.monotonic() - self.start >= 1.0:
                 return
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -117,6 +123,7 @@ class _Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.stop()
+        self.bar, self.start = None, float("inf")  # closed: shown no more
 
 
 def _render(result) -> None:
@@ -124,20 +131,29 @@ def _render(result) -> None:
     from rich import box
     from rich.table import Table
 
+    from cdlaw.fit.vector import fit_vector_names, law_to_public_vector
     from cdlaw.regimes import SATURATION, TOLERANCE
     from cdlaw.units import format_number as fmt
 
     d = result.to_dict()
-    values = dict(d["params"])
-    for s, p in d["strategies"].items():
-        values.update({f"{s}.{k}": v for k, v in p.items()})
+    # The fitted values under the fit vector's names (bootstrap_params): a muennighoff
+    # fit's shared rstar_n has no strategy prefix.
+    strategies = list(result.law.strategies)
+    values = dict(
+        zip(
+            fit_vector_names(result.law.form, strategies),
+            law_to_public_vector(result.law, strategies),
+            strict=True,
+        )
+    )
     t = Table(title=f"{d['law']} fit ({d['method']}, Huber δ {d['huber_delta']:g})", box=box.SIMPLE)
     t.add_column("parameter")
     t.add_column("value", justify="right")
     t.add_column("95% CI" if d["ci95"] else "95% CI (use --bootstrap)", justify="right")
     for name in d["bootstrap_params"]:
         ci = d["ci95"].get(name)
-        t.add_row(name, f"{values[name]:.6g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+        value = f"{values[name]:.6g}" if name in values else ""
+        t.add_row(name, value, f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
     err.print(t)
 
     if d["rstar"]:

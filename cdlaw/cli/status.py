@@ -67,6 +67,8 @@ def status(
             note = str(r["error"])[:60]
         else:
             note = ""
+        if r.get("damaged"):  # an unreadable result.json, or a damaged file of a finished run
+            note = f"damaged: {', '.join(r['damaged'])} {note}".strip()
         if r.get("tokens_seen") is not None and r.get("tokens_trained"):
             note = f"{r['tokens_seen'] / r['tokens_trained']:.0%} {note}".strip()
         loss = r.get("loss")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import time
 from pathlib import Path
 
@@ -110,6 +111,12 @@ def sweep(
             exec_cfg=exec_cfg,
             on_event=display,
         )
+    except SystemExit as e:  # SIGTERM: the runner let the runs checkpoint, then exits 143
+        display.stop()
+        if e.code == 128 + signal.SIGTERM:
+            again = f"cdlaw sweep {sweep_file}" + ("" if out == Path("runs") else f" --out {out}")
+            err.print(display.stopped_line(again), highlight=False)
+        raise
     finally:
         display.stop()
     counts = {}
@@ -231,6 +238,11 @@ class SweepDisplay:
         self.overall = None
         self.tasks: dict[str, int] = {}
         self.started = time.monotonic()
+        self.sweep_dir = ""
+        # Runs finished before this sweep got to them are counted quietly, then said in one
+        # line; after that every finished run is a line of its own (those another process
+        # finished too), so that [k/total] counts up by one, line after line.
+        self.scheduling = False
 
     def __call__(self, event) -> None:
         from cdlaw.sweep import events as ev
@@ -241,12 +253,22 @@ class SweepDisplay:
                 k: f["tokens_trained"] * f["flops_per_token"] for k, f in self.facts.items()
             }
             self.total = len(self.facts)
+            self.sweep_dir = event.sweep_dir
             err.print(
                 f"sweep {event.sweep}: {self.total} runs → {event.sweep_dir}", highlight=False
             )
-        elif isinstance(event, ev.RunSkipped):
+            return
+        if isinstance(event, ev.RunSkipped):
             self._finish(event.run_id)
-        elif isinstance(event, ev.RunStarted):
+            if self.scheduling:  # finished meanwhile by another process sharing the folder
+                status = event.status or "finished"
+                self._say(f"{status} by another process {self._label(event.run_id)}{self._count()}")
+            return
+        if not self.scheduling:
+            self.scheduling = True
+            if self.finished:
+                self._say(f"already finished: {len(self.finished)} run(s){self._count()}")
+        if isinstance(event, ev.RunStarted):
             rid = event.run_id
             if self.live and self.progress is None:
                 self._start_live()  # after the skips, so that they do not count as speed
@@ -276,14 +298,26 @@ class SweepDisplay:
             loss = event.loss
             self._finish(event.run_id)
             loss_s = f" loss {loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else ""
-            line = f"{event.status} {self._label(event.run_id)}{loss_s}  [{len(self.finished)}/{self.total}]"
-            (self.progress.console if self.progress else err).print(line, highlight=False)
+            self._say(f"{event.status} {self._label(event.run_id)}{loss_s}{self._count()}")
         elif isinstance(event, ev.RunLocked):
-            msg = f"waiting: {event.run_id} is held by pid {event.pid} on {event.host}"
-            (self.progress.console if self.progress else err).print(msg, highlight=False)
+            self._say(f"waiting: {event.run_id} is held by pid {event.pid} on {event.host}")
         elif isinstance(event, ev.RunRetried):
-            msg = f"retry: the worker of {event.run_id} died ({event.reason}); it resumes"
-            (self.progress.console if self.progress else err).print(msg, highlight=False)
+            self._say(f"retry: {event.run_id} stopped ({event.reason}); it resumes")
+
+    def _say(self, line: str) -> None:
+        (self.progress.console if self.progress else err).print(line, highlight=False)
+
+    def _count(self) -> str:
+        return f"  [{len(self.finished)}/{self.total}]"
+
+    def stopped_line(self, again: str) -> str:
+        """What a sweep stopped by SIGTERM kept, and how to go on."""
+        where = f" in {self.sweep_dir}" if self.sweep_dir else ""
+        return (
+            f"stopped by SIGTERM: {len(self.finished)} of {self.total} runs are finished and "
+            f"kept{where}, and runs in progress resume from their last checkpoint; "
+            f"`{again}` resumes the sweep"
+        )
 
     def _label(self, rid: str) -> str:
         f = self.facts.get(rid)

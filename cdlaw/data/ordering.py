@@ -18,7 +18,7 @@ import numpy as np
 
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.prepare import (
-    EMBEDDED_MAX_PASSES,
+    MAX_PARAPHRASE_PASSES,
     docs_inside,
     paraphrase_pass_parts,
     too_short_for_paraphrase,
@@ -122,6 +122,11 @@ def run_stream(
         )
     if seed < 0:
         raise BadInput(f"seed must be ≥ 0, got {seed}")
+    if strategy == "paraphrase" and Dp > MAX_PARAPHRASE_PASSES * D:
+        raise BadInput(
+            f"derived_tokens={Dp} is {Dp / D:.10g} paraphrase passes of fresh_tokens={D}, more "
+            f"than the limit of {MAX_PARAPHRASE_PASSES}; use derived_tokens ≤ {MAX_PARAPHRASE_PASSES * D}"
+        )
     blocks = train_blocks(prepared, D)
     arrays, start = [], 0
     for tokens, ends in blocks:  # the first D tokens: whole blocks, the last one cut
@@ -164,10 +169,8 @@ def run_stream(
     if not sum(n_docs):
         raise BadInput(too_short_for_paraphrase(D, blocks))
     parts, have, k, passes_used = [], 0, 0, 0.0
-    while have < Dp:
+    while have < Dp:  # each pass adds tokens (a pass lacking a document is refused)
         k += 1
-        if k > EMBEDDED_MAX_PASSES:
-            raise BadInput(f"derived_tokens={Dp} needs more than {EMBEDDED_MAX_PASSES} passes")
         pass_parts = paraphrase_pass_parts(prepared, blocks, n_docs, k)
         pass_tokens = sum(len(p) for p in pass_parts)
         start = have

@@ -20,7 +20,11 @@ from cdlaw.data.embedded_corpus import build_embedded_block, embedded_digest, pr
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files
 from cdlaw.errors import BadInput
 
-EMBEDDED_MAX_PASSES = 1000  # the embedded corpus renders any pass; this only bounds a typo
+# The most paraphrase passes (D′/D) a paraphrase run may ask for. The embedded corpus renders
+# any pass on demand, so this only bounds a typo (D′/D = 2000 would render ~400 MB of tokens
+# before failing); plan_sweep checks every cell against it before any work, and run_stream
+# refuses a longer stream up front.
+MAX_PARAPHRASE_PASSES = 1000
 
 
 def prepare_corpus(
@@ -151,7 +155,7 @@ def paraphrase_pass_parts(
 
 def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
     if pc.data.corpus == "embedded":
-        return EMBEDDED_MAX_PASSES
+        return MAX_PARAPHRASE_PASSES
     if not pc.data.paraphrases or not sum(n_docs):
         return 0
     k = 0
@@ -161,6 +165,27 @@ def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
         except BadInput:
             return k
         k += 1
+
+
+def paraphrase_tokens(pc: PreparedCorpus, fresh_tokens: int) -> tuple[int, int]:
+    """(tokens, passes): the most D′ a paraphrase run at D = fresh_tokens can have on a real
+    corpus — the paraphrase tokens of the documents wholly inside D, over the passes of the
+    paraphrase files that cover every one of them (at most MAX_PARAPHRASE_PASSES).
+
+    Reads the cache prepare_corpus filled; not for the embedded corpus, which renders any
+    pass (asking it would build them). BadInput if D holds no whole document.
+    """
+    blocks = train_blocks(pc, fresh_tokens)
+    n_docs = docs_inside(blocks, fresh_tokens)
+    if not sum(n_docs):
+        raise BadInput(too_short_for_paraphrase(fresh_tokens, blocks))
+    total = 0
+    for k in range(1, MAX_PARAPHRASE_PASSES + 1):
+        try:
+            total += sum(len(p) for p in paraphrase_pass_parts(pc, blocks, n_docs, k))
+        except BadInput:
+            return total, k - 1
+    return total, MAX_PARAPHRASE_PASSES
 
 
 def too_short_for_paraphrase(n_tokens: int, blocks) -> str:

@@ -51,9 +51,10 @@ class PlotInputs:
 def _read_json(path: Path) -> dict:
     try:
         obj = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or JSON
         raise BadInput(
-            f"{path} is not readable JSON ({e}); pass a fit.json or frontier JSON"
+            f"{path} is not readable JSON ({' '.join(str(e).split())[:200]}); pass a fit.json "
+            "or frontier JSON"
         ) from None
     if not isinstance(obj, dict):
         raise BadInput(f"{path} holds a JSON {type(obj).__name__}, not an object; pass a fit.json")
@@ -61,13 +62,14 @@ def _read_json(path: Path) -> dict:
 
 
 def _law_from_fit(fit: dict, where: Path) -> Law:
-    try:
-        return Law.from_dict(fit)
-    except (KeyError, TypeError, ValueError) as e:
-        raise BadInput(
-            f"{where} does not describe a law ({e}); it needs 'law', 'params' "
-            "{E, A, B, alpha, beta} and 'strategies' as `cdlaw fit` writes them"
-        ) from None
+    """The law of a fit.json, validated as `cdlaw plan` validates it (FitResult.from_dict);
+    its source is the file's own "source", as written."""
+    from dataclasses import replace
+
+    from cdlaw.fit.io import FitResult
+
+    law = FitResult.from_dict(fit, str(where)).law
+    return replace(law, source=str(fit.get("source") or ""))
 
 
 def read_table(path: Path):

@@ -15,6 +15,7 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit.table import describe_range
+from cdlaw.units import plain
 
 METHODS = ("joint", "staged")
 
@@ -25,13 +26,13 @@ def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, 
     if method not in METHODS:
         raise BadInput(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if huber_delta is not None and not (np.isfinite(huber_delta) and huber_delta > 0):
-        raise BadInput(f"--huber-delta must be a positive number, not {huber_delta!r}")
+        raise BadInput(f"--huber-delta must be a positive number, not {plain(huber_delta)}")
     if int(n_starts) < 1:
-        raise BadInput(f"--starts must be at least 1, not {n_starts!r}")
+        raise BadInput(f"--starts must be at least 1, not {plain(n_starts)}")
     if int(drop_outliers) < 0:
-        raise BadInput(f"--drop-outliers must be 0 or more, not {drop_outliers!r}")
+        raise BadInput(f"--drop-outliers must be 0 or more, not {plain(drop_outliers)}")
     if int(bootstrap) < 0:
-        raise BadInput(f"--bootstrap must be 0 or more, not {bootstrap!r}")
+        raise BadInput(f"--bootstrap must be 0 or more, not {plain(bootstrap)}")
     if naive and law != "chinchilla":
         raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.units import plain
 
 
 @dataclass
@@ -95,46 +96,64 @@ class FitResult:
             raise BadInput(
                 f'{where}: "params" lacks {", ".join(missing)}; a fit has E, A, B, alpha and beta.'
             )
+        strategies = d.get("strategies") or {}
+        if not isinstance(strategies, dict) or not all(
+            isinstance(p, dict) for p in strategies.values()
+        ):
+            raise BadInput(
+                f'{where}: "strategies" must map each strategy to an object of its parameters.'
+            )
+        params = {k: _parameter(d["params"][k], k, where) for k in lawlib.SHARED_PARAMS}
+        strategies = {
+            str(s): {str(k): _parameter(v, f"{s}.{k}", where) for k, v in p.items()}
+            for s, p in strategies.items()
+        }
+        source = d.get("source") or where
         try:
-            law = lawlib.Law.from_dict({**d, "source": d.get("source") or where})
+            law = lawlib.Law.from_dict(
+                {"law": d.get("law", "cd"), "params": params, "strategies": strategies}
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(f"{where}: not a usable fit: {str(e).strip(chr(39))}.") from None
+        law = replace(law, source=str(source))
         _check_domain(law, where)
-        names = [str(n) for n in d.get("bootstrap_params") or []]
+        names = [str(n) for n in _field(d, "bootstrap_params", list, where)]
         try:
             vectors = [
-                [math.nan if x is None else float(x) for x in v] for v in d.get("bootstrap") or []
+                [math.nan if x is None else float(x) for x in _as_list(v)]
+                for v in _as_list(d.get("bootstrap") or [])
             ]
             bootstrap = np.array(vectors, dtype=float) if vectors else np.empty((0, len(names)))
             if bootstrap.ndim != 2:
                 raise ValueError("ragged")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise BadInput(
                 f'{where}: "bootstrap" must be a list of equally long lists of numbers.'
             ) from None
+        _check_data_range(d.get("data_range"), where)
         return cls(
             law=law,
             method=str(d.get("method", "")),
-            huber_delta=float(d.get("huber_delta") or math.nan),
+            huber_delta=_scalar(d, "huber_delta", float, where),
             naive=bool(d.get("naive", False)),
             select=str(d.get("select", "")),
-            source=str(d.get("source") or where),
+            source=str(source),
             param_names=names,
-            ci95=dict(d.get("ci95") or {}),
+            ci95=_field(d, "ci95", dict, where),
             bootstrap=bootstrap,
-            n_rows=int(d.get("n_rows") or 0),
-            n_used=int(d.get("n_used") or 0),
-            dropped=list(d.get("dropped") or []),
-            objective=float(d.get("objective") or math.nan),
-            rmse_log=float(d.get("rmse_log") or math.nan),
-            seed_noise=d.get("seed_noise"),
-            holdout=d.get("holdout"),
-            optimizer=dict(d.get("optimizer") or {}),
+            n_rows=int(_scalar(d, "n_rows", int, where)),
+            n_used=int(_scalar(d, "n_used", int, where)),
+            dropped=_row_ids(_field(d, "dropped", list, where), where),
+            objective=_scalar(d, "objective", float, where),
+            rmse_log=_scalar(d, "rmse_log", float, where),
+            seed_noise=_field(d, "seed_noise", dict, where) or None,
+            holdout=_field(d, "holdout", dict, where) or None,
+            optimizer=_field(d, "optimizer", dict, where),
             data_range=d.get("data_range"),
-            model_floor=dict(d.get("model_floor") or {}),
-            rstar=dict(d.get("rstar") or {}),
-            regime_counts=dict(d.get("regime_counts") or {}),
-            warnings=list(d.get("warnings") or []),
+            model_floor=_field(d, "model_floor", dict, where),
+            rstar=_field(d, "rstar", dict, where),
+            regime_counts=_field(d, "regime_counts", dict, where),
+            warnings=[str(w) for w in _field(d, "warnings", list, where)],
         )
 
     @classmethod
@@ -143,8 +162,9 @@ class FitResult:
         path = Path(path)
         try:
             d = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BadInput(f"{path}: not a readable JSON fit file ({e}).") from None
+        except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or JSON
+            detail = " ".join(str(e).split())[:200]
+            raise BadInput(f"{path}: not a readable JSON fit file ({detail}).") from None
         return cls.from_dict(d, str(path))
 
     def bootstrap_laws(self) -> tuple[list[lawlib.Law], list[str]]:
@@ -185,19 +205,118 @@ class FitResult:
         return laws, []
 
 
+def _parameter(value, name: str, where: str) -> float:
+    """A law parameter as a float; BadInput naming it when it is not a number."""
+    if isinstance(value, bool):
+        value = None
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise BadInput(f"{where}: parameter {name} is not a finite number.") from None
+
+
+def _scalar(d: dict, key: str, kind, where: str):
+    """An optional number of fit.json (NaN, or 0 for counts, when absent or null)."""
+    value = d.get(key)
+    if value is None:
+        return 0 if kind is int else math.nan
+    try:
+        if isinstance(value, bool):
+            raise TypeError(key)
+        number = float(value)
+        if kind is int and number != int(number):
+            raise ValueError(key)
+        return int(number) if kind is int else number
+    except (TypeError, ValueError, OverflowError):
+        what = "a whole number" if kind is int else "a number"
+        raise BadInput(f'{where}: "{key}" must be {what}, not {plain(value)}.') from None
+
+
+def _field(d: dict, key: str, kind, where: str):
+    """An optional object (dict) or list of fit.json; empty when absent or null."""
+    value = d.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        what = "an object" if kind is dict else "a list"
+        raise BadInput(f'{where}: "{key}" must be {what}, not {type(value).__name__}.')
+    return kind(value)
+
+
+def _as_list(value) -> list:
+    if not isinstance(value, list):
+        raise TypeError(type(value).__name__)
+    return value
+
+
+def _row_ids(values: list, where: str) -> list[int]:
+    """ "dropped": the row_id of each row the fit dropped, as whole numbers."""
+    out = []
+    for v in values:
+        try:
+            if isinstance(v, bool) or float(v) != int(float(v)):
+                raise ValueError(v)
+            out.append(int(float(v)))
+        except (TypeError, ValueError, OverflowError):
+            raise BadInput(
+                f'{where}: "dropped" must be a list of row numbers (row_id), not {plain(v)}.'
+            ) from None
+    return out
+
+
+def _check_data_range(data_range, where: str) -> None:
+    """data_range: {name: [lo, hi]} (numbers or null), optionally per strategy, or absent."""
+    if data_range is None:
+        return
+    if not isinstance(data_range, dict):
+        raise BadInput(f'{where}: "data_range" must be an object of [low, high] ranges.')
+    for key, bounds in data_range.items():
+        if isinstance(bounds, dict):
+            _check_data_range(bounds, where)
+            continue
+        if not isinstance(bounds, list) or len(bounds) != 2:
+            continue  # a plan checks only [low, high] pairs and skips anything else
+        for b in bounds:
+            if b is not None and (isinstance(b, bool) or not _is_number(b)):
+                raise BadInput(
+                    f'{where}: "data_range" {key} must be [low, high] numbers, not {plain(b)}.'
+                )
+
+
+def _is_number(value) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+# Per-strategy parameters that must be positive (the others need only be finite).
+POSITIVE_STRATEGY_PARAMS = ("K", "rstar_d", "rstar_n")
+
+
 def _check_domain(law: lawlib.Law, where: str) -> None:
-    """Parameters a law can be planned with: finite, E ≥ 0, A, B > 0, exponents ≥ 0."""
+    """Parameters a law can be planned with: finite, E ≥ 0, A, B, alpha, beta > 0 (a zero
+    exponent has no compute-optimal size), every strategy a derived-token strategy, K > 0
+    (cd) and R*_D, R*_N > 0 (muennighoff)."""
     for name in lawlib.SHARED_PARAMS:
         value = getattr(law, name)
         if not math.isfinite(value):
             raise BadInput(f"{where}: parameter {name} is not a finite number.")
-        if value < 0 or (name in ("A", "B") and value == 0):
-            need = "≥ 0" if name in ("E", "alpha", "beta") else "> 0"
+        if value < 0 or (name != "E" and value == 0):
+            need = "≥ 0" if name == "E" else "> 0"
             raise BadInput(f"{where}: parameter {name} = {value:g} must be {need}.")
     for strategy, params in law.strategies.items():
+        if strategy not in lawlib.DERIVED_STRATEGIES:
+            raise BadInput(
+                f'{where}: strategy {strategy!r} in "strategies" is not one of '
+                f"{', '.join(lawlib.DERIVED_STRATEGIES)}."
+            )
         for name, value in params.items():
             if not math.isfinite(value):
                 raise BadInput(f"{where}: parameter {strategy}.{name} is not a finite number.")
+            if name in POSITIVE_STRATEGY_PARAMS and value <= 0:
+                raise BadInput(f"{where}: parameter {strategy}.{name} = {value:g} must be > 0.")
     if law.form != "chinchilla" and not law.strategies:
         raise BadInput(
             f'{where}: a {law.form} law needs parameters for at least one strategy in "strategies".'
@@ -224,8 +343,13 @@ def output_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path,
 
 
 def write_fit(result: FitResult, json_path: str | Path, rows_path: str | Path) -> None:
-    """Write fit_rows.parquet, then fit.json (each atomically; fit.json last)."""
-    from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+    """Write fit_rows.parquet, then fit.json (each atomically; fit.json last).
 
+    fit.json's text is made before either file is written, so a fit that cannot be
+    written as JSON leaves no files behind.
+    """
+    from cdlaw.atomic import json_safe, write_parquet_atomic, write_text_atomic
+
+    text = json.dumps(json_safe(result.to_dict()), indent=2, sort_keys=False) + "\n"
     write_parquet_atomic(rows_path, result.rows)
-    write_json_atomic(json_path, result.to_dict())
+    write_text_atomic(json_path, text)

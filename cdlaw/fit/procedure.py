@@ -39,7 +39,7 @@ from cdlaw.fit.summary import (
     rows_table,
     rstar_at_median,
 )
-from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
+from cdlaw.fit.table import duplicate_rows, prepare_runs, seed_noise, select_cells
 from cdlaw.fit.threads import with_single_threaded_blas
 
 HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
@@ -270,6 +270,15 @@ def fit_law(
     source = source or cells.attrs.get("source", "")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
+    copies = duplicate_rows(prepared)
+    if copies:
+        warnings.append(
+            f"{copies} rows are exact duplicates of another row (every column equal); "
+            "the seed-noise estimate counts each run once"
+            if copies > 1
+            else "1 row is an exact duplicate of another row (every column equal); "
+            "the seed-noise estimate counts each run once"
+        )
 
     N, Dp = (cells[c].to_numpy(float) for c in ("n_params", "derived_tokens"))
     heldout = np.zeros(len(cells), bool)
@@ -403,15 +412,21 @@ def fit_law(
     )
 
 
-def fit_path(path, out=None, **options) -> tuple[FitResult, Path, Path]:
+def fit_path(
+    path, out=None, before_write: Callable[[FitResult], None] | None = None, **options
+) -> tuple[FitResult, Path, Path]:
     """Load PATH (runs folder or table), fit, write fit.json + fit_rows.parquet.
 
-    Everything is checked before anything is written. Returns (result, json, rows paths).
+    Everything is checked before anything is written; before_write(result) (the CLI's
+    summary) runs before the files are written, so that a failure there writes nothing.
+    Returns (result, json, rows paths).
     """
     from cdlaw.fit.table import load_runs
 
     json_path, rows_path = output_paths(path, out)
     df = load_runs(path)
     result = fit_law(df, source=str(path), **options)
+    if before_write is not None:
+        before_write(result)
     write_fit(result, json_path, rows_path)
     return result, json_path, rows_path

@@ -8,6 +8,7 @@ Anything wrong raises BadInput with one sentence naming the file, column and row
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.law import STRATEGIES
+from cdlaw.units import plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
@@ -52,7 +54,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     except BadInput:
         raise
     except Exception as e:  # a damaged or unreadable file is the user's input too
-        raise BadInput(f"cannot read {file}: {type(e).__name__}: {e}") from None
+        detail = " ".join(str(e).split())[:200]  # one line, however the reader put it
+        raise BadInput(f"cannot read {file}: {type(e).__name__}: {detail}") from None
     return prepare_runs(df, name=str(file))
 
 
@@ -72,7 +75,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         )
     df = df.copy()
     if "row_id" in df.columns and _unique_ints(df["row_id"]):
-        df["row_id"] = df["row_id"].astype(np.int64)
+        df["row_id"] = _numbers(df["row_id"]).astype(np.int64)
     else:
         df["row_id"] = np.arange(len(df), dtype=np.int64)  # the row's place in the input
 
@@ -83,11 +86,11 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         df = df[done]
 
     for col in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
-        values = pd.to_numeric(df[col], errors="coerce")
+        values = _numbers(df[col])
         bad = values.isna() & df[col].notna()
         if bad.any():
             raise BadInput(
-                f"{name} row {_where(df, bad)}: {col} must be a number, got {df[col][bad].iloc[0]!r}"
+                f"{name} row {_where(df, bad)}: {col} must be a number, got {plain(df[col][bad].iloc[0])}"
             )
         df[col] = values.astype(float)
     for col, rule, ok in (
@@ -99,7 +102,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         bad = ~ok(df[col].to_numpy())
         if bad.any():
             raise BadInput(
-                f"{name} row {_where(df, bad)}: {col} must be {rule}, got {df[col][bad].iloc[0]!r}"
+                f"{name} row {_where(df, bad)}: {col} must be {rule}, got {plain(df[col][bad].iloc[0])}"
             )
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
@@ -107,7 +110,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     bad = ~strategy.isin(STRATEGIES)
     if bad.any():
         raise BadInput(
-            f"{name} row {_where(df, bad)}: strategy {df['strategy'][bad].iloc[0]!r} is not one "
+            f"{name} row {_where(df, bad)}: strategy {plain(df['strategy'][bad].iloc[0])} is not one "
             f"of {', '.join(STRATEGIES)}"
         )
     undeclared = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
@@ -176,6 +179,7 @@ def seed_noise(df: pd.DataFrame) -> dict | None:
     `--select mean` cells of n seeds has a floor of about sd/√n.
     """
     df = prepare_runs(df)
+    df = df[~_duplicated(df)]  # an exact copy of a run is not another seed
     cols = [c for c in (*CELL, "lr", "weight_decay") if c in df.columns]
     logs = np.log(df["loss"].to_numpy(float))
     groups = df.assign(_log=logs).groupby(cols, dropna=False, sort=False)["_log"]
@@ -193,10 +197,43 @@ def seed_noise(df: pd.DataFrame) -> dict | None:
     }
 
 
+def duplicate_rows(df: pd.DataFrame) -> int:
+    """How many rows are exact copies of an earlier row (every column equal but row_id,
+    the row's place in the input): a table pasted twice, not replicate seeds."""
+    return int(_duplicated(prepare_runs(df)).sum())
+
+
+def _duplicated(df: pd.DataFrame) -> np.ndarray:
+    cols = [c for c in df.columns if c != "row_id"]
+    try:
+        return df.duplicated(subset=cols).to_numpy()
+    except TypeError:  # unhashable cells (lists read from parquet): compare their text
+        return df[cols].astype(str).duplicated().to_numpy()
+
+
+def _numbers(col: pd.Series) -> pd.Series:
+    """The column as floats, NaN where a cell is not a number (any cell, any type)."""
+    try:
+        return pd.to_numeric(col, errors="coerce").astype(float)
+    except (TypeError, ValueError, OverflowError):  # e.g. an int beyond float's range
+
+        def number(v) -> float:
+            try:
+                return float(v)
+            except (TypeError, ValueError, OverflowError):
+                return math.nan
+
+        return pd.Series([number(v) for v in col], index=col.index, dtype=float)
+
+
 def _unique_ints(col: pd.Series) -> bool:
-    values = pd.to_numeric(col, errors="coerce")
+    values = _numbers(col)
     return bool(
-        values.notna().all() and (values % 1 == 0).all() and values.is_unique and len(values) > 0
+        values.notna().all()
+        and (values % 1 == 0).all()
+        and (values.abs() < 2**53).all()  # whole numbers a float holds exactly
+        and values.is_unique
+        and len(values) > 0
     )
 
 

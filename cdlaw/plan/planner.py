@@ -44,6 +44,7 @@ from cdlaw.plan.result import Allocation, Frontier, Plan
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
+from cdlaw.units import plain
 
 STRATEGY_CHOICES = ("auto", *DERIVED_STRATEGIES)
 FOUR_EPOCHS = 4.0
@@ -285,7 +286,7 @@ def _positive(value, what: str) -> float:
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {value!r}.") from None
+        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {plain(value)}.") from None
     if not math.isfinite(x) or x <= 0:
         raise BadInput(f"{what} must be a positive number, not {x:g}.")
     return x

@@ -16,6 +16,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,7 +151,7 @@ class PoolExecutor:
     def submit(self, task: RunTask) -> cf.Future:
         try:
             return self._ensure_pool().submit(_pool_task, task)
-        except cf.process.BrokenProcessPool:  # a worker died: start a fresh pool
+        except BrokenProcessPool:  # a worker died: start a fresh pool
             self._pool = None
             return self._ensure_pool().submit(_pool_task, task)
 

@@ -23,6 +23,7 @@ from cdlaw.sweep.values import same_number, sweep_number
 # The ratio axis may be written three ways; each maps to r = D′/D.
 RATIO_KEYS = {"derived_ratio": 0.0, "epochs": -1.0, "passes": 0.0}  # r = value + offset
 SHAPE_KEYS = ("d_model", "n_layers", "n_heads", "mlp_hidden")
+MAX_TOKENS = 2**53  # D and D′ are exact integers; beyond 2^53 (≈ 9.0e15) a float cannot say which
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class SweepConfig:
     strategies: tuple[str, ...] = DERIVED_STRATEGIES
     # strategy -> (ratio key, values); the same entry for both unless [grid.<strategy>] is used
     ratios: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
+    ratio_tables: tuple[str, ...] = ()  # the strategies whose ratio axis is a [grid.<strategy>]
     lrs: tuple[float, ...] = ()
     weight_decays: tuple[float, ...] = ()
     seeds: tuple[int, ...] = (0,)
@@ -78,6 +80,11 @@ class SweepConfig:
         trained on the corpus it is data.vocab_size and may be omitted.
         """
         return expand(self, vocab_size)
+
+    def ratio_name(self, strategy: str) -> str:
+        """The key of a strategy's ratio axis as written: grid.derived_ratio, grid.paraphrase.passes."""
+        key = self.ratios[strategy][0]
+        return f"grid.{strategy}.{key}" if strategy in self.ratio_tables else f"grid.{key}"
 
 
 def grid_cells(sweep: SweepConfig):
@@ -134,11 +141,20 @@ def round_tokens(x: float) -> int:
 
 def cell_shape(sweep: SweepConfig, size: str, vocab_size: int):
     """The Shape of a cell's model (from grid.size or the fixed [model] shape)."""
-    from cdlaw.shapes import Shape, resolve_size
+    from cdlaw.shapes import Shape, count_params, resolve_size
 
     if not sweep.sizes:
         return Shape(*(sweep.model[k] for k in SHAPE_KEYS))
-    return resolve_size(size, vocab_size)
+    shape = resolve_size(size, vocab_size)
+    if not size.lower().startswith("olmo3_"):  # a target beyond the ladder's widest model
+        target, n = sweep_number(size, "grid.size"), count_params(shape, vocab_size).n_params
+        if target > 2 * n:
+            raise BadInput(
+                f"grid.size {size} is above the largest model of the shape ladder (d_model "
+                f"{shape.d_model}, {n:,} parameters with a {vocab_size}-token vocabulary); "
+                "use a smaller size"
+            )
+    return shape
 
 
 def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]:
@@ -170,15 +186,24 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
             shapes[cell.size] = shape
         shape = shapes[cell.size]
         n_params = count_params(shape, vocab_size).n_params
-        if cell.d_axis == "fresh_tokens":
-            fresh = round_tokens(cell.d_value)
-        else:
-            fresh = round_tokens(cell.d_value * n_params)
         where = f"cell size={cell.size}, {cell.d_axis}={cell.d_value:g}"
+        d = cell.d_value * (1 if cell.d_axis == "fresh_tokens" else n_params)
+        if not d < MAX_TOKENS:
+            raise BadInput(
+                f"{where} gives D = {d:.3g} fresh tokens, more than cdlaw counts exactly "
+                f"(2^53 ≈ 9.0e15); use a smaller {cell.d_axis}"
+            )
+        fresh = round_tokens(d)
         if fresh < seq_len:
             raise BadInput(
                 f"{where} has D = {fresh} fresh tokens, fewer than one sequence "
                 f"(seq_len {seq_len}); raise {cell.d_axis}"
+            )
+        if not cell.derived_ratio * fresh < MAX_TOKENS:
+            raise BadInput(
+                f"{where}, {cell.ratio_key}={cell.ratio_value:g} gives D′ = "
+                f"{cell.derived_ratio * fresh:.3g} derived tokens, more than cdlaw counts "
+                f"exactly (2^53 ≈ 9.0e15); use a smaller {cell.ratio_key}"
             )
         derived = round_tokens(cell.derived_ratio * fresh)
         if cell.derived_ratio > 0 and derived == 0:

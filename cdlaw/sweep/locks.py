@@ -113,8 +113,12 @@ class RunLock:
             "started": time.time(),
             "proc_start": _proc_start(pid),
         }
-        with os.fdopen(fd, "w") as f:
-            json.dump(info, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(info, f)
+        except OSError:  # a full disk: leave no empty lock for others to wait out
+            self.path.unlink(missing_ok=True)
+            raise
         return True
 
     def _break(self, seen: dict | None) -> None:

@@ -27,6 +27,7 @@ import json
 import shutil
 import threading
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,9 +55,10 @@ from cdlaw.sweep.locks import (
     RunLock,
     read_lock,
 )
-from cdlaw.sweep.selection import SweepPlan, plan_sweep
+from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
+from cdlaw.train.damage import DiskFull, name_finished_run_damage, stop_when_disk_full
 from cdlaw.train.result import read_result, result_row, run_facts
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
@@ -83,6 +85,7 @@ class SweepOutcome:
         return 1 if self.failures else 0
 
 
+@stop_when_disk_full  # no space left: DiskFull, one sentence; finished runs are kept
 def run_sweep(
     path: str | Path,
     out: str | Path = "runs",
@@ -110,6 +113,7 @@ def run_sweep(
     out = Path(out)
     sweep = load_sweep(path)  # parsed once, here
     _check_sweep_file(sweep, out, restart)  # before any work
+    check_writable(out, sweep.name)
     from cdlaw.train.steps import resolve_device
 
     device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
@@ -121,6 +125,9 @@ def run_sweep(
     facts = [run_facts(r) for r in plan.runs]
     emit(SweepPlanned(plan.sweep.name, facts, str(sweep_dir)))
     results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
+    for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
+        if result.get("status") in ("done", "diverged"):
+            name_finished_run_damage(sweep_dir / rid, result)
     before = {rid: result.get("status") for rid, result in results.items()}
     _refuse_stale_runs(plan, results)
     retry = {rid for rid, s in before.items() if s == "failed"}
@@ -321,15 +328,18 @@ def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
             cfg = inflight.pop(future)
             try:
                 outcome = future.result()
-            except Exception as e:  # the worker process died under the run
-                if isinstance(e, cf.process.BrokenProcessPool):
+            except Exception as e:  # the worker died under the run, or it raised outside training
+                died = isinstance(e, BrokenProcessPool)
+                if died:
                     ex.broken()
+                reason = f"{type(e).__name__}: {e}"
                 deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
                 if deaths[cfg.run_id] >= 2:
-                    _record_failure(plan, cfg, exec_cfg, f"the worker died twice: {e!r}")
+                    what = "the worker died twice" if died else "it failed twice outside training"
+                    _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
                     emit(RunEnded(cfg.run_id, "failed"))
                 else:
-                    emit(RunRetried(cfg.run_id, repr(e)))
+                    emit(RunRetried(cfg.run_id, reason))
                     queue.appendleft(cfg)
                 continue
             if outcome["outcome"] == "locked":
@@ -337,6 +347,8 @@ def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
                     holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
                     emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
                 waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
+            elif outcome["outcome"] == "disk-full":
+                raise DiskFull(outcome["error"])
             elif outcome["outcome"] == "skipped":
                 emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
             else:

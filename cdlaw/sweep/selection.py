@@ -1,19 +1,23 @@
 """A sweep ready to run: its runs checked against the corpus and selected by `--only`.
 
 `parse_only` turns `--only` into a predicate on them (parsed, never evaluated);
-`plan_sweep` validates a sweep file, asks the data layer whether the corpus holds the
-largest D, and selects the runs. Nothing is written but the tokenised-corpus cache.
+`plan_sweep` checks every cell first without touching the corpus (`check_cells`: the
+paraphrase pass limit, paraphrase files for a real corpus), then asks the data layer whether
+the corpus holds the largest D and the paraphrase files each run's D′
+(`check_paraphrase_files`), and selects the runs. Nothing is written but the
+tokenised-corpus cache, and nothing at all when `check_cells` refuses the sweep.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
-from cdlaw.sweep.grid import SweepConfig
+from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.train.result import run_facts
 
@@ -121,7 +125,7 @@ def plan_sweep(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} is a file; give a folder for the runs")
-    from cdlaw.data.ordering import run_stream
+    check_cells(sweep)  # before any corpus work
     from cdlaw.data.prepare import prepare_corpus
 
     cache = cache_dir or out / ".cache"
@@ -130,8 +134,8 @@ def plan_sweep(
     else:  # the vocabulary comes from the tokenizer: ask the data layer first
         runs = sweep.runs(prepare_corpus(sweep.data, cache, 1).vocab_size)
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
-    # passes: the embedded corpus renders any number on demand; paraphrase files must cover
-    # each run's D′, which building the longest paraphrase stream of each D checks.
+    # passes: the embedded corpus renders any number on demand (check_cells bounds them);
+    # paraphrase files must hold each run's D′.
     prepared = prepare_corpus(sweep.data, cache, max(r.fresh_tokens for r in runs))
     vocab = runs[0].model.vocab_size
     if prepared.vocab_size > vocab:
@@ -139,17 +143,80 @@ def plan_sweep(
             f"the tokenizer has {prepared.vocab_size} tokens, more than data.vocab_size={vocab}"
         )
     if sweep.data.corpus != "embedded":
-        longest: dict[int, RunConfig] = {}
-        for r in runs:
-            if r.strategy == "paraphrase" and r.derived_tokens > getattr(
-                longest.get(r.fresh_tokens), "derived_tokens", -1
-            ):
-                longest[r.fresh_tokens] = r
-        for r in longest.values():
-            run_stream(
-                prepared, r.strategy, r.fresh_tokens, r.derived_tokens, r.model.seq_len, r.seed
-            )
+        check_paraphrase_files(sweep, runs, prepared)
     selected = [r for r in runs if keep is None or keep(run_facts(r))]
     if not selected:
         raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
     return SweepPlan(sweep, selected, runs, out, vocab, prepared)
+
+
+def check_writable(out: Path, sweep_name: str) -> None:
+    """BadInput unless a sweep can write its runs folder: --out (or the nearest folder above
+    it that exists, where --out will be made), and its .cache and sweep folder where they
+    exist. Each is probed with an unnamed temporary file, so missing permissions and a
+    read-only file system are both found, and nothing is left behind."""
+    import tempfile
+
+    if out.is_file():
+        return  # plan_sweep says so
+    nearest = out
+    while not nearest.exists() and nearest != nearest.parent:
+        nearest = nearest.parent
+    for folder in (nearest, out / ".cache", out / sweep_name):
+        if folder != nearest and not folder.is_dir():
+            continue
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as e:
+            raise BadInput(
+                f"--out {str(out)!r} cannot be written: {folder} refuses new files "
+                f"({e.strerror or e}); give a folder you can write to with --out"
+            ) from None
+
+
+def check_cells(sweep: SweepConfig) -> None:
+    """What every cell needs that is known without the corpus: paraphrase files for a real
+    corpus, and at most MAX_PARAPHRASE_PASSES paraphrase passes (D′/D). BadInput if not."""
+    from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES as most
+
+    para = [c for c in sweep.cells() if c.strategy == "paraphrase" and c.derived_ratio > 0]
+    if not para:
+        return
+    if sweep.data.corpus != "embedded" and not sweep.data.paraphrases:
+        raise BadInput(
+            f"{sweep.source}: strategy 'paraphrase' on data.corpus {sweep.data.corpus!r} needs "
+            "paraphrase files: set data.paraphrases to the --out folder of `cdlaw paraphrase`, "
+            "or drop 'paraphrase' from grid.strategy"
+        )
+    worst = max(para, key=lambda c: c.derived_ratio)
+    if worst.derived_ratio > most:
+        name = sweep.ratio_name("paraphrase")
+        raise BadInput(
+            f"{sweep.source}: {name} = {worst.ratio_value:.10g} asks strategy 'paraphrase' "
+            f"for {worst.derived_ratio:.10g} paraphrase passes (D′/D), more than the limit of "
+            f"{most} (cdlaw.data.prepare.MAX_PARAPHRASE_PASSES); use {name} ≤ "
+            f"{most - RATIO_KEYS[worst.ratio_key]:g} for paraphrase"
+        )
+
+
+def check_paraphrase_files(sweep: SweepConfig, runs: list[RunConfig], prepared) -> None:
+    """Each paraphrase run's D′ must be in the paraphrase files (real corpora; after
+    prepare_corpus has tokenised them): BadInput naming the ratio key and the most there is."""
+    from cdlaw.data.prepare import paraphrase_tokens
+
+    para = [r for r in runs if r.strategy == "paraphrase"]
+    for D in sorted({r.fresh_tokens for r in para}):
+        have, passes = paraphrase_tokens(prepared, D)
+        need = max(r.derived_tokens for r in para if r.fresh_tokens == D)
+        if need > have:
+            name = sweep.ratio_name("paraphrase")
+            offset = RATIO_KEYS[sweep.ratios["paraphrase"][0]]
+            most = math.floor(have / D * 1000) / 1000 - offset
+            raise BadInput(
+                f"{sweep.source}: {name} = {need / D - offset:.4g} at D = {D:,} fresh tokens "
+                f"asks for D′ = {need:,} paraphrase tokens, but the paraphrase files in "
+                f"{sweep.data.paraphrases!r} hold {have:,} for the documents inside D "
+                f"({passes} full pass(es)); use {name} ≤ {most:g} there, or write more passes "
+                f"with `cdlaw paraphrase --passes {passes + 1}` or more"
+            )

@@ -56,6 +56,7 @@ from cdlaw.sweep.values import (
     size_entry,
     sweep_number,
 )
+from cdlaw.units import plain
 
 try:
     import tomllib
@@ -92,7 +93,15 @@ def load_sweep(path: str | Path) -> SweepConfig:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"sweep file {str(path)!r} does not exist (try sweeps/smoke.toml)")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(
+            f"{path.name} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}): "
+            "save the sweep file as UTF-8"
+        ) from None
+    except OSError as e:
+        raise BadInput(f"sweep file {str(path)!r} cannot be read: {e.strerror}") from None
     return parse_sweep(text, source=path.name, default_name=path.stem)
 
 
@@ -204,6 +213,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         d_values=d_values,
         strategies=strategies,
         ratios=ratios,
+        ratio_tables=tuple(s for s in strategies if isinstance(grid.get(s), dict)),
         lrs=lrs,
         weight_decays=wds,
         seeds=seeds,
@@ -294,7 +304,7 @@ def _ratio(value, key: str, where: str) -> float:
     low = -RATIO_KEYS[key]
     if x < low:
         what = "at least 1 (1 = one pass over D)" if key == "epochs" else "≥ 0"
-        raise BadInput(f"{where}.{key} entries must be {what}, got {value!r}")
+        raise BadInput(f"{where}.{key} entries must be {what}, got {plain(value)}")
     return x
 
 
@@ -344,8 +354,17 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
                 raise BadInput(unknown_key_message(f"exclude[{i}].{key}", key, valid))
             if isinstance(value, dict) or value == []:
                 raise BadInput(
-                    f"exclude[{i}].{key} must be a value or a list of values, got {value!r}"
+                    f"exclude[{i}].{key} must be a value or a list of values, got {plain(value)}"
                 )
+            for one in value if isinstance(value, list) else [value]:
+                if key in ("size", "strategy"):
+                    if isinstance(one, bool) or not isinstance(one, (str, int, float)):
+                        raise BadInput(
+                            f"exclude[{i}].{key} entries must be values like in grid.{key}, "
+                            f"got {plain(one)}"
+                        )
+                else:
+                    sweep_number(one, f"exclude[{i}].{key}")
         if not any(cell_matches(c, entry) for c in cells):
             raise BadInput(
                 f"exclude entry {i} ({_fmt_entry(entry)}) matches no cell of the grid; "
@@ -356,4 +375,4 @@ def _excludes(entries, sweep: SweepConfig) -> tuple[dict, ...]:
 
 
 def _fmt_entry(entry: dict) -> str:
-    return ", ".join(f"{k} = {v!r}" for k, v in entry.items())
+    return ", ".join(f"{k} = {plain(v)}" for k, v in entry.items())

@@ -4,7 +4,9 @@
 
 The summary is rebuilt from the run folders, so nothing is lost if a sweep dies while
 writing it. A run's state (`cdlaw status`) is read from its folder alone: done / diverged /
-failed (result.json), running (a live lock), partial (a checkpoint) or pending.
+failed (result.json), running (a live lock), partial (a checkpoint) or pending. An
+unreadable result.json means not done, and is listed under `damaged` with the damaged
+files a finished run keeps (cdlaw.train.damage).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from cdlaw.errors import BadInput
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.train.damage import run_problems, set_aside_names
 from cdlaw.train.result import SUMMARY_COLUMNS, read_result, run_facts
 
 SORT_COLUMNS = [
@@ -60,16 +63,26 @@ def rebuild_summary(sweep_dir: Path):
 
 
 def run_state(run_dir: Path) -> dict:
-    """done | diverged | failed | running (a live lock) | partial (a checkpoint) | pending."""
+    """done | diverged | failed | running (a live lock) | partial (a checkpoint) | pending.
+
+    With `damaged` ({file: problem}: an unreadable result.json, which makes the run not
+    done, or a damaged file that a finished run keeps) and `set_aside` (the names of files
+    set aside as damaged: result.json.bad, checkpoint.bad, …) when there are any.
+    """
     result = read_result(run_dir)
+    notes: dict = {}
+    if damaged := run_problems(run_dir, result):
+        notes["damaged"] = damaged
+    if aside := set_aside_names(run_dir):
+        notes["set_aside"] = aside
     if result is not None:
-        return {"state": result.get("status", "done"), "result": result}
+        return {"state": result.get("status", "done"), "result": result, **notes}
     holder = read_lock(run_dir / LOCK_NAME)
     if holder is not None and not holder["stale"]:
         return {"state": "running", "holder": holder, "tokens_seen": _tokens_seen(run_dir)}
     if (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists():
-        return {"state": "partial", "tokens_seen": _tokens_seen(run_dir)}
-    return {"state": "pending"}
+        return {"state": "partial", "tokens_seen": _tokens_seen(run_dir), **notes}
+    return {"state": "pending", **notes}
 
 
 def _tokens_seen(run_dir: Path) -> int | None:
@@ -129,6 +142,9 @@ def _state_row(run_dir: Path) -> dict:
         row["tokens_seen"] = state["tokens_seen"]
     if "holder" in state:
         row["holder"] = f"pid {state['holder'].get('pid')} on {state['holder'].get('host')}"
+    for key in ("damaged", "set_aside"):
+        if key in state:
+            row[key] = state[key]
     return row
 
 

@@ -9,33 +9,34 @@ from __future__ import annotations
 import math
 
 from cdlaw.errors import BadInput
+from cdlaw.units import plain
 
 
 def sweep_number(value, name: str) -> float:
     from cdlaw.units import parse_number
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadInput(f"{name} must be a number like 3e-3 or 25M, got {value!r}")
+        raise BadInput(f"{name} must be a number like 3e-3 or 25M, got {plain(value)}")
     return parse_number(value, name)
 
 
 def positive_number(value, name: str) -> float:
     x = sweep_number(value, name)
     if not x > 0:
-        raise BadInput(f"{name} must be positive, got {value!r}")
+        raise BadInput(f"{name} must be positive, got {plain(value)}")
     return x
 
 
 def nonnegative_number(value, name: str) -> float:
     x = sweep_number(value, name)
     if x < 0:
-        raise BadInput(f"{name} must be ≥ 0, got {value!r}")
+        raise BadInput(f"{name} must be ≥ 0, got {plain(value)}")
     return x
 
 
 def seed_entry(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadInput(f"grid.seed entries must be non-negative integers, got {value!r}")
+        raise BadInput(f"grid.seed entries must be non-negative integers, got {plain(value)}")
     return value
 
 
@@ -45,7 +46,7 @@ def size_entry(value) -> str:
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise BadInput(
-            f'grid.size entries must be targets like "1M" or names like "olmo3_14M", got {value!r}'
+            f'grid.size entries must be targets like "1M" or names like "olmo3_14M", got {plain(value)}'
         )
     if isinstance(value, str) and value.lower().startswith("olmo3_"):
         named_shape(value)

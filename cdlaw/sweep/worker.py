@@ -7,8 +7,11 @@
 
 A run is done when its result.json exists (train_run writes it last, atomically). A crash
 in training is recorded as a failed result.json and the sweep goes on; an interrupted run
-continues from its checkpoint (train_run resumes by itself). Executors call `execute_run`
-in this process, in worker processes or in Ray tasks.
+continues from its checkpoint (train_run resumes by itself). An unreadable result.json
+means not done: it is set aside under the run's lock and the run trained again. A full
+disk is no failure of the run: the outcome `disk-full` stops the sweep, which resumes the
+run once there is space (cdlaw.train.damage). Executors call `execute_run` in this
+process, in worker processes or in Ray tasks.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.train.damage import (
+    disk_full_message,
+    is_disk_full,
+    say,
+    set_aside,
+    set_aside_unreadable_result,
+    unreadable,
+)
 from cdlaw.train.result import read_result, result_row
 
 
@@ -37,11 +48,23 @@ def execute_run(
 ) -> dict:
     """Train one run unless it is done or another process holds it.
 
-    Returns {"run_id", "outcome": done|diverged|failed|skipped|locked, "result": row|None}.
-    A crash inside training is recorded as a failed result.json (with error.txt holding the
-    traceback) and returned, never raised; KeyboardInterrupt is raised (the trainer has
-    saved a checkpoint, so the run resumes next time).
+    Returns {"run_id", "outcome": done|diverged|failed|skipped|locked|disk-full,
+    "result": row|None} (with "error", one sentence, for disk-full). A crash inside
+    training is recorded as a failed result.json (with error.txt holding the traceback)
+    and returned, never raised; KeyboardInterrupt is raised (the trainer has saved a
+    checkpoint, so the run resumes next time). A full disk records nothing: the run is
+    left to resume from its last checkpoint.
     """
+    try:
+        return _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event)
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        error = disk_full_message(e, Path(sweep_dir) / cfg.run_id)
+        return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
+
+
+def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event) -> dict:
     run_dir = Path(sweep_dir) / cfg.run_id
     emit = on_event or (lambda e: None)
     result = read_result(run_dir)
@@ -52,7 +75,9 @@ def execute_run(
         return {"run_id": cfg.run_id, "outcome": "locked", "result": None}
     with lock:
         result = read_result(run_dir)  # it may have finished while we looked at the lock
-        if result is not None:
+        if result is None:
+            set_aside_unreadable_result(run_dir)  # under the lock: nobody writes it now
+        else:
             if not (retry_failed and result.get("status") == "failed"):
                 return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
             os.replace(run_dir / "result.json", run_dir / "result.failed.json")
@@ -81,6 +106,8 @@ def execute_run(
         except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
             raise
         except Exception as e:  # recorded, and the sweep goes on (docs/sweep.md)
+            if is_disk_full(e):
+                raise  # not the run's failure: it resumes once there is space
             result = result_row(
                 cfg,
                 status="failed",
@@ -103,8 +130,11 @@ def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:
     path = run_dir / "attempts.json"
     try:
         attempts = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except FileNotFoundError:
         attempts = []
+    except ValueError as e:  # cut short: keep what is left, start the list again
+        attempts = []
+        say(f"{path} {unreadable(e)}; set aside as {set_aside(path).name}, started again")
     attempts.append(
         {
             "pid": os.getpid(),

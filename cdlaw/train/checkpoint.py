@@ -6,27 +6,56 @@ A checkpoint is a folder of three files:
     optimizer.safetensors  AdamW's per-parameter tensors (exp_avg, exp_avg_sq, step),
                            keyed "<parameter name>.<state name>", plus the RNG states
     state.json             plain numbers: step, tokens seen, the loop's running sums, …
+                           and the SHA-256 of the two files above
 
 The folder is written under a temporary name and swapped into place (the old one is
 renamed aside first and removed last), so a run killed at any moment — even kill -9 —
 leaves either the previous checkpoint or the new one, never a mix of the two.
+
+A checkpoint is read whole and checked (every file there, complete, its checksum, the
+model's own weights and optimizer state) before anything is loaded into the model. One
+that fails is set aside as checkpoint.bad/ and named in one line; the run resumes from
+checkpoint.old/ when that one is whole, else restarts from step 0 (cdlaw.train.damage).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from cdlaw.atomic import write_json_atomic
+from cdlaw.train.damage import json_problem, safetensors_problem, say, set_aside, unreadable
 
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
 STATE_FILE = "state.json"
 RNG_PREFIX = "rng."
+DIGESTS = "sha256"  # state.json's key for {file: SHA-256 hex} of the two tensor files
+
+
+class CheckpointDamaged(Exception):
+    """A checkpoint file is missing, cut short, corrupt, or not this run's."""
+
+    def __init__(self, file: Path, problem: str):
+        super().__init__(f"{file} {problem}")
+        self.file = file
+        self.problem = problem
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint read and checked, not yet loaded into the model."""
+
+    path: Path
+    weights: dict
+    tensors: dict  # the optimizer's state and the RNG states
+    state: dict
 
 
 def save_checkpoint(path: Path, net, optimizer, state: dict) -> None:
@@ -44,7 +73,8 @@ def save_checkpoint(path: Path, net, optimizer, state: dict) -> None:
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"{RNG_PREFIX}cuda{i}"] = s
     save_file(_contiguous(tensors), str(tmp / OPTIMIZER_FILE))
-    write_json_atomic(tmp / STATE_FILE, state)
+    digests = {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)}
+    write_json_atomic(tmp / STATE_FILE, {**state, DIGESTS: digests})
 
     if path.exists():
         shutil.rmtree(old, ignore_errors=True)
@@ -53,13 +83,28 @@ def save_checkpoint(path: Path, net, optimizer, state: dict) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def find_checkpoint(path: Path) -> Path | None:
-    """The checkpoint folder to resume from: path, or path.old if a swap was cut short."""
+def newest_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint | None:
+    """The checkpoint to resume from, read and checked: path, or path.old if a swap was cut
+    short. Each one that fails is set aside (<name>.bad/) and named in one line; None when
+    none is left (the run starts from step 0). `like`: the state a fresh run starts with."""
     path = Path(path)
+    damaged, found = [], None
     for candidate in (path, path.with_name(path.name + ".old")):
-        if (candidate / STATE_FILE).exists():
-            return candidate
-    return None
+        if not candidate.is_dir():
+            continue
+        try:
+            found = read_checkpoint(candidate, net, optimizer, like)
+            break
+        except CheckpointDamaged as e:
+            damaged.append((e, candidate.name, set_aside(candidate).name))
+    then = (
+        f"the run resumes from step {found.state['step']} ({found.path.name}/)"
+        if found
+        else "the run restarts from step 0"
+    )
+    for e, name, bad in damaged:
+        say(f"{e}; {name}/ set aside as {bad}/: {then}")
+    return found
 
 
 def remove_checkpoint(path: Path) -> None:
@@ -69,12 +114,57 @@ def remove_checkpoint(path: Path) -> None:
         shutil.rmtree(path.with_name(path.name + suffix), ignore_errors=True)
 
 
-def load_checkpoint(path: Path, net, optimizer) -> dict:
-    """Load weights, optimizer state and RNG states in place; return the saved `state`."""
+def read_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint:
+    """Read a checkpoint folder whole and check it against the model, loading nothing.
+
+    Raises CheckpointDamaged naming the first file that is missing, cut short, differs
+    from its checksum, or does not fit: state.json must hold every key of `like` (a fresh
+    state) and its run_id; the weights and optimizer state must be this model's.
+    """
     path = Path(path)
+    state_path = path / STATE_FILE
+    if problem := json_problem(state_path):
+        raise CheckpointDamaged(state_path, problem)
+    state = json.loads(state_path.read_text())
+    digests = state.pop(DIGESTS, None) or {}
+    if missing := [k for k in like if k not in state]:
+        raise CheckpointDamaged(state_path, f"lacks {', '.join(missing)}")
+    if state["run_id"] != like["run_id"]:
+        raise CheckpointDamaged(state_path, f"belongs to run {state['run_id']}")
+    loaded = {}
     device = next(net.parameters()).device
-    net.load_state_dict(load_file(str(path / MODEL_FILE), device=str(device)))
-    tensors = load_file(str(path / OPTIMIZER_FILE))
+    for name, on in ((MODEL_FILE, device), (OPTIMIZER_FILE, "cpu")):
+        file = path / name
+        problem = safetensors_problem(file)
+        if problem is None and name in digests and _sha256(file) != digests[name]:
+            problem = "is corrupt (its SHA-256 is not the one in state.json)"
+        if problem is None:
+            try:
+                loaded[name] = load_file(str(file), device=str(on))
+            except Exception as e:  # safetensors' SafetensorError and kin
+                problem = unreadable(e)
+        if problem:
+            raise CheckpointDamaged(file, problem)
+    weights, tensors = loaded[MODEL_FILE], loaded[OPTIMIZER_FILE]
+    own = net.state_dict()
+    if weights.keys() != own.keys() or any(weights[k].shape != v.shape for k, v in own.items()):
+        raise CheckpointDamaged(path / MODEL_FILE, "holds another model's weights")
+    params = dict(net.named_parameters())
+    for key, value in tensors.items():
+        name, _, what = key.rpartition(".")
+        if key.startswith(RNG_PREFIX):
+            continue
+        if name not in params or (what.startswith("exp_avg") and value.shape != params[name].shape):
+            raise CheckpointDamaged(path / OPTIMIZER_FILE, "holds another model's optimizer state")
+    if RNG_PREFIX + "cpu" not in tensors:
+        raise CheckpointDamaged(path / OPTIMIZER_FILE, "lacks the RNG state")
+    return Checkpoint(path, weights, tensors, state)
+
+
+def apply_checkpoint(checkpoint: Checkpoint, net, optimizer) -> dict:
+    """Load a checked checkpoint's weights, optimizer and RNG states in place; return its state."""
+    net.load_state_dict(checkpoint.weights)
+    tensors = dict(checkpoint.tensors)
     torch.set_rng_state(tensors.pop(RNG_PREFIX + "cpu"))
     cuda_states = sorted(k for k in tensors if k.startswith(RNG_PREFIX + "cuda"))
     if cuda_states and torch.cuda.is_available():
@@ -82,10 +172,18 @@ def load_checkpoint(path: Path, net, optimizer) -> dict:
     for k in cuda_states:
         tensors.pop(k, None)
     _load_optimizer_tensors(net, optimizer, tensors)
-    return json.loads((path / STATE_FILE).read_text())
+    return checkpoint.state
 
 
 # ---------------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _contiguous(tensors: dict) -> dict:

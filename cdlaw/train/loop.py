@@ -17,6 +17,8 @@ folder) and result.json, last and atomically: its presence means the run is fini
 A run_dir holding a checkpoint resumes from it and ends bit-for-bit where an uninterrupted
 run would (on CPU). Finished runs drop their checkpoint: model/ holds the final weights,
 and optimizer state three times the model's size is dead weight in a sweep of hundreds.
+Damaged files (an unreadable result.json, checkpoint, config.json or metrics.parquet) are
+set aside and named in one line, and the run goes on from what is whole (cdlaw.train.damage).
 """
 
 from __future__ import annotations
@@ -40,13 +42,21 @@ from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
 from cdlaw.train.checkpoint import (
-    find_checkpoint,
-    load_checkpoint,
+    apply_checkpoint,
+    newest_checkpoint,
     remove_checkpoint,
     save_checkpoint,
 )
+from cdlaw.train.damage import (
+    json_problem,
+    parquet_problem,
+    say,
+    set_aside,
+    set_aside_unreadable_result,
+    unreadable,
+)
 from cdlaw.train.model import build_model, non_embedding_params
-from cdlaw.train.result import result_row
+from cdlaw.train.result import read_result, result_row
 from cdlaw.train.steps import (
     IGNORE,
     autocast,
@@ -94,6 +104,25 @@ def read_metrics(path: Path) -> list[dict]:
     return pd.read_parquet(path).to_dict("records")
 
 
+def resumed_rows(path: Path, step: int, logged: list[int]) -> list[dict] | None:
+    """The metrics rows up to a checkpoint's step (`logged`: the steps that wrote one), or
+    None when metrics.parquet cannot give them all: it is set aside and named in one line,
+    and the run restarts from step 0 (resuming would leave a hole in its curve)."""
+    problem = parquet_problem(path)
+    if problem is None:
+        try:
+            rows = [r for r in read_metrics(path) if r["step"] <= step]
+        except Exception as e:  # pyarrow's errors on a damaged column chunk
+            problem = unreadable(e)
+        else:
+            if [r["step"] for r in rows] == logged:
+                return rows
+            problem = f"lacks rows up to step {step} of the checkpoint"
+    aside = f"; set aside as {set_aside(path).name}" if path.exists() else ""
+    say(f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)")
+    return None
+
+
 def write_metrics(path: Path, rows: list[dict]) -> None:
     df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
     write_parquet_atomic(path, df.astype({"step": "int64", "tokens_seen": "int64"}))
@@ -129,14 +158,15 @@ def train_run(
     """Train cfg on every token of `stream` once, in order; return the result row (docs/files.md).
 
     Resumes from run_dir/checkpoint when present; returns the saved row when run_dir
-    already holds result.json. `stop_after_steps` saves a checkpoint after that step and
+    already holds a readable result.json (an unreadable one is set aside, and the run
+    trained again). `stop_after_steps` saves a checkpoint after that step and
     raises RunInterrupted (for tests, and for callers that slice runs). SIGTERM and SIGINT
     do the same, then re-deliver the signal to the previous handler.
     """
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
-    if result_path.exists():
-        return json.loads(result_path.read_text())
+    if (result := read_result(run_dir)) is not None:
+        return result
 
     # --- Check everything before writing anything. ---------------------------------------
     model_cfg, train = cfg.model, cfg.train
@@ -155,7 +185,8 @@ def train_run(
             f"vocabulary of {model_cfg.vocab_size}; set model.vocab_size to the tokenizer's size"
         )
     config_path = run_dir / "config.json"
-    if config_path.exists():
+    config_problem = json_problem(config_path) if config_path.exists() else None
+    if config_path.exists() and config_problem is None:
         saved_id = json.loads(config_path.read_text()).get("run_id")
         if saved_id != cfg.run_id:
             raise BadInput(f"{run_dir} holds run {saved_id}, not {cfg.run_id}; use another folder")
@@ -193,12 +224,30 @@ def train_run(
     }
     checkpoint_dir = run_dir / "checkpoint"
     metrics_path = run_dir / "metrics.parquet"
-    found = find_checkpoint(checkpoint_dir)
+    set_aside_unreadable_result(run_dir)
+    found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
+    rows: list[dict] = []
     if found is not None:
-        state = load_checkpoint(found, net, optimizer)
-        rows = [r for r in read_metrics(metrics_path) if r["step"] <= state["step"]]
-    else:
-        rows = []
+        last = found.state["step"]
+        logged = [
+            s
+            for s in range(1, last + 1)
+            if s == 1 or s % train.log_every == 0 or s % train.eval_every == 0 or s == total_steps
+        ]
+        resumed = resumed_rows(metrics_path, last, logged)
+        if resumed is None:
+            remove_checkpoint(checkpoint_dir)
+            found = None
+        else:
+            rows = resumed
+            state = apply_checkpoint(found, net, optimizer)
+    if config_problem:
+        say(
+            f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
+        )
+    elif found is not None and not config_path.exists():
+        say(f"{config_path} is missing; written again")
+    if found is None or not config_path.exists():
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
         write_json_atomic(config_path, config)

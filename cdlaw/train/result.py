@@ -131,8 +131,13 @@ def result_row(
 
 
 def read_result(run_dir: Path) -> dict | None:
-    """A run's result.json, or None when it has none (the run is not done)."""
+    """A run's result.json, or None when it has none or it cannot be read: either way the run
+    is not done (cdlaw.train.damage sets an unreadable one aside before the run is retrained).
+
+    Readable means a JSON object whose `status` is done, diverged or failed.
+    """
     try:
-        return json.loads((Path(run_dir) / "result.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        row = json.loads((Path(run_dir) / "result.json").read_text())
+    except (FileNotFoundError, ValueError):  # ValueError: cut short, or not even text
         return None
+    return row if isinstance(row, dict) and row.get("status") in FINISHED else None
