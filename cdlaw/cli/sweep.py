@@ -35,7 +35,11 @@ def sweep(
         help="Resume (default: skip finished runs, continue interrupted ones) or delete the "
         "sweep's runs and start over.",
     ),
-    executor: str = typer.Option("local", "--executor", help="local or ray."),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="local, ray, or simulate (each loss drawn from --law with --noise: no training).",
+    ),
     jobs: int = typer.Option(
         0, "--jobs", help="Parallel runs (local). Default: one per core (CPU) or per GPU."
     ),
@@ -52,6 +56,16 @@ def sweep(
     compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     threads: int = typer.Option(0, "--threads", help="Torch threads per run (default: split)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan or outcome as JSON."),
+    law: str = typer.Option(
+        None, "--law", help="With --executor simulate: a preset (qin2026, ...) or a fit.json."
+    ),
+    noise: float = typer.Option(
+        0.0, "--noise", help="Simulate: log-sd of each cell's loss (0.01 = 1%), seeds share it."
+    ),
+    seed_noise: float = typer.Option(
+        0.0, "--seed-noise", help="Simulate: log-sd between replicate seeds of a cell."
+    ),
+    noise_seed: int = typer.Option(0, "--noise-seed", help="Simulate: seeds the noise."),
 ) -> None:
     """Train every run of a sweep file, resuming where it stopped.
 
@@ -59,12 +73,19 @@ def sweep(
     Exit code 1 if any run failed (diverged runs are results, not failures).
 
     Example: cdlaw sweep sweeps/smoke.toml --dry-run && cdlaw sweep sweeps/smoke.toml
+
+    Plan an experiment before training it: cdlaw sweep sweeps/qin2026-small.toml --executor
+    simulate --law qin2026 --noise 0.01 --out sim (a known law's losses, seeded noise).
     """
     from cdlaw.cli import require_train_extra
     from cdlaw.config import ExecConfig
     from cdlaw.errors import BadInput
 
-    require_train_extra("sweep")
+    simulation = None
+    if executor == "simulate" or law is not None:
+        simulation = _simulation(executor, law, noise, seed_noise, noise_seed, dry_run)
+    else:
+        require_train_extra("sweep")
 
     if device != "auto" and not (device == "cpu" or device.startswith("cuda")):
         raise BadInput(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
@@ -110,6 +131,7 @@ def sweep(
             ray_address=ray_address,
             exec_cfg=exec_cfg,
             on_event=display,
+            simulation=simulation,
         )
     except SystemExit as e:  # SIGTERM: the runner let the runs checkpoint, then exits 143
         display.stop()
@@ -138,11 +160,15 @@ def sweep(
             }
         )
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    how = (
+        f"simulated {len(outcome.trained)} from {simulation.law_name}"
+        if simulation
+        else f"trained {len(outcome.trained)} here"
+    )
     err.print(
-        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); trained "
-        f"{len(outcome.trained)} here in {_duration(outcome.wall_seconds)} with "
-        f"{outcome.jobs} job(s) × {outcome.threads} thread(s); "
-        f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
+        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how} in "
+        f"{_duration(outcome.wall_seconds)} with {outcome.jobs} job(s) × {outcome.threads} "
+        f"thread(s); summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
         highlight=False,
     )
     for failure in outcome.failures:
@@ -151,6 +177,23 @@ def sweep(
         # SystemExit, not typer.Exit: cdlaw.cli.main runs click with standalone_mode=False,
         # where click turns typer.Exit into a return value that main() does not exit with.
         raise SystemExit(outcome.exit_code)
+
+
+def _simulation(executor: str, law: str | None, noise, seed_noise, noise_seed, dry_run: bool):
+    """The Simulation `--executor simulate --law L --noise σ` asks for (BadInput if it is not
+    one)."""
+    from cdlaw.errors import BadInput
+    from cdlaw.plan.source import load_law
+    from cdlaw.sweep.simulate import Simulation
+
+    if executor != "simulate":
+        raise BadInput(f"--law is for --executor simulate, not --executor {executor}.")
+    if law is None:
+        raise BadInput("--executor simulate needs --law: a preset (e.g. qin2026) or a fit.json.")
+    if dry_run:
+        raise BadInput("a simulated sweep takes seconds: run it without --dry-run.")
+    source = load_law(law)
+    return Simulation(source.law, source.name, noise, seed_noise, noise_seed)
 
 
 def _duration(seconds: float) -> str:

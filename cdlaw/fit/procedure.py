@@ -355,6 +355,12 @@ def fit_law(
         warnings.append(f"only {bootstrap} bootstrap refits: the 95% intervals are rough")
     if cells.attrs.get("not_done"):
         warnings.append(f"{cells.attrs['not_done']} run(s) whose status is not done were left out")
+    if "device" in prepared and (prepared["device"].astype(str) == "simulated").any():
+        n_sim = int((prepared["device"].astype(str) == "simulated").sum())
+        warnings.append(
+            f"{n_sim} row(s) are simulated (cdlaw sweep --executor simulate): losses drawn from "
+            "a known law, so this fit measures how well that law is recovered, not a model"
+        )
     if (~form_ok & ~heldout).any():
         warnings.append(
             f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "

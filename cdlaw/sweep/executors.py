@@ -23,6 +23,7 @@ from pathlib import Path
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
+from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.worker import execute_run
 
 
@@ -36,11 +37,18 @@ class RunTask:
     cache_dir: Path
     exec_cfg: ExecConfig
     retry_failed: bool
+    simulation: Simulation | None = None  # draw the loss from a law instead of training
 
 
 def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
     return execute_run(
-        task.config, task.sweep_dir, task.cache_dir, task.exec_cfg, task.retry_failed, on_event
+        task.config,
+        task.sweep_dir,
+        task.cache_dir,
+        task.exec_cfg,
+        task.retry_failed,
+        on_event,
+        task.simulation,
     )
 
 

@@ -56,6 +56,7 @@ from cdlaw.sweep.locks import (
     read_lock,
 )
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
+from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import DiskFull, name_finished_run_damage, stop_when_disk_full
@@ -97,6 +98,7 @@ def run_sweep(
     ray_address: str | None = None,
     exec_cfg: ExecConfig = ExecConfig(),
     on_event: OnEvent | None = None,
+    simulation: Simulation | None = None,
 ) -> SweepOutcome:
     """Validate, then train every selected run not yet done; rebuild the summary.
 
@@ -104,9 +106,15 @@ def run_sweep(
     checkpoint, runs that failed before this sweep started are tried again. `restart`
     deletes the selected runs' folders first (all of the sweep's run folders when the
     sweep file changed). Runs held by another live process are waited for, not trained.
+    With executor "simulate" each run's loss is drawn from `simulation` (a law and its
+    noise) instead of trained: same folders and rows, no corpus, no torch.
     """
-    if executor not in ("local", "ray"):
-        raise BadInput(f"--executor must be local or ray, got {executor!r}")
+    if executor not in ("local", "ray", "simulate"):
+        raise BadInput(f"--executor must be local, ray or simulate, got {executor!r}")
+    if (executor == "simulate") != (simulation is not None):
+        raise BadInput(
+            "--executor simulate needs --law (a preset or a fit.json), and --law needs it"
+        )
     if jobs < 0:
         raise BadInput(f"--jobs must be ≥ 1, got {jobs}")
     started = time.time()
@@ -114,11 +122,18 @@ def run_sweep(
     sweep = load_sweep(path)  # parsed once, here
     _check_sweep_file(sweep, out, restart)  # before any work
     check_writable(out, sweep.name)
-    from cdlaw.train.steps import resolve_device
+    if simulation is not None:
+        device = "cpu"
+    elif executor == "local":
+        from cdlaw.train.steps import resolve_device
 
-    device = resolve_device(exec_cfg.device) if executor == "local" else exec_cfg.device
-    plan = _plan_or_clean_up(sweep, out, only)
+        device = resolve_device(exec_cfg.device)
+    else:
+        device = exec_cfg.device
+    plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
     sweep_dir = plan.sweep_dir
+    if simulation is not None:
+        check_strategies(simulation, plan.runs)  # before any run folder is written
     _claim_sweep_dir(plan, restart)
     emit = on_event or (lambda e: None)
 
@@ -129,7 +144,7 @@ def run_sweep(
         if result.get("status") in ("done", "diverged"):
             name_finished_run_damage(sweep_dir / rid, result)
     before = {rid: result.get("status") for rid, result in results.items()}
-    _refuse_stale_runs(plan, results)
+    _refuse_stale_runs(plan, results, simulation)
     retry = {rid for rid, s in before.items() if s == "failed"}
     todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
     for r in plan.runs:
@@ -137,7 +152,10 @@ def run_sweep(
             emit(RunSkipped(r.run_id, before[r.run_id]))
 
     n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
-    if executor == "ray":
+    if simulation is not None:  # microseconds a run: one process is plenty
+        n_jobs, threads = 1, 0
+        ex = InProcessExecutor(on_event)
+    elif executor == "ray":
         gpus_per_run = 1 if device.startswith("cuda") else (0 if device == "cpu" else -1)
         ex = RayExecutor(ray_address, exec_cfg.threads or 1, gpus_per_run, on_event)
         n_jobs, threads = ex.capacity, ex.threads
@@ -154,7 +172,7 @@ def run_sweep(
     trained: list[str] = []
     try:
         with _forward_sigterm(ex):
-            trained = _schedule(plan, todo, retry, ex, exec_cfg, emit)
+            trained = _schedule(plan, todo, retry, ex, exec_cfg, emit, simulation)
     finally:
         ex.close()
     summary = rebuild_summary(sweep_dir)
@@ -179,18 +197,22 @@ def run_sweep(
     )
 
 
-def _plan_or_clean_up(sweep: SweepConfig, out: Path, only: str | None) -> SweepPlan:
+def _plan_or_clean_up(
+    sweep: SweepConfig, out: Path, only: str | None, read_corpus: bool = True
+) -> SweepPlan:
     """plan_sweep; on bad input remove the folders it created (bad input writes nothing)."""
     created = [p for p in (out, out / ".cache") if not p.exists()]
     try:
-        return plan_sweep(sweep, out, only)
+        return plan_sweep(sweep, out, only, read_corpus=read_corpus)
     except BadInput:
         for p in reversed(created):
             shutil.rmtree(p, ignore_errors=True)
         raise
 
 
-def _refuse_stale_runs(plan: SweepPlan, results: dict[str, dict]) -> None:
+def _refuse_stale_runs(
+    plan: SweepPlan, results: dict[str, dict], simulation: Simulation | None = None
+) -> None:
     """Finished runs must have trained on the tokens this sweep's data gives now.
 
     A run id hashes the run's config, not the corpus generator's code or the corpus files,
@@ -208,15 +230,29 @@ def _refuse_stale_runs(plan: SweepPlan, results: dict[str, dict]) -> None:
         recorded = result.get("corpus_key")
         data = json.dumps(to_dict(cfg.data), sort_keys=True)
         if data not in now:
-            now[data] = corpus_key(cfg.data)
-        if recorded and now[data] and recorded != now[data]:
+            now[data] = simulation.key if simulation else corpus_key(cfg.data)
+        if simulation and recorded != now[data]:  # real runs, or another law or noise
             stale.append(cfg.run_id)
-    if stale:
-        raise BadInput(
-            f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) trained on "
-            "other tokens than this sweep's data gives now (the corpus, its generator or the "
-            "tokenizer changed): pass --restart to retrain them, or --out to train elsewhere"
+        elif recorded and now[data] and recorded != now[data]:
+            stale.append(cfg.run_id)
+    if not stale:
+        return
+    first = str(results[stale[0]].get("corpus_key") or "")
+    if simulation or first.startswith("simulated:"):
+        what = (
+            "come from real training or another simulation (law, noise)"
+            if simulation
+            else "are simulated (cdlaw sweep --executor simulate), not trained"
         )
+        raise BadInput(
+            f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) {what}: "
+            "pass --restart to replace them, or --out to write elsewhere"
+        )
+    raise BadInput(
+        f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) trained on "
+        "other tokens than this sweep's data gives now (the corpus, its generator or the "
+        "tokenizer changed): pass --restart to retrain them, or --out to train elsewhere"
+    )
 
 
 def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
@@ -288,7 +324,7 @@ def _cost(facts: dict) -> float:
     return facts["tokens_trained"] * facts["flops_per_token"]
 
 
-def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
+def _schedule(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> list[str]:
     """Keep `ex` busy with runs until every run is finished here or elsewhere.
 
     A run another live process holds ("locked") is looked at again every RETRY_LOCKED_S
@@ -306,7 +342,12 @@ def _schedule(plan, todo, retry, ex, exec_cfg, emit) -> list[str]:
 
     def task(cfg: RunConfig) -> RunTask:
         return RunTask(
-            cfg, plan.sweep_dir.resolve(), plan.cache_dir.resolve(), exec_cfg, cfg.run_id in retry
+            cfg,
+            plan.sweep_dir.resolve(),
+            plan.cache_dir.resolve(),
+            exec_cfg,
+            cfg.run_id in retry,
+            simulation,
         )
 
     while queue or inflight or waiting:

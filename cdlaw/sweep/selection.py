@@ -115,17 +115,28 @@ def plan_sweep(
     out: str | Path = "runs",
     only: str | None = None,
     cache_dir: Path | None = None,
+    read_corpus: bool = True,
 ) -> SweepPlan:
     """Check a loaded sweep's data against the corpus, and select its runs.
 
     Writes nothing except the tokenised-corpus cache (in cache_dir, default <out>/.cache).
-    Every problem is a BadInput.
+    Every problem is a BadInput. Without `read_corpus` (a simulated sweep) the corpus is
+    not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
+    OLMo 3's (100,278 tokens, the CD paper's).
     """
     keep = parse_only(only) if only else None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} is a file; give a folder for the runs")
     check_cells(sweep)  # before any corpus work
+    if not read_corpus:
+        from cdlaw.shapes import OLMO3_VOCAB_SIZE
+
+        runs = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
+        selected = [r for r in runs if keep is None or keep(run_facts(r))]
+        if not selected:
+            raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
+        return SweepPlan(sweep, selected, runs, out, runs[0].model.vocab_size, None)
     from cdlaw.data.prepare import prepare_corpus
 
     cache = cache_dir or out / ".cache"

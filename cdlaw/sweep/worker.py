@@ -27,6 +27,7 @@ from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.sweep.simulate import Simulation, simulate_run
 from cdlaw.train.damage import (
     disk_full_message,
     is_disk_full,
@@ -45,6 +46,7 @@ def execute_run(
     exec_cfg: ExecConfig = ExecConfig(),
     retry_failed: bool = False,
     on_event: OnEvent | None = None,
+    simulation: Simulation | None = None,
 ) -> dict:
     """Train one run unless it is done or another process holds it.
 
@@ -56,7 +58,7 @@ def execute_run(
     left to resume from its last checkpoint.
     """
     try:
-        return _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event)
+        return _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation)
     except Exception as e:
         if not is_disk_full(e):
             raise
@@ -64,7 +66,7 @@ def execute_run(
         return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
 
 
-def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event) -> dict:
+def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation) -> dict:
     run_dir = Path(sweep_dir) / cfg.run_id
     emit = on_event or (lambda e: None)
     result = read_result(run_dir)
@@ -84,6 +86,11 @@ def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event) ->
         _record_attempt(run_dir, exec_cfg)
         emit(RunStarted(cfg.run_id, os.getpid()))
         started = time.time()
+        if simulation is not None:  # a loss drawn from a law: nothing to train
+            result = simulate_run(simulation, cfg, run_dir)
+            (run_dir / "result.failed.json").unlink(missing_ok=True)
+            emit(RunEnded(cfg.run_id, "done", result["loss"]))
+            return {"run_id": cfg.run_id, "outcome": "done", "result": result}
         from cdlaw.data.ordering import run_stream
         from cdlaw.data.prepare import prepare_corpus
         from cdlaw.train.loop import RunInterrupted, train_run
