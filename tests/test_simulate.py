@@ -4,6 +4,7 @@ folders, rows and FLOP accounting as trained runs, seeded, and refused when mixe
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -176,3 +177,24 @@ def test_the_cli_simulates_without_torch(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and "--executor simulate" in r.stderr
+
+
+def test_run_folders_of_no_run_of_the_sweep_are_refused_then_restart_clears_them(tmp_path):
+    """summary.parquet gathers every run folder: one that is no run of the sweep (e.g. named
+    by an older run identity) would be fitted with it, so the sweep refuses it by name."""
+    simulate(tmp_path, text=SMALL)
+    sweep_dir = tmp_path / "runs" / "sim"
+    stray = sweep_dir / "0123456789ab"
+    shutil.copytree(next(p for p in sweep_dir.iterdir() if p.is_dir()), stray)
+    with pytest.raises(BadInput, match=r"0123456789ab.*--restart"):
+        simulate(tmp_path, text=SMALL)
+    outcome = run_sweep(
+        tmp_path / "sim.toml",
+        tmp_path / "runs",
+        restart=True,
+        only="strategy=none",  # even a selective restart clears the strays
+        executor="simulate",
+        simulation=Simulation(QIN, "qin2026"),
+    )
+    assert outcome.exit_code == 0 and not stray.exists()
+    assert len(pd.read_parquet(sweep_dir / "summary.parquet")) == len(outcome.plan.all_runs)

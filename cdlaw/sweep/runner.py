@@ -271,12 +271,28 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
     toml = sweep_dir / "sweep.toml"
     same = toml.is_file() and toml.read_text() == plan.sweep.text
     _check_sweep_file(plan.sweep, plan.out, restart)
+    ours = {r.run_id for r in plan.all_runs}
+    orphans = [
+        p.name
+        for p in sorted(sweep_dir.glob("*"))
+        if p.is_dir() and RUN_ID_PATTERN.match(p.name) and p.name not in ours
+    ]
+    if same and orphans and not restart:
+        # summary.parquet gathers every run folder: runs of no run of this sweep would be
+        # fitted with it (e.g. folders an older cdlaw named by another run identity).
+        raise BadInput(
+            f"{len(orphans)} run folder(s) in {sweep_dir} (e.g. {orphans[0]}) are no run of "
+            "this sweep (an older cdlaw named runs differently): pass --restart to retrain "
+            "the sweep from scratch, or --out to train elsewhere"
+        )
     if restart:
         selected = {r.run_id for r in plan.runs}
         doomed = [
             p
             for p in sorted(sweep_dir.glob("*"))
-            if p.is_dir() and RUN_ID_PATTERN.match(p.name) and (not same or p.name in selected)
+            if p.is_dir()
+            and RUN_ID_PATTERN.match(p.name)
+            and (not same or p.name in selected or p.name in orphans)
         ]
         for p in doomed:
             holder = read_lock(p / LOCK_NAME)
