@@ -175,6 +175,7 @@ def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
         (["--budget-flops", "1e21", "--gpu-flops", "1e15", "--mfu", "1.2"], "--mfu 1.2"),
         (["--budget-flops", "1e21", "--mfu", "0.5"], "needs --gpu-flops"),
         (["--frontier", "--frontier-range", "1e22:1e18"], "the end must exceed the start"),
+        (["--frontier", "--budget-flops", "1e21"], "--budget-flops would be ignored"),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(monkeypatch, capsys, args, text):

@@ -198,3 +198,14 @@ def test_run_folders_of_no_run_of_the_sweep_are_refused_then_restart_clears_them
     )
     assert outcome.exit_code == 0 and not stray.exists()
     assert len(pd.read_parquet(sweep_dir / "summary.parquet")) == len(outcome.plan.all_runs)
+
+
+def test_jobs_is_refused_where_it_would_be_ignored(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(SMALL.format(name="s"))
+    sim = Simulation(QIN, "qin2026")
+    with pytest.raises(BadInput, match="--jobs is for the local executor"):
+        run_sweep(path, tmp_path / "runs", executor="simulate", simulation=sim, jobs=2)
+    with pytest.raises(BadInput, match="--jobs is for the local executor"):
+        run_sweep(path, tmp_path / "runs", executor="ray", jobs=2)
+    assert not (tmp_path / "runs").exists()  # refused before anything was written

@@ -94,6 +94,11 @@ def plan(
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
 
     if frontier:
+        if budget_flops is not None:
+            raise BadInput(
+                "--frontier plans every budget of --frontier-range, so --budget-flops would be "
+                "ignored: drop one of them."
+            )
         lo, sep, hi = frontier_range.partition(":")
         if not sep:
             raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")

@@ -117,6 +117,11 @@ def run_sweep(
         )
     if jobs < 0:
         raise BadInput(f"--jobs must be ≥ 1, got {jobs}")
+    if jobs and executor != "local":
+        raise BadInput(
+            f"--jobs is for the local executor; --executor {executor} runs as many runs at once "
+            "as it has CPUs (by --threads) or GPUs: drop --jobs."
+        )
     started = time.time()
     out = Path(out)
     sweep = load_sweep(path)  # parsed once, here
