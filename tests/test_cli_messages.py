@@ -34,3 +34,9 @@ def test_a_missing_training_extra_is_named(tmp_path):
     assert r.returncode == 2, r.stderr
     assert "pip install 'cdlaw[train]'" in r.stderr and "torch" in r.stderr
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_labelled_lines_print_their_message_as_given():
+    r = run("from cdlaw.cli import say; say('warning', 'fit of runs[v2]/t.csv: [/] [bold]x')")
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == "warning: fit of runs[v2]/t.csv: [/] [bold]x"

@@ -3,7 +3,6 @@ truncated or deleted after the sweep finished or in the middle of a run, is reco
 named in one line, and the sweep run again ends with every run done once, with the loss
 of the undamaged sweep (exactly: CPU, one thread)."""
 
-import json
 import random
 import shutil
 from pathlib import Path
@@ -11,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from runhelpers import result_losses as losses
 
-from cdlaw.data.ordering import run_stream
-from cdlaw.data.prepare import prepare_corpus
+from cdlaw.data.ordering import stream_for_run
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
@@ -43,15 +42,6 @@ def sweep(runs_root, write_sweep, one_thread):
     )
 
 
-def losses(sweep_dir: Path) -> dict[str, tuple]:
-    """run_id -> (status, loss) of every result.json."""
-    out = {}
-    for p in sorted(sweep_dir.glob("*/result.json")):
-        row = json.loads(p.read_text())
-        out[p.parent.name] = (row["status"], row["loss"])
-    return out
-
-
 def rerun(sweep, capfd):
     """Run the sweep again in this process; return its outcome and its `damaged:` lines."""
     capfd.readouterr()
@@ -76,15 +66,7 @@ def leave_checkpoint(sweep, rid: str, step: int) -> Path:
     """Train run `rid` afresh up to `step` and stop there, leaving its checkpoint."""
     cfg, run_dir = sweep.runs[rid], sweep.dir / rid
     shutil.rmtree(run_dir, ignore_errors=True)
-    prepared = prepare_corpus(cfg.data, sweep.root / ".cache", cfg.fresh_tokens)
-    stream = run_stream(
-        prepared,
-        cfg.strategy,
-        cfg.fresh_tokens,
-        cfg.derived_tokens,
-        seq_len=cfg.model.seq_len,
-        seed=cfg.seed,
-    )
+    prepared, stream = stream_for_run(cfg, sweep.root / ".cache")
     with pytest.raises(RunInterrupted):
         train_run(cfg, run_dir, stream, prepared.val_tokens, sweep.exec, stop_after_steps=step)
     return run_dir
@@ -96,10 +78,7 @@ def leave_swap(sweep, rid: str, first: int, second: int) -> Path:
     kept = run_dir.parent / f"{rid}-kept"
     shutil.copytree(run_dir / "checkpoint", kept)
     cfg = sweep.runs[rid]
-    prepared = prepare_corpus(cfg.data, sweep.root / ".cache", cfg.fresh_tokens)
-    stream = run_stream(
-        prepared, cfg.strategy, cfg.fresh_tokens, cfg.derived_tokens, cfg.model.seq_len, cfg.seed
-    )
+    prepared, stream = stream_for_run(cfg, sweep.root / ".cache")
     with pytest.raises(RunInterrupted):
         train_run(cfg, run_dir, stream, prepared.val_tokens, sweep.exec, stop_after_steps=second)
     kept.rename(run_dir / "checkpoint.old")

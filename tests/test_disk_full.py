@@ -4,15 +4,15 @@ there is space), keeps every finished run, and resumes when space is back, endin
 the losses of an undamaged sweep."""
 
 import errno
-import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from runhelpers import cdlaw
+from runhelpers import result_losses as losses
 
 import cdlaw.atomic
 from cdlaw.sweep.runner import run_sweep
@@ -29,14 +29,6 @@ def reference(runs_root, write_sweep, one_thread):
     outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
     assert outcome.exit_code == 0
     return path, losses(runs_root / "full")
-
-
-def losses(sweep_dir: Path) -> dict[str, tuple]:
-    out = {}
-    for p in sorted(sweep_dir.glob("*/result.json")):
-        row = json.loads(p.read_text())
-        out[p.parent.name] = (row["status"], row["loss"])
-    return out
 
 
 def stamps(sweep_dir: Path) -> dict[str, int]:
@@ -86,14 +78,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
 
 
 def cdlaw_sweep(path: Path, out: Path) -> subprocess.CompletedProcess:
-    args = ["sweep", path, "--out", out, "--jobs", 1, "--threads", 1]
-    return subprocess.run(
-        [sys.executable, "-m", "cdlaw", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "1000"},
-    )
+    return cdlaw("sweep", path, "--out", out, "--jobs", 1, "--threads", 1)
 
 
 def test_a_real_small_disk_fills_then_the_sweep_resumes(reference, tmp_path, runs_root):

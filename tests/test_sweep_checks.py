@@ -3,12 +3,10 @@ limit, paraphrase files on a real corpus), files that are not UTF-8, non-finite 
 each one sentence, exit 2, nothing written. Nothing here trains."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
+from runhelpers import cdlaw
 
 from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES
 from cdlaw.errors import BadInput
@@ -33,17 +31,6 @@ seq_len = 32
 
 def para(ratio: str = "derived_ratio = [2000]", data: str = ""):
     return parse_sweep(PARA.format(ratio=ratio, data=data), source="para.toml")
-
-
-def cdlaw(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "cdlaw", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "1000"},
-    )
 
 
 def one_sentence(stderr: str) -> str:

@@ -2,12 +2,12 @@
 one sentence, nothing written). Nothing here trains."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from runhelpers import cdlaw
 
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, resolve_size
@@ -226,17 +226,6 @@ def test_wrong_types_and_impossible_values():
     bad(text("strategy = ['none']"), "get strategy 'none'")
     bad(text(extra="[train]\nbatch_size = 2.5"), "whole number")
     bad("[grid\n", "not valid TOML")
-
-
-def cdlaw(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "cdlaw", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "1000"},  # rich wraps stderr at 80 columns otherwise
-    )
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,13 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+from runhelpers import cdlaw
 
 from cdlaw.data.prepare import corpus_key
 from cdlaw.errors import BadInput
@@ -27,17 +27,6 @@ from cdlaw.train.result import SUMMARY_COLUMNS
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.slow  # every test here shares a fixture that trains (~20 s)
-
-
-def cdlaw(*args, cwd, timeout=300):
-    return subprocess.run(
-        [sys.executable, "-m", "cdlaw", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "1000"},
-    )
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,12 @@ def _root() -> None:
 err = Console(stderr=True, soft_wrap=True)
 
 
+def say(label: str, message: str, style: str = "yellow") -> None:
+    """One labelled line on stderr (`warning: …`); the message prints as given, never as
+    rich markup, so paths and values with brackets keep them."""
+    err.print(f"[{style}]{label}:[/] {escape(str(message))}", highlight=False)
+
+
 def number(text: str, what: str) -> float:
     """A CLI number (1e21, 25M, 3B); bad text raises BadInput naming the option."""
     from cdlaw.units import parse_number

@@ -6,7 +6,7 @@ import time
 
 import typer
 
-from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli import app, err, number, print_json, say
 
 
 @app.command()
@@ -223,4 +223,4 @@ def _render(result) -> None:
             highlight=False,
         )
     for w in d["warnings"]:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        say("warning", w)

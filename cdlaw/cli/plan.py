@@ -9,7 +9,7 @@ from rich import box
 from rich.panel import Panel
 from rich.table import Table
 
-from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli import app, err, number, print_json, say
 from cdlaw.errors import BadInput
 from cdlaw.units import format_number as fmt
 
@@ -236,7 +236,7 @@ def _render_plan(p) -> None:
     if p.memory:
         _render_memory(p.memory)
     for w in p.warnings:
-        err.print(f"[yellow]warning:[/] {w}", highlight=False)
+        say("warning", w)
 
 
 def _render_memory(m: dict) -> None:
@@ -345,4 +345,4 @@ def _render_frontier(plans, law: str, unique, strategy: str) -> None:
     )
     for p in plans:
         for w in p.warnings:
-            err.print(f"[yellow]warning (C = {p.budget_flops:.3g}):[/] {w}", highlight=False)
+            say(f"warning (C = {p.budget_flops:.3g})", w)

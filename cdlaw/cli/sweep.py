@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err, print_json
+from cdlaw.cli import app, err, print_json, say
 
 
 def wide_err():
@@ -172,7 +172,7 @@ def sweep(
         highlight=False,
     )
     for failure in outcome.failures:
-        err.print(f"[red]failed[/] {failure['run_id']}: {failure['error']}", highlight=False)
+        say(f"failed {failure['run_id']}", failure["error"], style="red")
     if outcome.exit_code:
         # SystemExit, not typer.Exit: cdlaw.cli.main runs click with standalone_mode=False,
         # where click turns typer.Exit into a return value that main() does not exit with.
@@ -262,7 +262,7 @@ def _render_dry_run(plan) -> None:
         highlight=False,
     )
     for note in plan.notes:
-        err.print(f"[yellow]note:[/] {note}", highlight=False)
+        say("note", note)
 
 
 class SweepDisplay:

@@ -14,13 +14,17 @@ Counts are exact: the stream holds exactly D + D′ tokens, D′ of them derived
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from cdlaw.config import RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.prepare import (
     MAX_PARAPHRASE_PASSES,
     docs_inside,
     paraphrase_pass_parts,
+    prepare_corpus,
     too_short_for_paraphrase,
     train_blocks,
 )
@@ -197,3 +201,17 @@ def run_stream(
     info["paraphrase_passes_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))
     return out.stream(info)
+
+
+def stream_for_run(cfg: RunConfig, cache_dir: Path) -> tuple[PreparedCorpus, TokenStream]:
+    """The prepared corpus (with its validation tokens) and the exact stream run `cfg` reads."""
+    prepared = prepare_corpus(cfg.data, Path(cache_dir), cfg.fresh_tokens)
+    stream = run_stream(
+        prepared,
+        cfg.strategy,
+        cfg.fresh_tokens,
+        cfg.derived_tokens,
+        seq_len=cfg.model.seq_len,
+        seed=cfg.seed,
+    )
+    return prepared, stream

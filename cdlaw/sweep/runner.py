@@ -181,13 +181,12 @@ def run_sweep(
     finally:
         ex.close()
     summary = rebuild_summary(sweep_dir)
-    statuses = {
-        r.run_id: (read_result(sweep_dir / r.run_id) or {}).get("status") for r in plan.runs
-    }
+    finals = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
+    statuses = {rid: row.get("status") for rid, row in finals.items()}
     failures = [
-        {"run_id": rid, "error": (read_result(sweep_dir / rid) or {}).get("error", "")}
-        for rid, s in statuses.items()
-        if s == "failed"
+        {"run_id": rid, "error": row.get("error", "")}
+        for rid, row in finals.items()
+        if row.get("status") == "failed"
     ]
     return SweepOutcome(
         plan,

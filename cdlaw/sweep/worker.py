@@ -91,20 +91,11 @@ def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, si
             (run_dir / "result.failed.json").unlink(missing_ok=True)
             emit(RunEnded(cfg.run_id, "done", result["loss"]))
             return {"run_id": cfg.run_id, "outcome": "done", "result": result}
-        from cdlaw.data.ordering import run_stream
-        from cdlaw.data.prepare import prepare_corpus
+        from cdlaw.data.ordering import stream_for_run
         from cdlaw.train.loop import RunInterrupted, train_run
 
         try:
-            prepared = prepare_corpus(cfg.data, Path(cache_dir), cfg.fresh_tokens)
-            stream = run_stream(
-                prepared,
-                cfg.strategy,
-                cfg.fresh_tokens,
-                cfg.derived_tokens,
-                seq_len=cfg.model.seq_len,
-                seed=cfg.seed,
-            )
+            prepared, stream = stream_for_run(cfg, Path(cache_dir))
 
             def progress(p: dict) -> None:
                 emit(RunProgress(run_id=cfg.run_id, **p))
