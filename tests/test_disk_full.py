@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from runhelpers import cdlaw
+from runhelpers import cdlaw as run_cdlaw
 from runhelpers import result_losses as losses
 
 import cdlaw.atomic
@@ -78,7 +78,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
 
 
 def cdlaw_sweep(path: Path, out: Path) -> subprocess.CompletedProcess:
-    return cdlaw("sweep", path, "--out", out, "--jobs", 1, "--threads", 1)
+    return run_cdlaw("sweep", path, "--out", out, "--jobs", 1, "--threads", 1)
 
 
 def test_a_real_small_disk_fills_then_the_sweep_resumes(reference, tmp_path, runs_root):
