@@ -1,4 +1,4 @@
-"""Run streams on the embedded corpus: exact counts, replays, paraphrase mixing, held-out
+"""Run streams on the embedded corpus: exact counts, replays, paraphrase passes, held-out
 validation, nesting, and the same bytes in another process."""
 
 import hashlib
@@ -80,6 +80,7 @@ def test_token_accounting_is_exact(pc, strategy, D, Dp):
     if strategy == "paraphrase":
         assert s.info["paraphrase_passes"] == pytest.approx(Dp / D)
         assert s.info["epochs"] == 1.0
+        assert not mask[:D].any() and mask[D:].all()  # fresh first, then the passes
 
 
 def chunks(tokens, n):
@@ -114,14 +115,15 @@ def test_smaller_fresh_budgets_are_prefixes_of_larger_ones(pc):
     assert big_docs[: len(small_docs)] == small_docs  # whole documents, in the same order
 
 
-def test_paraphrase_stream_mixes_fresh_and_passes_of_the_documents_in_D(pc, cache):
+def test_paraphrase_stream_is_fresh_then_passes_of_the_documents_in_D(pc, cache):
     D, Dp = 3000, 9000
     s = run_stream(pc, "paraphrase", D, Dp, L, seed=2)
     tokens, mask = s.read(0, D + Dp), s.derived_mask(0, D + Dp)
     fresh = run_stream(pc, "none", D, 0, L, seed=2).read(0, D)
-    # Every fresh token once, as whole seq_len sequences (in a shuffled order)...
-    assert chunks(tokens[~mask], L) == chunks(fresh, L)
-    assert not np.array_equal(tokens[~mask], fresh)
+    # Every fresh token once, first and in order (stream order 2; order 1 mixed the fresh
+    # sequences with the derived ones in one shuffled order)...
+    assert not mask[:D].any() and mask[D:].all()
+    assert np.array_equal(tokens[:D], fresh)
     # ...and the derived tokens are pass 1, 2, … of exactly the documents inside D.
     fresh_docs, _ = docs_of(fresh, pc.eos_id)
     from cdlaw.data.prepare import docs_inside, paraphrase_pass_parts, train_blocks
@@ -129,11 +131,23 @@ def test_paraphrase_stream_mixes_fresh_and_passes_of_the_documents_in_D(pc, cach
     blocks = train_blocks(pc, D)
     n_docs = docs_inside(blocks, D)
     assert sum(n_docs) == len(fresh_docs) == s.info["fresh_documents"]
-    source = np.concatenate(
-        [p for k in (1, 2, 3, 4) for p in paraphrase_pass_parts(pc, blocks, n_docs, k)]
-    )[:Dp]
-    assert Counter(tokens[mask].tolist()) == Counter(source.tolist())
-    lengths = [sum(map(len, paraphrase_pass_parts(pc, blocks, n_docs, k))) for k in (1, 2, 3, 4)]
+    passes = [np.concatenate(paraphrase_pass_parts(pc, blocks, n_docs, k)) for k in (1, 2, 3, 4)]
+    lengths = [len(p) for p in passes]
+    # Pass by pass (stream order 2; order 1 took the first D′ tokens of the passes and mixed
+    # them): each pass is its own seq_len sequences in a shuffled order, the short remainder
+    # last, and the last pass used is cut after its first sequences in that order.
+    at, whole_passes = D, 0
+    for whole in passes:
+        got = tokens[at : min(at + len(whole), D + Dp)]
+        if len(got) == len(whole):
+            assert chunks(got, L) == chunks(whole, L) and not np.array_equal(got, whole)
+            whole_passes += 1
+        elif len(got):
+            cut = len(got) // L * L  # whole sequences of this pass, then part of one
+            assert not chunks(got[:cut], L) - chunks(whole, L)
+            assert not Counter(got.tolist()) - Counter(whole.tolist())
+        at += len(got)
+    assert at == D + Dp and whole_passes >= 1
     full = int(np.searchsorted(np.cumsum(lengths), Dp, side="right"))
     used = full + (Dp - sum(lengths[:full])) / lengths[full]
     assert s.info["paraphrase_passes_used"] == pytest.approx(used)

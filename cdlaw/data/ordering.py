@@ -1,15 +1,23 @@
 """Build each run's exact token stream from a prepared corpus (docs/names.md, docs/corpus.md).
 
 Streams (what the trainer reads, front to back):
-  none         the first D tokens of the training documents (whole documents in their
-               shuffled order; the last one cut to hit D exactly).
-  repetition   those D tokens, then epochs 2, 3, … of the same D tokens, each in a new
-               seeded order of seq_len-sized sequences (the short remainder last), until
-               exactly D′ more tokens; the last epoch may be partial.
-  paraphrase   the D fresh tokens and the first D′ tokens of paraphrase passes 1, 2, … of
-               the documents that lie wholly inside D, cut into seq_len sequences and
-               mixed in one seeded order (the two short remainders last).
+  none         the first D tokens F[:D] of the training documents (whole documents in
+               their shuffled order, the global fresh order F; the last one cut to hit D
+               exactly).
+  repetition   F[:D], then epochs 2, 3, … of the same D tokens, each in a new seeded order
+               of seq_len-sized sequences (the short remainder last), until exactly D′ more
+               tokens; the last epoch may be partial.
+  paraphrase   F[:D], then paraphrase passes 1, 2, … of the documents that lie wholly
+               inside D, each pass cut into seq_len sequences in a seeded order of its own
+               (the short remainder last), until exactly D′ more tokens; the last pass may
+               be partial.
 Counts are exact: the stream holds exactly D + D′ tokens, D′ of them derived.
+
+Streams nest. Every stream starts with F[:D], and F does not depend on D or the seed. The
+order of epoch or pass k depends only on (seed, tag, k) and on the tokens it reorders (F[:D],
+or pass k of the documents inside D), never on D′, so for one D and seed a run with a
+smaller D′ reads exactly a prefix of the stream of a run with a larger one.
+`shared_prefix` says, from configs alone, how many leading tokens two runs share.
 """
 
 from __future__ import annotations
@@ -31,7 +39,19 @@ from cdlaw.data.prepare import (
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 
-REPEAT_TAG, MIX_TAG = 12, 13  # seed streams, so no two uses share numbers (file_corpus.py: 11)
+# Seed streams, so no two uses share numbers (file_corpus.py: 11). 13 was the mixed
+# paraphrase order of stream order 1; it is retired, not reused.
+REPEAT_TAG, PASS_TAG = 12, 14
+
+# The version of the rules above that turn (corpus, strategy, D, D′, seq_len, seed) into a
+# token stream. Bump it whenever the same config would read different tokens or a different
+# order, so runs trained on an older order can be told apart (info["stream_order"]).
+#   1: paraphrase sequences (fresh and derived) mixed in one seeded order.
+#   2: paraphrase streams are F[:D], then passes 1, 2, … each in its own seeded order, so
+#      they nest in D′ like repetition epochs; none and repetition are unchanged.
+STREAM_ORDER_VERSION = 2
+
+STRATEGIES = ("none", "repetition", "paraphrase")
 
 
 class _Concat:
@@ -77,17 +97,6 @@ class _StreamBuilder:
     def add(self, source: _Concat, starts, stops, derived: bool) -> None:
         self.parts.append(self._rows(source, starts, stops, derived)[0])
 
-    def add_interleaved(self, pieces) -> None:
-        """pieces: (source, starts, stops, derived, positions); the slices of all pieces
-        are placed in the order of their positions (a permutation shared by the pieces)."""
-        cols, keys = [], []
-        for source, starts, stops, derived, positions in pieces:
-            rows, i = self._rows(source, starts, stops, derived)
-            cols.append(rows)
-            keys.append(np.asarray(positions, dtype=np.int64)[i])
-        order = np.argsort(np.concatenate(keys), kind="stable")  # a split slice stays in order
-        self.parts.append(tuple(np.concatenate([c[k] for c in cols])[order] for k in range(4)))
-
     def _rows(self, source: _Concat, starts, stops, derived: bool):
         """(array, start, stop, derived) columns of the slices, and each row's slice index."""
         array, lo, hi, i = source.columns(starts, stops)
@@ -104,6 +113,52 @@ def _sequences(n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(full, dtype=np.int64) * seq_len, np.array([full * seq_len, n])
 
 
+def _shuffled_sequences(n: int, seq_len: int, seed: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The (starts, stops) of n tokens cut into seq_len sequences, in the order seeded by
+    `seed`, the short remainder last (empty when seq_len divides n)."""
+    starts, (r0, r1) = _sequences(n, seq_len)
+    perm = np.random.default_rng(seed).permutation(len(starts))
+    return np.concatenate([starts[perm], [r0]]), np.concatenate([starts[perm] + seq_len, [r1]])
+
+
+def _add_until(out: _StreamBuilder, source: _Concat, a, b, left: int, derived: bool) -> int:
+    """Appends the slices [a_i, b_i), in order, cutting them to end after `left` tokens;
+    returns the tokens appended."""
+    lengths = b - a
+    before = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    take = np.minimum(lengths, np.maximum(left - before, 0))
+    out.add(source, a, a + take, derived)
+    return int(take.sum())
+
+
+def shared_prefix(a: tuple[str, int, int], b: tuple[str, int, int]) -> int:
+    """Tokens at the start that the streams of runs a and b (each (strategy, D, D′), same
+    data, seq_len and seed) are guaranteed to share. Pure: no corpus is read, so a dry run
+    of a paper-scale sweep can plan WSD trunks and branches with it.
+
+    The rule, from the streams above:
+      * same strategy and same D: D + min(D′a, D′b). Both read F[:D], then epochs (or
+        passes) 2, 3, … (1, 2, …) of the same tokens in orders seeded by (seed, k) alone, so
+        the shorter stream is a prefix of the longer one. For `none` D′ = 0, so D.
+      * otherwise: min(Da, Db). Every stream starts with F[:D], and F does not depend on D,
+        so both start with F[:min D]. After that nothing is guaranteed: at D1 < D2 the
+        smaller run goes on with a derived epoch or pass of F[:D1] (or ends), the other with
+        F[D1:]; a repetition and a paraphrase run at one D part at token D; and paraphrase
+        passes at different D paraphrase different documents.
+    The two streams may agree by chance a little further (e.g. a sequence the permutations
+    happen to put first); the rule never counts on it.
+    """
+    (sa, da, dpa), (sb, db, dpb) = a, b
+    for strategy, d, dp in (a, b):
+        if strategy not in STRATEGIES:
+            raise BadInput(f"strategy must be none, repetition or paraphrase, got {strategy!r}")
+        if int(d) <= 0 or int(dp) < 0:
+            raise BadInput(f"need D > 0 and D′ ≥ 0, got {d}, {dp}")
+    if sa == sb and int(da) == int(db):
+        return int(da) + min(int(dpa), int(dpb))
+    return min(int(da), int(db))
+
+
 def run_stream(
     prepared: PreparedCorpus,
     strategy: str,
@@ -114,7 +169,7 @@ def run_stream(
 ) -> TokenStream:
     """The exact token stream of one run: fresh_tokens + derived_tokens tokens (see above)."""
     D, Dp, L = int(fresh_tokens), int(derived_tokens), int(seq_len)
-    if strategy not in ("none", "repetition", "paraphrase"):
+    if strategy not in STRATEGIES:
         raise BadInput(f"strategy must be none, repetition or paraphrase, got {strategy!r}")
     if D <= 0 or Dp < 0 or L <= 0:
         raise BadInput(
@@ -145,58 +200,38 @@ def run_stream(
         "seed": seed,
         "epochs": 1.0,
         "paraphrase_passes": 0.0,
+        "stream_order": STREAM_ORDER_VERSION,
     }
-    if strategy == "none":
+    if strategy in ("none", "repetition"):
         out = _StreamBuilder(fresh)
-        out.add(fresh, [0], [D], False)
-        return out.stream(info)
-
-    if strategy == "repetition":
-        out = _StreamBuilder(fresh)
-        out.add(fresh, [0], [D], False)
-        starts, (r0, r1) = _sequences(D, L)
+        out.add(fresh, [0], [D], False)  # F[:D]: every stream starts with it
         left, epoch = Dp, 2
-        while left > 0:
-            perm = np.random.default_rng([seed, REPEAT_TAG, epoch]).permutation(len(starts))
-            a = np.concatenate([starts[perm], [r0]])
-            b = np.concatenate([starts[perm] + L, [r1]])
-            take = np.minimum(
-                b - a, np.maximum(left - np.concatenate([[0], np.cumsum(b - a)[:-1]]), 0)
-            )
-            out.add(fresh, a, a + take, True)
-            left -= int(take.sum())
+        while left > 0:  # repetition: epoch k's order depends on (seed, k), not on D′
+            a, b = _shuffled_sequences(D, L, [seed, REPEAT_TAG, epoch])
+            left -= _add_until(out, fresh, a, b, left, True)
             epoch += 1
-        info["epochs"] = (D + Dp) / D
+        if strategy == "repetition":
+            info["epochs"] = (D + Dp) / D
         return out.stream(info)
 
     n_docs = docs_inside(blocks, D)
     if not sum(n_docs):
         raise BadInput(too_short_for_paraphrase(D, blocks))
-    parts, have, k, passes_used = [], 0, 0, 0.0
+    parts, lengths, have, passes_used = [], [], 0, 0.0
     while have < Dp:  # each pass adds tokens (a pass lacking a document is refused)
-        k += 1
-        pass_parts = paraphrase_pass_parts(prepared, blocks, n_docs, k)
-        pass_tokens = sum(len(p) for p in pass_parts)
-        start = have
-        for part in pass_parts:
-            parts.append(part[: Dp - have])
-            have += len(parts[-1])
-            if have >= Dp:
-                break
-        passes_used += (have - start) / pass_tokens
+        pass_parts = paraphrase_pass_parts(prepared, blocks, n_docs, len(lengths) + 1)
+        parts += pass_parts  # the whole pass: its order must not depend on D′
+        lengths.append(sum(len(p) for p in pass_parts))
+        passes_used += min(lengths[-1], Dp - have) / lengths[-1]
+        have += lengths[-1]
     derived = _Concat(parts)
-    f_starts, (f0, f1) = _sequences(D, L)
-    d_starts, (d0, d1) = _sequences(Dp, L)
-    order = np.random.default_rng([seed, MIX_TAG]).permutation(len(f_starts) + len(d_starts))
     out = _StreamBuilder(fresh, derived)
-    is_derived = order >= len(f_starts)
-    at_f, at_d = np.flatnonzero(~is_derived), np.flatnonzero(is_derived)
-    f_seq, d_seq = f_starts[order[at_f]], d_starts[order[at_d] - len(f_starts)]
-    out.add_interleaved(
-        [(fresh, f_seq, f_seq + L, False, at_f), (derived, d_seq, d_seq + L, True, at_d)]
-    )
-    out.add(fresh, [f0], [f1], False)
-    out.add(derived, [d0], [d1], True)
+    out.add(fresh, [0], [D], False)  # F[:D], as for none
+    left, offset = Dp, 0
+    for k, n in enumerate(lengths, start=1):  # pass k's order: (seed, k) and its own tokens
+        a, b = _shuffled_sequences(n, L, [seed, PASS_TAG, k])
+        left -= _add_until(out, derived, offset + a, offset + b, left, True)
+        offset += n
     info["paraphrase_passes"] = Dp / D
     info["paraphrase_passes_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))
