@@ -24,6 +24,9 @@ from cdlaw.law import Strategy
 from cdlaw.units import plain
 
 Schedule = Literal["cosine", "wsd"]
+# Fields added after runs were first named: left out of run_id at their default, so a run
+# trained before a field existed keeps its id (and its folder) when the field is unused.
+ADDED_FIELDS = {("train", "warmup_steps"): 0}
 Precision = Literal["auto", "bf16", "fp32"]
 
 
@@ -86,6 +89,9 @@ class TrainConfig:
     eps: float = 1e-8
     schedule: Schedule = "cosine"  # or "wsd" (warmup-stable-decay)
     warmup_frac: float = 0.02  # of all steps
+    warmup_steps: int = (
+        0  # when > 0: warmup fixed in steps, overriding warmup_frac (needed to share prefixes)
+    )
     final_lr_frac: float = 0.1  # cosine ends at 10% of peak
     decay_frac: float = 0.2  # wsd: last 20% of steps decay linearly to final_lr_frac
     z_loss: float = 1e-5
@@ -115,6 +121,7 @@ class TrainConfig:
                 f"[0, 1), [0, 1] and (0, 1], got {self.warmup_frac}, {self.final_lr_frac}, "
                 f"{self.decay_frac}"
             )
+        _require(self.warmup_steps >= 0, "train.warmup_steps", self.warmup_steps, "≥ 0")
         _require(self.batch_size > 0, "train.batch_size", self.batch_size, "positive")
         _require(
             self.micro_batch_size >= 0,
@@ -189,6 +196,9 @@ class RunConfig:
         """
         defining = to_dict(self)
         defining["model"].pop("size")
+        for (table, key), default in ADDED_FIELDS.items():  # ids of older runs stay the same
+            if defining[table][key] == default:
+                defining[table].pop(key)
         blob = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

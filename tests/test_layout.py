@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "cdlaw"
 
 # Each stage may import only the stages listed for it (and itself).
-FOUNDATION = {"errors", "units", "atomic", "law", "regimes", "config", "shapes"}
+FOUNDATION = {"errors", "units", "atomic", "law", "regimes", "config", "shapes", "schedule"}
 ALLOWED = {
     "foundation": {"foundation"},
     "data": {"foundation", "data"},

@@ -6,13 +6,13 @@ parameter groups, the validation loss. cdlaw.train.loop puts them together.
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 import torch
 
 from cdlaw.config import TrainConfig
 from cdlaw.errors import BadInput
+from cdlaw.schedule import lr_at  # noqa: F401  (re-exported: a piece of a step)
 
 IGNORE = -100  # target id of padding positions (a partial last row)
 
@@ -20,28 +20,6 @@ IGNORE = -100  # target id of padding positions (a partial last row)
 # ---------------------------------------------------------------------------------------
 # Pieces of a training step (each small enough to test on its own).
 # ---------------------------------------------------------------------------------------
-
-
-def lr_at(step: int, total_steps: int, train: TrainConfig) -> float:
-    """Learning rate for step `step` (0-based) of `total_steps`.
-
-    Linear warmup over the first warmup_frac of steps to the peak, then either cosine
-    down to final_lr_frac·peak at the last step, or WSD: constant at the peak, and
-    linear to final_lr_frac·peak over the last decay_frac of steps.
-    """
-    peak, final = train.lr, train.lr * train.final_lr_frac
-    warmup = int(train.warmup_frac * total_steps)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    last = total_steps - 1
-    if train.schedule == "cosine":
-        progress = min(1.0, (step - warmup) / max(1, last - warmup))
-        return final + (peak - final) * 0.5 * (1.0 + math.cos(math.pi * progress))
-    decay_start = max(warmup, total_steps - max(1, round(train.decay_frac * total_steps)))
-    if step < decay_start:
-        return peak
-    progress = min(1.0, (step - decay_start + 1) / max(1, last - decay_start + 1))
-    return peak + (final - peak) * progress
 
 
 def make_batch(tokens: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
