@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +27,41 @@ def result_losses(sweep_dir: Path) -> dict[str, tuple]:
         row = json.loads(p.read_text())
         out[p.parent.name] = (row["status"], row["loss"])
     return out
+
+
+# 1 size × D 2,048 and 4,096 × r 0, 1, 3 × both strategies: 10 runs of 8–64 steps.
+SHARED_SWEEP = """
+name = "{name}"
+share = {share}
+[grid]
+size = ["20K"]
+fresh_tokens = [2048, 4096]
+strategy = ["repetition", "paraphrase"]
+derived_ratio = [0, 1, 3]
+[data]
+vocab_size = 512
+val_tokens = 2048
+[model]
+seq_len = 32
+[train]
+batch_size = 8
+schedule = "wsd"
+warmup_steps = 3
+eval_every = 4
+log_every = 1
+checkpoint_every = 4
+"""
+
+
+def write_shared_sweep(root: Path, name: str, share: bool = True, **train) -> Path:
+    """A sweep of 10 runs that share prefixes (`share`), [train] keys overridden by `train`."""
+    text = SHARED_SWEEP.format(name=name, share="true" if share else "false")
+    for key, value in train.items():
+        line = f"{key} = {json.dumps(value)}"
+        if re.search(rf"(?m)^{key} = .*$", text):
+            text = re.sub(rf"(?m)^{key} = .*$", line, text)
+        else:
+            text = text.replace("[train]\n", f"[train]\n{line}\n")
+    path = root.parent / f"{name}-{'shared' if share else 'alone'}.toml"
+    path.write_text(text)
+    return path

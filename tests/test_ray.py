@@ -60,3 +60,21 @@ def test_ray_executor_runs_each_run_as_a_task(local_ray, runs_root, write_sweep)
     # Resuming on Ray trains nothing.
     again = run_sweep(paths["on-ray"], root, executor="ray", exec_cfg=ExecConfig(device="cpu"))
     assert again.trained == [] and again.exit_code == 0
+
+
+@pytest.mark.slow
+def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
+    from runhelpers import result_losses, write_shared_sweep
+
+    out = runs_root / "share-ray"
+    cpu = ExecConfig(device="cpu", threads=1)
+    outcome = run_sweep(write_shared_sweep(out, "share"), out, executor="ray", exec_cfg=cpu)
+    assert set(outcome.statuses.values()) == {"done"}
+    forest = outcome.plan.forest
+    assert forest.forks
+    for rid, fork in forest.forks.items():
+        row = json.loads((out / "share" / rid / "result.json").read_text())
+        assert (row["fork_parent"], row["fork_step"]) == (fork.parent, fork.step)
+    alone = runs_root / "share-ray-alone"
+    run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
+    assert result_losses(out / "share") == result_losses(alone / "share")

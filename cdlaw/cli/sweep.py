@@ -111,6 +111,11 @@ def sweep(
                     "device": plan.device,
                     "calibration": plan.calibration,
                     "notes": plan.notes,
+                    "share": plan.plan.sweep.share,
+                    "flops": plan.flops,
+                    "flops_alone": plan.flops_alone,
+                    "serial_seconds_alone": plan.serial_seconds_alone,
+                    "wall_seconds_alone": plan.wall_seconds_alone,
                 }
             )
         else:
@@ -213,6 +218,7 @@ def _render_dry_run(plan) -> None:
     table = Table(
         title=f"sweep {plan.plan.sweep.name}: {len(plan.rows)} runs", title_justify="left"
     )
+    shared = any(r["fork_parent"] for r in plan.rows)
     for col in (
         "run_id",
         "size",
@@ -228,6 +234,7 @@ def _render_dry_run(plan) -> None:
         "seed",
         "state",
         "est.",
+        *(("fork from", "at step") if shared else ()),
     ):
         table.add_column(
             col, justify="left" if col in ("run_id", "size", "strategy", "state") else "right"
@@ -248,6 +255,11 @@ def _render_dry_run(plan) -> None:
             str(r["seed"]),
             r["state"],
             _duration(r["est_seconds"]),
+            *(
+                (r["fork_parent"] or "-", str(r["fork_step"]) if r["fork_parent"] else "-")
+                if shared
+                else ()
+            ),
         )
     wide_err().print(table)
     for c in plan.calibration:
@@ -261,6 +273,17 @@ def _render_dry_run(plan) -> None:
         f"× {plan.threads} thread(s) ({_duration(plan.serial_seconds)} of runs to do)",
         highlight=False,
     )
+    if plan.plan.sweep.share:
+        forks = sum(
+            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
+        )
+        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
+        err.print(
+            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
+            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
+            f"{_duration(plan.wall_seconds)} instead of {_duration(plan.wall_seconds_alone)}",
+            highlight=False,
+        )
     for note in plan.notes:
         say("note", note)
 

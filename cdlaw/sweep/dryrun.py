@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,11 @@ class DryRun:
     device: str
     calibration: list[dict]  # per measured shape: n_params, tokens_per_second, setup_s
     notes: list[str] = field(default_factory=list)
+    # share = true: the same, had every run trained alone from step 0 (else equal to the above)
+    flops: float = 0.0  # FLOPs of the steps still to train (attention included)
+    flops_alone: float = 0.0
+    serial_seconds_alone: float = 0.0
+    wall_seconds_alone: float = 0.0
 
 
 class _CalibrationDone(Exception):
@@ -125,6 +131,42 @@ def makespan(durations: list[float], jobs: int) -> float:
     return max(free)
 
 
+def forest_makespan(rows: list[dict], forks: dict, jobs: int) -> float:
+    """Wall time of these runs on `jobs` workers when a branch may start only once its
+    trunk has reached the fork step (greedy list scheduling, rows in priority order).
+
+    rows: run_id, est_seconds, steps, fork_step; forks: branch -> Fork (parent, step)."""
+    by_id = {r["run_id"]: r for r in rows}
+    start: dict[str, float] = {}
+    free = [0.0] * max(1, jobs)
+    left = list(rows)
+
+    def ready_at(row: dict) -> float:
+        fork = forks.get(row["run_id"])
+        if fork is None or fork.parent not in by_id:
+            return 0.0  # a root, or its trunk is done already (its fork is on disk)
+        if fork.parent not in start:
+            return math.inf
+        parent = by_id[fork.parent]
+        done_share = (fork.step - parent["fork_step"]) / max(
+            1, parent["steps"] - parent["fork_step"]
+        )
+        return start[fork.parent] + parent["est_seconds"] * min(1.0, max(0.0, done_share))
+
+    while left:
+        free.sort()
+        now = free[0]
+        times = [ready_at(r) for r in left]
+        pick = next((i for i, t in enumerate(times) if t <= now), None)
+        if pick is None:
+            now = min(times)  # the worker idles until the next fork exists
+            pick = times.index(now)
+        row = left.pop(pick)
+        start[row["run_id"]] = now
+        free[0] = now + row["est_seconds"]
+    return max(free)
+
+
 def dry_run_sweep(
     path: str | Path,
     out: str | Path = "runs",
@@ -179,32 +221,48 @@ def dry_run_sweep(
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
     val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
+    forest = plan.forest
     for row in rows:
-        if row["state"] in ("done", "diverged"):
-            row["est_seconds"] = 0.0
-        elif calibration:
-            row["est_seconds"] = estimate_seconds(
-                row, calibration, val_tokens, plan.sweep.train.eval_every
-            )
-        else:
-            row["est_seconds"] = float("nan")
-    durations = [row["est_seconds"] for row in todo]
-    if n_jobs > 1:
-        durations.sort(reverse=True)
+        rid, done = row["run_id"], row["state"] in ("done", "diverged")
+        fork = forest.forks.get(rid)
+        row["fork_parent"], row["fork_step"] = (fork.parent, fork.step) if fork else ("", 0)
+        row["own_tokens"], row["own_flops"] = forest.own_tokens[rid], forest.own_flops[rid]
+        if done or not calibration:
+            row["est_seconds"] = row["est_seconds_alone"] = 0.0 if done else math.nan
+            continue
+        estimate = lambda facts: estimate_seconds(  # noqa: E731
+            facts, calibration, val_tokens, plan.sweep.train.eval_every
+        )
+        row["est_seconds_alone"] = estimate(row)
+        own_steps = row["steps"] - row["fork_step"]
+        row["est_seconds"] = estimate(
+            {**row, "tokens_trained": row["own_tokens"], "steps": own_steps}
+        )
     # each process pays the imports (torch, transformers) once
     startup = (
         max(c["setup_s"] for c in calibration) - min(c["setup_s"] for c in calibration)
         if calibration
         else 0.0
     )
+    order = sorted(todo, key=lambda r: -forest.critical[r["run_id"]]) if n_jobs > 1 else todo
+    alone = sorted(todo, key=lambda r: -r["est_seconds_alone"]) if n_jobs > 1 else todo
+    pending_forks = {b: f for b, f in forest.forks.items() if b in {r["run_id"] for r in todo}}
+    wall = forest_makespan(order, pending_forks, n_jobs) + startup if todo else 0.0
+    wall_alone = (
+        makespan([r["est_seconds_alone"] for r in alone], n_jobs) + startup if todo else 0.0
+    )
     return DryRun(
         plan=plan,
         rows=rows,
-        serial_seconds=float(sum(durations)),
-        wall_seconds=makespan(durations, n_jobs) + startup if durations else 0.0,
+        serial_seconds=float(sum(r["est_seconds"] for r in todo)),
+        wall_seconds=wall,
         jobs=n_jobs,
         threads=threads,
         device=device,
         calibration=calibration,
         notes=notes,
+        flops=float(sum(r["own_flops"] for r in todo)),
+        flops_alone=float(sum(forest.alone_flops[r["run_id"]] for r in todo)),
+        serial_seconds_alone=float(sum(r["est_seconds_alone"] for r in todo)),
+        wall_seconds_alone=wall_alone,
     )

@@ -38,6 +38,8 @@ class RunTask:
     exec_cfg: ExecConfig
     retry_failed: bool
     simulation: Simulation | None = None  # draw the loss from a law instead of training
+    fork_steps: tuple[int, ...] = ()  # save a fork checkpoint after these steps (a trunk)
+    fork_from: tuple[Path, ...] = ()  # fork checkpoints to start from, nearest first (a branch)
 
 
 def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
@@ -49,6 +51,8 @@ def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
         task.retry_failed,
         on_event,
         task.simulation,
+        task.fork_steps,
+        task.fork_from,
     )
 
 

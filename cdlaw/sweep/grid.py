@@ -53,6 +53,7 @@ class SweepConfig:
     text: str  # the file verbatim (copied to runs/<name>/sweep.toml)
     source: str  # the file name, for messages
     description: str = ""
+    share: bool = False  # runs that share a stream prefix train it once (WSD; cdlaw.sweep.forest)
     sizes: tuple[str, ...] = ()  # empty when [model] gives a fixed shape
     d_axis: str = "tokens_per_param"
     d_values: tuple[float, ...] = ()

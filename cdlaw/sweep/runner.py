@@ -12,33 +12,30 @@ checkpoint. The parts, each in its own module (their API re-exported here, see _
     cdlaw.sweep.locks        the per-run lock file (two processes never train one run)
     cdlaw.sweep.worker       execute_run: one run, trained under its lock, failures recorded
     cdlaw.sweep.executors    in-process, K worker processes, or Ray; devices, jobs × threads
+    cdlaw.sweep.scheduler    keeps the executor busy: priorities, forks, retries, locks
+    cdlaw.sweep.forest       share = true: which run forks from which, at which step
     cdlaw.sweep.summary      summary.parquet and the state of each run (`cdlaw status`)
     cdlaw.sweep.dryrun       --dry-run: the table of runs and a measured time estimate
 
-All three executors go through one scheduling loop over concurrent.futures-style futures.
+All three executors go through one scheduling loop (cdlaw.sweep.scheduler).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import contextlib
 import dataclasses
 import json
 import shutil
 import threading
 import time
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cdlaw.atomic import write_json_atomic, write_text_atomic
-from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.atomic import write_text_atomic
+from cdlaw.config import ExecConfig, to_dict
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
-    RunEnded,
-    RunLocked,
-    RunRetried,
     RunSkipped,
     SweepPlanned,
 )
@@ -46,24 +43,20 @@ from cdlaw.sweep.executors import (
     InProcessExecutor,
     PoolExecutor,
     RayExecutor,
-    RunTask,
     choose_jobs,
 )
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import (
     LOCK_NAME,
-    RunLock,
     read_lock,
 )
+from cdlaw.sweep.scheduler import schedule_runs
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
-from cdlaw.train.damage import DiskFull, name_finished_run_damage, stop_when_disk_full
-from cdlaw.train.result import read_result, result_row, run_facts
-
-POLL_S = 0.2  # how often the scheduler looks at events and finished futures
-RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
+from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
+from cdlaw.train.result import read_result, run_facts
 
 
 @dataclass
@@ -170,14 +163,15 @@ def run_sweep(
         ex = PoolExecutor(n_jobs, threads, gpus, on_event)
     if executor == "local":
         exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
-    # In parallel, longest first (it shortens the makespan); alone, in grid order.
+    # In parallel, the costliest chain of work first (a trunk before its branches; it
+    # shortens the makespan); alone, in grid order (a branch still waits for its fork).
     if n_jobs > 1:
-        todo.sort(key=lambda r: -_cost(run_facts(r)))
+        todo.sort(key=lambda r: -plan.forest.critical[r.run_id])
 
     trained: list[str] = []
     try:
         with _forward_sigterm(ex):
-            trained = _schedule(plan, todo, retry, ex, exec_cfg, emit, simulation)
+            trained = schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation)
     finally:
         ex.close()
     summary = rebuild_summary(sweep_dir)
@@ -223,6 +217,7 @@ def _refuse_stale_runs(
     so after either changes a finished run would be skipped as done though it saw other
     tokens. Each result.json records its corpus_key; a mismatch is refused, never mixed.
     """
+    from cdlaw.data.ordering import STREAM_ORDER_VERSION
     from cdlaw.data.prepare import corpus_key
 
     now: dict[str, str | None] = {}
@@ -239,6 +234,8 @@ def _refuse_stale_runs(
             stale.append(cfg.run_id)
         elif recorded and now[data] and recorded != now[data]:
             stale.append(cfg.run_id)
+        elif not simulation and cfg.strategy == "paraphrase" and _order(result) != STREAM_ORDER_VERSION:
+            stale.append(cfg.run_id)  # trained before paraphrase passes nested (stream order 1)
     if not stale:
         return
     first = str(results[stale[0]].get("corpus_key") or "")
@@ -255,8 +252,13 @@ def _refuse_stale_runs(
     raise BadInput(
         f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) trained on "
         "other tokens than this sweep's data gives now (the corpus, its generator or the "
-        "tokenizer changed): pass --restart to retrain them, or --out to train elsewhere"
+        "tokenizer changed, or its paraphrase order did): pass --restart to retrain them, or --out to train elsewhere"
     )
+
+
+def _order(result: dict) -> int:
+    """The stream order a finished run was trained with (1 before it was recorded)."""
+    return int(result.get("stream_order") or 1)
 
 
 def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
@@ -337,93 +339,3 @@ def _forward_sigterm(ex):
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def _cost(facts: dict) -> float:
-    """Relative work of a run: tokens × FLOPs per token (attention included)."""
-    return facts["tokens_trained"] * facts["flops_per_token"]
-
-
-def _schedule(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> list[str]:
-    """Keep `ex` busy with runs until every run is finished here or elsewhere.
-
-    A run another live process holds ("locked") is looked at again every RETRY_LOCKED_S
-    until that process finishes it (then it is skipped) or dies (then it is taken over).
-    A worker that dies (killed, out of memory) loses nothing: its run is queued again and
-    resumes from its checkpoint; a run that kills its worker twice is recorded as failed.
-    """
-    from collections import deque
-
-    queue = deque(todo)
-    waiting: dict[str, tuple[RunConfig, float]] = {}
-    deaths: dict[str, int] = {}
-    inflight: dict[cf.Future, RunConfig] = {}
-    trained: list[str] = []
-
-    def task(cfg: RunConfig) -> RunTask:
-        return RunTask(
-            cfg,
-            plan.sweep_dir.resolve(),
-            plan.cache_dir.resolve(),
-            exec_cfg,
-            cfg.run_id in retry,
-            simulation,
-        )
-
-    while queue or inflight or waiting:
-        now = time.monotonic()
-        for rid, (cfg, when) in list(waiting.items()):
-            if when <= now:
-                queue.append(cfg)
-                del waiting[rid]
-        while queue and len(inflight) < ex.capacity:
-            cfg = queue.popleft()
-            inflight[ex.submit(task(cfg))] = cfg
-        if not inflight:
-            ex.drain()
-            time.sleep(POLL_S)
-            continue
-        done, _ = cf.wait(list(inflight), timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
-        ex.drain()
-        for future in done:
-            cfg = inflight.pop(future)
-            try:
-                outcome = future.result()
-            except Exception as e:  # the worker died under the run, or it raised outside training
-                died = isinstance(e, BrokenProcessPool)
-                if died:
-                    ex.broken()
-                reason = f"{type(e).__name__}: {e}"
-                deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
-                if deaths[cfg.run_id] >= 2:
-                    what = "the worker died twice" if died else "it failed twice outside training"
-                    _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
-                    emit(RunEnded(cfg.run_id, "failed"))
-                else:
-                    emit(RunRetried(cfg.run_id, reason))
-                    queue.appendleft(cfg)
-                continue
-            if outcome["outcome"] == "locked":
-                if cfg.run_id not in waiting:
-                    holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
-                    emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
-                waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
-            elif outcome["outcome"] == "disk-full":
-                raise DiskFull(outcome["error"])
-            elif outcome["outcome"] == "skipped":
-                emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
-            else:
-                trained.append(cfg.run_id)
-        if done:
-            rebuild_summary(plan.sweep_dir)
-    return trained
-
-
-def _record_failure(plan: SweepPlan, cfg: RunConfig, exec_cfg: ExecConfig, error: str) -> None:
-    run_dir = plan.sweep_dir / cfg.run_id
-    lock = RunLock(run_dir / LOCK_NAME)
-    if lock.acquire():  # the dead worker's lock is stale (its pid is gone)
-        with lock:
-            if read_result(run_dir) is None:
-                row = result_row(cfg, status="failed", device=exec_cfg.device, error=str(error))
-                write_json_atomic(run_dir / "result.json", row)

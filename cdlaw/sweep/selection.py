@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.errors import BadInput
+from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.train.result import run_facts
@@ -100,6 +101,7 @@ class SweepPlan:
     out: Path
     vocab_size: int
     prepared: object = None  # the data layer's PreparedCorpus (when it was prepared)
+    forest: Forest = field(default_factory=Forest)  # forks (share = true), over all_runs
 
     @property
     def sweep_dir(self) -> Path:
@@ -133,10 +135,10 @@ def plan_sweep(
         from cdlaw.shapes import OLMO3_VOCAB_SIZE
 
         runs = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
-        selected = [r for r in runs if keep is None or keep(run_facts(r))]
-        if not selected:
-            raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
-        return SweepPlan(sweep, selected, runs, out, runs[0].model.vocab_size, None)
+        selected = _select(runs, keep, only)
+        return SweepPlan(
+            sweep, selected, runs, out, runs[0].model.vocab_size, None, _forest(sweep, runs)
+        )
     from cdlaw.data.prepare import prepare_corpus
 
     cache = cache_dir or out / ".cache"
@@ -155,10 +157,23 @@ def plan_sweep(
         )
     if sweep.data.corpus != "embedded":
         check_paraphrase_files(sweep, runs, prepared)
+    selected = _select(runs, keep, only)
+    return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
+
+
+def _select(runs: list[RunConfig], keep, only: str | None) -> list[RunConfig]:
     selected = [r for r in runs if keep is None or keep(run_facts(r))]
     if not selected:
         raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
-    return SweepPlan(sweep, selected, runs, out, vocab, prepared)
+    return selected
+
+
+def _forest(sweep: SweepConfig, runs: list[RunConfig]) -> Forest:
+    """Who forks from whom, planned over every run of the sweep (so --only does not change
+    where a trunk saves its forks); BadInput when share = true cannot apply."""
+    if sweep.share:
+        check_sharing(runs)
+    return plan_forest(runs, sweep.share)
 
 
 def check_writable(out: Path, sweep_name: str) -> None:

@@ -3,6 +3,7 @@
 A sweep file is data, not code (tomllib; nothing runs from it). It names a grid of runs:
 
     name = "demo"                      # the runs folder: runs/<name>/ (default: the file's stem)
+    share = true                       # train shared stream prefixes once (needs WSD; docs/sweep.md)
 
     [grid]
     size = ["30K", "100K", "olmo3_14M"]   # n_params targets (the shape ladder) or named sizes
@@ -48,6 +49,7 @@ from cdlaw.config import (
 )
 from cdlaw.errors import BadInput
 from cdlaw.law import DERIVED_STRATEGIES
+from cdlaw.sweep.forest import check_sharing
 from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, SweepConfig, cell_matches, grid_cells
 from cdlaw.sweep.values import (
     nonnegative_number,
@@ -63,7 +65,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the `tomli` package
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "grid", "exclude", "model", "data", "train")
+TOP_KEYS = ("name", "description", "share", "grid", "exclude", "model", "data", "train")
 GRID_AXES = (
     "size",
     "fresh_tokens",
@@ -130,6 +132,9 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise BadInput(f"description must be a string, got {description!r}")
+    share = raw.get("share", False)
+    if not isinstance(share, bool):
+        raise BadInput(f"share must be true or false, got {share!r}")
 
     data = from_dict(DataConfig, _table(raw, "data"), "data")
     train_raw = _table(raw, "train")
@@ -208,6 +213,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         text=text,
         source=source,
         description=description,
+        share=share,
         sizes=sizes,
         d_axis=d_axis,
         d_values=d_values,
@@ -227,7 +233,11 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     if not sweep.cells():
         raise BadInput("the grid is empty: every cell is excluded")
     if data.tokenizer == "bpe":  # vocab known: every run's shape and token counts are checked now
-        sweep.runs()  # (other tokenizers: by the runner, once the data layer knows the vocab)
+        runs = (
+            sweep.runs()
+        )  # (other tokenizers: by the runner, once the data layer knows the vocab)
+        if share:
+            check_sharing(runs)
     return sweep
 
 

@@ -36,6 +36,7 @@ from cdlaw.train.damage import (
     set_aside_unreadable_result,
     unreadable,
 )
+from cdlaw.train.forks import fork_exists
 from cdlaw.train.result import read_result, result_row
 
 
@@ -47,8 +48,15 @@ def execute_run(
     retry_failed: bool = False,
     on_event: OnEvent | None = None,
     simulation: Simulation | None = None,
+    fork_steps: tuple[int, ...] = (),
+    fork_from: tuple[Path, ...] = (),
 ) -> dict:
     """Train one run unless it is done or another process holds it.
+
+    Shared prefixes (share = true, cdlaw.sweep.forest): the run saves fork checkpoints
+    after each step in `fork_steps`, and a run that has not started yet starts from the
+    first fork in `fork_from` (its own fork first, then older ones) that exists; when its
+    own fork is gone it says so, and starts from an older one or from step 0.
 
     Returns {"run_id", "outcome": done|diverged|failed|skipped|locked|disk-full,
     "result": row|None} (with "error", one sentence, for disk-full). A crash inside
@@ -58,7 +66,10 @@ def execute_run(
     left to resume from its last checkpoint.
     """
     try:
-        return _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation)
+        forks = (tuple(fork_steps), tuple(Path(p) for p in fork_from))
+        return _execute_run(
+            cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
+        )
     except Exception as e:
         if not is_disk_full(e):
             raise
@@ -66,7 +77,9 @@ def execute_run(
         return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
 
 
-def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation) -> dict:
+def _execute_run(
+    cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
+) -> dict:
     run_dir = Path(sweep_dir) / cfg.run_id
     emit = on_event or (lambda e: None)
     result = read_result(run_dir)
@@ -100,7 +113,17 @@ def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, si
             def progress(p: dict) -> None:
                 emit(RunProgress(run_id=cfg.run_id, **p))
 
-            result = train_run(cfg, run_dir, stream, prepared.val_tokens, exec_cfg, progress)
+            fork_steps, fork_from = forks
+            result = train_run(
+                cfg,
+                run_dir,
+                stream,
+                prepared.val_tokens,
+                exec_cfg,
+                progress,
+                fork_steps=fork_steps,
+                fork_from=_choose_fork(run_dir, fork_from),
+            )
         except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
             raise
         except Exception as e:  # recorded, and the sweep goes on (docs/sweep.md)
@@ -121,6 +144,31 @@ def _execute_run(cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, si
     status = result.get("status", "done")
     emit(RunEnded(cfg.run_id, status, result.get("loss")))
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
+
+
+def _choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:
+    """The fork a run that has not started yet starts from: its own, else the nearest older
+    one that exists (said in one line), else None (step 0, said too)."""
+    if not fork_from or any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old")):
+        return None  # a run with a checkpoint of its own resumes from it
+    for fork in fork_from:
+        if fork_exists(fork):
+            if fork != fork_from[0]:
+                say(
+                    f"run {run_dir.name}: its fork checkpoint {_name(fork_from[0])} is gone; it "
+                    f"starts from the older fork {_name(fork)} instead"
+                )
+            return fork
+    say(
+        f"run {run_dir.name}: its fork checkpoint {_name(fork_from[0])} is gone and no older "
+        "fork is left; it trains from step 0 (same result, more compute)"
+    )
+    return None
+
+
+def _name(fork: Path) -> str:
+    """<trunk>/forks/step-<s>, as a user finds it in the sweep folder."""
+    return "/".join(fork.parts[-3:])
 
 
 def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:

@@ -33,10 +33,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
-from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
@@ -49,12 +48,12 @@ from cdlaw.train.checkpoint import (
 )
 from cdlaw.train.damage import (
     json_problem,
-    parquet_problem,
     say,
     set_aside,
     set_aside_unreadable_result,
-    unreadable,
 )
+from cdlaw.train.forks import fork_path, save_fork, start_from_fork
+from cdlaw.train.metrics import resumed_rows, write_metrics
 from cdlaw.train.model import build_model, non_embedding_params
 from cdlaw.train.result import read_result, result_row
 from cdlaw.train.steps import (
@@ -71,18 +70,6 @@ from cdlaw.train.steps import (
     token_losses,
 )
 
-METRIC_COLUMNS = [
-    "step",
-    "tokens_seen",
-    "epoch",
-    "lr",
-    "train_loss",
-    "val_loss",
-    "grad_norm",
-    "flops",
-    "elapsed_s",
-]
-
 
 class RunInterrupted(Exception):
     """Training stopped early (a signal, or stop_after_steps); a checkpoint was saved."""
@@ -96,36 +83,6 @@ class RunInterrupted(Exception):
 # ---------------------------------------------------------------------------------------
 # Files of a run.
 # ---------------------------------------------------------------------------------------
-
-
-def read_metrics(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return pd.read_parquet(path).to_dict("records")
-
-
-def resumed_rows(path: Path, step: int, logged: list[int]) -> list[dict] | None:
-    """The metrics rows up to a checkpoint's step (`logged`: the steps that wrote one), or
-    None when metrics.parquet cannot give them all: it is set aside and named in one line,
-    and the run restarts from step 0 (resuming would leave a hole in its curve)."""
-    problem = parquet_problem(path)
-    if problem is None:
-        try:
-            rows = [r for r in read_metrics(path) if r["step"] <= step]
-        except Exception as e:  # pyarrow's errors on a damaged column chunk
-            problem = unreadable(e)
-        else:
-            if [r["step"] for r in rows] == logged:
-                return rows
-            problem = f"lacks rows up to step {step} of the checkpoint"
-    aside = f"; set aside as {set_aside(path).name}" if path.exists() else ""
-    say(f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)")
-    return None
-
-
-def write_metrics(path: Path, rows: list[dict]) -> None:
-    df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
-    write_parquet_atomic(path, df.astype({"step": "int64", "tokens_seen": "int64"}))
 
 
 def save_hf_model(net, path: Path) -> None:
@@ -154,6 +111,8 @@ def train_run(
     exec_cfg: ExecConfig = ExecConfig(),
     on_progress: Callable[[dict], None] | None = None,
     stop_after_steps: int | None = None,
+    fork_steps: tuple[int, ...] = (),
+    fork_from: Path | None = None,
 ) -> dict:
     """Train cfg on every token of `stream` once, in order; return the result row (docs/files.md).
 
@@ -162,6 +121,11 @@ def train_run(
     trained again). `stop_after_steps` saves a checkpoint after that step and
     raises RunInterrupted (for tests, and for callers that slice runs). SIGTERM and SIGINT
     do the same, then re-deliver the signal to the previous handler.
+
+    Shared prefixes (cdlaw.train.forks): after each step in `fork_steps` the run saves a
+    fork checkpoint for the branches that start there; a run with no checkpoint of its own
+    starts from the fork at `fork_from` (another run's state at a step both share) instead
+    of step 0, and ends exactly where it would have alone.
     """
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
@@ -225,6 +189,10 @@ def train_run(
     checkpoint_dir = run_dir / "checkpoint"
     metrics_path = run_dir / "metrics.parquet"
     set_aside_unreadable_result(run_dir)
+    own = any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old"))
+    forked = fork_from is not None and not own
+    if forked:
+        forked = start_from_fork(fork_from, run_dir, cfg.run_id, stream.fresh_tokens)
     found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
     rows: list[dict] = []
     if found is not None:
@@ -241,13 +209,15 @@ def train_run(
         else:
             rows = resumed
             state = apply_checkpoint(found, net, optimizer)
+    # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
+    started_from = state.get("forked_from") or {"run": "", "step": 0}
     if config_problem:
         say(
             f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
         )
-    elif found is not None and not config_path.exists():
+    elif found is not None and not config_path.exists() and not forked:
         say(f"{config_path} is missing; written again")
-    if found is None or not config_path.exists():
+    if found is None or not config_path.exists() or forked:
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
         write_json_atomic(config_path, config)
@@ -363,6 +333,11 @@ def train_run(
                 if evaluate:
                     write_metrics(metrics_path, rows)
 
+            if step + 1 in fork_steps and not (fork := fork_path(run_dir, step + 1)).exists():
+                state["interval_loss"] = float(interval_loss)
+                state["elapsed_s"] = elapsed()
+                save_fork(fork, net, optimizer, state, rows)
+
             stop = bool(stop_signal) or stop_after_steps == step + 1
             if stop or ((step + 1) % train.checkpoint_every == 0 and not last):
                 checkpoint()
@@ -403,6 +378,7 @@ def train_run(
         device=device_name(device),
         precision=str(amp).removeprefix("torch.") if amp else "float32",
         stream_info=stream.info,
+        forked_from=started_from,
     )
     write_json_atomic(result_path, result)
     remove_checkpoint(checkpoint_dir)

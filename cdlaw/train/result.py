@@ -70,14 +70,17 @@ def result_row(
     precision: str = "",
     stream_info: dict | None = None,
     error: str | None = None,
+    forked_from: dict | None = None,
 ) -> dict:
     """The result row of a run that ended with `status` (done | diverged | failed).
 
     `stream_info` is the token stream's account of itself (epochs, paraphrase passes,
     corpus and its key); without it (a run that crashed before its stream was built) the
     counts follow from the config: repetition trains (D + D′)/D epochs, paraphrase one
-    epoch of fresh tokens and D′/D passes of paraphrases.
+    epoch of fresh tokens and D′/D passes of paraphrases. `forked_from` ({run, step}): the
+    trunk whose state at that step a branch started from (cdlaw.train.forks).
     """
+    fork = forked_from or {"run": "", "step": 0}
     counts = count_params(cfg.model)
     model, train = cfg.model, cfg.train
     info = stream_info or {}
@@ -123,6 +126,9 @@ def result_row(
         "precision": precision,
         "corpus": info.get("corpus", cfg.data.corpus),
         "corpus_key": info.get("corpus_key", ""),
+        "stream_order": info.get("stream_order", 0),
+        "fork_parent": fork["run"],  # "" when the run trained from step 0
+        "fork_step": int(fork["step"]),
         "cdlaw_version": cdlaw.__version__,
     }
     if error is not None:

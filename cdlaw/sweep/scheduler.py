@@ -1,0 +1,151 @@
+"""Keep an executor busy with a sweep's runs, in order of the work they lead to (docs/sweep.md).
+
+One loop for every executor (in-process, worker processes, Ray), over
+concurrent.futures-style futures:
+
+- a run goes out when a slot is free and it is ready: a branch (share = true) is ready once
+  its fork checkpoint exists, or once its trunk will not write it here (finished, failed,
+  or not selected), and then it starts from the nearest older fork or from step 0;
+- among ready runs the one heading the costliest chain of work goes first (the queue's
+  order, set by the runner), so trunks start early and branches follow their forks;
+- a run another live process holds is looked at again every RETRY_LOCKED_S;
+- a worker that dies loses nothing: its run is queued again and resumes from its
+  checkpoint; a run that kills its worker twice is recorded as failed;
+- fork checkpoints that no unfinished run of the sweep can start from are deleted.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from concurrent.futures.process import BrokenProcessPool
+
+from cdlaw.atomic import write_json_atomic
+from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.sweep.events import RunEnded, RunLocked, RunRetried, RunSkipped
+from cdlaw.sweep.executors import RunTask
+from cdlaw.sweep.forest import Fork, fork_dir
+from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
+from cdlaw.sweep.selection import SweepPlan
+from cdlaw.sweep.summary import rebuild_summary
+from cdlaw.train.damage import DiskFull
+from cdlaw.train.forks import fork_exists, remove_fork
+from cdlaw.train.result import read_result, result_row
+
+POLL_S = 0.2  # how often the scheduler looks at events and finished futures
+RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
+
+
+def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> list[str]:
+    """Train `todo` (in priority order) on executor `ex`; return the run ids trained here."""
+    forest = plan.forest if simulation is None else None  # a simulated run trains nothing
+    queue: list[RunConfig] = list(todo)
+    waiting: dict[str, tuple[RunConfig, float]] = {}
+    deaths: dict[str, int] = {}
+    inflight: dict[cf.Future, RunConfig] = {}
+    trained: list[str] = []
+
+    def task(cfg: RunConfig) -> RunTask:
+        rid, sweep_dir = cfg.run_id, plan.sweep_dir.resolve()
+        saves = forest.saves.get(rid, ()) if forest else ()
+        starts = forest.fallbacks.get(rid, ()) if forest else ()
+        return RunTask(
+            cfg,
+            sweep_dir,
+            plan.cache_dir.resolve(),
+            exec_cfg,
+            rid in retry,
+            simulation,
+            fork_steps=saves,
+            fork_from=tuple(fork_dir(sweep_dir, f) for f in starts),
+        )
+
+    def coming(rid: str) -> bool:
+        """Will run `rid` still train here, or is another process training it?"""
+        here = {c.run_id for c in queue} | {c.run_id for c in inflight.values()}
+        return rid in here or rid in waiting
+
+    def ready(cfg: RunConfig) -> bool:
+        fork = forest.forks.get(cfg.run_id) if forest else None
+        if fork is None or fork_exists(fork_dir(plan.sweep_dir, fork)):
+            return True
+        return not coming(fork.parent)
+
+    while queue or inflight or waiting:
+        now = time.monotonic()
+        for rid, (cfg, when) in list(waiting.items()):
+            if when <= now:
+                queue.append(cfg)
+                del waiting[rid]
+        while len(inflight) < ex.capacity:
+            pick = next((c for c in queue if ready(c)), None)
+            if pick is None:
+                break
+            queue.remove(pick)
+            inflight[ex.submit(task(pick))] = pick
+        if not inflight:
+            ex.drain()
+            time.sleep(POLL_S)
+            continue
+        done, _ = cf.wait(list(inflight), timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+        ex.drain()
+        for future in done:
+            cfg = inflight.pop(future)
+            try:
+                outcome = future.result()
+            except Exception as e:  # the worker died under the run, or it raised outside training
+                died = isinstance(e, BrokenProcessPool)
+                if died:
+                    ex.broken()
+                reason = f"{type(e).__name__}: {e}"
+                deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
+                if deaths[cfg.run_id] >= 2:
+                    what = "the worker died twice" if died else "it failed twice outside training"
+                    _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
+                    emit(RunEnded(cfg.run_id, "failed"))
+                else:
+                    emit(RunRetried(cfg.run_id, reason))
+                    queue.insert(0, cfg)
+                continue
+            if outcome["outcome"] == "locked":
+                if cfg.run_id not in waiting:
+                    holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
+                    emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
+                waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
+            elif outcome["outcome"] == "disk-full":
+                raise DiskFull(outcome["error"])
+            elif outcome["outcome"] == "skipped":
+                emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
+            else:
+                trained.append(cfg.run_id)
+        if done:
+            rebuild_summary(plan.sweep_dir)
+            if forest and forest.saves:
+                remove_unneeded_forks(plan)
+    return trained
+
+
+def remove_unneeded_forks(plan: SweepPlan) -> list[str]:
+    """Delete the fork checkpoints no unfinished run of the sweep can start from (runs not
+    selected by --only count: a later sweep may train them); return what was deleted."""
+    forest = plan.forest
+    pending = {c.run_id for c in plan.all_runs if read_result(plan.sweep_dir / c.run_id) is None}
+    needed = forest.needed_forks(pending)
+    removed = []
+    for trunk, steps in forest.saves.items():
+        for step in steps:
+            path = fork_dir(plan.sweep_dir, Fork(trunk, step))
+            if Fork(trunk, step) not in needed and path.exists():
+                remove_fork(path)
+                removed.append(str(path))
+    return removed
+
+
+def _record_failure(plan: SweepPlan, cfg: RunConfig, exec_cfg: ExecConfig, error: str) -> None:
+    run_dir = plan.sweep_dir / cfg.run_id
+    lock = RunLock(run_dir / LOCK_NAME)
+    if lock.acquire():  # the dead worker's lock is stale (its pid is gone)
+        with lock:
+            if read_result(run_dir) is None:
+                row = result_row(cfg, status="failed", device=exec_cfg.device, error=str(error))
+                write_json_atomic(run_dir / "result.json", row)

@@ -1,0 +1,57 @@
+"""A run's training curve, metrics.parquet: one row per logged step (docs/files.md).
+
+The loop appends rows as it trains and writes the file at every evaluation and checkpoint
+(metrics first, so no checkpoint is newer than its curve); a resumed run, or a branch that
+starts from a fork, takes the rows up to its starting step (`resumed_rows`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from cdlaw.atomic import write_parquet_atomic
+from cdlaw.train.damage import parquet_problem, say, set_aside, unreadable
+
+METRIC_COLUMNS = [
+    "step",
+    "tokens_seen",
+    "epoch",
+    "lr",
+    "train_loss",
+    "val_loss",
+    "grad_norm",
+    "flops",
+    "elapsed_s",
+]
+
+
+def read_metrics(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return pd.read_parquet(path).to_dict("records")
+
+
+def resumed_rows(path: Path, step: int, logged: list[int]) -> list[dict] | None:
+    """The metrics rows up to a checkpoint's step (`logged`: the steps that wrote one), or
+    None when metrics.parquet cannot give them all: it is set aside and named in one line,
+    and the run restarts from step 0 (resuming would leave a hole in its curve)."""
+    problem = parquet_problem(path)
+    if problem is None:
+        try:
+            rows = [r for r in read_metrics(path) if r["step"] <= step]
+        except Exception as e:  # pyarrow's errors on a damaged column chunk
+            problem = unreadable(e)
+        else:
+            if [r["step"] for r in rows] == logged:
+                return rows
+            problem = f"lacks rows up to step {step} of the checkpoint"
+    aside = f"; set aside as {set_aside(path).name}" if path.exists() else ""
+    say(f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)")
+    return None
+
+
+def write_metrics(path: Path, rows: list[dict]) -> None:
+    df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    write_parquet_atomic(path, df.astype({"step": "int64", "tokens_seen": "int64"}))
