@@ -9,10 +9,10 @@ folders hold the same runs with the same losses, fits both the way `make demo` d
 - training FLOPs with sharing / without (each run's own steps; attention included),
 - sweep wall time with sharing / without,
 - the fitted parameters with their bootstrap intervals side by side, and log-RMSE;
-  with --baseline CSV also a third fit (e.g. examples/demo-runs.csv, the cosine demo).
+  with --baseline CSV also a third fit (e.g. examples/demo-runs-cosine.csv, the cosine demo).
 
     .venv/bin/python benchmarks/bench_share.py [--sweep sweeps/demo.toml] [--jobs 2]
-        [--out runs-bench-share] [--bootstrap 20] [--baseline examples/demo-runs.csv]
+        [--out runs-bench-share] [--bootstrap 20] [--baseline examples/demo-runs-cosine.csv]
 
 Writes <out>/share.json with every number printed.
 
