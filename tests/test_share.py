@@ -238,3 +238,40 @@ def test_dry_run_shows_each_fork_and_the_flops_saved(tmp_path):
     r = cdlaw("sweep", write(root, "dry"), "--out", root, "--dry-run")
     assert "fork from" in r.stderr and "shared prefixes:" in r.stderr
     assert not (root / "dry").exists()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_branch_from_a_fork_equals_the_run_alone_in_fp32_and_bf16(tmp_path, precision):
+    import numpy as np
+    import torch
+
+    from cdlaw.config import DataConfig, ExecConfig, ModelConfig
+    from cdlaw.data.streams import array_stream
+    from cdlaw.train.forks import fork_path
+    from cdlaw.train.loop import train_run
+
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    tokens, val = rng.integers(0, 256, 12_000), rng.integers(0, 256, 600)
+    model = ModelConfig(
+        d_model=16, n_layers=1, n_heads=2, mlp_hidden=32, vocab_size=256, seq_len=16
+    )
+    train = TrainConfig(schedule="wsd", warmup_steps=5, batch_size=4, eval_every=20, log_every=7,
+                        lr=1e-2)  # fmt: skip
+
+    def cfg(n):
+        return RunConfig(
+            "x", "none", n, 0, model=model, data=DataConfig(vocab_size=256), train=train
+        )
+
+    ex = ExecConfig(device="cpu", precision=precision)
+    train_run(cfg(12_000), tmp_path / "trunk", array_stream(tokens), val, ex, fork_steps=(70,))
+    fork = fork_path(tmp_path / "trunk", 70)
+    branch = train_run(
+        cfg(6_000), tmp_path / "b", array_stream(tokens[:6000]), val, ex, fork_from=fork
+    )
+    alone = train_run(cfg(6_000), tmp_path / "a", array_stream(tokens[:6000]), val, ex)
+    assert (branch["fork_parent"], branch["fork_step"]) == ("trunk", 70)
+    assert branch["loss"] == alone["loss"] and branch["train_loss"] == alone["train_loss"]
+    b, a = curves(tmp_path)["b"], curves(tmp_path)["a"]
+    pd.testing.assert_frame_equal(b, a, check_exact=True)
