@@ -275,3 +275,9 @@ def test_a_branch_from_a_fork_equals_the_run_alone_in_fp32_and_bf16(tmp_path, pr
     assert branch["loss"] == alone["loss"] and branch["train_loss"] == alone["train_loss"]
     b, a = curves(tmp_path)["b"], curves(tmp_path)["a"]
     pd.testing.assert_frame_equal(b, a, check_exact=True)
+
+
+def test_the_fork_marker_is_the_checkpoints_last_file():
+    from cdlaw.train import checkpoint, forks
+
+    assert forks.STATE_FILE == checkpoint.STATE_FILE  # forks.py keeps torch out of the scheduler

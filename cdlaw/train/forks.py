@@ -18,8 +18,11 @@ import shutil
 from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.train.checkpoint import STATE_FILE, save_checkpoint
 from cdlaw.train.metrics import read_metrics, write_metrics
+
+# cdlaw.train.checkpoint (torch) is imported where a checkpoint is written: the sweep's
+# scheduler looks for forks without torch (a simulated sweep has none to import).
+STATE_FILE = "state.json"  # cdlaw.train.checkpoint.STATE_FILE: a checkpoint's last file
 
 FORKS_DIR = "forks"
 
@@ -35,6 +38,8 @@ def fork_exists(path: Path) -> bool:
 
 def save_fork(path: Path, net, optimizer, state: dict, rows: list[dict]) -> None:
     """Save a fork: the curve so far, then the checkpoint (its presence marks the fork)."""
+    from cdlaw.train.checkpoint import save_checkpoint
+
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     write_metrics(path / "metrics.parquet", rows)
