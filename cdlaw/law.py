@@ -1,9 +1,12 @@
-"""The compute–data (CD) scaling law and the forms it generalises. Pure numpy.
+"""The compute–data (CD) scaling law and the forms it generalises, as values. Pure numpy.
 
-This is the only module that speaks in math symbols; everywhere else uses the names of
-docs/names.md (n_params, fresh_tokens, derived_tokens, ...). Every function broadcasts over
-numpy arrays, so one call evaluates a whole table of runs, or a grid of parameter sets
-(parameters shaped (S, 1) against data shaped (n,)).
+Each law form is declared once, in cdlaw/laws (cd, muennighoff, chinchilla: parameters,
+loss, R*, how the fit encodes it). This module holds Law, one form with its constants,
+which fit writes and plan / plot read, and the published constants (PRESETS). Together
+with cdlaw/laws it is the only place that speaks in math symbols; everywhere else uses the
+names of docs/names.md (n_params, fresh_tokens, derived_tokens, ...). Every function
+broadcasts over numpy arrays, so one call evaluates a whole table of runs, or a grid of
+parameter sets (parameters shaped (S, 1) against data shaped (n,)).
 
     L(N, D, D′) = E + A/N^α + B/(D + η·D′)^β                           CD paper, eq. 1
     η = (R*/r)(1 − e^(−r/R*)),   r = D′/D                              CD paper, eq. 2
@@ -18,119 +21,57 @@ arXiv 2305.16264, eqs. 5–7 (R*_D, R*_N, U_N).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 
-FORMS = ("cd", "muennighoff", "chinchilla")
+from cdlaw.laws import LAWS
+from cdlaw.laws.cd import cd_log_loss, cd_loss, effective_data, eta, rstar
+from cdlaw.laws.chinchilla import chinchilla_loss, chinchilla_optimal_n_for_data
+from cdlaw.laws.form import LawForm
+from cdlaw.laws.muennighoff import muennighoff_loss
+
+__all__ = [
+    "DERIVED_STRATEGIES",
+    "FORMS",
+    "PRESETS",
+    "SHARED_PARAMS",
+    "STRATEGIES",
+    "STRATEGY_PARAMS",
+    "DerivedStrategy",
+    "Law",
+    "Strategy",
+    "cd_log_loss",
+    "cd_loss",
+    "chinchilla_loss",
+    "chinchilla_optimal_n_for_data",
+    "effective_data",
+    "empirical_eta",
+    "eta",
+    "muennighoff_loss",
+    "rstar",
+]
+
+FORMS = tuple(LAWS)
 # What a run trains on beyond one pass of its fresh tokens: nothing ("none", D′ = 0), or
 # derived tokens by one of the strategies the CD paper fits its own R* for.
 DerivedStrategy = Literal["repetition", "paraphrase"]
 Strategy = Literal["none", "repetition", "paraphrase"]
 DERIVED_STRATEGIES: tuple[str, ...] = get_args(DerivedStrategy)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
-# The per-strategy parameters of each form, in the order fit vectors use.
-STRATEGY_PARAMS = {
-    "cd": ("K", "rho", "sigma"),
-    "muennighoff": ("rstar_d", "rstar_n"),
-    "chinchilla": (),
-}
-SHARED_PARAMS = ("E", "A", "B", "alpha", "beta")
+# The per-strategy parameters of each form, in the order fit.json stores them.
+STRATEGY_PARAMS = {name: form.strategy_params for name, form in LAWS.items()}
+SHARED_PARAMS = LAWS["cd"].shared  # E, A, B, alpha, beta: shared by every registered form
 
 
-# ---------------------------------------------------------------------------------------
-# The pieces, as plain functions of arrays.
-# ---------------------------------------------------------------------------------------
-
-
-def rstar(N, D, K, rho, sigma):
-    """R*(D, N) = K·(D/N)^ρ·N^σ: how many epochs' worth of derived tokens D can absorb."""
-    N = np.asarray(N, dtype=float)
-    D = np.asarray(D, dtype=float)
-    return K * (D / N) ** rho * N**sigma
-
-
-def eta(r, R):
-    """η(r) = (R*/r)(1 − e^(−r/R*)), the worth of a derived token relative to a fresh one.
-
-    η → 1 as r → 0 (the first derived tokens are as good as fresh) and η → R*/r as r → ∞.
-    Computed with expm1 so that small r keeps full precision.
-    """
-    r = np.asarray(r, dtype=float)
-    R = np.asarray(R, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = -R * np.expm1(-r / R) / r
-    return np.where(r == 0, 1.0, out)
-
-
-def effective_data(D, Dp, R):
-    """D_eff = D + η·D′ = D + D·R*·(1 − e^(−(D′/D)/R*)); saturates at D·(1 + R*).
-
-    D′ = 0 gives exactly D, and D′ = ∞ gives exactly D·(1 + R*).
-    """
-    D = np.asarray(D, dtype=float)
-    Dp = np.asarray(Dp, dtype=float)
-    R = np.asarray(R, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        gain = D * R * -np.expm1(-(Dp / D) / R)
-    # R* = 0 means derived tokens are worthless (0·∞ guards); R* = ∞ means they are fresh.
-    gain = np.where(R == 0, 0.0, gain)
-    gain = np.where(np.isinf(R), Dp, gain)
-    return D + gain
-
-
-def chinchilla_loss(N, D, E, A, B, alpha, beta):
-    """L(N, D) = E + A/N^α + B/D^β (Hoffmann et al. 2022, eq. 2)."""
-    N = np.asarray(N, dtype=float)
-    D = np.asarray(D, dtype=float)
-    return E + A / N**alpha + B / D**beta
-
-
-def cd_loss(N, D, Dp, E, A, B, alpha, beta, K, rho, sigma):
-    """The CD law, L(N, D, D′) = E + A/N^α + B/(D + η·D′)^β with R* = K·(D/N)^ρ·N^σ."""
-    D_eff = effective_data(D, Dp, rstar(N, D, K, rho, sigma))
-    return chinchilla_loss(N, D_eff, E, A, B, alpha, beta)
-
-
-def cd_log_loss(logN, logD, logDp, e, a, b, alpha, beta, k, rho, sigma):
-    """log L = logsumexp(e, a − α·log N, b − β·log D_eff), the form the fit minimises in.
-
-    E = e^e, A = e^a, B = e^b, K = e^k (docs/law.md, as in the CD paper's and Chinchilla's fits).
-    logDp may be −inf (D′ = 0). Returns log L; stable for any parameter values.
-    """
-    log_r = logDp - logD
-    log_R = k + rho * (logD - logN) + sigma * logN
-    # log D_eff = log D + log(1 + R*·(1 − e^(−r/R*)))
-    x = np.exp(log_r - log_R)  # r / R*
-    gain = np.exp(log_R) * -np.expm1(-x)
-    log_Deff = logD + np.log1p(gain)
-    return np.logaddexp(np.logaddexp(e, a - alpha * logN), b - beta * log_Deff)
-
-
-def chinchilla_optimal_n_for_data(D, A, B, alpha, beta):
-    """The compute-optimal N whose optimal data is D, under the Chinchilla law.
-
-    With G = (αA/(βB))^(1/(α+β)), the optimum at budget C is N* = G·(C/6)^(β/(α+β)) and
-    D* = (C/6)^(α/(α+β))/G (Hoffmann et al. 2022, eq. 4), so N*(D) = G·(G·D)^(β/α).
-    Muennighoff et al. 2023 use this as U_N, the "unique parameters" worth of U_D tokens.
-    """
-    G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
-    return G * (G * np.asarray(D, dtype=float)) ** (beta / alpha)
-
-
-def muennighoff_loss(N, D, Dp, E, A, B, alpha, beta, rstar_d, rstar_n):
-    """The data-constrained law of Muennighoff et al. 2023 (eqs. 5–7), both decay terms.
-
-    U_D = D unique tokens repeated R_D = D′/D extra times; U_N = min(N, N*(U_D)) and
-    R_N = N/U_N − 1 extra "repeated" parameters; each decays with its own R*:
-        D' = U_D + U_D·R*_D·(1 − e^(−R_D/R*_D)),  N' = U_N + U_N·R*_N·(1 − e^(−R_N/R*_N)).
-    """
-    N = np.asarray(N, dtype=float)
-    D_eff = effective_data(D, Dp, rstar_d)
-    U_N = np.minimum(N, chinchilla_optimal_n_for_data(D, A, B, alpha, beta))
-    N_eff = effective_data(U_N, N - U_N, rstar_n)
-    return chinchilla_loss(N_eff, D_eff, E, A, B, alpha, beta)
+def _declaration(form: str | LawForm) -> LawForm:
+    if isinstance(form, LawForm):
+        return form
+    if form not in LAWS:
+        raise ValueError(f"unknown law form {form!r}; valid: {', '.join(LAWS)}")
+    return LAWS[form]
 
 
 # ---------------------------------------------------------------------------------------
@@ -138,38 +79,78 @@ def muennighoff_loss(N, D, Dp, E, A, B, alpha, beta, rstar_d, rstar_n):
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Law:
-    """One law form with its constants.
+    """One law form with its constants; what it computes, its form declares (cdlaw/laws).
 
-    `strategies` maps a strategy name to its parameters: {"K", "rho", "sigma"} for `cd`,
-    {"rstar_d", "rstar_n"} for `muennighoff`, nothing for `chinchilla`. K is linear here
-    (fit.json stores K; the log-space fit uses log K internally).
+    `params` holds the shared parameters (E, A, B, alpha, beta for the registered forms),
+    readable as attributes too (law.E, law.alpha). `strategies` maps a strategy name to its
+    parameters: {"K", "rho", "sigma"} for `cd`, {"rstar_d", "rstar_n"} for `muennighoff`,
+    nothing for `chinchilla`. K is linear here (the log-space fit uses log K internally).
+
+        Law("cd", E, A, B, alpha, beta, strategies, source)    # shared values in order
+        Law("cd", E=..., A=..., ..., strategies={...})
+        Law("cd", params={...}, strategies={...})
     """
 
     form: str
-    E: float
-    A: float
-    B: float
-    alpha: float
-    beta: float
-    strategies: dict[str, dict[str, float]] = field(default_factory=dict)
-    source: str = ""
+    params: dict[str, float]
+    strategies: dict[str, dict[str, float]]
+    source: str
+    form_decl: LawForm = field(repr=False, compare=False)
 
-    def __post_init__(self):
-        if self.form not in FORMS:
-            raise ValueError(f"unknown law form {self.form!r}; valid: {', '.join(FORMS)}")
-        for name, p in self.strategies.items():
-            need = set(STRATEGY_PARAMS[self.form])
+    def __init__(
+        self,
+        form: str | LawForm,
+        *values: Any,
+        strategies: Mapping[str, Mapping[str, float]] | None = None,
+        source: str = "",
+        params: Mapping[str, float] | None = None,
+        form_decl: LawForm | None = None,
+        **named: float,
+    ) -> None:
+        decl = form_decl or _declaration(form)
+        n = len(decl.shared)
+        if len(values) > n + 2:
+            raise TypeError(f"a {decl.name} law takes {n} shared values, strategies, source")
+        if len(values) > n:
+            strategies = values[n]
+        if len(values) > n + 1:
+            source = values[n + 1]
+        given = {**(params or {}), **dict(zip(decl.shared, values[:n], strict=False)), **named}
+        unknown = sorted(set(given) - set(decl.shared))
+        missing = [k for k in decl.shared if k not in given]
+        if unknown or missing:
+            raise TypeError(
+                f"a {decl.name} law has parameters {', '.join(decl.shared)}"
+                + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                + (f"; missing: {', '.join(missing)}" if missing else "")
+            )
+        per = {str(s): dict(p) for s, p in (strategies or {}).items()}
+        need = set(decl.strategy_params)
+        for name, p in per.items():
             if set(p) != need:
                 raise ValueError(
-                    f"strategy {name!r} of a {self.form} law needs {sorted(need)}, got {sorted(p)}"
+                    f"strategy {name!r} of a {decl.name} law needs {sorted(need)}, got {sorted(p)}"
                 )
+        object.__setattr__(self, "form", decl.name)
+        object.__setattr__(self, "params", {k: given[k] for k in decl.shared})
+        object.__setattr__(self, "strategies", per)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "form_decl", decl)
+
+    def __getattr__(self, name: str) -> float:
+        # Shared parameters read as attributes (law.E, law.alpha). __dict__ directly, so
+        # that a half-built instance (while unpickling) raises AttributeError.
+        params = self.__dict__.get("params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- the law and its frontiers (docs/law.md, docs/regimes.md) --------------------------------------
 
     def strategy_params(self, strategy: str) -> dict[str, float]:
-        if self.form == "chinchilla":
+        if not self.form_decl.strategy_params:
             return {}
         if strategy not in self.strategies:
             have = ", ".join(sorted(self.strategies)) or "none"
@@ -178,14 +159,29 @@ class Law:
             )
         return self.strategies[strategy]
 
+    def knows_strategy(self, strategy: str) -> bool:
+        """Whether loss() can score runs of `strategy` ("none" it always can)."""
+        return (
+            strategy == "none" or not self.form_decl.strategy_params or strategy in self.strategies
+        )
+
+    def values(self, strategy: str) -> dict[str, float]:
+        """What the form's functions read: the shared parameters and the strategy's. For
+        "none", the per-strategy ones every strategy shares (muennighoff's rstar_n)."""
+        if strategy != "none":
+            return {**self.params, **self.strategy_params(strategy)}
+        first = next(iter(self.strategies.values()), {})
+        return {**self.params, **{k: first[k] for k in self.form_decl.tied if k in first}}
+
     def rstar(self, n_params, fresh_tokens, strategy: str):
         """R* for a strategy: how many passes' worth of derived tokens still pay off."""
-        p = self.strategy_params(strategy)
-        if self.form == "cd":
-            return rstar(n_params, fresh_tokens, p["K"], p["rho"], p["sigma"])
-        if self.form == "muennighoff":
-            return np.broadcast_to(float(p["rstar_d"]), np.broadcast(n_params, fresh_tokens).shape)
-        return np.zeros(np.broadcast(n_params, fresh_tokens).shape)
+        decl = self.form_decl
+        if decl.rstar is None:
+            # derived tokens are worth nothing to a law that ignores them (R* = 0); a law
+            # that reads them without an R* has none to give
+            shape = np.broadcast(n_params, fresh_tokens).shape
+            return np.full(shape, np.nan) if decl.uses_derived else np.zeros(shape)
+        return decl.rstar({**self.params, **self.strategy_params(strategy)}, n_params, fresh_tokens)
 
     def effective_data(self, n_params, fresh_tokens, derived_tokens, strategy: str):
         """D_eff = D + η·D′ (for `chinchilla`, derived tokens are worth nothing)."""
@@ -199,20 +195,9 @@ class Law:
     def loss(self, n_params, fresh_tokens, derived_tokens=0.0, strategy: str = "none"):
         """Predicted loss L(N, D, D′). strategy "none" (or D′ = 0) gives the Chinchilla law."""
         N, D, Dp = (np.asarray(x, dtype=float) for x in (n_params, fresh_tokens, derived_tokens))
-        shared = (self.E, self.A, self.B, self.alpha, self.beta)
-        if self.form == "muennighoff":
-            # R*_N (excess parameters) acts at D′ = 0 too; it is the same for every strategy.
-            p = dict(
-                self.strategy_params(
-                    strategy if strategy != "none" else next(iter(self.strategies))
-                )
-            )
-            if strategy == "none":
-                Dp = 0 * Dp
-            return muennighoff_loss(N, D, Dp, *shared, **p)
-        if strategy == "none" or self.form == "chinchilla":
-            return chinchilla_loss(N, D, *shared) + 0 * Dp
-        return cd_loss(N, D, Dp, *shared, **self.strategy_params(strategy))
+        if strategy == "none":  # no derived strategy: D′ counts for nothing
+            Dp = 0 * Dp
+        return self.form_decl.loss(self.values(strategy), N, D, Dp)
 
     def loss_one_epoch(self, n_params, fresh_tokens):
         """L_1ep = L(N, D, 0): one pass over the fresh tokens, nothing derived."""
@@ -220,13 +205,13 @@ class Law:
 
     def loss_data_floor(self, n_params, fresh_tokens, strategy: str):
         """L_D = lim_{D′→∞} L = E + A/N^α + B/(D(1 + R*))^β: derived tokens saturated."""
-        if self.form == "chinchilla" or strategy == "none":
+        if not self.form_decl.uses_derived or strategy == "none":
             return self.loss_one_epoch(n_params, fresh_tokens)
         return self.loss(n_params, fresh_tokens, np.inf, strategy)
 
     def loss_model_floor(self, n_params):
         """L_N = E + A/N^α: the loss with unlimited fresh data."""
-        return self.E + self.A / np.asarray(n_params, dtype=float) ** self.alpha
+        return self.form_decl.model_floor(self.params, n_params)
 
     def reducible_model_loss(self, n_params):
         """E + A/N^α is what a fit pins down even when E, A and α trade off (docs/fit.md)."""
@@ -237,7 +222,7 @@ class Law:
     def to_dict(self) -> dict:
         return {
             "law": self.form,
-            "params": {k: float(getattr(self, k)) for k in SHARED_PARAMS},
+            "params": {k: float(v) for k, v in self.params.items()},
             "strategies": {
                 s: {k: float(v) for k, v in p.items()} for s, p in self.strategies.items()
             },
@@ -247,11 +232,10 @@ class Law:
     @classmethod
     def from_dict(cls, d: dict) -> Law:
         """Read the law from a fit.json (or any dict with "law", "params", "strategies")."""
-        form = d.get("law", "cd")
-        params = d["params"]
+        decl = _declaration(d.get("law", "cd"))
+        params = {k: float(d["params"][k]) for k in decl.shared}
         strategies = {s: dict(p) for s, p in (d.get("strategies") or {}).items()}
-        E, A, B, alpha, beta = (float(params[k]) for k in SHARED_PARAMS)
-        return cls(form, E, A, B, alpha, beta, strategies, d.get("source", ""))
+        return cls(decl, params=params, strategies=strategies, source=d.get("source", ""))
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,17 +12,19 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit.table import describe_range
+from cdlaw.laws import LAWS, as_law_form
+from cdlaw.laws.form import LawForm
 from cdlaw.units import plain
 
 METHODS = ("joint", "staged")
 
 
 def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
-    if law not in lawlib.FORMS:
-        raise BadInput(f"--law must be one of {', '.join(lawlib.FORMS)}, not {law!r}")
+    """law: a law's name (or a LawForm, for a law declared outside cdlaw.laws.LAWS)."""
+    if not isinstance(law, LawForm) and law not in LAWS:
+        raise BadInput(f"--law must be one of {', '.join(LAWS)}, not {law!r}")
     if method not in METHODS:
         raise BadInput(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
     if huber_delta is not None and not (np.isfinite(huber_delta) and huber_delta > 0):
@@ -33,21 +35,21 @@ def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, 
         raise BadInput(f"--drop-outliers must be 0 or more, not {plain(drop_outliers)}")
     if int(bootstrap) < 0:
         raise BadInput(f"--bootstrap must be 0 or more, not {plain(bootstrap)}")
-    if naive and law != "chinchilla":
-        raise BadInput("--naive counts derived tokens as fresh, which only --law chinchilla does")
+    if naive and as_law_form(law).uses_derived:
+        which = " or ".join(f"--law {f.name}" for f in LAWS.values() if not f.uses_derived)
+        raise BadInput(f"--naive counts derived tokens as fresh, which only {which} does")
 
 
 def check_identifiable(
-    rows: pd.DataFrame, form: str, method: str, strategies, n_params: int
+    rows: pd.DataFrame, form: str | LawForm, method: str, strategies, n_params: int
 ) -> list[str]:
     """Refuse (BadInput) when the rows cannot pin the parameters down, saying what is
     lacking; return warnings where they pin them only just."""
-    what = {"cd": "the cd law", "muennighoff": "the muennighoff law", "chinchilla": "Chinchilla"}[
-        form
-    ]
+    form = as_law_form(form)
+    what = form.label
     warnings = []
     base, which = rows, "rows"
-    if form != "chinchilla" and method == "staged":  # stage 1 sees only D′ = 0 rows
+    if form.uses_derived and method == "staged":  # stage 1 sees only D′ = 0 rows
         base, which = rows[rows["derived_tokens"] == 0], "one-epoch (D′ = 0) rows"
     sizes = np.unique(base["n_params"])
     if len(sizes) < 2:
@@ -63,7 +65,7 @@ def check_identifiable(
         )
     tokens = np.unique(base["effective_fresh" if "effective_fresh" in base else "fresh_tokens"])
     # Derived-token rows vary the effective data too, so a joint fit with them copes with 2.
-    plain = form == "chinchilla" or method == "staged"
+    plain = not form.uses_derived or method == "staged"
     if len(tokens) < 2:
         raise BadInput(
             f"the table's {which} have {len(tokens)} distinct fresh_tokens value(s) "
@@ -77,26 +79,14 @@ def check_identifiable(
             + ("; --method joint also uses the derived-token rows" if method == "staged" else "")
         )
     for s in strategies:
+        if form.identify is None:  # the form's per-strategy parameters need nothing special
+            break
         d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
-        if form == "muennighoff":
-            if len(d) < 2:
-                raise BadInput(
-                    f"strategy {s} has {len(d)} run(s) with derived tokens; its R*_D needs at least 2"
-                )
-            continue
-        X = np.column_stack([np.ones(len(d)), np.log(d["tokens_per_param"]), np.log(d["n_params"])])
-        if len(d) < 3 or np.linalg.matrix_rank(X, tol=1e-6) < 3:
-            n_sizes = d["n_params"].nunique()
-            lack = (
-                f"only {n_sizes} model size(s)"
-                if n_sizes < 2
-                else f"only {d['tokens_per_param'].nunique()} tokens-per-param value(s) per size"
-            )
-            raise BadInput(
-                f"strategy {s}'s runs with derived tokens cover {lack} ({len(d)} rows), so its K, "
-                "rho and sigma cannot be told apart; add runs at ≥ 2 sizes and ≥ 2 tokens-per-param "
-                "ratios, or fit --law muennighoff (one R* per strategy)"
-            )
+        lacking = form.identify(
+            s, d["n_params"].to_numpy(float), d["tokens_per_param"].to_numpy(float)
+        )
+        if lacking:
+            raise BadInput(lacking)
     if len(rows) < n_params + 2:
         raise BadInput(
             f"the table has {len(rows)} usable rows but {what} with these strategies has "

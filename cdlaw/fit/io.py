@@ -21,6 +21,7 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.laws import LAWS
 from cdlaw.units import plain
 
 
@@ -91,10 +92,17 @@ class FitResult:
                 f'{where}: not a fit (no "params" object with E, A, B, alpha, beta); '
                 "make one with `cdlaw fit RUNS_DIR`."
             )
-        missing = [k for k in lawlib.SHARED_PARAMS if k not in d["params"]]
+        name = d.get("law", "cd")
+        if not isinstance(name, str) or name not in LAWS:
+            raise BadInput(
+                f"{where}: not a usable fit: unknown law form {name!r}; valid: {', '.join(LAWS)}."
+            )
+        shared = LAWS[name].shared
+        missing = [k for k in shared if k not in d["params"]]
         if missing:
             raise BadInput(
-                f'{where}: "params" lacks {", ".join(missing)}; a fit has E, A, B, alpha and beta.'
+                f'{where}: "params" lacks {", ".join(missing)}; a fit has '
+                f"{', '.join(shared[:-1])} and {shared[-1]}."
             )
         strategies = d.get("strategies") or {}
         if not isinstance(strategies, dict) or not all(
@@ -103,16 +111,14 @@ class FitResult:
             raise BadInput(
                 f'{where}: "strategies" must map each strategy to an object of its parameters.'
             )
-        params = {k: _parameter(d["params"][k], k, where) for k in lawlib.SHARED_PARAMS}
+        params = {k: _parameter(d["params"][k], k, where) for k in shared}
         strategies = {
             str(s): {str(k): _parameter(v, f"{s}.{k}", where) for k, v in p.items()}
             for s, p in strategies.items()
         }
         source = d.get("source") or where
         try:
-            law = lawlib.Law.from_dict(
-                {"law": d.get("law", "cd"), "params": params, "strategies": strategies}
-            )
+            law = lawlib.Law.from_dict({"law": name, "params": params, "strategies": strategies})
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(f"{where}: not a usable fit: {str(e).strip(chr(39))}.") from None
         law = replace(law, source=str(source))
@@ -178,12 +184,12 @@ class FitResult:
             return [], []
         if not self.param_names:
             return [], ["the fit's bootstrap samples carry no bootstrap_params names: no 95% band"]
-        form, strategies = self.law.form, list(self.law.strategies)
-        known = fitvec.fit_vector_names(form, strategies)
+        form, strategies = self.law.form_decl, list(self.law.strategies)
+        known = form.fit_vector_names(strategies)
         unknown = [n for n in self.param_names if n not in known]
         if unknown:
             return [], [
-                f"bootstrap parameter {unknown[0]!r} is not one of this {form} law's "
+                f"bootstrap parameter {unknown[0]!r} is not one of this {form.name} law's "
                 f"({', '.join(known)}): no 95% band"
             ]
         if self.bootstrap.shape[1] != len(self.param_names):
@@ -195,7 +201,7 @@ class FitResult:
         laws = []
         for vector in self.bootstrap:
             values = {**point, **dict(zip(self.param_names, vector.tolist(), strict=True))}
-            if not all(math.isfinite(values[k]) for k in lawlib.SHARED_PARAMS):
+            if not all(math.isfinite(values[k]) for k in form.shared):
                 continue
             laws.append(
                 fitvec.law_from_public_vector(
@@ -291,21 +297,18 @@ def _is_number(value) -> bool:
     return True
 
 
-# Per-strategy parameters that must be positive (the others need only be finite).
-POSITIVE_STRATEGY_PARAMS = ("K", "rstar_d", "rstar_n")
-
-
 def _check_domain(law: lawlib.Law, where: str) -> None:
-    """Parameters a law can be planned with: finite, E ≥ 0, A, B, alpha, beta > 0 (a zero
-    exponent has no compute-optimal size), every strategy a derived-token strategy, K > 0
-    (cd) and R*_D, R*_N > 0 (muennighoff)."""
-    for name in lawlib.SHARED_PARAMS:
-        value = getattr(law, name)
+    """Parameters a law can be planned with: finite, each within the sign its form declares
+    (positive, nonnegative), every strategy a derived-token strategy, and at least one
+    strategy for a form with per-strategy parameters."""
+    form = law.form_decl
+    for name, value in law.params.items():
         if not math.isfinite(value):
             raise BadInput(f"{where}: parameter {name} is not a finite number.")
-        if value < 0 or (name != "E" and value == 0):
-            need = "≥ 0" if name == "E" else "> 0"
-            raise BadInput(f"{where}: parameter {name} = {value:g} must be {need}.")
+        if name in form.nonnegative and value < 0:
+            raise BadInput(f"{where}: parameter {name} = {value:g} must be ≥ 0.")
+        if name in form.positive and value <= 0:
+            raise BadInput(f"{where}: parameter {name} = {value:g} must be > 0.")
     for strategy, params in law.strategies.items():
         if strategy not in lawlib.DERIVED_STRATEGIES:
             raise BadInput(
@@ -315,9 +318,11 @@ def _check_domain(law: lawlib.Law, where: str) -> None:
         for name, value in params.items():
             if not math.isfinite(value):
                 raise BadInput(f"{where}: parameter {strategy}.{name} is not a finite number.")
-            if name in POSITIVE_STRATEGY_PARAMS and value <= 0:
+            if name in form.nonnegative and value < 0:
+                raise BadInput(f"{where}: parameter {strategy}.{name} = {value:g} must be ≥ 0.")
+            if name in form.positive and value <= 0:
                 raise BadInput(f"{where}: parameter {strategy}.{name} = {value:g} must be > 0.")
-    if law.form != "chinchilla" and not law.strategies:
+    if form.strategy_params and not law.strategies:
         raise BadInput(
             f'{where}: a {law.form} law needs parameters for at least one strategy in "strategies".'
         )

@@ -14,6 +14,8 @@ import numpy as np
 
 from cdlaw.fit.optim import BatchObjective
 from cdlaw.fit.threads import objective_pool, objective_threads
+from cdlaw.laws import as_law_form
+from cdlaw.laws.form import FEATURES, LawForm, LogLosses, Rows
 
 
 def huber(residual, delta):
@@ -27,13 +29,14 @@ class Problem:
     """The rows one fit sees, sorted so that each strategy's D′ > 0 rows are a slice.
 
     The optimiser works in centred coordinates z, with theta = M·z (theta is the
-    log-space fit vector of cdlaw.law): the intercepts a, b, k are taken at the middle
-    of the table (a' = a − α·mean log N, ...) so that a slope can move without dragging
-    its intercept across the table. The objective is unchanged; L-BFGS converges in far
-    fewer steps because the coordinates are no longer nearly collinear.
+    log-space fit vector of the law form): the intercepts the form names (a, b, k for the
+    CD law) are taken at the middle of the table (a' = a − α·mean log N, ...) so that a
+    slope can move without dragging its intercept across the table. The objective is
+    unchanged; L-BFGS converges in far fewer steps because the coordinates are no longer
+    nearly collinear.
     """
 
-    form: str
+    form: LawForm
     strategies: tuple[str, ...]
     logN: np.ndarray
     logD: np.ndarray
@@ -49,6 +52,15 @@ class Problem:
     def n_params(self) -> int:
         return self.M.shape[0]
 
+    @property
+    def rows(self) -> Rows:
+        return Rows(self.logN, self.logD, self.ratio, self.slices)
+
+    @property
+    def shared(self) -> np.ndarray:
+        """Indices of z shared by every strategy (the rest are per strategy)."""
+        return np.arange(self.form.n_shared_fit)
+
     def theta(self, z) -> np.ndarray:
         return np.asarray(z) @ self.M.T
 
@@ -56,12 +68,8 @@ class Problem:
         return np.linalg.solve(self.M, np.asarray(theta, dtype=float).T).T
 
     def log_loss(self, z) -> np.ndarray:
-        from cdlaw.fit.vector import batched_log_loss
-
         z = np.atleast_2d(z)
-        logL, _ = batched_log_loss(
-            self.form, self.theta(z), self.logN, self.logD, self.ratio, self.slices
-        )
+        logL, _ = self.form.batched_log_loss(self.theta(z), self.rows)
         return logL
 
     def curvature_scale(self, z, free=None) -> np.ndarray:
@@ -109,14 +117,11 @@ class Problem:
         weights: (n,) row weights, or (S, n) per start (bootstrap counts). free: indices
         of z being fitted, the others taken from base ((P,) or (S, P) per start).
         """
-        from cdlaw.fit.vector import batched_log_loss
-
         W = None if weights is None else np.asarray(weights, dtype=float)
+        rows = self.rows
 
         def chunk(z, idx, f, g, sl):
-            logL, vjp = batched_log_loss(
-                self.form, self.theta(z[sl]), self.logN, self.logD, self.ratio, self.slices
-            )
+            logL, vjp = self.form.batched_log_loss(self.theta(z[sl]), rows)
             res = np.subtract(self.y, logL, out=logL)
             c = np.clip(res, -delta, delta)  # ∂huber/∂res; huber(res) = c·(res − c/2)
             wc = c if W is None else c * (W[idx[sl]] if W.ndim == 2 else W)
@@ -156,9 +161,11 @@ CHUNK_ELEMENTS = 1 << 17  # starts × rows per chunk (1 MiB per float64 array)
 def build_problem(
     form, strategies, n_params, fresh_tokens, derived_tokens, strategy, loss, row_ids
 ):
-    """Sort the rows (D′ = 0 first, then each strategy's) and set up coordinates and bounds."""
-    from cdlaw.fit.vector import fit_vector_names
+    """Sort the rows (D′ = 0 first, then each strategy's) and set up coordinates and bounds.
 
+    form: a law's name or its LawForm, whose declaration gives the bounds and centring.
+    """
+    form = as_law_form(form)
     strategy = np.asarray(strategy, dtype=object)
     derived = np.asarray(derived_tokens, dtype=float) > 0
     group = np.full(len(strategy), -1)
@@ -174,29 +181,28 @@ def build_problem(
         slice(int(np.searchsorted(group, j)), int(np.searchsorted(group, j, side="right")))
         for j in range(len(strategies))
     )
-    names = fit_vector_names(form, strategies)
-    P = len(names)
-    M = np.eye(P)
-    M[1, 3] = logN.mean()  # a = a' + α·mean log N
-    M[2, 4] = logD.mean()  # b = b' + β·mean log D
-    lower = np.full(P, -12.0)
-    upper = np.full(P, 12.0)
-    top = np.log(L.max())
-    lower[:3], upper[0], upper[1:3] = -15.0, top + 1.0, top + 3.0
-    lower[3:5], upper[3:5] = 0.005, 3.0
-    if form == "cd":
-        for j, sl in enumerate(slices):
-            c = 5 + 3 * j
-            M[c, c + 1] = -np.mean(logD[sl] - logN[sl])  # k = k' − ρ·mean log(D/N) − σ·mean log N
-            M[c, c + 2] = -np.mean(logN[sl])
-            lower[c + 1 : c + 3], upper[c + 1 : c + 3] = -5.0, 5.0
+    y = np.log(L)
+    names = form.fit_vector_names(strategies)
+    index = {name: i for i, name in enumerate(names)}
+    M = np.eye(len(names))
+    for c in form.centring:
+        feature = FEATURES[c.feature]
+        if c.intercept in index:  # a shared intercept, centred on every row
+            M[index[c.intercept], index[c.slope]] = -c.sign * np.mean(feature(logN, logD))
+            continue
+        for s, sl in zip(strategies, slices, strict=True):
+            m = np.mean(feature(logN[sl], logD[sl]))
+            M[index[f"{s}.{c.intercept}"], index[f"{s}.{c.slope}"]] = -c.sign * m
+    losses = LogLosses.of(y)
+    spans = np.array([form.span(name, losses) for name in names], dtype=float)
+    lower, upper = spans[:, 0].copy(), spans[:, 1].copy()
     return Problem(
         form,
         tuple(strategies),
         logN,
         logD,
         Dp / D,
-        np.log(L),
+        y,
         np.asarray(row_ids)[order],
         slices,
         M,

@@ -41,8 +41,11 @@ from cdlaw.fit.summary import (
 )
 from cdlaw.fit.table import duplicate_rows, prepare_runs, seed_noise, select_cells
 from cdlaw.fit.threads import with_single_threaded_blas
+from cdlaw.laws import LAWS, as_law_form
+from cdlaw.laws.form import LawForm
 
-HUBER_DELTA = {"cd": 0.1, "muennighoff": 1e-3, "chinchilla": 1e-3}  # CD paper; Chinchilla
+# Each form declares its default δ (the CD paper's 0.1; Chinchilla's 1e-3).
+HUBER_DELTA = {name: form.huber_delta for name, form in LAWS.items()}
 DEFAULT_STARTS = 6144  # the CD paper's grid
 SEARCH_FTOL = 1e-12  # stopping rule of the many-start search (scipy's ftol semantics)
 SEARCH_GTOL = 1e-9
@@ -54,7 +57,7 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
     """The fit's objective for given constants on a table: Σ huber(log L_obs − log L_pred)."""
     df = prepare_runs(df)
-    delta = HUBER_DELTA[law.form] if huber_delta is None else huber_delta
+    delta = law.form_decl.huber_delta if huber_delta is None else huber_delta
     pred = np.empty(len(df))
     for s in df["strategy"].unique():
         m = (df["strategy"] == s).to_numpy()
@@ -79,10 +82,6 @@ class _Solution:
     candidates: np.ndarray  # distinct good minima, for warm refits
     n_converged: int
     n_starts: int
-
-
-def _shared(problem: Problem) -> np.ndarray:
-    return np.arange(6 if problem.form == "muennighoff" else 5)
 
 
 def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
@@ -142,9 +141,9 @@ def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, prog
     """One fit (joint or staged) from a set of starting points in z."""
     P = problem.n_params
     everything = np.arange(P)
-    if method == "joint" or problem.form == "chinchilla":
+    shared = problem.shared
+    if method == "joint" or len(shared) == P:  # staged needs per-strategy parameters
         return _minimise(problem, delta, starts, everything, None, progress, "multistart")
-    shared = _shared(problem)
     per = np.setdiff1d(everything, shared)
     one_epoch = problem.ratio == 0
     s1 = _minimise(
@@ -191,7 +190,8 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
     P = problem.n_params
     report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
     scale = problem.curvature_scale(z_best)
-    if method == "joint" or problem.form == "chinchilla":
+    shared = problem.shared
+    if method == "joint" or len(shared) == P:
         res = minimize_batched(
             problem.objective(delta, W),
             np.tile(z_best, (B, 1)),
@@ -203,7 +203,6 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
             progress=report,
         )
         return res.x, int(res.converged.sum())
-    shared = _shared(problem)
     per = np.setdiff1d(np.arange(P), shared)
     one_epoch = problem.ratio == 0
     Z = np.tile(z_best, (B, 1))
@@ -240,7 +239,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
 @with_single_threaded_blas
 def fit_law(
     df: pd.DataFrame,
-    law: str = "cd",
+    law: str | LawForm = "cd",
     method: str = "joint",
     huber_delta: float | None = None,
     n_starts: int = DEFAULT_STARTS,
@@ -253,17 +252,20 @@ def fit_law(
     source: str = "",
     progress: Progress | None = None,
 ) -> FitResult:
-    """Fit `law` (cd | muennighoff | chinchilla) to a table of runs; see the module doc.
+    """Fit `law` (a name in cdlaw.laws.LAWS, or a LawForm) to a table of runs; see the
+    module doc.
 
     df: any table load_runs accepts (validated here too). Cells are reduced by `select`.
-    chinchilla fits only D′ = 0 rows, or every row with D′ counted as fresh if `naive`.
+    A form that ignores derived tokens (chinchilla) fits only D′ = 0 rows, or every row
+    with D′ counted as fresh if `naive`.
     holdout_largest fits without the largest N and reports its log-RMSE. drop_outliers
     drops the worst |log residual| row and refits, that many times. bootstrap refits on
     that many resamples of the rows for 95% percentile intervals. Raises BadInput when
     the table cannot identify the law's parameters.
     """
     check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
-    delta = float(HUBER_DELTA[law] if huber_delta is None else huber_delta)
+    form = as_law_form(law)
+    delta = float(form.huber_delta if huber_delta is None else huber_delta)
     prepared = prepare_runs(df)
     noise = seed_noise(prepared)
     cells = select_cells(prepared, select)
@@ -284,26 +286,26 @@ def fit_law(
     heldout = np.zeros(len(cells), bool)
     if holdout_largest:
         heldout = N == N.max()
-    form_ok = (Dp == 0) | (law != "chinchilla") | naive  # chinchilla: D′ = 0 rows only
+    form_ok = (Dp == 0) | form.uses_derived | naive  # else: D′ = 0 rows only
     eligible = ~heldout & form_ok
     rows = cells[eligible]
     if naive:
         rows = rows.assign(effective_fresh=rows["fresh_tokens"] + rows["derived_tokens"])
     strategies: tuple[str, ...] = ()
-    if law != "chinchilla":
+    if form.uses_derived:
         derived = rows[rows["derived_tokens"] > 0]
         strategies = tuple(s for s in lawlib.DERIVED_STRATEGIES if (derived["strategy"] == s).any())
         if not strategies:
             raise BadInput(
                 f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "
-                f"{law} law has nothing to fit beyond Chinchilla; use --law chinchilla"
+                f"{form.name} law has nothing to fit beyond Chinchilla; use --law chinchilla"
             )
-    names = fitvec.fit_vector_names(law, strategies)
-    warnings += check_identifiable(rows, law, method, strategies, len(names))
+    names = form.fit_vector_names(strategies)
+    warnings += check_identifiable(rows, form, method, strategies, len(names))
 
     fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
     problem = build_problem(
-        law,
+        form,
         strategies,
         rows["n_params"],
         fresh,
@@ -322,7 +324,7 @@ def fit_law(
         worst = int(np.argmax(res))
         dropped.append(int(problem.row_ids[worst]))
         rows = rows[~rows["row_id"].isin(dropped)]
-        check_identifiable(rows, law, method, strategies, len(names))
+        check_identifiable(rows, form, method, strategies, len(names))
         problem = problem.subset(np.arange(len(problem.y)) != worst)
         sol = _solve(problem, delta, method, sol.candidates, progress)
 
@@ -331,12 +333,14 @@ def fit_law(
     if bootstrap:
         z_boot, n_boot_ok = _bootstrap(problem, delta, method, sol.z, int(bootstrap), rng, progress)
 
-    public = fitvec.fit_vector_to_public(law, strategies, problem.theta(sol.z))
-    fitted = fitvec.law_from_public_vector(law, strategies, public, source=source)
+    public = fitvec.fit_vector_to_public(form, strategies, problem.theta(sol.z))
+    fitted = fitvec.law_from_public_vector(form, strategies, public, source=source)
     boot = (
-        fitvec.fit_vector_to_public(law, strategies, problem.theta(z_boot)) if bootstrap else z_boot
+        fitvec.fit_vector_to_public(form, strategies, problem.theta(z_boot))
+        if bootstrap
+        else z_boot
     )
-    boot_laws = [fitvec.law_from_public_vector(law, strategies, v) for v in boot]
+    boot_laws = [fitvec.law_from_public_vector(form, strategies, v) for v in boot]
 
     at_bound = params_at_bound(sol.z, problem, span, names)
     if at_bound:
@@ -364,7 +368,7 @@ def fit_law(
     if (~form_ok & ~heldout).any():
         warnings.append(
             f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "
-            "(chinchilla uses D′ = 0 rows; --naive counts D′ as fresh)"
+            f"({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
         )
 
     used = (

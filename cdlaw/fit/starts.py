@@ -1,8 +1,8 @@
 """The start grid of `cdlaw fit`: where the many L-BFGS runs begin.
 
-start_axes sets each axis's range from the table (intercepts near its losses, exponents
-over their plausible range); start_grid lays a Cartesian grid over them and samples
-n_starts of its points.
+start_axes reads the axes the law form declares, with ranges set from the table where it
+says so (intercepts near its losses, exponents over their plausible range); start_grid
+lays a Cartesian grid over them and samples n_starts of its points.
 """
 
 from __future__ import annotations
@@ -10,34 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.fit.problem import Problem
+from cdlaw.laws.form import LogLosses, resolve
 
 
 def start_axes(problem: Problem) -> list[tuple[str, list[int], float, float]]:
     """The start grid's axes in the order levels are added: (name, z indices, lo, hi).
 
-    Ranges are set from the table: E from 5% to 90% of the lowest loss, the model and data
-    terms at the table's centre from 2% of the median loss to the highest loss (the one-
-    epoch loss at the centre's D can lie well above the median of a table that is mostly
-    derived-token runs, and nearly all of it can be the data term). Every strategy starts
-    from the same K, rho, sigma (its own rows then pull it away).
+    The law form declares its axes and their ranges (fixed, or set from the table's
+    losses). A per-strategy parameter has one axis for every strategy: each starts from the
+    same value, and its own rows then pull it away.
     """
-    low, mid, top = np.log(np.exp(problem.y).min()), np.median(problem.y), problem.y.max()
-    axes = [
-        ("alpha", [3], 0.1, 1.0),
-        ("beta", [4], 0.1, 1.0),
-        ("E", [0], low + np.log(0.05), low + np.log(0.9)),
-        ("A", [1], mid + np.log(0.02), top),
-        ("B", [2], mid + np.log(0.02), top),
-    ]
-    n_s = len(problem.strategies)
-    if problem.form == "cd" and n_s:
-        axes += [
-            ("K", [5 + 3 * j for j in range(n_s)], -1.0, 5.0),
-            ("rho", [6 + 3 * j for j in range(n_s)], -1.5, 0.5),
-            ("sigma", [7 + 3 * j for j in range(n_s)], -1.5, 0.5),
-        ]
-    elif problem.form == "muennighoff":
-        axes += [("rstar_d", [6 + j for j in range(n_s)], 0.0, 4.0), ("rstar_n", [5], 0.0, 4.0)]
+    losses = LogLosses.of(problem.y)
+    base = [name.rsplit(".", 1)[-1] for name in problem.form.fit_vector_names(problem.strategies)]
+    axes = []
+    for name, span in problem.form.start_axes:
+        indices = [i for i, b in enumerate(base) if b == name]
+        if indices:
+            lo, hi = resolve(span, losses)
+            axes.append((name, indices, lo, hi))
     return axes
 
 

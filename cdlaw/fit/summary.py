@@ -52,7 +52,7 @@ def model_floor_at_sizes(fitted, boot_laws, sizes) -> dict:
 
 def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
     """R* per strategy at the table's median cell (median N, median tokens per param)."""
-    if fitted.form == "chinchilla" or not strategies:
+    if fitted.form_decl.rstar is None or not strategies:  # a form without R*
         return {}
     n_med = float(np.exp(np.median(np.log(np.unique(rows["n_params"])))))
     tpp = float(np.exp(np.median(np.log(np.unique(rows["tokens_per_param"])))))
@@ -96,17 +96,14 @@ def rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
         predicted = np.empty(len(cells))
         for s in np.unique(strategy):
             m = strategy == s
-            known = fitted.form == "chinchilla" or s == "none" or s in fitted.strategies
+            known = fitted.knows_strategy(s)
             predicted[m] = fitted.loss(N[m], D[m], Dp[m], s if known else "none")
     regimes = classify(
         fitted,
         N,
         D,
         Dp,
-        [
-            s if s == "none" or fitted.form == "chinchilla" or s in fitted.strategies else "none"
-            for s in strategy
-        ],
+        [s if fitted.knows_strategy(s) else "none" for s in strategy],
         loss=loss,
     )
     first = [

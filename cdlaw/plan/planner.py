@@ -210,8 +210,8 @@ def plan(
             "the law predicts a lower loss if some fresh tokens were swapped for derived ones "
             f"at the same compute{why}: an extrapolation artifact, so trust this plan less"
         )
-    if law.form == "chinchilla" and best.derived_tokens > 0:
-        warnings.append("a chinchilla law gives derived tokens no value; they only spend FLOPs")
+    if not law.form_decl.uses_derived and best.derived_tokens > 0:
+        warnings.append(f"a {law.form} law gives derived tokens no value; they only spend FLOPs")
     memory = None
     if gpu_memory_gib is not None or gpu_flops is not None or mfu is not None:
         from cdlaw.plan.memory import training_cost

@@ -163,8 +163,8 @@ def regimes_section(report: Report) -> str:
     if inputs.law is None or inputs.rows is None or not len(inputs.rows):
         return '<p class="note">Regimes need a fit.</p>'
     rows = inputs.rows.sort_values(["n_params", "fresh_tokens", "strategy", "derived_tokens"])
-    if inputs.law.form != "chinchilla":  # a strategy the law has no parameters for: no regime
-        rows = rows[rows["strategy"].isin(["none", *inputs.law.strategies])]
+    # a strategy the law has no parameters for: no regime
+    rows = rows[rows["strategy"].map(inputs.law.knows_strategy).to_numpy(bool)]
     config = (rows["n_params"], rows["fresh_tokens"], rows["derived_tokens"])
     strategy = rows["strategy"].to_numpy(object)
     # The measured run placed in the bands by its observed loss (as `cdlaw fit` labels its
@@ -306,6 +306,8 @@ FIGURE_TEXT = {
     "four-epoch plans.",
     "residuals": "Predicted against observed loss; held-out runs ringed.",
     "curves": "Validation loss during training, one line per run.",
+    "compare": "Every law fitted without each model size, predicting it (`cdlaw compare`); "
+    "the largest size, an extrapolation, ranks the laws.",
 }
 
 

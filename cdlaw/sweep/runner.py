@@ -234,7 +234,11 @@ def _refuse_stale_runs(
             stale.append(cfg.run_id)
         elif recorded and now[data] and recorded != now[data]:
             stale.append(cfg.run_id)
-        elif not simulation and cfg.strategy == "paraphrase" and _order(result) != STREAM_ORDER_VERSION:
+        elif (
+            not simulation
+            and cfg.strategy == "paraphrase"
+            and _order(result) != STREAM_ORDER_VERSION
+        ):
             stale.append(cfg.run_id)  # trained before paraphrase passes nested (stream order 1)
     if not stale:
         return

@@ -64,7 +64,7 @@ def check_strategies(sim: Simulation, runs: list[RunConfig]) -> None:
     """BadInput when a run's strategy has no parameters in the simulating law."""
     law = sim.law
     for strategy in sorted({cfg.strategy for cfg in runs}):
-        if strategy != "none" and law.form != "chinchilla" and strategy not in law.strategies:
+        if not law.knows_strategy(strategy):
             have = ", ".join(law.strategies) or "none"
             raise BadInput(
                 f"the {sim.law_name} law has no parameters for strategy {strategy!r} (it has: "

@@ -1,0 +1,165 @@
+"""The Chinchilla law, L(N, D) = E + A/N^α + B/D^β (Hoffmann et al. 2022, arXiv 2203.15556, eq. 2).
+
+Derived tokens are worth nothing to it: a fit uses only the D′ = 0 rows (or, with
+--naive, every row with D′ counted as fresh). Its five parameters, and how the fit treats
+them (bounds, centring, start axes), are shared by the cd and muennighoff forms, which
+extend this law's data term; they import them from here.
+
+Fit vector: e, a, b, α, β with E = e^e, A = e^a, B = e^b (as Chinchilla's own fit), and
+    log L = logsumexp(e, a − α·log N, b − β·log D),
+finite for every parameter value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cdlaw.laws.form import Centring, LawForm, LogLosses, Rows, Span
+
+SHARED = ("E", "A", "B", "alpha", "beta")
+LOG_PARAMS = frozenset({"E", "A", "B"})
+POSITIVE = frozenset({"A", "B", "alpha", "beta"})  # a zero exponent has no optimal size
+NONNEGATIVE = frozenset({"E"})
+
+
+def chinchilla_loss(N, D, E, A, B, alpha, beta):
+    """L(N, D) = E + A/N^α + B/D^β (Hoffmann et al. 2022, eq. 2)."""
+    N = np.asarray(N, dtype=float)
+    D = np.asarray(D, dtype=float)
+    return E + A / N**alpha + B / D**beta
+
+
+def chinchilla_optimal_n_for_data(D, A, B, alpha, beta):
+    """The compute-optimal N whose optimal data is D, under the Chinchilla law.
+
+    With G = (αA/(βB))^(1/(α+β)), the optimum at budget C is N* = G·(C/6)^(β/(α+β)) and
+    D* = (C/6)^(α/(α+β))/G (Hoffmann et al. 2022, eq. 4), so N*(D) = G·(G·D)^(β/α).
+    Muennighoff et al. 2023 use this as U_N, the "unique parameters" worth of U_D tokens.
+    """
+    G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
+    return G * (G * np.asarray(D, dtype=float)) ** (beta / alpha)
+
+
+def loss(p, N, D, Dp):
+    """The public loss: derived tokens change nothing."""
+    return chinchilla_loss(N, D, *(p[k] for k in SHARED)) + 0 * Dp
+
+
+def model_floor(p, N):
+    """L_N = E + A/N^α: the loss with unlimited fresh data (every registered form)."""
+    return p["E"] + p["A"] / np.asarray(N, dtype=float) ** p["alpha"]
+
+
+# ---------------------------------------------------------------------------------------
+# How the fit treats E, A, B, α, β. Intercepts are searched near the table's losses: E
+# from 5% to 90% of the lowest loss, the model and data terms at the table's centre from
+# 2% of the median loss to the highest loss (the one-epoch loss at the centre's D can lie
+# well above the median of a table that is mostly derived-token runs, and nearly all of it
+# can be the data term).
+# ---------------------------------------------------------------------------------------
+
+
+def _e_bounds(t: LogLosses) -> tuple[float, float]:
+    return -15.0, t.top + 1.0
+
+
+def _term_bounds(t: LogLosses) -> tuple[float, float]:
+    return -15.0, t.top + 3.0
+
+
+def _e_starts(t: LogLosses) -> tuple[float, float]:
+    return t.low + np.log(0.05), t.low + np.log(0.9)
+
+
+def _term_starts(t: LogLosses) -> tuple[float, float]:
+    return t.mid + np.log(0.02), t.top
+
+
+BOUNDS: dict[str, Span] = {
+    "E": _e_bounds,
+    "A": _term_bounds,
+    "B": _term_bounds,
+    "alpha": (0.005, 3.0),
+    "beta": (0.005, 3.0),
+}
+# a − α·log N and b − β·log D, each intercept taken at the table's mean.
+CENTRING = (
+    Centring("A", "alpha", -1, "log_n_params"),
+    Centring("B", "beta", -1, "log_fresh_tokens"),
+)
+START_AXES: tuple[tuple[str, Span], ...] = (
+    ("alpha", (0.1, 1.0)),
+    ("beta", (0.1, 1.0)),
+    ("E", _e_starts),
+    ("A", _term_starts),
+    ("B", _term_starts),
+)
+
+
+def batched_log_loss_at(theta, logN, lDeff):
+    """log L = logsumexp(e, a − α·log N, b − β·log D_eff) for S fit vectors at once.
+
+    theta: (S, P) fit vectors whose first five entries are e, a, b, α, β; lDeff: (S, n)
+    log effective data (log D for Chinchilla itself). Returns (logL, vjp) with
+    vjp(w) = (g (S, P) with its first five columns filled, wp3 = w·T_D/L (S, n)), so that a
+    form extending the data term can add its own parameters' gradients through wp3.
+
+    Written for speed (the fit calls it for thousands of starts): A/N^α takes one value per
+    model size, and the elementwise work is done in place.
+    """
+    e, b, beta = theta[:, 0:1], theta[:, 2:3], theta[:, 4:5]
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        # A/N^α takes one value per model size: exponentiate those, then spread them.
+        lNu, at_size = np.unique(logN, return_inverse=True)
+        T2u = np.exp(theta[:, [1, 3]] @ np.stack([np.ones_like(lNu), -lNu]))
+        T2 = T2u[:, at_size]
+        E = np.exp(e)
+        T3 = np.multiply(lDeff, -beta)
+        T3 += b
+        np.exp(T3, out=T3)
+        total = T2 + T3
+        total += E
+        logL = np.log(total)
+
+    def vjp(w):
+        g = np.zeros_like(theta)
+        wt = np.divide(w, total)
+        g[:, 0] = wt.sum(axis=1) * E[:, 0]
+        # through the per-size values: Σ_sizes T2u·(Σ_rows wt)
+        per_size = wt @ (at_size[:, None] == np.arange(len(lNu))).astype(float)
+        per_size *= T2u
+        g[:, 1] = per_size.sum(axis=1)
+        g[:, 3] = -(per_size @ lNu)
+        wp3 = np.multiply(wt, T3, out=wt)
+        g[:, 2] = wp3.sum(axis=1)
+        g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
+        return g, wp3
+
+    return logL, vjp
+
+
+def batched_log_loss(theta, rows: Rows):
+    theta = np.asarray(theta, dtype=float)
+    lDeff = np.empty((theta.shape[0], rows.logD.shape[0]))
+    lDeff[:] = rows.logD
+    logL, vjp = batched_log_loss_at(theta, rows.logN, lDeff)
+    return logL, lambda w: vjp(w)[0]
+
+
+CHINCHILLA = LawForm(
+    name="chinchilla",
+    source="Hoffmann et al. 2022, arXiv 2203.15556, eq. 2",
+    shared=SHARED,
+    loss=loss,
+    model_floor=model_floor,
+    log_params=LOG_PARAMS,
+    positive=POSITIVE,
+    nonnegative=NONNEGATIVE,
+    huber_delta=1e-3,  # Chinchilla's own fit (Hoffmann et al. 2022, approach 3)
+    columns=("n_params", "fresh_tokens", "loss"),
+    bounds=BOUNDS,
+    centring=CENTRING,
+    start_axes=START_AXES,
+    log_loss_vjp=batched_log_loss,
+    called="Chinchilla",
+)
