@@ -208,7 +208,34 @@ def write_runs(
         rows.to_parquet(runs / "fit_rows.parquet", index=False)
         fit = fit_json(rows, TRUE_LAW, heldout_n, str(runs))
         (runs / "fit.json").write_text(json.dumps(fit, indent=2))
+        comparison, left_out = compare_files(table, str(runs))
+        left_out.to_parquet(runs / "compare_rows.parquet", index=False)
+        (runs / "compare.json").write_text(json.dumps(comparison, indent=2))
     return runs
+
+
+def compare_files(table: pd.DataFrame, source: str) -> tuple[dict, pd.DataFrame]:
+    """compare.json and compare_rows.parquet (docs/fit.md) as `cdlaw compare` would write
+    them for two laws: the true one, and a worse one (each row's loss 3% off)."""
+    rows, laws = [], []
+    for law, bias in (("cd", 1.0), ("chinchilla", 1.03)):
+        pred = [float(TRUE_LAW.loss(r.n_params, r.fresh_tokens, r.derived_tokens, r.strategy))
+                * bias for r in table.itertuples()]  # fmt: skip
+        left = table.assign(law=law, row_id=range(len(table)), predicted=pred,
+                            largest=table["n_params"] == max(SIZES))  # fmt: skip
+        rows.append(left[["law", "row_id", "n_params", "fresh_tokens", "derived_tokens",
+                          "strategy", "loss", "predicted", "largest"]])  # fmt: skip
+        err = np.log(left["loss"]) - np.log(left["predicted"])
+        rmse = float(np.sqrt(np.mean(err**2)))
+        held = float(np.sqrt(np.mean(err[left["largest"]] ** 2)))
+        laws.append({"law": law, "n_params": 11 if law == "cd" else 5, "params": {},
+                     "rmse_log": rmse, "objective": 0.0, "aic": 0.0, "bic": 0.0,
+                     "heldout_rmse_log": held, "loso_rmse_log": rmse, "converged": True,
+                     "plan": None, "skipped_sizes": []})  # fmt: skip
+    comparison = {"source": source, "huber_delta": 0.1, "n_rows": len(table),
+                  "seed_noise": None, "winner": "cd", "verdict": "cd predicts best",
+                  "laws": laws, "skipped": {}}  # fmt: skip
+    return comparison, pd.concat(rows, ignore_index=True)
 
 
 def write_external(root: Path, seed: int = 1) -> tuple[Path, Path]:

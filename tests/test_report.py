@@ -22,6 +22,7 @@ import plotdata
 import pytest
 
 from cdlaw.errors import BadInput
+from cdlaw.figures.plot import KINDS
 from cdlaw.report.gather import BUDGET_MULTIPLE, gather
 from cdlaw.report.page import render, write_report
 
@@ -190,7 +191,7 @@ def test_chromium_loads_the_report_and_decodes_every_image(page, tmp_path):
     path, _ = page
     got = open_in_chromium(path, tmp_path / "profile")
     assert got["title"] == "cdlaw report: synthetic"
-    assert len(got["images"]) == 6  # every figure kind
+    assert len(got["images"]) == len(KINDS) == 7  # every figure kind
     for w, h in got["images"]:
         assert w > 400 and h > 300
     assert got["errors"] == []
@@ -241,11 +242,12 @@ def test_report_has_settings_runs_fit_regimes_plan_and_figures(page, runs):
     assert text.count('<tr class="compute-bound">') + text.count(
         '<tr class="data-bound">'
     ) + text.count('<tr class="model-bound">') == len(summary)
-    # figures: six PNGs, embedded
+    # figures: seven PNGs, embedded (the comparison of laws last)
     imgs = re.findall(
         r'<img alt="(\w+) figure" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text
     )
-    assert [k for k, _ in imgs] == ["loss", "eta", "rstar", "frontier", "residuals", "curves"]
+    assert [k for k, _ in imgs] == ["loss", "eta", "rstar", "frontier", "residuals", "curves",
+                                    "compare"]  # fmt: skip
     for _, data in imgs:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "http://" not in text and "https://" not in text and "<script" not in text

@@ -14,7 +14,9 @@ def fit(
     path: str = typer.Argument(
         ..., help="A runs folder (its summary.parquet) or a .csv/.parquet table."
     ),
-    law: str = typer.Option("cd", "--law", help="cd | muennighoff | chinchilla."),
+    law: str = typer.Option(
+        "cd", "--law", help="cd | cd-overfit | practical | muennighoff | chinchilla | all."
+    ),
     method: str = typer.Option(
         "joint", "--method", help="joint (all parameters at once) | staged (D′ = 0 rows first)."
     ),
@@ -54,6 +56,12 @@ def fit(
 
     Example: cdlaw fit runs/demo --bootstrap 200 --holdout-largest
     """
+    if law == "all":  # every law on the same rows, ranked by held-out error
+        from cdlaw.cli.compare import run_comparison
+
+        delta = 0.1 if huber_delta is None else huber_delta
+        run_comparison(path, "all", delta, select, starts, None, None, seed, out, json_out)
+        return
     from cdlaw.fit.procedure import fit_path
 
     n_starts = number(starts, "--starts")
@@ -141,7 +149,7 @@ def _render(result) -> None:
     strategies = list(result.law.strategies)
     values = dict(
         zip(
-            fit_vector_names(result.law.form, strategies),
+            fit_vector_names(result.law.form_decl, strategies),
             law_to_public_vector(result.law, strategies),
             strict=True,
         )

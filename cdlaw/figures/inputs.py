@@ -19,6 +19,7 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.law import Law
+from cdlaw.laws import LAWS
 
 TABLE_COLUMNS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 
@@ -35,6 +36,8 @@ class PlotInputs:
     summary: object = None  # pandas DataFrame: summary.parquet
     metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
+    comparison: dict | None = None  # compare.json (`cdlaw compare`)
+    comparison_rows: object = None  # pandas DataFrame: compare_rows.parquet
 
     @property
     def out_dir(self) -> Path:
@@ -95,6 +98,16 @@ def read_table(path: Path):
     return df
 
 
+def _read_comparison(inputs: PlotInputs, path: Path, rows_path: Path) -> None:
+    """compare.json and the left-out predictions beside it (`cdlaw compare`)."""
+    import pandas as pd
+
+    inputs.comparison = _read_json(path)
+    if not rows_path.is_file():
+        raise BadInput(f"{rows_path} is missing beside {path}; run `cdlaw compare` again")
+    inputs.comparison_rows = pd.read_parquet(rows_path)
+
+
 def _read_runs_summary(runs_dir: Path):
     """summary.parquet, or the result.json of every finished run when it is not built yet."""
     import pandas as pd
@@ -121,8 +134,10 @@ def _read_metrics(runs_dir: Path) -> dict:
 
 
 def is_naive(fit: dict | None) -> bool:
-    """A `cdlaw fit --law chinchilla --naive` fit: derived tokens were counted as fresh."""
-    return bool((fit or {}).get("naive")) and (fit or {}).get("law") == "chinchilla"
+    """A `cdlaw fit --law chinchilla --naive` fit: derived tokens were counted as fresh (only
+    a law that ignores derived tokens fits that way)."""
+    form = LAWS.get(str((fit or {}).get("law")))
+    return bool((fit or {}).get("naive")) and form is not None and not form.uses_derived
 
 
 def prepare_rows(table, law: Law | None, fit: dict | None = None):
@@ -241,6 +256,8 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
 
     if path.is_dir():
         inputs.runs_dir = path
+        if (path / "compare.json").is_file():
+            _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
         inputs.summary = _read_runs_summary(path)
         inputs.metrics = _read_metrics(path)
         fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
@@ -267,6 +284,10 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                         src = f"{named} ({src})" if src else named
                     inputs.fit = {**law_dict, "source": src}
                     inputs.law = _law_from_fit(law_dict, path)
+        elif "laws" in obj and "winner" in obj:  # compare.json
+            rows = path.with_name(path.name.removesuffix(".json") + "_rows.parquet")
+            _read_comparison(inputs, path, rows)
+            return inputs
         elif "params" in obj:
             fit_path = fit_path or path
         else:

@@ -20,7 +20,7 @@ from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.law import Law
 from cdlaw.plan.planner import frontier
 
-KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves")
+KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare")
 FORMATS = ("png", "svg", "pdf")
 
 
@@ -44,16 +44,16 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
     if kind == "eta":
         if law is None:
             return need_fit
-        if law.form == "chinchilla" or not law.strategies:
-            return "a chinchilla law has no η (derived tokens are worth nothing to it)"
+        if law.form_decl.rstar is None or not law.strategies:
+            return f"a {law.form} law has no η" + _why_no_rstar(law)
         if rows is None or not (rows["derived_tokens"] > 0).any():
             return "it needs runs with derived tokens (derived_tokens > 0)"
         return None
     if kind == "rstar":
         if law is None:
             return need_fit
-        if law.form == "chinchilla" or not law.strategies:
-            return "a chinchilla law has no R*"
+        if law.form_decl.rstar is None or not law.strategies:
+            return f"a {law.form} law has no R*" + _why_no_rstar(law)
         return None
     if kind == "frontier":
         if inputs.frontier is not None:
@@ -67,7 +67,17 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
         if not inputs.metrics:
             return "it needs a runs folder with <run_id>/metrics.parquet"
         return None
+    if kind == "compare":
+        if inputs.comparison is None:
+            return "it needs a comparison of laws: run `cdlaw compare` on the runs first"
+        return None
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def _why_no_rstar(law: Law) -> str:
+    if not law.form_decl.uses_derived:
+        return " (derived tokens are worth nothing to it)"
+    return "" if law.form_decl.rstar is None else " (the fit has no derived-token strategy)"
 
 
 def available_kinds(inputs: PlotInputs) -> list[str]:
@@ -144,6 +154,10 @@ def make_figure(kind: str, inputs: PlotInputs):
         from cdlaw.figures.curves import curves_figure
 
         return curves_figure(inputs.metrics, inputs.summary, inputs.fit)
+    if kind == "compare":
+        from cdlaw.figures.compare import compare_figure
+
+        return compare_figure(inputs.comparison, inputs.comparison_rows)
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 
 

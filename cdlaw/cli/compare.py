@@ -1,0 +1,121 @@
+"""`cdlaw compare`: fit every law to the same runs and rank them by held-out error (docs/fit.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from cdlaw.cli import app, err, number, print_json
+
+
+@app.command()
+def compare(
+    path: str = typer.Argument(
+        ..., help="A runs folder (its summary.parquet) or a .csv/.parquet table."
+    ),
+    law: str = typer.Option(
+        "all", "--law", help="Laws to compare, comma-separated (e.g. cd,cd-overfit), or all."
+    ),
+    huber_delta: float = typer.Option(
+        0.1, "--huber-delta", help="One Huber δ on log residuals for every law."
+    ),
+    select: str = typer.Option(
+        "mean", "--select", help="Runs differing only in lr/weight_decay/seed: min | mean | none."
+    ),
+    starts: str = typer.Option("6144", "--starts", help="Starts of each full fit's grid."),
+    budget_flops: str = typer.Option(
+        None, "--budget-flops", help="Also plan this budget with every law (e.g. 2e12)."
+    ),
+    unique_tokens: str = typer.Option(
+        None, "--unique-tokens", help="Unique tokens for the plans (default: unlimited)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seeds the start-grid samples."),
+    out: str = typer.Option(
+        None, "--out", help="compare.json path; the rows go to <stem>_rows.parquet beside it."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print only compare.json on stdout."),
+) -> None:
+    """Fit every law to the same rows and rank them by how well they predict unseen runs.
+
+    Per law: in-sample log-RMSE, the Huber objective, AIC/BIC, the log-RMSE of the
+    largest model size predicted by a fit without it (the winner is the lowest), the
+    leave-one-size-out log-RMSE, and with --budget-flops each law's plan. Writes
+    compare.json and compare_rows.parquet (each left-out row, predicted by each law).
+    `cdlaw fit PATH --law all` does the same.
+
+    Example: cdlaw compare runs/demo --budget-flops 2e12 --unique-tokens 96K
+    """
+    run_comparison(
+        path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out, json_out
+    )
+
+
+def run_comparison(
+    path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out, json_out
+) -> None:
+    from cdlaw.errors import BadInput
+    from cdlaw.plan.compare import compare_path
+
+    n_starts = number(starts, "--starts")
+    if n_starts != int(n_starts) or n_starts < 1:
+        raise BadInput(f"--starts must be a whole number ≥ 1, not {starts!r}")
+    laws = None if law == "all" else tuple(x.strip() for x in law.split(",") if x.strip())
+    budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
+    unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    if unique is not None and budget is None:
+        raise BadInput("--unique-tokens goes with --budget-flops: give the budget to plan")
+
+    def show(comparison) -> None:
+        if json_out:
+            print_json(comparison.to_dict())
+        else:
+            _render(comparison)
+
+    _, json_path, rows_path = compare_path(
+        path,
+        out=out,
+        before_write=show,
+        laws=laws,
+        huber_delta=huber_delta,
+        n_starts=int(n_starts),
+        select=select,
+        seed=seed,
+        budget_flops=budget,
+        unique_tokens=unique,
+    )
+    err.print(f"wrote {json_path} and {rows_path}", highlight=False)
+
+
+def _render(comparison) -> None:
+    from rich.table import Table
+
+    from cdlaw.units import format_number as fmt
+
+    table = Table(
+        title=f"{comparison.n_rows} rows, Huber δ {comparison.huber_delta:g}", title_justify="left"
+    )
+    columns = ["law", "k", "log-RMSE", "objective", "AIC", "BIC", "held-out", "leave-one-size-out"]
+    planned = any(s.plan for s in comparison.scores)
+    if planned:
+        columns += ["plan N", "strategy", "epochs", "predicted loss"]
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("law", "strategy") else "right")
+    for s in sorted(comparison.scores, key=lambda s: s.heldout_rmse_log):
+        row = [s.law, str(s.n_params), f"{s.rmse_log:.4f}", f"{s.objective:.4g}", f"{s.aic:.1f}",
+               f"{s.bic:.1f}", f"{s.heldout_rmse_log:.4f}", f"{s.loso_rmse_log:.4f}"]  # fmt: skip
+        if planned:
+            p = s.plan or {}
+            row += (
+                ["-", p["error"], "", ""]
+                if "error" in p
+                else [
+                    fmt(p["n_params"]),
+                    p["strategy"],
+                    f"{p['epochs']:.3g}",
+                    f"{p['predicted_loss']:.4f}",
+                ]
+            )
+        table.add_row(*row)
+    err.print(table)
+    for name, why in comparison.skipped.items():
+        err.print(f"not fitted: {name}: {why}", highlight=False)
+    err.print(comparison.verdict(), highlight=False)

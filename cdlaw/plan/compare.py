@@ -1,0 +1,272 @@
+"""Compare laws on the same runs, by how well each predicts runs it never saw (docs/fit.md).
+
+    comparison = compare_laws(df, laws=None, huber_delta=0.1, budget_flops=..., unique_tokens=...)
+    comparison.to_dict()      # compare.json
+    comparison.rows           # compare_rows.parquet: each left-out row, predicted by each law
+
+For every law the table can identify, with the same rows, cell selection and Huber δ:
+- one fit to every row (a law blind to derived tokens counts them as fresh): parameters, log-RMSE, the Huber objective, AIC and BIC (from the
+  Gaussian likelihood of the log residuals, k = the law's parameter count);
+- one fit per model size left out, predicting that size's rows: the leave-one-size-out
+  log-RMSE pools them; the largest size's alone is the held-out (extrapolation) error;
+- with a budget, the plan each law gives for it.
+The winner is the law with the lowest held-out error; the summary says when the runner-up
+is within the seed noise floor (the log-loss scatter between replicate seeds), where the
+data cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.errors import BadInput
+
+ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
+               "predicted", "largest"]  # fmt: skip
+REFIT_STARTS = 512  # starts of each left-out refit (the full fit uses the caller's n_starts)
+
+
+@dataclass
+class LawScore:
+    law: str
+    n_params: int  # fitted parameters (k of AIC/BIC)
+    params: dict  # the full fit's public parameters (fit.json's params + strategies)
+    rmse_log: float  # in sample
+    objective: float  # Σ Huber(log residual), the same δ for every law
+    aic: float
+    bic: float
+    heldout_rmse_log: float  # the largest size, predicted by a fit without it
+    loso_rmse_log: float  # every size, each predicted by a fit without it (pooled)
+    converged: bool
+    plan: dict | None = None
+    skipped_sizes: list[float] = field(default_factory=list)  # sizes whose refit could not run
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class Comparison:
+    scores: list[LawScore]
+    skipped: dict[str, str]  # law -> why it could not be fitted to this table
+    huber_delta: float
+    n_rows: int
+    seed_noise: float | None  # log-RMSE floor of replicate seeds, when the table has them
+    source: str
+    rows: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+
+    @property
+    def winner(self) -> str:
+        return min(self.scores, key=lambda s: _finite(s.heldout_rmse_log)).law
+
+    def verdict(self) -> str:
+        """One sentence: which law predicts the held-out size best, and by how much."""
+        ranked = sorted(self.scores, key=lambda s: _finite(s.heldout_rmse_log))
+        best = ranked[0]
+        if len(ranked) == 1:
+            return f"{best.law} is the only law this table can identify"
+        gap = ranked[1].heldout_rmse_log - best.heldout_rmse_log
+        floor = self.seed_noise
+        within = floor is not None and gap < floor
+        text = (
+            f"{best.law} predicts the held-out largest size best (log-RMSE "
+            f"{best.heldout_rmse_log:.4f}, {ranked[1].law} {ranked[1].heldout_rmse_log:.4f})"
+        )
+        if within:
+            return text + f"; the difference is inside the seed noise floor ({floor:.4f}): a tie"
+        if floor is None:
+            return text + "; the table has no replicate seeds to say whether that is noise"
+        return text + f", by more than the seed noise floor ({floor:.4f})"
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "huber_delta": self.huber_delta,
+            "n_rows": self.n_rows,
+            "seed_noise": self.seed_noise,
+            "winner": self.winner,
+            "verdict": self.verdict(),
+            "laws": [s.to_dict() for s in self.scores],
+            "skipped": self.skipped,
+        }
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
+
+
+def _params(fitted) -> dict:
+    d = fitted.law.to_dict()
+    return {"params": d["params"], "strategies": d["strategies"]}
+
+
+def _predict(law, rows: pd.DataFrame, naive: bool = False) -> np.ndarray:
+    if naive:  # derived tokens counted as fresh, as the law was fitted
+        return law.loss(rows["n_params"], rows["fresh_tokens"] + rows["derived_tokens"], 0.0)
+    out = np.empty(len(rows))
+    for s in rows["strategy"].unique():
+        m = (rows["strategy"] == s).to_numpy()
+        r = rows[m]
+        strategy = s if s in law.strategies or s == "none" else "none"
+        out[m] = law.loss(r["n_params"], r["fresh_tokens"], r["derived_tokens"], strategy)
+    return out
+
+
+def compare_laws(
+    df: pd.DataFrame,
+    laws: tuple[str, ...] | None = None,
+    huber_delta: float = 0.1,
+    n_starts: int = 6144,
+    select: str = "mean",
+    seed: int = 0,
+    budget_flops: float | None = None,
+    unique_tokens: float | None = None,
+    source: str = "",
+    progress=None,
+) -> Comparison:
+    """Fit every law (default: all known) to the same rows and score each; see the module doc."""
+    from cdlaw.fit.procedure import fit_law
+    from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
+    from cdlaw.laws import LAWS
+
+    names = tuple(laws or LAWS)
+    unknown = [n for n in names if n not in LAWS]
+    if unknown:
+        raise BadInput(f"unknown law {unknown[0]!r}; known laws: {', '.join(LAWS)}, or all")
+    prepared = prepare_runs(df)
+    cells = select_cells(prepared, select)
+    noise = seed_noise(prepared)
+    floor = None if noise is None else float(noise.get("rmse_log", np.nan))
+    sizes = np.sort(cells["n_params"].unique())
+    scores, skipped, predicted = [], {}, []
+    common = dict(huber_delta=huber_delta, select="none", seed=seed)
+    for i, name in enumerate(names):
+        if progress:
+            progress("laws", i, len(names))
+        # A law blind to derived tokens (Chinchilla) sees the same rows with D′ counted as
+        # fresh: the baseline a team has without a data-constrained law.
+        naive = not LAWS[name].uses_derived
+        try:
+            full = fit_law(cells, law=name, n_starts=n_starts, naive=naive, **common)
+        except BadInput as e:
+            skipped[name] = str(e)
+            continue
+        used = full.rows["used"].to_numpy(bool)
+        res = full.rows["residual_log"].to_numpy()[used]
+        n, k = len(res), len(full.param_names)
+        rss = float(np.sum(res**2))
+        loglik = -0.5 * n * (math.log(2 * math.pi * rss / n) + 1) if n and rss > 0 else math.nan
+        lost, left_out = [], []
+        for size in sizes:
+            train = cells[cells["n_params"] != size]
+            test = cells[cells["n_params"] == size]
+            try:
+                starts = min(n_starts, REFIT_STARTS)
+                part = fit_law(train, law=name, n_starts=starts, naive=naive, **common)
+            except BadInput:
+                lost.append(float(size))
+                continue
+            pred = _predict(part.law, test, naive)
+            kept = test.assign(law=name, predicted=pred, largest=size == sizes[-1])
+            left_out.append(kept[ROW_COLUMNS])
+        table = pd.concat(left_out) if left_out else pd.DataFrame()
+        predicted.append(table)
+        err = np.log(table["loss"]) - np.log(table["predicted"]) if len(table) else pd.Series()
+        big = table["largest"].to_numpy() if len(table) else np.array([], bool)
+        scores.append(
+            LawScore(
+                law=name,
+                n_params=k,
+                params=_params(full),
+                rmse_log=full.rmse_log,
+                objective=full.objective,
+                aic=2 * k - 2 * loglik,
+                bic=k * math.log(n) - 2 * loglik if n else math.nan,
+                heldout_rmse_log=_rmse(err[big]) if big.any() else math.nan,
+                loso_rmse_log=_rmse(err),
+                converged=bool(full.optimizer["success"]),
+                skipped_sizes=lost,
+            )
+        )
+    if not scores:
+        first = next(iter(skipped.items()))
+        raise BadInput(f"no law could be fitted to {source or 'the table'}: {first[0]}: {first[1]}")
+    comparison = Comparison(
+        scores,
+        skipped,
+        float(huber_delta),
+        len(cells),
+        floor,
+        source,
+        pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame(),
+    )
+    if budget_flops is not None:
+        attach_plans(comparison, budget_flops, unique_tokens)
+    return comparison
+
+
+def _rmse(err) -> float:
+    err = np.asarray(err, dtype=float)
+    return float(np.sqrt(np.mean(err**2))) if len(err) else math.nan
+
+
+def attach_plans(comparison: Comparison, budget_flops: float, unique_tokens: float | None) -> None:
+    """Each law's plan for the budget (cdlaw.plan.planner), or why it has none."""
+    from cdlaw.law import Law
+    from cdlaw.plan.planner import plan
+
+    for score in comparison.scores:
+        law = Law.from_dict({"law": score.law, **score.params})
+        try:
+            p = plan(law, budget_flops, unique_tokens)
+        except BadInput as e:
+            score.plan = {"error": str(e)}
+            continue
+        best = p.best
+        score.plan = {
+            "n_params": best.n_params,
+            "strategy": best.strategy,
+            "derived_tokens": best.derived_tokens,
+            "epochs": best.epochs,
+            "predicted_loss": best.predicted_loss,
+        }
+
+
+def compare_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+    """Where a comparison of PATH is written: <runs>/compare.json (+ compare_rows.parquet),
+    t.compare.json beside a table t.csv, or --out X.json (+ X_rows.parquet)."""
+    path = Path(path)
+    if out is not None:
+        out = Path(out)
+        if out.suffix.lower() != ".json" or out.is_dir():
+            raise BadInput(f"--out must name a .json file (compare.json), not {str(out)!r}")
+        return out, out.with_name(out.stem + "_rows.parquet")
+    if path.is_dir():
+        return path / "compare.json", path / "compare_rows.parquet"
+    stem = path.with_name(path.stem)
+    return Path(f"{stem}.compare.json"), Path(f"{stem}.compare_rows.parquet")
+
+
+def compare_path(path, out=None, before_write=None, **options) -> tuple[Comparison, Path, Path]:
+    """Load PATH (a runs folder or a table), compare the laws, write compare.json and
+    compare_rows.parquet (nothing is written when anything fails before)."""
+    from cdlaw.fit.table import load_runs
+
+    json_path, rows_path = compare_paths(path, out)
+    comparison = compare_laws(load_runs(path), source=str(path), **options)
+    if before_write is not None:
+        before_write(comparison)
+    write_comparison(comparison, json_path, rows_path)
+    return comparison, json_path, rows_path
+
+
+def write_comparison(comparison: Comparison, json_path: Path, rows_path: Path) -> None:
+    """compare_rows.parquet, then compare.json (last: its presence means both are whole)."""
+    write_parquet_atomic(Path(rows_path), comparison.rows.reset_index(drop=True))
+    write_json_atomic(Path(json_path), comparison.to_dict())

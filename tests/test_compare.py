@@ -1,0 +1,115 @@
+"""`cdlaw compare` / `cdlaw fit --law all`: every law on the same rows, ranked by held-out error."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from plotdata import SIZES, run_table
+from runhelpers import cdlaw
+
+from cdlaw.errors import BadInput
+from cdlaw.plan.compare import Comparison, LawScore, compare_laws
+
+STARTS = 96  # small start grids keep the test fast
+
+
+@pytest.fixture(scope="module")
+def table():
+    return run_table(seed=0)  # the CD paper's law with 0.4% noise, 4 sizes
+
+
+@pytest.fixture(scope="module")
+def comparison(table):
+    return compare_laws(table, laws=("cd", "chinchilla"), n_starts=STARTS, select="none")
+
+
+def test_the_true_law_predicts_the_held_out_size_best(comparison):
+    scores = {s.law: s for s in comparison.scores}
+    assert comparison.winner == "cd"
+    # measured: cd 0.0062, Chinchilla counting derived tokens as fresh 0.0126
+    assert scores["cd"].heldout_rmse_log < 0.01 < scores["chinchilla"].heldout_rmse_log
+    assert scores["cd"].rmse_log <= scores["cd"].loso_rmse_log  # in sample is easier
+
+
+def test_every_size_is_predicted_once_per_law_by_a_fit_without_it(comparison, table):
+    rows = comparison.rows
+    for law in ("cd", "chinchilla"):
+        mine = rows[rows["law"] == law]
+        assert len(mine) == len(table) and mine["row_id"].is_unique
+        assert set(mine.loc[mine["largest"], "n_params"]) == {max(SIZES)}
+    cd = rows[rows["law"] == "cd"]
+    err = np.log(cd["loss"]) - np.log(cd["predicted"])
+    score = next(s for s in comparison.scores if s.law == "cd")
+    assert score.loso_rmse_log == pytest.approx(float(np.sqrt(np.mean(err**2))))
+    big = cd["largest"].to_numpy()
+    assert score.heldout_rmse_log == pytest.approx(float(np.sqrt(np.mean(err[big] ** 2))))
+
+
+def test_aic_and_bic_follow_from_the_residuals(comparison, table):
+    from cdlaw.fit.procedure import fit_law
+
+    score = next(s for s in comparison.scores if s.law == "cd")
+    fit = fit_law(table, law="cd", n_starts=STARTS, huber_delta=0.1, select="none")
+    res = fit.rows["residual_log"].to_numpy()[fit.rows["used"].to_numpy(bool)]
+    n, k, rss = len(res), len(fit.param_names), float(np.sum(res**2))
+    loglik = -0.5 * n * (math.log(2 * math.pi * rss / n) + 1)
+    assert score.n_params == k == 11
+    assert score.aic == pytest.approx(2 * k - 2 * loglik)
+    assert score.bic == pytest.approx(k * math.log(n) - 2 * loglik)
+
+
+def _score(law, heldout):
+    return LawScore(law, 5, {}, 0.01, 1.0, 0.0, 0.0, heldout, heldout, True)
+
+
+@pytest.mark.parametrize(
+    "floor, words",
+    [(0.01, "inside the seed noise floor"), (0.0001, "by more than"), (None, "no replicate")],
+)
+def test_the_verdict_says_when_the_difference_is_noise(floor, words):
+    c = Comparison([_score("a", 0.020), _score("b", 0.025)], {}, 0.1, 50, floor, "t")
+    assert c.winner == "a" and words in c.verdict()
+
+
+def test_an_unknown_law_names_the_known_ones(table):
+    with pytest.raises(BadInput, match=r"known laws: .*cd.*chinchilla"):
+        compare_laws(table, laws=("cd", "nope"), n_starts=STARTS)
+
+
+def test_cli_writes_compare_json_and_rows_and_the_figure(table, tmp_path):
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    r = cdlaw("compare", path, "--law", "cd,chinchilla", "--starts", STARTS, "--select", "none",
+              "--budget-flops", "1e21", "--unique-tokens", "5e9", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    printed = json.loads(r.stdout)
+    written = json.loads((tmp_path / "runs.compare.json").read_text())
+    assert printed == written and written["winner"] == "cd"
+    plans = {s["law"]: s["plan"] for s in written["laws"]}
+    assert plans["cd"]["n_params"] > 0 and plans["cd"]["strategy"] in ("repetition", "paraphrase")
+    rows = pd.read_parquet(tmp_path / "runs.compare_rows.parquet")
+    assert set(rows["law"]) == {"cd", "chinchilla"}
+    r = cdlaw("plot", tmp_path / "runs.compare.json", "--kind", "compare", "--out", tmp_path / "f")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "f" / "compare.png").stat().st_size > 10_000
+
+
+def test_fit_law_all_is_the_comparison(table, tmp_path):
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    r = cdlaw("fit", path, "--law", "all", "--starts", STARTS, "--select", "none", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["winner"] == "cd"
+    assert (tmp_path / "runs.compare.json").exists() and not (tmp_path / "runs.fit.json").exists()
+
+
+def test_bad_input_writes_nothing(table, tmp_path):
+    path = tmp_path / "runs.csv"
+    table.to_csv(path, index=False)
+    r = cdlaw("compare", path, "--law", "cd,nope")
+    assert r.returncode == 2 and "known laws" in r.stderr
+    r = cdlaw("compare", path, "--unique-tokens", "5e9")
+    assert r.returncode == 2 and "--budget-flops" in r.stderr
+    assert not (tmp_path / "runs.compare.json").exists()
