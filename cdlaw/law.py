@@ -63,7 +63,7 @@ DERIVED_STRATEGIES: tuple[str, ...] = get_args(DerivedStrategy)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 # The per-strategy parameters of each form, in the order fit.json stores them.
 STRATEGY_PARAMS = {name: form.strategy_params for name, form in LAWS.items()}
-SHARED_PARAMS = LAWS["cd"].shared  # E, A, B, alpha, beta: shared by every registered form
+SHARED_PARAMS = LAWS["cd"].shared  # E, A, B, alpha, beta: the CD law's (and Chinchilla's)
 
 
 def _declaration(form: str | LawForm) -> LawForm:
@@ -203,10 +203,33 @@ class Law:
         """L_1ep = L(N, D, 0): one pass over the fresh tokens, nothing derived."""
         return self.loss(n_params, fresh_tokens, 0.0, "none")
 
+    def best_derived_tokens(self, n_params, fresh_tokens, strategy: str) -> np.ndarray:
+        """D′* ≥ 0, the derived tokens that minimise the loss at (N, D) (broadcasting).
+
+        inf for strategy "none", for a form whose loss never rises with D′ (no
+        derived_optimum), and wherever more derived tokens never hurt.
+        """
+        N, D = np.broadcast_arrays(
+            np.asarray(n_params, dtype=float), np.asarray(fresh_tokens, dtype=float)
+        )
+        optimum = self.form_decl.derived_optimum
+        if strategy == "none" or optimum is None:
+            return np.full(N.shape, np.inf)
+        out = optimum(self.values(strategy), N, D)
+        return np.broadcast_to(np.asarray(out, dtype=float), N.shape).copy()
+
     def loss_data_floor(self, n_params, fresh_tokens, strategy: str):
-        """L_D = lim_{D′→∞} L = E + A/N^α + B/(D(1 + R*))^β: derived tokens saturated."""
+        """L_D = min over D′ of L: the best loss derived tokens can reach at (N, D).
+
+        For a law whose loss never rises with D′ that is the limit D′ → ∞,
+        E + A/N^α + B/(D(1 + R*))^β for the CD law; for a form that can overfit
+        (can_overfit) it is the loss at best_derived_tokens.
+        """
         if not self.form_decl.uses_derived or strategy == "none":
             return self.loss_one_epoch(n_params, fresh_tokens)
+        if self.form_decl.can_overfit:
+            best = self.best_derived_tokens(n_params, fresh_tokens, strategy)
+            return self.loss(n_params, fresh_tokens, best, strategy)
         return self.loss(n_params, fresh_tokens, np.inf, strategy)
 
     def loss_model_floor(self, n_params):
@@ -296,8 +319,11 @@ def empirical_eta(law: Law, n_params, fresh_tokens, derived_tokens, observed_los
     """η recovered from an observed loss (docs/files.md): how much fresh data it was worth.
 
     ΔL = L_1ep(N, D) − L_obs, D_eff = (D^−β − ΔL/B)^(−1/β), η = (D_eff − D)/D′.
-    NaN where undefined: D′ = 0, or the observed gain exceeds what any data could give.
+    NaN where undefined: D′ = 0, the observed gain exceeds what any data could give, or
+    the law has no data term B/D^β (the practical form).
     """
+    if not {"B", "beta"} <= law.params.keys():
+        return np.full(np.broadcast(n_params, fresh_tokens, derived_tokens).shape, np.nan)
     N, D, Dp, L = (
         np.asarray(x, dtype=float) for x in (n_params, fresh_tokens, derived_tokens, observed_loss)
     )

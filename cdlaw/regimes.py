@@ -8,7 +8,10 @@ cdlaw labels a configuration by what would still lower its loss:
   gain, (L_1ep − L)/(L_1ep − L_D), is below `saturation`;
 - data-bound: derived tokens are saturated and fresh data would still gain more than
   `tolerance` nats (L_D − L_N > tolerance);
-- model-bound: both are saturated; only a larger N helps.
+- model-bound: both are saturated; only a larger N helps;
+- overfit (laws whose loss can rise with D′, e.g. cd-overfit): the run has more derived
+  tokens than the loss minimum at its (N, D); fewer would do better. Such a law's L_D is
+  that minimum, not the D′ → ∞ limit.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from cdlaw.law import Law
 
 SATURATION = 0.9  # share of the derived-token gain that counts as "saturated" (docs/regimes.md)
 TOLERANCE = 0.01  # nats of fresh-data gain below which data "no longer binds" (docs/regimes.md)
-REGIMES = ("compute-bound", "data-bound", "model-bound")
+REGIMES = ("compute-bound", "data-bound", "model-bound", "overfit")
 
 
 @dataclass(frozen=True)
@@ -80,4 +83,10 @@ def classify(
         "compute-bound",
         np.where(L_D - L_N > tolerance, "data-bound", "model-bound"),
     )
+    if law.form_decl.can_overfit:  # past the loss minimum in D′: more derived tokens hurt
+        best = np.full(N.shape, np.inf)
+        for s in set(strat.ravel().tolist()) - {"none"}:
+            m = strat == s
+            best[m] = law.best_derived_tokens(N[m], D[m], s)
+        regime = np.where(Dp > best * (1 + 1e-9), "overfit", regime)
     return RegimeTable(regime.astype(object), L, L_1, L_D, L_N, share, saturation, tolerance)

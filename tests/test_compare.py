@@ -101,7 +101,8 @@ def test_fit_law_all_is_the_comparison(table, tmp_path):
     table.to_csv(path, index=False)
     r = cdlaw("fit", path, "--law", "all", "--starts", STARTS, "--select", "none", "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["winner"] == "cd"
+    # the table is the CD law's, which is cd-overfit at λ → 0: either may win on noise
+    assert json.loads(r.stdout)["winner"] in ("cd", "cd-overfit")
     assert (tmp_path / "runs.compare.json").exists() and not (tmp_path / "runs.fit.json").exists()
 
 

@@ -80,9 +80,10 @@ def test_a_law_may_have_other_shared_parameters():
 
 
 def test_the_registered_forms_in_order():
-    assert list(LAWS) == ["cd", "muennighoff", "chinchilla"]
+    assert list(LAWS) == ["cd", "cd-overfit", "practical", "muennighoff", "chinchilla"]
     assert all(form.name == name for name, form in LAWS.items())
-    assert not any(form.can_overfit for form in LAWS.values())
+    assert [n for n, form in LAWS.items() if form.can_overfit] == ["cd-overfit"]
+    assert all((form.derived_optimum is not None) == form.can_overfit for form in LAWS.values())
     assert LAWS["chinchilla"].rstar is None and not LAWS["chinchilla"].uses_derived
 
 
@@ -95,8 +96,22 @@ MUENNIGHOFF = Law(
     "muennighoff", 1.87, 520.8, 1487.7, 0.35, 0.33,
     {"repetition": {"rstar_d": 15.4, "rstar_n": 5.3}, "paraphrase": {"rstar_d": 7.0, "rstar_n": 5.3}},
 )  # fmt: skip
+CD_OVERFIT = Law(
+    "cd-overfit", 1.4, 225.3, 17737.7, 0.29, 0.44, 0.5,
+    {
+        "repetition": {"K": 4.6e4, "rho": -0.42, "sigma": -0.40, "lam": 0.012},
+        "paraphrase": {"K": 3.0e3, "rho": -0.30, "sigma": -0.20, "lam": 0.008},
+    },
+)  # fmt: skip
+PRACTICAL = Law(
+    "practical",
+    params=dict(E=1.7, a=300.0, b=900.0, alpha=0.34, beta=0.3, c=0.2, gamma=0.3, delta=0.25)
+    | {"L0": np.log(50257)},
+)
 LAW_OF = {
     "cd": PRESETS["qin2026"],
+    "cd-overfit": CD_OVERFIT,
+    "practical": PRACTICAL,
     "muennighoff": MUENNIGHOFF,
     "chinchilla": PRESETS["chinchilla-hoffmann"],
 }

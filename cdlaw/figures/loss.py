@@ -110,6 +110,22 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
                 zorder=1,
             )
 
+    if law.form_decl.can_overfit:  # the fourth regime: past each strategy's loss minimum in D′
+        for s in floors:
+            x_best = d + float(law.best_derived_tokens(n, d, s))
+            if np.isfinite(x_best) and x_best < x_hi:
+                ax.axvspan(
+                    x_best,
+                    x_hi,
+                    facecolor=style.strategy_style(s)["color"],
+                    alpha=0.10,
+                    hatch="\\\\",
+                    edgecolor="0.6",
+                    linewidth=0,
+                    label=f"overfit: more derived tokens raise the loss ({s})",
+                    gid=f"band:overfit:{s}",
+                    zorder=0,
+                )
     ax.axhline(
         L_1ep, color="0.3", linewidth=1.0, label="L_1ep: one epoch, no derived tokens", gid="L_1ep"
     )

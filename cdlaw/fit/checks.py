@@ -40,6 +40,22 @@ def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, 
         raise BadInput(f"--naive counts derived tokens as fresh, which only {which} does")
 
 
+def check_columns(table: pd.DataFrame, form: str | LawForm, name: str) -> None:
+    """Refuse (BadInput) a table that lacks a column the law form reads (LawForm.columns)."""
+    form = as_law_form(form)
+    missing = [c for c in form.columns if c not in table.columns]
+    if missing:
+        raise BadInput(
+            f"{name} has no {', '.join(missing)} column{'s' if len(missing) > 1 else ''}, "
+            f"which {form.label} needs"
+        )
+
+
+def fixed_values(rows: pd.DataFrame, form: str | LawForm) -> dict[str, float]:
+    """The parameters the form takes from the table (LawForm.fixed), by name."""
+    return {k: float(fn(rows)) for k, fn in as_law_form(form).fixed.items()}
+
+
 def check_identifiable(
     rows: pd.DataFrame, form: str | LawForm, method: str, strategies, n_params: int
 ) -> list[str]:

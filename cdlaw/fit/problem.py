@@ -159,11 +159,13 @@ CHUNK_ELEMENTS = 1 << 17  # starts × rows per chunk (1 MiB per float64 array)
 
 
 def build_problem(
-    form, strategies, n_params, fresh_tokens, derived_tokens, strategy, loss, row_ids
+    form, strategies, n_params, fresh_tokens, derived_tokens, strategy, loss, row_ids, fixed=None
 ):
     """Sort the rows (D′ = 0 first, then each strategy's) and set up coordinates and bounds.
 
     form: a law's name or its LawForm, whose declaration gives the bounds and centring.
+    fixed: public values of the parameters the form takes from the table (LawForm.fixed),
+    held there by bounds lo = hi.
     """
     form = as_law_form(form)
     strategy = np.asarray(strategy, dtype=object)
@@ -192,10 +194,17 @@ def build_problem(
             continue
         for s, sl in zip(strategies, slices, strict=True):
             m = np.mean(feature(logN[sl], logD[sl]))
-            M[index[f"{s}.{c.intercept}"], index[f"{s}.{c.slope}"]] = -c.sign * m
+            # a per-strategy intercept may have a shared slope (cd-overfit's λ and μ)
+            slope = index[c.slope] if c.slope in index else index[f"{s}.{c.slope}"]
+            M[index[f"{s}.{c.intercept}"], slope] = -c.sign * m
     losses = LogLosses.of(y)
     spans = np.array([form.span(name, losses) for name in names], dtype=float)
     lower, upper = spans[:, 0].copy(), spans[:, 1].copy()
+    for name, value in (fixed or {}).items():
+        j = index[name]
+        if np.count_nonzero(M[j]) != 1:
+            raise ValueError(f"{form.name}: fixed parameter {name} is a centred intercept")
+        lower[j] = upper[j] = np.log(value) if form.is_log(name) else float(value)
     return Problem(
         form,
         tuple(strategies),

@@ -27,7 +27,7 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
-from cdlaw.fit.checks import check_identifiable, check_options
+from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
 from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.optim import minimize_batched, polish, projected_gradient
 from cdlaw.fit.problem import Problem, build_problem
@@ -137,14 +137,29 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
     )
 
 
+def _stages(problem: Problem, z) -> tuple[np.ndarray, np.ndarray]:
+    """The coordinates of --method staged's two stages: the shared ones that the D′ = 0
+    rows move, then the rest (per strategy, and shared ones that only derived rows see,
+    such as cd-overfit's μ)."""
+    one_epoch = problem.subset(problem.ratio == 0)
+    base = one_epoch.log_loss(z)
+    inert = []
+    for j in problem.shared:
+        step = np.array(z, dtype=float)
+        step[j] += 1e-3
+        if np.array_equal(one_epoch.log_loss(step), base):
+            inert.append(j)
+    first = np.setdiff1d(problem.shared, inert)
+    return first, np.setdiff1d(np.arange(problem.n_params), first)
+
+
 def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progress) -> _Solution:
     """One fit (joint or staged) from a set of starting points in z."""
     P = problem.n_params
     everything = np.arange(P)
-    shared = problem.shared
-    if method == "joint" or len(shared) == P:  # staged needs per-strategy parameters
+    if method == "joint" or len(problem.shared) == P:  # staged needs per-strategy parameters
         return _minimise(problem, delta, starts, everything, None, progress, "multistart")
-    per = np.setdiff1d(everything, shared)
+    shared, per = _stages(problem, starts[0])
     one_epoch = problem.ratio == 0
     s1 = _minimise(
         problem.subset(one_epoch),
@@ -190,8 +205,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
     P = problem.n_params
     report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
     scale = problem.curvature_scale(z_best)
-    shared = problem.shared
-    if method == "joint" or len(shared) == P:
+    if method == "joint" or len(problem.shared) == P:
         res = minimize_batched(
             problem.objective(delta, W),
             np.tile(z_best, (B, 1)),
@@ -203,7 +217,7 @@ def _bootstrap(problem, delta, method, z_best, B, rng, progress):
             progress=report,
         )
         return res.x, int(res.converged.sum())
-    per = np.setdiff1d(np.arange(P), shared)
+    shared, per = _stages(problem, z_best)
     one_epoch = problem.ratio == 0
     Z = np.tile(z_best, (B, 1))
     r1 = minimize_batched(
@@ -270,6 +284,7 @@ def fit_law(
     noise = seed_noise(prepared)
     cells = select_cells(prepared, select)
     source = source or cells.attrs.get("source", "")
+    check_columns(cells, form, source or "the table")
     rng = np.random.default_rng(seed)
     warnings: list[str] = []
     copies = duplicate_rows(prepared)
@@ -313,6 +328,7 @@ def fit_law(
         rows["strategy"],
         rows["loss"],
         rows["row_id"],
+        fixed=fixed_values(rows, form),
     )
     starts, span = start_grid(problem, int(n_starts), rng)
     sol = _solve(problem, delta, method, starts, progress)

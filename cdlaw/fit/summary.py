@@ -25,6 +25,8 @@ def params_at_bound(z, problem: Problem, span, names) -> list[str]:
     out = []
     width = problem.upper - problem.lower
     for j, name in enumerate(names):
+        if width[j] == 0:  # a parameter the form takes from the table (LawForm.fixed)
+            continue
         if z[j] <= problem.lower[j] + 1e-6 * width[j]:
             out.append(f"{name} (lower bound)")
         elif z[j] >= problem.upper[j] - 1e-6 * width[j]:

@@ -48,7 +48,7 @@ class Centring(NamedTuple):
     A log-space term intercept + sign·slope·feature (a − α·log N: sign −1) is fitted as
     intercept' = intercept + sign·slope·mean(feature), so that the slope can move without
     dragging its intercept across the table. For per-strategy parameters the mean is over
-    that strategy's rows. This changes coordinates, not the objective (docs/fit.md).
+    that strategy's rows (their slope may be shared or per strategy). This changes coordinates, not the objective (docs/fit.md).
     """
 
     intercept: str
@@ -110,6 +110,14 @@ class LawForm:
     identify: Callable[..., Any] | None = None
     called: str = ""  # how messages name the form; default "the <name> law"
     can_overfit: bool = False  # whether more derived tokens can raise the loss
+    # derived_optimum(p, N, D): the D′ ≥ 0 that minimises the loss at (N, D) for the
+    # strategy whose parameters p holds (shared and that strategy's); inf where more D′
+    # never hurts. None: the loss never rises with D′ (Law.best_derived_tokens is inf).
+    derived_optimum: Callable[..., Any] | None = None
+    # Parameters taken from the table instead of fitted: name -> fn(table) -> its public
+    # value (fn may raise BadInput). The fit holds that coordinate at the value (its bounds
+    # lo = hi) and fit.json stores it with the fitted ones. Not a centred intercept.
+    fixed: Mapping[str, Callable[[Any], float]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

@@ -1,7 +1,9 @@
 """Plan a training run for a FLOP budget and a corpus: model size, derived tokens, strategy.
 
 Given C FLOPs and U unique tokens, the law's compute is C = 6·N·(D + D′) and a plan spends
-every FLOP, so the model size N alone fixes the token count T = C/(6N). Fresh tokens are
+every FLOP, so the model size N alone fixes the token count T = C/(6N) — unless the law
+knows overfitting (its loss can rise with D′): then D′ stops at the loss minimum at that N
+and the rest of the budget is left unspent (planned_tokens). Fresh tokens are
 worth at least as much as derived ones (η ≤ 1), so a plan uses D = min(U, T) fresh tokens
 and makes up the rest, D′ = T − D, by repeating them or by training on paraphrases of them
 (docs/plan.md). What remains is a one-dimensional problem: minimise L(N, D(N), D′(N)) over
@@ -69,9 +71,19 @@ def split_tokens(budget_flops, n_params, unique_tokens):
     return fresh, tokens - fresh
 
 
-def budget_loss(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
-    """The law's loss when the whole budget is spent at model size N (broadcasts)."""
+def planned_tokens(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
+    """(D, D′) a plan trains at model size N: the whole budget (split_tokens), except that
+    a law whose loss rises with D′ (overfitting) never gets more derived tokens than its
+    loss minimum at that (N, D): the rest of the budget is better left unspent."""
     fresh, derived = split_tokens(budget_flops, n_params, unique_tokens)
+    if law.form_decl.can_overfit and strategy != "none":
+        derived = np.minimum(derived, law.best_derived_tokens(n_params, fresh, strategy))
+    return fresh, derived
+
+
+def budget_loss(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
+    """The law's loss when the budget is spent at model size N (broadcasts; planned_tokens)."""
+    fresh, derived = planned_tokens(law, strategy, budget_flops, n_params, unique_tokens)
     return law.loss(n_params, fresh, derived, strategy)
 
 
@@ -111,10 +123,16 @@ def optimal_n_params(
 
 
 def _allocation(law, strategy, budget_flops, n_params, unique_tokens, rule) -> Allocation:
-    fresh, derived = (float(x) for x in split_tokens(budget_flops, n_params, unique_tokens))
+    spend = planned_tokens if rule in ("cd-optimal", "fixed-n_params") else _whole_budget
+    fresh, derived = (float(x) for x in spend(law, strategy, budget_flops, n_params, unique_tokens))
     loss = float(law.loss(n_params, fresh, derived, strategy))
     label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
+
+
+def _whole_budget(law, strategy, budget_flops, n_params, unique_tokens):
+    """The baselines (naive, four-epoch) spend every FLOP, as a team without the law would."""
+    return split_tokens(budget_flops, n_params, unique_tokens)
 
 
 def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens) -> float:
@@ -209,6 +227,13 @@ def plan(
         warnings.append(
             "the law predicts a lower loss if some fresh tokens were swapped for derived ones "
             f"at the same compute{why}: an extrapolation artifact, so trust this plan less"
+        )
+    unspent = budget_flops - 6.0 * best.n_params * best.tokens_trained
+    if unspent > 1e-6 * budget_flops:
+        warnings.append(
+            f"more derived tokens would raise this law's loss (overfitting): the plan stops at "
+            f"the loss minimum, D′ = {best.derived_tokens:.3g}, and leaves {unspent:.3g} of the "
+            f"{budget_flops:.3g} FLOPs unspent"
         )
     if not law.form_decl.uses_derived and best.derived_tokens > 0:
         warnings.append(f"a {law.form} law gives derived tokens no value; they only spend FLOPs")
@@ -315,6 +340,10 @@ def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
     if strategy not in STRATEGY_CHOICES:
         raise BadInput(f"--strategy {strategy!r} is not one of {', '.join(STRATEGY_CHOICES)}.")
+    if law.form_decl.uses_derived and not law.form_decl.strategy_params:
+        # A law that counts derived tokens but cannot tell strategies apart (practical):
+        # repeating is the one that costs nothing beyond training.
+        return ["repetition" if strategy == "auto" else strategy]
     if not law.strategies:
         # A chinchilla law (or a fit without D′ rows): derived tokens are worth nothing,
         # so whatever the strategy asked, the law scores the plan as D′ = 0.
@@ -342,12 +371,19 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
     """
     law = source.law
     s = "repetition" if "repetition" in law.strategies else chosen
-    n_naive = chinchilla_optimal_n_params(law, budget_flops)
+    chinchilla_shaped = {"E", "A", "B", "alpha", "beta"} <= set(law.params)
+    if chinchilla_shaped:
+        n_naive = chinchilla_optimal_n_params(law, budget_flops)
+    else:  # the same rule for any law: its optimum with every token counted as fresh
+        n_naive, _ = optimal_n_params(law, "none", budget_flops, math.inf)
     naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla")
     # What the naive planner expects: every token counted as fresh.
-    believed = chinchilla_loss(
-        n_naive, naive.tokens_trained, law.E, law.A, law.B, law.alpha, law.beta
-    )
+    if chinchilla_shaped:
+        believed = chinchilla_loss(
+            n_naive, naive.tokens_trained, law.E, law.A, law.B, law.alpha, law.beta
+        )
+    else:
+        believed = law.loss(n_naive, naive.tokens_trained, 0.0, "none")
     naive = replace(naive, believed_loss=float(believed))
     # Four epochs at most: if Chinchilla wants more than 4U tokens, train on 4U and put the
     # rest of the budget into parameters.
