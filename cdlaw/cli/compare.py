@@ -21,7 +21,11 @@ def compare(
     select: str = typer.Option(
         "mean", "--select", help="Runs differing only in lr/weight_decay/seed: min | mean | none."
     ),
-    starts: str = typer.Option("6144", "--starts", help="Starts of each full fit's grid."),
+    starts: str = typer.Option(
+        "512",
+        "--starts",
+        help="Starts of each full fit's grid (each left-out refit: 64 + its optimum).",
+    ),
     budget_flops: str = typer.Option(
         None, "--budget-flops", help="Also plan this budget with every law (e.g. 2e12)."
     ),

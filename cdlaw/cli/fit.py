@@ -36,7 +36,9 @@ def fit(
         "min", "--select", help="Runs differing only in lr/weight_decay/seed: min | mean | none."
     ),
     starts: str = typer.Option(
-        "6144", "--starts", help="Starting points of the L-BFGS grid (the CD paper: 6144)."
+        None,
+        "--starts",
+        help="Starting points of the L-BFGS grid (default 6144, the CD paper's; 512 per law with --law all).",
     ),
     naive: bool = typer.Option(
         False, "--naive", help="With --law chinchilla: count derived tokens as fresh (D + D′)."
@@ -60,11 +62,11 @@ def fit(
         from cdlaw.cli.compare import run_comparison
 
         delta = 0.1 if huber_delta is None else huber_delta
-        run_comparison(path, "all", delta, select, starts, None, None, seed, out, json_out)
+        run_comparison(path, "all", delta, select, starts or "512", None, None, seed, out, json_out)
         return
     from cdlaw.fit.procedure import fit_path
 
-    n_starts = number(starts, "--starts")
+    n_starts = number(starts or "6144", "--starts")
     if n_starts != int(n_starts):
         from cdlaw.errors import BadInput
 

@@ -265,6 +265,7 @@ def fit_law(
     select: str = "min",
     source: str = "",
     progress: Progress | None = None,
+    warm_starts: tuple = (),
 ) -> FitResult:
     """Fit `law` (a name in cdlaw.laws.LAWS, or a LawForm) to a table of runs; see the
     module doc.
@@ -275,7 +276,8 @@ def fit_law(
     holdout_largest fits without the largest N and reports its log-RMSE. drop_outliers
     drops the worst |log residual| row and refits, that many times. bootstrap refits on
     that many resamples of the rows for 95% percentile intervals. Raises BadInput when
-    the table cannot identify the law's parameters.
+    the table cannot identify the law's parameters. warm_starts: Laws of this form whose
+    constants join the start grid (a refit on fewer rows starts where the full fit ended).
     """
     check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
     form = as_law_form(law)
@@ -331,6 +333,11 @@ def fit_law(
         fixed=fixed_values(rows, form),
     )
     starts, span = start_grid(problem, int(n_starts), rng)
+    warm = [w for w in warm_starts if set(w.strategies) >= set(strategies)]
+    if warm:
+        theta = np.array([fitvec.law_to_fit_vector(w, strategies) for w in warm])
+        z = np.clip(problem.z(theta), problem.lower, problem.upper)
+        starts = np.vstack([z, starts])
     sol = _solve(problem, delta, method, starts, progress)
     n_started, n_converged = sol.n_starts, sol.n_converged  # of the full search
 
