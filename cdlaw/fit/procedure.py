@@ -31,7 +31,7 @@ from cdlaw.fit.checks import check_columns, check_identifiable, check_options, f
 from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.optim import minimize_batched, polish, projected_gradient
 from cdlaw.fit.problem import Problem, build_problem
-from cdlaw.fit.starts import start_grid
+from cdlaw.fit.starts import start_grid, warm_start_points
 from cdlaw.fit.summary import (
     model_floor_at_sizes,
     params_at_bound,
@@ -276,8 +276,7 @@ def fit_law(
     holdout_largest fits without the largest N and reports its log-RMSE. drop_outliers
     drops the worst |log residual| row and refits, that many times. bootstrap refits on
     that many resamples of the rows for 95% percentile intervals. Raises BadInput when
-    the table cannot identify the law's parameters. warm_starts: Laws of this form whose
-    constants join the start grid (a refit on fewer rows starts where the full fit ended).
+    the table cannot identify the law's parameters. warm_starts: Laws that join the starts.
     """
     check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
     form = as_law_form(law)
@@ -333,11 +332,7 @@ def fit_law(
         fixed=fixed_values(rows, form),
     )
     starts, span = start_grid(problem, int(n_starts), rng)
-    warm = [w for w in warm_starts if set(w.strategies) >= set(strategies)]
-    if warm:
-        theta = np.array([fitvec.law_to_fit_vector(w, strategies) for w in warm])
-        z = np.clip(problem.z(theta), problem.lower, problem.upper)
-        starts = np.vstack([z, starts])
+    starts = np.vstack([warm_start_points(problem, warm_starts), starts])
     sol = _solve(problem, delta, method, starts, progress)
     n_started, n_converged = sol.n_starts, sol.n_converged  # of the full search
 

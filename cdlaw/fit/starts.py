@@ -59,3 +59,15 @@ def start_grid(problem: Problem, n_starts: int, rng: np.random.Generator, axes=N
         if m > 1:
             span[zi] = (lo, hi)
     return np.clip(Z, problem.lower, problem.upper), span
+
+
+def warm_start_points(problem: Problem, laws) -> np.ndarray:
+    """Starting points (k, P) at the constants of Laws of the problem's form (each must have
+    parameters for every strategy the problem fits): a refit starts where a fit ended."""
+    from cdlaw.fit.vector import law_to_fit_vector
+
+    usable = [w for w in laws if set(w.strategies) >= set(problem.strategies)]
+    if not usable:
+        return np.empty((0, problem.n_params))
+    theta = np.array([law_to_fit_vector(w, list(problem.strategies)) for w in usable])
+    return np.clip(problem.z(theta), problem.lower, problem.upper)
