@@ -95,6 +95,8 @@ def test_the_cd_law_is_cd_overfits_zero_penalty_case():
         N, D, Dp, loss = (df[c].to_numpy()[m] for c in (*df.columns[:3], "loss"))
         assert np.max(overfit_penalty(N, D, Dp, lam, mu) / loss) < 0.01, s
     assert overfit.rmse_log <= cd.rmse_log * (1 + 1e-3)
+    # a λ at its floor is "absent", never reported as a parameter the data cannot pin
+    assert not any("lam (lower bound)" in a for a in overfit.optimizer["at_bound"])
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

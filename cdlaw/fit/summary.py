@@ -28,7 +28,10 @@ def params_at_bound(z, problem: Problem, span, names) -> list[str]:
         if width[j] == 0:  # a parameter the form takes from the table (LawForm.fixed)
             continue
         if z[j] <= problem.lower[j] + 1e-6 * width[j]:
-            out.append(f"{name} (lower bound)")
+            absent = name.rsplit(".", 1)[-1] in problem.form.vanishing
+            out.append(
+                f"{name} (at its floor: the term is absent)" if absent else f"{name} (lower bound)"
+            )
         elif z[j] >= problem.upper[j] - 1e-6 * width[j]:
             out.append(f"{name} (upper bound)")
         elif np.isfinite(span[j, 0]) and not (span[j, 0] <= z[j] <= span[j, 1]):

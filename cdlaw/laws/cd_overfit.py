@@ -262,5 +262,6 @@ CD_OVERFIT = LawForm(
     rstar=cd.rstar_of,
     identify=cd.identify,
     can_overfit=True,
+    vanishing=frozenset({"lam"}),
     derived_optimum=derived_optimum,
 )

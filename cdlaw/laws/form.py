@@ -110,6 +110,9 @@ class LawForm:
     identify: Callable[..., Any] | None = None
     called: str = ""  # how messages name the form; default "the <name> law"
     can_overfit: bool = False  # whether more derived tokens can raise the loss
+    # Parameters whose term is simply absent at their lower bound (cd-overfit's λ: no
+    # overfitting found): a fit that ends there says so instead of flagging a bound.
+    vanishing: frozenset[str] = frozenset()
     # derived_optimum(p, N, D): the D′ ≥ 0 that minimises the loss at (N, D) for the
     # strategy whose parameters p holds (shared and that strategy's); inf where more D′
     # never hurts. None: the loss never rises with D′ (Law.best_derived_tokens is inf).
