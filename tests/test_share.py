@@ -172,9 +172,10 @@ def test_kill_9_mid_sweep_then_rerun_trains_every_run_once_with_the_same_losses(
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not list((out / "share").glob("*/forks/*/checkpoint")):
         time.sleep(0.05)
-    time.sleep(0.5)
+    time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)  # the workers die with it (PR_SET_PDEATHSIG)
     proc.wait()
+    assert len(result_losses(out / "share")) < 10  # killed mid-sweep, not after it
     r = subprocess.run([*cmd, "--threads", "1"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert result_losses(out / "share") == result_losses(alone)

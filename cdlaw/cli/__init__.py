@@ -49,6 +49,14 @@ def number(text: str, what: str) -> float:
     return parse_number(text, what)
 
 
+def count(text: str, what: str) -> int:
+    """A CLI count (6144, 6K): a whole number ≥ 1; BadInput naming the option otherwise."""
+    x = number(text, what)
+    if x != int(x) or x < 1:
+        raise BadInput(f"{what} must be a whole number ≥ 1, not {text!r}")
+    return int(x)
+
+
 def print_json(obj) -> None:
     """Print JSON (strict: NaN → null) on stdout, and nothing else."""
     import json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli import app, count, err, number, print_json
 
 
 @app.command()
@@ -59,9 +59,7 @@ def run_comparison(
     from cdlaw.errors import BadInput
     from cdlaw.plan.compare import compare_path
 
-    n_starts = number(starts, "--starts")
-    if n_starts != int(n_starts) or n_starts < 1:
-        raise BadInput(f"--starts must be a whole number ≥ 1, not {starts!r}")
+    n_starts = count(starts, "--starts")
     laws = None if law == "all" else tuple(x.strip() for x in law.split(",") if x.strip())
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
@@ -80,7 +78,7 @@ def run_comparison(
         before_write=show,
         laws=laws,
         huber_delta=huber_delta,
-        n_starts=int(n_starts),
+        n_starts=n_starts,
         select=select,
         seed=seed,
         budget_flops=budget,

@@ -6,7 +6,7 @@ import time
 
 import typer
 
-from cdlaw.cli import app, err, number, print_json, say
+from cdlaw.cli import app, count, err, print_json, say
 
 
 @app.command()
@@ -66,11 +66,7 @@ def fit(
         return
     from cdlaw.fit.procedure import fit_path
 
-    n_starts = number(starts or "6144", "--starts")
-    if n_starts != int(n_starts):
-        from cdlaw.errors import BadInput
-
-        raise BadInput(f"--starts must be a whole number, not {starts!r}")
+    n_starts = count(starts or "6144", "--starts")
     progress = _Progress()
 
     def show(result) -> None:
@@ -89,7 +85,7 @@ def fit(
             law=law,
             method=method,
             huber_delta=huber_delta,
-            n_starts=int(n_starts),
+            n_starts=n_starts,
             drop_outliers=drop_outliers,
             bootstrap=bootstrap,
             holdout_largest=holdout_largest,

@@ -36,6 +36,7 @@ from cdlaw.fit.summary import (
     model_floor_at_sizes,
     params_at_bound,
     percentile_intervals,
+    predict_rows,
     rows_table,
     rstar_at_median,
 )
@@ -56,15 +57,11 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
     """The fit's objective for given constants on a table: Σ huber(log L_obs − log L_pred)."""
-    df = prepare_runs(df)
-    delta = law.form_decl.huber_delta if huber_delta is None else huber_delta
-    pred = np.empty(len(df))
-    for s in df["strategy"].unique():
-        m = (df["strategy"] == s).to_numpy()
-        N, D, Dp = (df[c].to_numpy()[m] for c in ("n_params", "fresh_tokens", "derived_tokens"))
-        pred[m] = law.loss(N, D, Dp, s)
     from cdlaw.fit.problem import huber
 
+    df = prepare_runs(df)
+    delta = law.form_decl.huber_delta if huber_delta is None else huber_delta
+    pred = predict_rows(law, df)
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
 
 

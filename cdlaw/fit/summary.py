@@ -87,6 +87,21 @@ def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
     return out
 
 
+def predict_rows(law, rows: pd.DataFrame, naive: bool = False) -> np.ndarray:
+    """The law's loss for each row of a runs table (n_params, fresh_tokens, derived_tokens,
+    strategy): a strategy the law has no parameters for is scored as D′ = 0; `naive`
+    counts derived tokens as fresh (how a naive Chinchilla fit reads them)."""
+    N, D, Dp = (rows[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens"))
+    if naive:
+        return np.asarray(law.loss(N, D + Dp, 0.0, "none"), dtype=float)
+    strategy = rows["strategy"].to_numpy(object)
+    predicted = np.empty(len(rows))
+    for s in np.unique(strategy):
+        m = strategy == s
+        predicted[m] = law.loss(N[m], D[m], Dp[m], s if law.knows_strategy(s) else "none")
+    return predicted
+
+
 def rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
     """fit_rows.parquet: the inputs with prediction, residual, empirical η and regime."""
     from cdlaw.regimes import classify
@@ -95,14 +110,7 @@ def rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
         cells[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens", "loss")
     )
     strategy = cells["strategy"].to_numpy(object)
-    if naive:
-        predicted = fitted.loss(N, D + Dp, 0.0, "none")
-    else:
-        predicted = np.empty(len(cells))
-        for s in np.unique(strategy):
-            m = strategy == s
-            known = fitted.knows_strategy(s)
-            predicted[m] = fitted.loss(N[m], D[m], Dp[m], s if known else "none")
+    predicted = predict_rows(fitted, cells, naive)
     regimes = classify(
         fitted,
         N,

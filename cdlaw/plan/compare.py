@@ -106,18 +106,6 @@ def _params(fitted) -> dict:
     return {"params": d["params"], "strategies": d["strategies"]}
 
 
-def _predict(law, rows: pd.DataFrame, naive: bool = False) -> np.ndarray:
-    if naive:  # derived tokens counted as fresh, as the law was fitted
-        return law.loss(rows["n_params"], rows["fresh_tokens"] + rows["derived_tokens"], 0.0)
-    out = np.empty(len(rows))
-    for s in rows["strategy"].unique():
-        m = (rows["strategy"] == s).to_numpy()
-        r = rows[m]
-        strategy = s if s in law.strategies or s == "none" else "none"
-        out[m] = law.loss(r["n_params"], r["fresh_tokens"], r["derived_tokens"], strategy)
-    return out
-
-
 def compare_laws(
     df: pd.DataFrame,
     laws: tuple[str, ...] | None = None,
@@ -132,6 +120,7 @@ def compare_laws(
 ) -> Comparison:
     """Fit every law (default: all known) to the same rows and score each; see the module doc."""
     from cdlaw.fit.procedure import fit_law
+    from cdlaw.fit.summary import predict_rows
     from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
     from cdlaw.laws import LAWS
 
@@ -173,7 +162,7 @@ def compare_laws(
             except BadInput:
                 lost.append(float(size))
                 continue
-            pred = _predict(part.law, test, naive)
+            pred = predict_rows(part.law, test, naive)
             kept = test.assign(law=name, predicted=pred, largest=size == sizes[-1])
             left_out.append(kept[ROW_COLUMNS])
         table = pd.concat(left_out) if left_out else pd.DataFrame()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -122,17 +123,16 @@ def optimal_n_params(
     return math.exp(ln_best), on_edge
 
 
-def _allocation(law, strategy, budget_flops, n_params, unique_tokens, rule) -> Allocation:
-    spend = planned_tokens if rule in ("cd-optimal", "fixed-n_params") else _whole_budget
-    fresh, derived = (float(x) for x in spend(law, strategy, budget_flops, n_params, unique_tokens))
+def _allocation(
+    law, strategy, budget_flops, n_params, unique_tokens, rule, whole_budget=False
+) -> Allocation:
+    """The allocation at model size N: planned_tokens, or with whole_budget every FLOP spent
+    (the baselines: a team without the law trains every token it can afford)."""
+    spend = split_tokens if whole_budget else partial(planned_tokens, law, strategy)
+    fresh, derived = (float(x) for x in spend(budget_flops, n_params, unique_tokens))
     loss = float(law.loss(n_params, fresh, derived, strategy))
     label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
-
-
-def _whole_budget(law, strategy, budget_flops, n_params, unique_tokens):
-    """The baselines (naive, four-epoch) spend every FLOP, as a team without the law would."""
-    return split_tokens(budget_flops, n_params, unique_tokens)
 
 
 def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens) -> float:
@@ -376,7 +376,7 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
         n_naive = chinchilla_optimal_n_params(law, budget_flops)
     else:  # the same rule for any law: its optimum with every token counted as fresh
         n_naive, _ = optimal_n_params(law, "none", budget_flops, math.inf)
-    naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla")
+    naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla", True)
     # What the naive planner expects: every token counted as fresh.
     if chinchilla_shaped:
         believed = chinchilla_loss(
@@ -390,5 +390,5 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
     n_four = n_naive
     if naive.tokens_trained > FOUR_EPOCHS * unique:
         n_four = budget_flops / (6 * FOUR_EPOCHS * unique)
-    four = _allocation(law, s, budget_flops, n_four, unique, "four-epoch")
+    four = _allocation(law, s, budget_flops, n_four, unique, "four-epoch", True)
     return _with_gap(naive, best_loss), _with_gap(four, best_loss)

@@ -230,14 +230,10 @@ def dry_run_sweep(
         if done or not calibration:
             row["est_seconds"] = row["est_seconds_alone"] = 0.0 if done else math.nan
             continue
-        estimate = lambda facts: estimate_seconds(  # noqa: E731
-            facts, calibration, val_tokens, plan.sweep.train.eval_every
-        )
-        row["est_seconds_alone"] = estimate(row)
-        own_steps = row["steps"] - row["fork_step"]
-        row["est_seconds"] = estimate(
-            {**row, "tokens_trained": row["own_tokens"], "steps": own_steps}
-        )
+        every = plan.sweep.train.eval_every
+        row["est_seconds_alone"] = estimate_seconds(row, calibration, val_tokens, every)
+        own = {**row, "tokens_trained": row["own_tokens"], "steps": row["steps"] - row["fork_step"]}
+        row["est_seconds"] = estimate_seconds(own, calibration, val_tokens, every)
     # each process pays the imports (torch, transformers) once
     startup = (
         max(c["setup_s"] for c in calibration) - min(c["setup_s"] for c in calibration)

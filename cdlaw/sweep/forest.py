@@ -57,9 +57,6 @@ class Forest:
         default_factory=dict
     )  # FLOPs on the longest chain from a run
 
-    def children(self, run_id: str) -> list[str]:
-        return [b for b, f in self.forks.items() if f.parent == run_id]
-
     def needed_forks(self, pending: set[str]) -> set[Fork]:
         """The fork checkpoints some pending run may still start from."""
         return {f for rid in pending for f in self.fallbacks.get(rid, ())}
@@ -105,16 +102,16 @@ def plan_forest(runs: list[RunConfig], share: bool) -> Forest:
         n = count_params(cfg.model).n_params
         per_token = flops_per_token(n, cfg.model.n_layers, cfg.model.d_model, cfg.model.seq_len)
         forest.alone_flops[cfg.run_id] = per_token * cfg.tokens_trained
-        forest.own_tokens[cfg.run_id] = cfg.tokens_trained
+    longest_first = sorted(runs, key=lambda c: (-c.tokens_trained, c.run_id))
     if share:
         groups: dict[str, list[RunConfig]] = {}
-        for cfg in runs:
+        for cfg in longest_first:
             if cfg.train.schedule == "wsd":
                 groups.setdefault(_group_key(cfg), []).append(cfg)
         for members in groups.values():
-            _plan_group(forest, sorted(members, key=lambda c: (-c.tokens_trained, c.run_id)))
-    by_id = {cfg.run_id: cfg for cfg in runs}
-    for rid, cfg in by_id.items():
+            _plan_group(forest, members)
+    for cfg in runs:
+        rid = cfg.run_id
         share_tokens = forest.forks[rid].step * _batch_tokens(cfg) if rid in forest.forks else 0
         forest.own_tokens[rid] = cfg.tokens_trained - share_tokens
         forest.own_flops[rid] = (
@@ -128,14 +125,18 @@ def plan_forest(runs: list[RunConfig], share: bool) -> Forest:
         forest.fallbacks[rid] = _fallbacks(forest, rid)
     # Critical path: a run's own FLOPs plus its costliest line of descendants (branches
     # start before their parent ends, so this overstates; it only orders the queue).
-    for cfg in sorted(runs, key=lambda c: (c.tokens_trained, c.run_id)):
-        kids = [forest.critical.get(k, 0.0) for k in forest.children(cfg.run_id)]
+    # A branch always comes after its trunk in longest-first order, so walk it backwards.
+    children: dict[str, list[str]] = {}
+    for branch, fork in forest.forks.items():
+        children.setdefault(fork.parent, []).append(branch)
+    for cfg in reversed(longest_first):
+        kids = [forest.critical[k] for k in children.get(cfg.run_id, ())]
         forest.critical[cfg.run_id] = forest.own_flops[cfg.run_id] + max(kids, default=0.0)
     return forest
 
 
 def _plan_group(forest: Forest, members: list[RunConfig]) -> None:
-    """Longest first; each run forks from the earlier run it shares the most steps with."""
+    """members longest first; each forks from the earlier run it shares the most steps with."""
     for i, b in enumerate(members):
         best, best_step = None, 0
         for a in members[:i]:

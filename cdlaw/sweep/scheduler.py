@@ -60,16 +60,13 @@ def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> lis
             fork_from=tuple(fork_dir(sweep_dir, f) for f in starts),
         )
 
-    def coming(rid: str) -> bool:
-        """Will run `rid` still train here, or is another process training it?"""
-        here = {c.run_id for c in queue} | {c.run_id for c in inflight.values()}
-        return rid in here or rid in waiting
-
-    def ready(cfg: RunConfig) -> bool:
+    def ready(cfg: RunConfig, coming: set[str]) -> bool:
+        """A branch is ready once its fork exists, or once its trunk is not `coming` (to be
+        trained here, or held by another process) and so will not write it."""
         fork = forest.forks.get(cfg.run_id) if forest else None
         if fork is None or fork_exists(fork_dir(plan.sweep_dir, fork)):
             return True
-        return not coming(fork.parent)
+        return fork.parent not in coming
 
     while queue or inflight or waiting:
         now = time.monotonic()
@@ -78,7 +75,8 @@ def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> lis
                 queue.append(cfg)
                 del waiting[rid]
         while len(inflight) < ex.capacity:
-            pick = next((c for c in queue if ready(c)), None)
+            coming = {c.run_id for c in (*queue, *inflight.values())} | set(waiting)
+            pick = next((c for c in queue if ready(c, coming)), None)
             if pick is None:
                 break
             queue.remove(pick)
@@ -119,17 +117,18 @@ def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> lis
             else:
                 trained.append(cfg.run_id)
         if done:
-            rebuild_summary(plan.sweep_dir)
+            summary = rebuild_summary(plan.sweep_dir)
             if forest and forest.saves:
-                remove_unneeded_forks(plan)
+                remove_unneeded_forks(plan, finished=set(summary["run_id"]))
     return trained
 
 
-def remove_unneeded_forks(plan: SweepPlan) -> list[str]:
+def remove_unneeded_forks(plan: SweepPlan, finished: set[str]) -> list[str]:
     """Delete the fork checkpoints no unfinished run of the sweep can start from (runs not
-    selected by --only count: a later sweep may train them); return what was deleted."""
+    selected by --only count: a later sweep may train them); return what was deleted.
+    `finished`: the run ids with a result (summary.parquet's, just rebuilt)."""
     forest = plan.forest
-    pending = {c.run_id for c in plan.all_runs if read_result(plan.sweep_dir / c.run_id) is None}
+    pending = {c.run_id for c in plan.all_runs} - finished
     needed = forest.needed_forks(pending)
     removed = []
     for trunk, steps in forest.saves.items():
