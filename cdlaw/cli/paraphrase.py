@@ -1,4 +1,5 @@
-"""`cdlaw paraphrase`: write paraphrase files for a real corpus with a local chat model."""
+"""`cdlaw paraphrase`: write paraphrase files for a real corpus with a chat model (a local
+folder, or any OpenAI-compatible server)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,19 @@ from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err, print_json
+from cdlaw.cli import app, err, print_json, say
 
 
 @app.command()
 def paraphrase(
     corpus: str = typer.Argument(
-        ..., help="A .txt/.jsonl/.parquet file or folder, or hf:<dataset>."
+        ..., metavar="CORPUS", help="A .txt/.jsonl/.parquet file or folder, or hf:DATASET."
     ),
-    model: Path = typer.Option(..., "--model", help="A local Hugging Face chat model folder."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        help="A local chat model folder, or with --endpoint the served model's name.",
+    ),
     out: Path = typer.Option(
         ..., "--out", help="Folder for paraphrases.jsonl (resumed if it exists)."
     ),
@@ -24,7 +29,7 @@ def paraphrase(
     passes: int = typer.Option(
         1, "--passes", help="Paraphrases per document (pass k picks its style)."
     ),
-    batch_size: int = typer.Option(8, "--batch-size", help="Prompts per generate() call."),
+    batch_size: int = typer.Option(8, "--batch-size", help="Prompts per generate() call (local)."),
     max_new_tokens: int = typer.Option(
         512, "--max-new-tokens", help="Tokens generated per prompt."
     ),
@@ -39,14 +44,28 @@ def paraphrase(
     temperature: float = typer.Option(
         0.7, "--temperature", help="Sampling temperature; 0 = greedy."
     ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (local)."),
+    endpoint: str = typer.Option(
+        None,
+        "--endpoint",
+        help="An OpenAI-compatible server's base URL (vllm serve, SGLang, llama.cpp), "
+        "e.g. http://localhost:8000/v1.",
+    ),
+    concurrency: int = typer.Option(
+        8, "--concurrency", help="Requests in flight at once (--endpoint)."
+    ),
+    api_key_env: str = typer.Option(
+        None, "--api-key-env", help="Environment variable holding the server's API key."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON on stdout."),
 ) -> None:
-    """Paraphrase every document of CORPUS in the CD paper's styles with a local chat model.
+    """Paraphrase every document of CORPUS in the CD paper's styles with a chat model.
 
     Writes OUT/paraphrases.jsonl rows {"id", "pass", "style", "text"}, the files that a
-    sweep's data.paraphrases points to. Batched, flushed per batch and resumable: run the
-    same command again after a kill and it continues where it stopped.
+    sweep's data.paraphrases points to. A local model folder runs in batches; with
+    --endpoint, concurrent requests go to an OpenAI-compatible server. Written in order,
+    a chunk at a time, and resumable: run the same command again after a kill and it
+    continues where it stopped.
 
     Example: cdlaw paraphrase corpus.jsonl --model ./Qwen2.5-0.5B-Instruct --passes 4 --out paraphrases/
     """
@@ -93,6 +112,10 @@ def paraphrase(
             temperature=temperature,
             device=device,
             on_progress=progress,
+            endpoint=endpoint,
+            concurrency=concurrency,
+            api_key_env=api_key_env,
+            on_warning=lambda message: say("warning", message),
         )
     finally:
         bar.stop()

@@ -1,28 +1,32 @@
-"""`cdlaw paraphrase`: paraphrase a real corpus with a local chat model, resumably.
+"""`cdlaw paraphrase`: paraphrase a real corpus with a chat model, resumably.
 
 Writes `<out>/paraphrases.jsonl`, one row {"id", "pass", "style", "text"} per document
 and pass, the files `data.paraphrases` points a sweep at. Pass k of a document uses the
 style (faq, math, table, tutorial — the CD paper's four) picked by (document, k): passes
 1, 2, … of a document walk through the chosen styles from a place its id decides.
 
+Two backends make the text: a local model folder run with transformers' `generate` in
+batches (`LocalModel`, here), or any OpenAI-compatible server — `vllm serve`, SGLang,
+llama.cpp's `llama-server` — sent concurrent requests (`Endpoint`, paraphrase_endpoint.py).
+
 Documents are done in the order training reads them (shuffled by `--seed`, as
 `data.corpus_seed` shuffles them), all passes of a document together, so a partial job
-covers the documents of the smallest fresh-token budgets first. The file is append-only
-and flushed per batch; a killed job, run again with the same arguments, skips the rows
+covers the documents of the smallest fresh-token budgets first. Rows are written in that
+order whatever order the answers come in; the file is append-only, flushed and synced a
+chunk at a time, and a killed job, run again with the same arguments, skips the rows
 already written (a torn last line is cut off first). `job.json` records what the folder
-was written for, so a resume with another corpus, model, styles or seed is refused.
-Long documents are cut into pieces at paragraph or sentence ends that fit the model's
-context, each piece paraphrased, and the pieces joined, so no part of a document is lost.
+was written for, so a resume with another corpus, model, styles, seed, max-new-tokens or
+temperature is refused. Long documents are cut into pieces at paragraph or sentence ends
+that fit the model's context, each piece paraphrased, and the pieces joined, so no part
+of a document is lost.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -30,71 +34,29 @@ import numpy as np
 from cdlaw.atomic import write_json_atomic
 from cdlaw.data import sources
 from cdlaw.data.file_corpus import SHUFFLE_TAG
+from cdlaw.data.paraphrase_prompts import (
+    PROMPTS,
+    STYLES,
+    Chunks,
+    Item,
+    build_prompt,
+    context_too_short,
+    join_pieces,
+    seed_of,
+    split_text,
+    style_for,
+)
 from cdlaw.errors import BadInput
 
-KEEP = "Keep every fact, name and number exactly as given, and add no new facts."
-PROMPTS = {
-    "faq": "Rewrite the text below as questions and answers (an FAQ), answering each question "
-    f"with a full sentence. {KEEP}",
-    "math": "Rewrite the text below in the style of a math textbook: state its quantities and "
-    f"relations as givens, with short worked reasoning in full sentences. {KEEP}",
-    "table": "Rewrite the text below as a small table of its key facts, followed by a paragraph "
-    f"that restates every row in full sentences. {KEEP}",
-    "tutorial": "Rewrite the text below as a short tutorial that teaches its content step by "
-    f"step, in plain, clear prose. {KEEP}",
-}
-STYLES = tuple(PROMPTS)
 ROWS_FILE = "paraphrases.jsonl"
 JOB_FILE = "job.json"
-
-
-def style_for(doc_id: str, k: int, styles: tuple[str, ...], seed: int = 0) -> str:
-    """The style of pass k of a document: consecutive passes cycle through the styles."""
-    h = int.from_bytes(
-        hashlib.blake2b(f"{seed}:{doc_id}".encode(), digest_size=8).digest(), "little"
-    )
-    return styles[(h + k - 1) % len(styles)]
-
-
-def build_prompt(tokenizer, style: str, text: str) -> str:
-    """The chat-formatted request (or a plain one when the tokenizer has no chat template)."""
-    request = f"{PROMPTS[style]}\n\nText:\n{text}"
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": request}], tokenize=False, add_generation_prompt=True
-        )
-    return f"{request}\n\nRewritten text:\n"
-
-
-def split_text(tokenizer, text: str, max_tokens: int) -> list[str]:
-    """Pieces of at most ~max_tokens tokens, cut at paragraph, then sentence, then word ends."""
-    if len(tokenizer(text, add_special_tokens=False).input_ids) <= max_tokens:
-        return [text]
-    for pattern in (r"\n\s*\n", r"(?<=[.!?])\s+", r"\s+"):
-        units = [u for u in re.split(pattern, text) if u.strip()]
-        if len(units) > 1:
-            break
-    else:  # one unbreakable word: cut it by tokens
-        ids = tokenizer(text, add_special_tokens=False).input_ids
-        return [tokenizer.decode(ids[i : i + max_tokens]) for i in range(0, len(ids), max_tokens)]
-    pieces, current = [], ""
-    joiner = "\n\n" if pattern.startswith(r"\n") else " "
-    for unit in units:
-        candidate = f"{current}{joiner}{unit}" if current else unit
-        if current and len(tokenizer(candidate, add_special_tokens=False).input_ids) > max_tokens:
-            pieces.append(current)
-            candidate = unit
-        current = candidate
-    pieces.append(current)
-    return [q for p in pieces for q in split_text(tokenizer, p, max_tokens)]
-
-
-@dataclass
-class _Item:
-    doc_id: str
-    k: int
-    style: str
-    pieces: list[str]
+# The job.json keys that decide what a row says: resuming with another value is refused.
+# The others (backend, endpoint, passes, …) are recorded and may change between runs:
+# more passes extend a job, and a server may move to another address.
+SAME_ON_RESUME = (
+    "corpus", "corpus_fingerprint", "model", "styles", "seed", "text_column", "id_column",
+    "max_new_tokens", "temperature",
+)  # fmt: skip
 
 
 def done_rows(path: Path) -> set[tuple[str, int]]:
@@ -124,12 +86,123 @@ def paraphrase_corpus(
     temperature: float = 0.7,
     device: str = "auto",
     on_progress: Callable[[int, int], None] | None = None,
+    endpoint: str | None = None,
+    concurrency: int = 8,
+    api_key_env: str | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> dict:
     """Write (or continue) `<out>/paraphrases.jsonl`; returns counts and the file's path.
 
-    on_progress(done, total) is called after every batch (for a progress bar).
+    With `endpoint` (an OpenAI-compatible base URL such as http://host:8000/v1) `model`
+    is the name the server serves and `concurrency` requests run at once; without it
+    `model` is a local model folder run in batches of `batch_size` on `device`.
+    on_progress(done, total) is called after every chunk (for a progress bar);
+    on_warning(message) once per warning (they are in the result's "warnings" too).
     """
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        warnings.append(message)
+        if on_warning:
+            on_warning(message)
+
     styles = tuple(styles)
+    _check_options(styles, passes, batch_size, max_new_tokens, limit, seed, temperature)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+    if endpoint:
+        from cdlaw.data.paraphrase_endpoint import Endpoint
+
+        if concurrency < 1:
+            raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
+        backend = Endpoint.connect(endpoint, str(model), api_key_env, concurrency, warn)
+        model_key = str(model)
+        run = {"backend": "endpoint", "endpoint": backend.base, "endpoint_api": backend.api}
+    else:
+        if api_key_env:
+            raise BadInput("--api-key-env is for --endpoint: a local model needs no key")
+        model_dir = Path(model).expanduser()
+        if not (model_dir / "config.json").is_file():
+            raise BadInput(
+                f"--model {str(model)!r} is not a local Hugging Face model folder (no "
+                "config.json): give the folder of a chat model saved with save_pretrained, "
+                "or the served name of a model with --endpoint"
+            )
+        model_key = str(model_dir.resolve())
+        run = {"backend": "local", "endpoint": None}
+    docs = sources.load_documents(corpus, text_column, id_column, what="CORPUS")
+    job = {
+        "corpus": corpus,
+        "corpus_fingerprint": docs.fingerprint,
+        "model": model_key,
+        "styles": list(styles),
+        "seed": seed,
+        "text_column": text_column,
+        "id_column": id_column,
+        "max_new_tokens": max_new_tokens,
+        "temperature": temperature,
+        "passes": passes,
+        **run,
+    }
+    job_path = out / JOB_FILE
+    if job_path.is_file():
+        old = json.loads(job_path.read_text())
+        # Keys an older job.json lacks are not compared: it resumes as before.
+        changed = [k for k in SAME_ON_RESUME if k in old and old[k] != job[k]]
+        if changed:
+            raise BadInput(
+                f"--out {str(out)!r} holds paraphrases written with another {changed[0]} "
+                f"({old.get(changed[0])!r}, now {job[changed[0]]!r}): use a new --out folder"
+            )
+        job["passes"] = max(passes, int(old.get("passes") or 0))  # the most asked of it
+    if not endpoint:
+        backend = LocalModel(model_dir, device, batch_size, warn)
+    budget = backend.text_budget(styles, max_new_tokens, str(model))
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(job_path, job)
+    rows_path = out / ROWS_FILE
+    done = done_rows(rows_path)
+    order = np.random.default_rng([seed, SHUFFLE_TAG]).permutation(len(docs.texts)).tolist()
+    pending = [(i, k) for i in order for k in range(1, passes + 1) if (docs.ids[i], k) not in done]
+    total = len(docs.texts) * passes
+    finished = total - len(pending)
+    todo = pending if limit is None else pending[:limit]
+
+    def item(i: int, k: int) -> Item:
+        style = style_for(docs.ids[i], k, styles, seed)
+        return Item(docs.ids[i], k, style, split_text(backend.tokens, docs.texts[i], budget))
+
+    items = (item(i, k) for i, k in todo)  # cut lazily, so a large corpus starts at once
+    written = empty = 0
+    if on_progress:
+        on_progress(finished, total)
+    with open(rows_path, "a", encoding="utf-8") as f:
+        for chunk in backend.paraphrase(items, max_new_tokens, temperature, seed):
+            for it, text in chunk:
+                if not text:  # the model said nothing: leave it undone, so a rerun retries
+                    empty += 1
+                    continue
+                row = {"id": it.doc_id, "pass": it.k, "style": it.style, "text": text}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                written += 1
+            f.flush()
+            os.fsync(f.fileno())  # a kill after this loses nothing of this chunk
+            finished += len(chunk)
+            if on_progress:
+                on_progress(finished, total)
+    return {
+        "written": written,
+        "empty": empty,
+        "done": len(done) + written,
+        "total": total,
+        "path": str(rows_path),
+        "warnings": warnings,
+    }
+
+
+def _check_options(styles, passes, batch_size, max_new_tokens, limit, seed, temperature) -> None:
     unknown = [s for s in styles if s not in PROMPTS]
     if unknown or not styles:
         raise BadInput(f"--styles {','.join(styles)!r} must name some of {', '.join(STYLES)}")
@@ -144,112 +217,64 @@ def paraphrase_corpus(
         raise BadInput(f"--limit must be ≥ 0, got {limit}")
     if seed < 0:
         raise BadInput(f"--seed must be ≥ 0, got {seed}")
-    model_dir = Path(model).expanduser()
-    if not (model_dir / "config.json").is_file():
-        raise BadInput(
-            f"--model {str(model)!r} is not a local Hugging Face model folder (no config.json): "
-            "give the folder of a chat model saved with save_pretrained"
-        )
-    docs = sources.load_documents(corpus, text_column, id_column, what="CORPUS")
-    out = Path(out)
-    job = {
-        "corpus": corpus,
-        "corpus_fingerprint": docs.fingerprint,
-        "model": str(model_dir.resolve()),
-        "styles": list(styles),
-        "seed": seed,
-        "text_column": text_column,
-        "id_column": id_column,
-    }
-    job_path = out / JOB_FILE
-    if job_path.is_file():
-        old = json.loads(job_path.read_text())
-        changed = [k for k in job if old.get(k) != job[k]]
-        if changed:
-            raise BadInput(
-                f"--out {str(out)!r} holds paraphrases written with another {changed[0]} "
-                f"({old.get(changed[0])!r}, now {job[changed[0]]!r}): use a new --out folder"
+    if not temperature >= 0:
+        raise BadInput(f"--temperature must be ≥ 0 (0 = greedy), got {temperature}")
+
+
+class LocalModel:
+    """The local backend: a model folder run with transformers' `generate`, in batches."""
+
+    def __init__(self, model_dir: Path, device: str, batch_size: int, warn) -> None:
+        import torch
+        import transformers
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        tok.padding_side = "left"  # decoder-only generation continues from the right edge
+        if tok.pad_token is None:
+            tok.pad_token = tok.eos_token
+        if not getattr(tok, "chat_template", None):
+            warn(
+                f"--model {str(model_dir)!r} has no chat template, so it gets plain prompts "
+                "ending in 'Rewritten text:', which a base model may not follow"
             )
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} exists and is not a folder")
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        self.lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+        self.tokens, self.device, self.batch_size = tok, device, batch_size
 
-    import torch
-    import transformers
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    def text_budget(self, styles: tuple[str, ...], max_new_tokens: int, model: str) -> int:
+        """Tokens of document text per prompt: the context less instructions and answer."""
+        context = int(getattr(self.lm.config, "max_position_embeddings", 0) or 4096)
+        overhead = max(len(self.tokens(build_prompt(self.tokens, s, "")).input_ids) for s in styles)
+        budget = context - max_new_tokens - overhead
+        if budget < 16:
+            raise context_too_short(model, context, overhead, max_new_tokens)
+        return budget
 
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    tok.padding_side = "left"  # decoder-only generation continues from the right edge
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
-    context = int(getattr(lm.config, "max_position_embeddings", 0) or 4096)
-    overhead = max(len(tok(build_prompt(tok, s, "")).input_ids) for s in styles)
-    budget = context - max_new_tokens - overhead  # tokens of document text per prompt
-    if budget < 16:
-        raise BadInput(
-            f"--model {str(model)!r} has a {context}-token context: too short for the "
-            f"{overhead}-token instructions plus --max-new-tokens {max_new_tokens}; lower it"
-        )
+    def paraphrase(
+        self, items: Iterable[Item], max_new_tokens: int, temperature: float, seed: int
+    ) -> Chunks:
+        import torch
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(job_path, job)
-    rows_path = out / ROWS_FILE
-    done = done_rows(rows_path)
-    order = np.random.default_rng([seed, SHUFFLE_TAG]).permutation(len(docs.texts)).tolist()
-    pending = [(i, k) for i in order for k in range(1, passes + 1) if (docs.ids[i], k) not in done]
-    total = len(docs.texts) * passes
-    finished = total - len(pending)
-    todo = pending if limit is None else pending[:limit]
-    written = empty = 0
-    if on_progress:
-        on_progress(finished, total)
-    with open(rows_path, "a", encoding="utf-8") as f:
-        for lo in range(0, len(todo), batch_size):
-            items = []
-            for i, k in todo[lo : lo + batch_size]:
-                style = style_for(docs.ids[i], k, styles, seed)
-                items.append(_Item(docs.ids[i], k, style, split_text(tok, docs.texts[i], budget)))
-            prompts = [build_prompt(tok, it.style, p) for it in items for p in it.pieces]
-            torch.manual_seed(_seed_of(seed, items[0].doc_id, items[0].k))  # same on resume
+        tok, size = self.tokens, self.batch_size
+        items = iter(items)
+        while batch := list(islice(items, size)):
+            prompts = [build_prompt(tok, it.style, p) for it in batch for p in it.pieces]
+            torch.manual_seed(seed_of(seed, batch[0].doc_id, batch[0].k))  # same on resume
             outputs = []
-            for j in range(0, len(prompts), batch_size):
+            for j in range(0, len(prompts), size):
                 outputs += _generate(
-                    lm, tok, prompts[j : j + batch_size], max_new_tokens, temperature, device
+                    self.lm, tok, prompts[j : j + size], max_new_tokens, temperature, self.device
                 )
-            at = 0
-            for it in items:
-                text = "\n\n".join(
-                    o.strip() for o in outputs[at : at + len(it.pieces)] if o.strip()
-                )
+            chunk, at = [], 0
+            for it in batch:
+                chunk.append((it, join_pieces(outputs[at : at + len(it.pieces)])))
                 at += len(it.pieces)
-                if not text:  # the model said nothing: leave it undone, so a rerun retries
-                    empty += 1
-                    continue
-                row = {"id": it.doc_id, "pass": it.k, "style": it.style, "text": text}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                written += 1
-            f.flush()
-            os.fsync(f.fileno())  # a kill after this loses nothing of this batch
-            finished += len(items)
-            if on_progress:
-                on_progress(finished, total)
-    return {
-        "written": written,
-        "empty": empty,
-        "done": len(done) + written,
-        "total": total,
-        "path": str(rows_path),
-    }
-
-
-def _seed_of(seed: int, doc_id: str, k: int) -> int:
-    digest = hashlib.blake2b(f"{seed}:{doc_id}:{k}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "little")
+            yield chunk
 
 
 def _generate(lm, tok, prompts: list[str], max_new_tokens: int, temperature: float, device: str):
