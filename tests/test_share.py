@@ -237,7 +237,7 @@ def test_dry_run_shows_each_fork_and_the_flops_saved(tmp_path):
     assert 0 < plan["flops"] < plan["flops_alone"]
     assert plan["flops"] == pytest.approx(sum(row["own_flops"] for row in plan["runs"]))
     r = cdlaw("sweep", write(root, "dry"), "--out", root, "--dry-run")
-    assert "fork from" in r.stderr and "shared prefixes:" in r.stderr
+    assert "fork from" in r.stdout and "shared prefixes:" in r.stdout  # the plan is a result
     assert not (root / "dry").exists()
 
 

@@ -194,7 +194,7 @@ def test_status_reports_every_state(tiny, tmp_path):
     assert shown.returncode == 0
     assert {r["run_id"]: r["state"] for r in json.loads(shown.stdout)} == states
     table = cdlaw("status", copy.parent, cwd=tmp_path)  # a folder of sweeps works too
-    assert table.returncode == 0 and "running" in table.stderr and "boom" in table.stderr
+    assert table.returncode == 0 and "running" in table.stdout and "boom" in table.stdout
     assert cdlaw("status", tmp_path / "nope", cwd=tmp_path).returncode == 2
 
 

@@ -21,19 +21,51 @@ app = typer.Typer(
     help="Compute–data scaling laws: sweep small models, fit the law, plan a budget, plot it.\n\n"
     "Example: cdlaw sweep sweeps/demo.toml && cdlaw fit runs/demo && cdlaw plan --budget-flops 1e21 --unique-tokens 5e9",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (docs/cli.md)
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
 
+# Help text is markdown: write placeholders as OUT/SWEEP, never <sweep> (read as HTML and
+# dropped). Options that take a quantity (1e21, 25M) are parsed by `number`; their
+# metavar NUMBER shows them as numbers in --help, not as <str>.
+NUMBER = "<number>"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from cdlaw import __version__
+
+        print(__version__)
+        raise typer.Exit()
+
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print cdlaw's version and exit.",
+    ),
+) -> None:
     """Compute–data scaling laws: sweep small models, fit the law, plan a budget, plot it."""
 
 
-# Human output (tables, progress, warnings) goes to stderr so that --json keeps stdout clean.
+# Results a person reads (tables, summaries) go to stdout, as rich command-line tools do;
+# progress, notes and warnings go to stderr. With --json, stdout carries the JSON alone.
+out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+
+
+def wide(console: Console) -> Console:
+    """console, or on a log file / pipe (80 columns by default) the same stream 200 columns
+    wide, so that tables of runs are never cut."""
+    if console.is_terminal:
+        return console
+    return Console(stderr=console.stderr, width=200)
 
 
 def say(label: str, message: str, style: str = "yellow") -> None:
@@ -82,6 +114,17 @@ def require_train_extra(command: str) -> None:
         )
 
 
+def require_ray_extra() -> None:
+    """Raise BadInput naming the extra when `--executor ray` cannot import Ray."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise BadInput(
+            "--executor ray needs Ray, which this install cannot import: "
+            "pip install 'cdlaw[ray]' (or `make setup EXTRAS=dev,ray` in a clone)."
+        ) from None
+
+
 def register_commands() -> None:
     """Import the command modules so each can add itself to `app`."""
     import importlib
@@ -96,7 +139,8 @@ def main() -> None:
     register_commands()
     debug = os.environ.get("CDLAW_DEBUG") == "1"
     try:
-        code = app(standalone_mode=False)
+        # prog_name: `python -m cdlaw` is the same program, with the same completion script
+        code = app(prog_name="cdlaw", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except BadInput as e:
         if debug:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
-from cdlaw.cli import app, count, err, number, print_json
+from cdlaw.cli import NUMBER, app, count, err, number, out, print_json
 
 
 @app.command()
 def compare(
     path: str = typer.Argument(
-        ..., help="A runs folder (its summary.parquet) or a .csv/.parquet table."
+        ..., metavar="PATH", help="A runs folder (its summary.parquet) or a .csv/.parquet table."
     ),
     law: str = typer.Option(
         "all", "--law", help="Laws to compare, comma-separated (e.g. cd,cd-overfit), or all."
@@ -24,17 +24,24 @@ def compare(
     starts: str = typer.Option(
         "512",
         "--starts",
+        metavar=NUMBER,
         help="Starts of each full fit's grid (each left-out refit: 64 + its optimum).",
     ),
     budget_flops: str = typer.Option(
-        None, "--budget-flops", help="Also plan this budget with every law (e.g. 2e12)."
+        None,
+        "--budget-flops",
+        metavar=NUMBER,
+        help="Also plan this budget with every law (e.g. 2e12).",
     ),
     unique_tokens: str = typer.Option(
-        None, "--unique-tokens", help="Unique tokens for the plans (default: unlimited)."
+        None,
+        "--unique-tokens",
+        metavar=NUMBER,
+        help="Unique tokens for the plans, e.g. 96K (default: unlimited).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the start-grid samples."),
-    out: str = typer.Option(
-        None, "--out", help="compare.json path; the rows go to <stem>_rows.parquet beside it."
+    out_path: str = typer.Option(
+        None, "--out", help="FILE.json to write; the rows go to FILE_rows.parquet beside it."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print only compare.json on stdout."),
 ) -> None:
@@ -49,12 +56,21 @@ def compare(
     Example: cdlaw compare runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
     run_comparison(
-        path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out, json_out
+        path,
+        law,
+        huber_delta,
+        select,
+        starts,
+        budget_flops,
+        unique_tokens,
+        seed,
+        out_path,
+        json_out,
     )
 
 
 def run_comparison(
-    path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out, json_out
+    path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out_path, json_out
 ) -> None:
     from cdlaw.errors import BadInput
     from cdlaw.plan.compare import compare_path
@@ -74,7 +90,7 @@ def run_comparison(
 
     _, json_path, rows_path = compare_path(
         path,
-        out=out,
+        out=out_path,
         before_write=show,
         laws=laws,
         huber_delta=huber_delta,
@@ -117,7 +133,7 @@ def _render(comparison) -> None:
                 ]
             )
         table.add_row(*row)
-    err.print(table)
+    out.print(table)
     for name, why in comparison.skipped.items():
-        err.print(f"not fitted: {name}: {why}", highlight=False)
-    err.print(comparison.verdict(), highlight=False)
+        out.print(f"not fitted: {name}: {why}", highlight=False)
+    out.print(comparison.verdict(), highlight=False)

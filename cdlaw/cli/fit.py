@@ -6,13 +6,13 @@ import time
 
 import typer
 
-from cdlaw.cli import app, count, err, print_json, say
+from cdlaw.cli import NUMBER, app, count, err, out, print_json, say
 
 
 @app.command()
 def fit(
     path: str = typer.Argument(
-        ..., help="A runs folder (its summary.parquet) or a .csv/.parquet table."
+        ..., metavar="PATH", help="A runs folder (its summary.parquet) or a .csv/.parquet table."
     ),
     law: str = typer.Option(
         "cd", "--law", help="cd | cd-overfit | practical | muennighoff | chinchilla | all."
@@ -38,14 +38,15 @@ def fit(
     starts: str = typer.Option(
         None,
         "--starts",
+        metavar=NUMBER,
         help="Starting points of the L-BFGS grid (default 6144, the CD paper's; 512 per law with --law all).",
     ),
     naive: bool = typer.Option(
         False, "--naive", help="With --law chinchilla: count derived tokens as fresh (D + D′)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the start-grid sample and the bootstrap."),
-    out: str = typer.Option(
-        None, "--out", help="fit.json path; the rows go to <stem>_rows.parquet beside it."
+    out_path: str = typer.Option(
+        None, "--out", help="FILE.json to write; the rows go to FILE_rows.parquet beside it."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print only fit.json on stdout."),
 ) -> None:
@@ -62,7 +63,9 @@ def fit(
         from cdlaw.cli.compare import run_comparison
 
         delta = 0.1 if huber_delta is None else huber_delta
-        run_comparison(path, "all", delta, select, starts or "512", None, None, seed, out, json_out)
+        run_comparison(
+            path, "all", delta, select, starts or "512", None, None, seed, out_path, json_out
+        )
         return
     from cdlaw.fit.procedure import fit_path
 
@@ -80,7 +83,7 @@ def fit(
     try:
         _, json_path, rows_path = fit_path(
             path,
-            out=out,
+            out=out_path,
             before_write=show,
             law=law,
             method=method,
@@ -160,7 +163,7 @@ def _render(result) -> None:
         ci = d["ci95"].get(name)
         value = f"{values[name]:.6g}" if name in values else ""
         t.add_row(name, value, f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
-    err.print(t)
+    out.print(t)
 
     if d["rstar"]:
         r = Table(
@@ -174,7 +177,7 @@ def _render(result) -> None:
             if isinstance(v, dict):
                 ci = v.get("ci95")
                 r.add_row(s, f"{v['value']:.4g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
-        err.print(r)
+        out.print(r)
 
     m = Table(title="E + A/N^alpha (stable even when E, A, alpha trade off)", box=box.SIMPLE)
     for c in ("n_params", "loss", "95% CI"):
@@ -183,10 +186,10 @@ def _render(result) -> None:
     for i, n in enumerate(mf["n_params"]):
         ci = mf.get("ci95", [None] * len(mf["n_params"]))[i]
         m.add_row(fmt(n), f"{mf['loss'][i]:.4f}", f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
-    err.print(m)
+    out.print(m)
 
     o = d["optimizer"]
-    err.print(
+    out.print(
         f"rows: {d['n_used']} used of {d['n_rows']}"
         + (f", dropped {d['dropped']}" if d["dropped"] else "")
         + f"   rmse_log {d['rmse_log']:.5f}   objective {d['objective']:.6g}",
@@ -194,18 +197,18 @@ def _render(result) -> None:
     )
     if d["seed_noise"]:
         sn = d["seed_noise"]
-        err.print(
+        out.print(
             f"seed noise: log sd {sn['sd_log']:.5f} between replicate seeds "
             f"({sn['n_runs']} runs in {sn['n_groups']} cells): no fit to single runs gets below it",
             highlight=False,
         )
     if d["holdout"]:
         h = d["holdout"]
-        err.print(
+        out.print(
             f"held out N = {fmt(h['n_params'])} ({h['n_rows']} rows): rmse_log {h['rmse_log']:.5f}",
             highlight=False,
         )
-    err.print(
+    out.print(
         f"optimizer: {'converged' if o['success'] else 'NOT converged'} ({o['message']}); "
         f"{o['n_converged']}/{o['n_starts']} starts converged"
         + (f"; at bound / off grid: {', '.join(o['at_bound'])}" if o["at_bound"] else ""),
@@ -214,13 +217,13 @@ def _render(result) -> None:
     rows = result.rows
     used = rows[rows["used"]]
     counts = ", ".join(f"{k} {v}" for k, v in d["regime_counts"].items())
-    err.print(
+    out.print(
         f"regimes of the used runs (observed loss; saturation {SATURATION}, tolerance "
         f"{TOLERANCE} nats): {counts}",
         highlight=False,
     )
     if len(used):
-        err.print(
+        out.print(
             "  median L_1ep {:.4f}, L_D {:.4f}, L_N {:.4f}".format(
                 used["loss_one_epoch"].median(),
                 used["loss_data_floor"].median(),

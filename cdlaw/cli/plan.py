@@ -9,7 +9,7 @@ from rich import box
 from rich.panel import Panel
 from rich.table import Table
 
-from cdlaw.cli import app, err, number, print_json, say
+from cdlaw.cli import NUMBER, app, number, out, print_json, say
 from cdlaw.errors import BadInput
 from cdlaw.units import format_number as fmt
 
@@ -17,11 +17,12 @@ from cdlaw.units import format_number as fmt
 @app.command()
 def plan(
     budget_flops: str = typer.Option(
-        None, "--budget-flops", help="Training compute C = 6·N·(D + D′), e.g. 1e21."
+        None, "--budget-flops", metavar=NUMBER, help="Training compute C = 6·N·(D + D′), e.g. 1e21."
     ),
     unique_tokens: str = typer.Option(
         None,
         "--unique-tokens",
+        metavar=NUMBER,
         help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited.",
     ),
     law: str = typer.Option(
@@ -34,20 +35,29 @@ def plan(
         "auto", "--strategy", help="auto | repetition | paraphrase (auto: the lower loss)."
     ),
     n_params: str = typer.Option(
-        None, "--n-params", help="Fix the model size N; then only the token split is planned."
+        None,
+        "--n-params",
+        metavar=NUMBER,
+        help="Fix the model size N, e.g. 7B; then only the token split is planned.",
     ),
     frontier: bool = typer.Option(
         False, "--frontier", help="Plan every budget of a log-spaced range instead of one."
     ),
     frontier_range: str = typer.Option(
-        "1e18:1e24", "--frontier-range", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."
+        "1e18:1e24",
+        "--frontier-range",
+        metavar="<number:number>",
+        help="LO:HI budgets of --frontier, e.g. 1e18:1e24.",
     ),
     frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
     gpu_memory: float = typer.Option(
         None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."
     ),
     gpu_flops: str = typer.Option(
-        None, "--gpu-flops", help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."
+        None,
+        "--gpu-flops",
+        metavar=NUMBER,
+        help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours.",
     ),
     mfu: float = typer.Option(
         None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."
@@ -128,7 +138,7 @@ def plan(
 
 
 # ---------------------------------------------------------------------------------------
-# Human output (stderr).
+# Human output (stdout; warnings on stderr).
 # ---------------------------------------------------------------------------------------
 
 
@@ -198,7 +208,7 @@ def _render_plan(p) -> None:
         f"{p.marginal_gain_per_flop:.3g} nats/FLOP; {p.marginal_gain_per_doubling:.4f} nats if C doubles",
     )
     title = f"cdlaw plan · law {p.law} ({p.law_form})"
-    err.print(Panel(t, title=title, title_align="left", expand=False))
+    out.print(Panel(t, title=title, title_align="left", expand=False))
 
     c = Table(
         title="the same budget, other ways, each scored by the law",
@@ -226,8 +236,8 @@ def _render_plan(p) -> None:
             f"{a.predicted_loss:.4f}",
             gap,
         )
-    err.print(c)
-    err.print(
+    out.print(c)
+    out.print(
         "naive: Chinchilla's optimum counting repeats as fresh"
         + (f" (it expects {p.naive.believed_loss:.4f})" if p.naive.believed_loss else "")
         + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N",
@@ -287,7 +297,7 @@ def _render_memory(m: dict) -> None:
             f"at {m['gpu_flops']:.3g} FLOP/s × MFU {m['mfu']:g} "
             f"({m['gpu_hours_with_attention']:,.0f} with attention FLOPs)",
         )
-    err.print(Panel(t, title="training cost", title_align="left", expand=False))
+    out.print(Panel(t, title="training cost", title_align="left", expand=False))
 
 
 def _render_frontier(plans, law: str, unique, strategy: str) -> None:
@@ -337,8 +347,8 @@ def _render_frontier(plans, law: str, unique, strategy: str) -> None:
             _gap(p.naive.loss_gap, 3),
             _gap(p.four_epoch.loss_gap, 3),
         )
-    err.print(t)
-    err.print(
+    out.print(t)
+    out.print(
         "uses: epochs (rep) or paraphrase passes (para); gain 2×C: nats the loss drops if C doubles; "
         "naive, ≤4 ep: their loss minus the plan's",
         highlight=False,

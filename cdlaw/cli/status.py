@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err, print_json
+from cdlaw.cli import app, out, print_json, wide
 
 STATE_STYLE = {
     "done": "green",
@@ -21,7 +21,9 @@ STATE_STYLE = {
 
 @app.command()
 def status(
-    runs_dir: Path = typer.Argument(..., help="A sweep folder (runs/<sweep>) or a runs folder."),
+    runs_dir: Path = typer.Argument(
+        ..., metavar="RUNS_DIR", help="A sweep folder (runs/SWEEP) or a runs folder."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout."),
 ) -> None:
     """Show every run of a sweep: done, diverged, failed, running (locked by a live
@@ -29,7 +31,6 @@ def status(
 
     Example: cdlaw status runs/smoke
     """
-    from cdlaw.cli.sweep import wide_err
     from cdlaw.sweep.summary import sweep_status
 
     rows = sweep_status(runs_dir)
@@ -87,10 +88,10 @@ def status(
             f"{loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else "",
             note,
         )
-    wide_err().print(table)
+    wide(out).print(table)
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    err.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
+    out.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
     if any(not r.get("planned", True) for r in rows):
-        err.print("* not in the sweep's plan (a run folder from an older sweep file)")
+        out.print("* not in the sweep's plan (a run folder from an older sweep file)")
