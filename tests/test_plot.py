@@ -132,8 +132,8 @@ def test_loss_legend_names_the_bands_and_floors(figures):
         "compute-bound",
         "data-bound",
         "model-bound",
-        "L_N: model floor",
-        "L_D: data floor, repetition",
+        r"$L_N$: model floor",
+        r"$L_D$: data floor, repetition",
         "fit, paraphrase",
         "runs, repetition",
     ):

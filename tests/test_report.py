@@ -1,8 +1,9 @@
 """`cdlaw report`: the page's content, and a real headless Chromium that opens it.
 
-The browser is driven through the DevTools protocol over a pipe (--remote-debugging-pipe),
+The browser (tests/reportbrowser.py) is driven through the DevTools protocol over a pipe,
 with the standard library only: it loads the file, decodes every image, and we collect
-console errors, exceptions and failed loads.
+console errors, exceptions and failed loads. tests/test_report_answer.py checks the top
+of the page (the answer) and the sortable tables on the demo's real runs.
 """
 
 from __future__ import annotations
@@ -10,26 +11,22 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
+import math
 import re
-import select
-import shutil
 import subprocess
 import sys
-import time
 
 import plotdata
 import pytest
+from reportbrowser import CHROMIUM, open_in_chromium
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.plot import KINDS
-from cdlaw.report.gather import BUDGET_MULTIPLE, gather
+from cdlaw.plan.checks import range_warnings
+from cdlaw.plan.source import load_law
+from cdlaw.report.budget import STEP
+from cdlaw.report.gather import gather
 from cdlaw.report.page import render, write_report
-
-CHROMIUM = next(
-    (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
-    None,
-)
 
 
 @pytest.fixture(scope="module")
@@ -51,136 +48,6 @@ def page(report, runs):
     return path, text
 
 
-# ---------------------------------------------------------------------------------------
-# A minimal DevTools-protocol client over --remote-debugging-pipe (fd 3 in, fd 4 out).
-# ---------------------------------------------------------------------------------------
-
-
-class Browser:
-    def __init__(self, user_data_dir):
-        to_r, self._to_w = os.pipe()
-        self._from_r, from_w = os.pipe()
-        flags = (
-            "--headless --no-sandbox --disable-gpu --disable-background-networking "
-            "--disable-component-update --disable-sync --no-first-run "
-            "--disable-default-apps --remote-debugging-pipe"
-        )
-        # bash puts the pipe ends on the fds the protocol expects, then execs chromium.
-        cmd = f'exec "{CHROMIUM}" {flags} --user-data-dir="{user_data_dir}" 3<&{to_r} 4>&{from_w}'
-        self.proc = subprocess.Popen(
-            ["bash", "-c", cmd],
-            pass_fds=(to_r, from_w),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(to_r)
-        os.close(from_w)
-        self._buf = b""
-        self._id = 0
-        self.events: list[dict] = []
-
-    def _read(self, deadline: float) -> dict:
-        while b"\0" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("chromium did not answer in time")
-            ready, _, _ = select.select([self._from_r], [], [], left)
-            if ready:
-                chunk = os.read(self._from_r, 1 << 16)
-                if not chunk:
-                    raise RuntimeError("chromium closed the DevTools pipe")
-                self._buf += chunk
-        msg, self._buf = self._buf.split(b"\0", 1)
-        return json.loads(msg)
-
-    def call(self, method: str, params=None, session=None, timeout: float = 30.0) -> dict:
-        self._id += 1
-        msg = {"id": self._id, "method": method, "params": params or {}}
-        if session:
-            msg["sessionId"] = session
-        os.write(self._to_w, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while True:
-            reply = self._read(deadline)
-            if reply.get("id") == self._id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
-
-    def wait_for(self, method: str, timeout: float = 30.0) -> dict:
-        deadline = time.monotonic() + timeout
-        for e in self.events:
-            if e.get("method") == method:
-                return e
-        while True:
-            e = self._read(deadline)
-            self.events.append(e)
-            if e.get("method") == method:
-                return e
-
-    def close(self):
-        try:
-            self.call("Browser.close", timeout=10)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        os.close(self._to_w)
-        os.close(self._from_r)
-
-
-def open_in_chromium(path, user_data_dir) -> dict:
-    """Load a file; return every image's decoded size and every console error / exception."""
-    b = Browser(user_data_dir)
-    try:
-        target = b.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = b.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
-            "sessionId"
-        ]
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            b.call(f"{domain}.enable", session=session)
-        b.call("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
-        b.wait_for("Page.loadEventFired", timeout=60)
-        images = b.call(
-            "Runtime.evaluate",
-            {
-                "expression": "Promise.all(Array.from(document.images).map(i => i.decode()"
-                ".then(() => [i.naturalWidth, i.naturalHeight], () => [0, 0])))",
-                "awaitPromise": True,
-                "returnByValue": True,
-            },
-            session=session,
-        )["result"]["value"]
-        title = b.call(
-            "Runtime.evaluate",
-            {"expression": "document.title", "returnByValue": True},
-            session=session,
-        )["result"]["value"]
-        errors = []
-        for e in b.events:
-            m, p = e.get("method"), e.get("params", {})
-            if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                errors.append(("console", p["args"][0].get("value") if p.get("args") else ""))
-            elif m == "Runtime.exceptionThrown":
-                errors.append(("exception", p["exceptionDetails"].get("text")))
-            elif m == "Log.entryAdded" and p["entry"]["level"] == "error":
-                errors.append(("log", p["entry"].get("text")))
-            elif m == "Network.loadingFailed":
-                errors.append(("network", p.get("errorText")))
-        requests = [
-            e["params"]["request"]["url"]
-            for e in b.events
-            if e.get("method") == "Network.requestWillBeSent"
-        ]
-        return {"images": images, "errors": errors, "title": title, "requests": requests}
-    finally:
-        b.close()
-
-
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (CI installs it: apt-get install chromium)"
 )
@@ -189,7 +56,12 @@ needs_chromium = pytest.mark.skipif(
 @needs_chromium
 def test_chromium_loads_the_report_and_decodes_every_image(page, tmp_path):
     path, _ = page
-    got = open_in_chromium(path, tmp_path / "profile")
+    # the plan: its box within the first screen of a 1280x800 window
+    plan = "(() => { const r = document.getElementById('plan').getBoundingClientRect();"
+    plan += " return [r.top, r.bottom, innerHeight]; })()"
+    got = open_in_chromium(path, tmp_path / "profile", (1280, 800), {"plan": plan})
+    top, bottom, height = got["values"]["plan"]
+    assert height == 800 and 0 < top < bottom <= height
     assert got["title"] == "cdlaw report: synthetic"
     assert len(got["images"]) == len(KINDS) == 7  # every figure kind
     for w, h in got["images"]:
@@ -250,7 +122,12 @@ def test_report_has_settings_runs_fit_regimes_plan_and_figures(page, runs):
                                     "compare"]  # fmt: skip
     for _, data in imgs:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "http://" not in text and "https://" not in text and "<script" not in text
+    assert "http://" not in text and "https://" not in text
+    # one script, inline (it sorts the tables): nothing is loaded from anywhere
+    assert text.count("<script") == text.count("<script>") == 1
+    assert all(
+        src.startswith("data:image/png;base64,") for src in re.findall(r'src="([^"]*)"', text)
+    )
 
 
 def test_held_out_check_and_seed_noise_are_shown(tmp_path):
@@ -267,9 +144,8 @@ def test_held_out_check_and_seed_noise_are_shown(tmp_path):
     assert re.search(r"held out</td><td[^>]*>N ≥ 200K, rmse_log 0.0829<", render(gather(runs)))
 
 
-def test_default_plan_is_100x_the_largest_run(report, runs):
+def test_default_plan_is_the_largest_budget_inside_the_fitted_range(report, runs):
     from cdlaw.plan.planner import plan
-    from cdlaw.plan.source import load_law
 
     largest = max(
         6 * n * f * (1 + r)
@@ -277,14 +153,30 @@ def test_default_plan_is_100x_the_largest_run(report, runs):
         for f in (n * t for t in plotdata.TOKENS_PER_PARAM)
         for r in plotdata.RATIOS
     )
-    assert BUDGET_MULTIPLE == 100
-    assert report.budget_flops == pytest.approx(100 * largest)
-    assert report.unique_tokens == max(plotdata.SIZES) * max(plotdata.TOKENS_PER_PARAM)
-    want = plan(load_law(str(runs / "fit.json")), 100 * largest, report.unique_tokens)
+    source = load_law(str(runs / "fit.json"))
+    unique = max(plotdata.SIZES) * max(plotdata.TOKENS_PER_PARAM)
+    assert report.unique_tokens == unique
+    # At the largest run's compute this law plans a model 2.8x the largest fitted size, so
+    # the page backs off in steps of sqrt(2) to the first budget whose plan stays inside.
+    assert range_warnings(source, plan(source, largest, unique).best)
+    assert report.budget_flops < largest
+    steps = round(math.log(largest / report.budget_flops, STEP))
+    assert report.budget_flops == pytest.approx(largest / STEP**steps)
+    assert not range_warnings(source, plan(source, report.budget_flops, unique).best)
+    assert range_warnings(source, plan(source, report.budget_flops * STEP, unique).best)
+    assert report.plan["n_params"] <= max(plotdata.SIZES)
+    assert not [w for w in report.plan["warnings"] if "fitted" in w]
+    want = plan(source, report.budget_flops, unique)
     assert report.plan["n_params"] == pytest.approx(want.n_params)
     assert report.plan["predicted_loss"] == pytest.approx(want.predicted_loss)
     text = render(report)
-    assert f"Budget C = {100 * largest:.3g} FLOPs" in text
+    assert (
+        html.escape(
+            f"C = {report.budget_flops:.3g} FLOPs is the largest budget up to the compute of the "
+            f"sweep's largest run ({largest:.3g} FLOPs) whose plan stays inside the fitted range"
+        )
+        in text
+    )
     assert f"{report.plan['predicted_loss']:.4g}" in text
     for name in ("CD law", "naive Chinchilla", "four-epoch rule"):
         assert f'<td class="l">{name}</td>' in text
@@ -322,7 +214,19 @@ def test_cli_report_and_bad_input(tmp_path):
     assert code == 0, stderr
     assert stdout.strip().splitlines()[-1] == str(out)
     assert "no fit.json" in stderr
-    assert "Budget C = 2e+20 FLOPs and U = 1B unique tokens" in out.read_text()
+    assert (
+        "C = 2e+20 FLOPs is as given (--budget-flops); U = 1B unique tokens is as given"
+        in out.read_text()
+    )
+    # --json: only JSON on stdout, saying what was written
+    code, stdout, stderr = run(str(runs), "--out", str(tmp_path / "j.html"), "--json")
+    assert code == 0, stderr
+    got = json.loads(stdout)
+    assert got["written"] == [str(tmp_path / "j.html")] and (tmp_path / "j.html").is_file()
+    assert got["plan"] is None and got["figures"] == ["curves"] and "loss" in got["skipped"]
+    assert got["budget_flops"] == pytest.approx(max(
+        6 * r["n_params"] * (r["fresh_tokens"] + r["derived_tokens"])
+        for r in plotdata.run_table().iloc[:2].to_dict("records")))  # fmt: skip
     code, _, stderr = run(str(runs), "--out", str(tmp_path / "x.html"), "--budget-flops", "lots")
     assert code == 2 and "--budget-flops" in stderr and "Traceback" not in stderr
     code, _, stderr = run(str(tmp_path / "nope"), "--out", str(tmp_path / "x.html"))

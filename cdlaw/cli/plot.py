@@ -6,13 +6,14 @@ from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err
+from cdlaw.cli import app, err, number, print_json
 
 
 @app.command()
 def plot(
     path: Path = typer.Argument(
         ...,
+        metavar="PATH",
         help="A runs folder, a fit.json, a CSV/parquet table of runs (with a fit.json beside "
         "it or --fit), or a frontier JSON from `cdlaw plan --frontier --json`.",
         show_default=False,
@@ -26,7 +27,7 @@ def plot(
         show_default=False,
     ),
     out: Path = typer.Option(
-        None, "--out", help="Folder for the figures. Default: <runs>/figures.", show_default=False
+        None, "--out", help="Folder for the figures. Default: RUNS/figures.", show_default=False
     ),
     fmt: str = typer.Option("png", "--format", help="png, svg or pdf."),
     fit: Path = typer.Option(
@@ -35,17 +36,54 @@ def plot(
         help="The fit.json to draw the law from (default: fit.json beside PATH).",
         show_default=False,
     ),
+    no_title: bool = typer.Option(
+        False, "--no-title", help="Leave out the title (a paper's caption says it)."
+    ),
+    caption: str = typer.Option(
+        None,
+        "--caption",
+        help="Footer text instead of the line naming the fit; --caption '' leaves it out. "
+        "The fit's line is kept in the file's metadata either way.",
+        show_default=False,
+    ),
+    dpi: str = typer.Option(
+        None,
+        "--dpi",
+        metavar="<number>",
+        help="Resolution, e.g. 300. Default: 150 for PNG.",
+        show_default=False,
+    ),
+    style: str = typer.Option(
+        None,
+        "--style",
+        help="A matplotlib style name (seaborn-v0_8-paper, ggplot, ...) or style file.",
+        show_default=False,
+    ),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print only JSON on stdout: the files written."
+    ),
 ) -> None:
     """Draw the figures of a sweep: loss in the regime bands, η, R*, the frontier, residuals, curves.
 
-    Writes OUT/KIND.FORMAT for each figure and prints the paths.
+    Writes OUT/KIND.FORMAT for each figure and prints the paths. Fonts are embedded as
+    TrueType; each file's metadata names the fit it was drawn from.
 
-    Example: cdlaw plot runs/demo --kind loss --kind eta --format svg
+    Example: cdlaw plot runs/demo --kind loss --kind eta --format pdf --no-title --caption ''
     """
+    from cdlaw.figures.output import FigureOptions
     from cdlaw.figures.plot import plot as draw
 
     kinds = [k.strip() for item in kind or [] for k in item.split(",") if k.strip()]
-    paths = draw(path, kinds or None, out, fmt.lower(), fit)
-    for p in paths:
-        print(p)
+    options = FigureOptions(
+        title=not no_title,
+        caption=caption,
+        dpi=None if dpi is None else number(dpi, "--dpi"),
+        style=style,
+    )
+    paths = draw(path, kinds or None, out, fmt.lower(), fit, options)
+    if json_out:
+        print_json({"written": [str(p) for p in paths], "format": fmt.lower()})
+    else:
+        for p in paths:
+            print(p)
     err.print(f"wrote {len(paths)} figure(s) to {paths[0].parent}", highlight=False)

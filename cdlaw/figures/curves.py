@@ -2,8 +2,10 @@
 
 One panel per model size; colour, marker and line style are the strategy. Each run ends
 in a marker at its final loss, the number the fit uses. Validation is evaluated every
-few hundred steps, so the training loss (logged far more often) is drawn faintly behind
-it to show the shape of the run between evaluations.
+few hundred steps, so the training loss (metrics.parquet's train_loss, the mean over each
+logging interval, logged far more often) is drawn faintly behind it to show the shape of
+the run between evaluations. Both share the y axis, so its label names both and the
+legend tells them apart.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
         style.log_axis(ax, "x")
         ax.set_title(f"N = {style.size(n)}" if np.isfinite(n) else "runs", fontsize=9)
         ax.set_xlabel("tokens seen (tokens)", fontsize=8)
-        ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
+        ax.set_ylabel(style.CURVE_LOSS_LABEL, fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(keys) :]:
         ax.set_axis_off()
@@ -99,11 +101,13 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
             linestyle=style.strategy_style(s)["linestyle"],
             marker=style.strategy_style(s)["marker"],
             markeredgecolor="black",
-            label=s,
+            label=f"validation loss, {s}",
         )
         for s in strategies
     ]
-    handles.append(Line2D([], [], color="0.5", linewidth=0.6, alpha=0.5, label="training loss"))
+    handles.append(
+        Line2D([], [], color="0.5", linewidth=0.6, alpha=0.5, label="training loss (faint)")
+    )
     handles.append(
         Line2D(
             [],
@@ -117,7 +121,7 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
     )
     return style.finish(
         fig,
-        f"Validation loss during training ({shown} runs)",
+        f"Loss during training ({shown} runs): validation, training faint behind it",
         style.fit_caption(fit, f"{len(metrics)} metrics files"),
         handles,
         [h.get_label() for h in handles],

@@ -81,7 +81,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
         style.log_axis(ax, "x", style.plain)
         ax.set_title(f"{s}", fontsize=10, color=style.strategy_style(s)["color"])
         ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
-        ax.set_ylabel("η, value of a derived token (fresh token = 1)", fontsize=8)
+        ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
         ax.tick_params(labelsize=7)
     etas = derived["empirical_eta"].to_numpy()
     etas = etas[np.isfinite(etas)]
@@ -116,7 +116,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             marker="o",
             markerfacecolor="0.5",
             markeredgecolor="black",
-            label="empirical η of a run",
+            label=r"empirical $\eta$ of a run",
         ),
         Line2D(
             [],
@@ -127,14 +127,14 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             markeredgecolor="0.3",
             label="run not used in the fit",
         ),
-        Line2D([], [], color="0.35", linewidth=1.3, label="fitted η(r) of the run's (N, D)"),
+        Line2D([], [], color="0.35", linewidth=1.3, label=r"fitted $\eta(r)$ of the run's (N, D)"),
         Line2D(
             [],
             [],
             color="0.5",
             linewidth=0.8,
             linestyle=(0, (2, 2)),
-            label="η = 1: as good as fresh",
+            label=r"$\eta = 1$: as good as fresh",
         ),
     ]
     return style.finish(

@@ -150,7 +150,7 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
             color="0.3",
         )
     style.log_axis(ax_e, "y", style.plain)
-    style.log_axis(ax_l, "x", style.flops)  # the x axis is shared by all four panels
+    style.log_axis(ax_l, "x", style.powers)  # the x axis is shared by all four panels
 
     handles = [
         Line2D(

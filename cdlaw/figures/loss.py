@@ -127,14 +127,18 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
                     zorder=0,
                 )
     ax.axhline(
-        L_1ep, color="0.3", linewidth=1.0, label="L_1ep: one epoch, no derived tokens", gid="L_1ep"
+        L_1ep,
+        color="0.3",
+        linewidth=1.0,
+        label=r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens",
+        gid="L_1ep",
     )
     ax.axhline(
         L_N,
         color="black",
         linewidth=1.0,
         linestyle=(0, (1, 1)),
-        label="L_N: model floor",
+        label=r"$L_N$: model floor",
         gid="L_N",
     )
     for s, floor in floors.items():
@@ -144,7 +148,7 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
             color=st["color"],
             linewidth=1.0,
             linestyle=(0, (6, 1.5, 1, 1.5)),
-            label=f"L_D: data floor, {s}",
+            label=rf"$L_D$: data floor, {s}",
             gid=f"L_D:{s}",
         )
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs
+from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
 from cdlaw.law import Law
 from cdlaw.plan.planner import frontier
 
@@ -161,29 +162,22 @@ def make_figure(kind: str, inputs: PlotInputs):
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 
 
-def save_figure(fig, path: Path, fmt: str) -> Path:
-    """Write a figure atomically (a reader never sees half a PNG)."""
-    from cdlaw.atomic import write_atomic
-
-    dpi = 150 if fmt == "png" else None
-    # metadata without a date keeps svg/pdf output byte-stable run to run.
-    meta = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}[fmt]
-    return write_atomic(path, lambda p: fig.savefig(p, format=fmt, dpi=dpi, metadata=meta))
-
-
 def plot(
     path: str | Path,
     kinds: list[str] | None = None,
     out: str | Path | None = None,
     fmt: str = "png",
     fit_path: str | Path | None = None,
+    options: FigureOptions = FigureOptions(),
 ) -> list[Path]:
     """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>.
 
-    Every input is checked before any file is written.
+    options: --no-title, --caption, --dpi, --style (cdlaw.figures.output). Every input is
+    checked before any file is written.
     """
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    check_options(options)
     for k in kinds or []:
         if k not in KINDS:
             import difflib
@@ -207,5 +201,7 @@ def plot(
             )
     out_dir = Path(out) if out is not None else inputs.out_dir
     # Draw everything first, then write: a failure while drawing leaves no partial set.
-    figures = [(k, make_figure(k, inputs)) for k in dict.fromkeys(kinds)]
-    return [save_figure(fig, out_dir / f"{k}.{fmt}", fmt) for k, fig in figures]
+    # The style must be in force while drawing (it sets fonts, grids, sizes) and saving.
+    with figure_context(options.style):
+        figures = [(k, make_figure(k, inputs)) for k in dict.fromkeys(kinds)]
+        return [save_figure(fig, out_dir / f"{k}.{fmt}", fmt, options) for k, fig in figures]

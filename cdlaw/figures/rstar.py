@@ -13,6 +13,11 @@ import numpy as np
 from cdlaw.figures import style
 from cdlaw.law import Law
 
+# mathtext, as a paper typesets them
+RSTAR = r"$R^*$"
+FORMULA = r"$R^* = K\,(D/N)^{\rho}\,N^{\sigma}$"
+RATIO_LABEL = r"$\log_{10}\,(R^*_{\mathrm{paraphrase}}\,/\,R^*_{\mathrm{repetition}})$"
+
 
 def _ranges(law: Law, rows, fit: dict | None):
     """Model sizes and D/N to draw over: the runs' range (or the fit's), padded a little."""
@@ -63,7 +68,7 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
                 linewidth=1.5,
             )
     ax.set_xlabel("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
-    ax.set_title("R* against D/N", fontsize=9)
+    ax.set_title(f"{RSTAR} against D/N", fontsize=9)
 
     ax = axes[0, 1]
     for s in strategies:
@@ -77,11 +82,11 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
                 linewidth=1.5,
             )
     ax.set_xlabel("model size, N (parameters)", fontsize=8)
-    ax.set_title("R* against model size", fontsize=9)
+    ax.set_title(f"{RSTAR} against model size", fontsize=9)
     for ax in axes[0, :2]:
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_ylabel("R* (passes over D that still pay off)", fontsize=8)
+        ax.set_ylabel(f"{RSTAR} (passes over D that still pay off)", fontsize=8)
         ax.tick_params(labelsize=7)
         style.log_axis(ax, "y", style.plain)
     style.log_axis(axes[0, 0], "x", style.plain)
@@ -160,7 +165,7 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
         ax.set_title("where paraphrasing beats repetition", fontsize=9)
         ax.tick_params(labelsize=7)
         cbar = fig.colorbar(mesh, ax=ax, pad=0.02)
-        cbar.set_label("log₁₀ R*_paraphrase / R*_repetition", fontsize=8)
+        cbar.set_label(RATIO_LABEL, fontsize=8)
         cbar.ax.tick_params(labelsize=7)
         handles.append(
             Patch(
@@ -170,10 +175,10 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
                 label="right: paraphrase beats repetition",
             )
         )
-        handles.append(Line2D([], [], color="black", linewidth=1.6, label="right: equal R*"))
+        handles.append(Line2D([], [], color="black", linewidth=1.6, label=f"right: equal {RSTAR}"))
     return style.finish(
         fig,
-        "R* = K·(D/N)^ρ·N^σ: how long derived tokens keep their worth",
+        f"{FORMULA}: how long derived tokens keep their worth",
         style.fit_caption(fit),
         handles,
         [h.get_label() for h in handles],

@@ -8,6 +8,8 @@ lightness and hatch for the same reason.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cdlaw.units import format_number
@@ -51,6 +53,8 @@ CMAP = "viridis"
 CMAP_TOP = 0.82
 
 LOSS_LABEL = "validation loss (nats/token)"
+# Training curves draw both losses on one axis; the legend tells them apart.
+CURVE_LOSS_LABEL = "val. / train loss (nats/token)"
 
 
 def sequential_cmap():
@@ -138,7 +142,7 @@ def new_figure(nrows: int, ncols: int, panel: tuple[float, float] = (3.6, 2.9), 
 def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int = 1):
     """Title on top, the fit caption underneath, one legend outside the panels."""
     # Left-aligned, so a long title never runs under the legend on the right.
-    fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left")
+    fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left", gid="title")
     # supxlabel sits under the panels and constrained layout makes room for it.
     fig.supxlabel(
         wrap_caption(caption, int(fig.get_figwidth() * 15)),
@@ -172,9 +176,15 @@ def plain(x: float) -> str:
     return f"{x:g}"
 
 
-def flops(x: float) -> str:
-    """FLOPs as 1e18, 3e20."""
-    return f"{x:.0e}".replace("e+", "e")
+def powers(x: float) -> str:
+    """A power of ten as mathtext, 10¹⁸ or 3×10²⁰ (what a paper prints, not "1e18")."""
+    exponent = math.floor(math.log10(x) + 1e-9)
+    mantissa = x / 10.0**exponent
+    if abs(mantissa - round(mantissa)) < 1e-6:
+        mantissa = round(mantissa)
+    if mantissa == 1:
+        return rf"$\mathdefault{{10^{{{exponent}}}}}$"
+    return rf"$\mathdefault{{{mantissa:g}\times10^{{{exponent}}}}}$"
 
 
 def log_axis(ax, axis: str = "x", fmt=tokens) -> None:

@@ -4,9 +4,10 @@ The Report holds the runs and the fit (fitted in memory with cdlaw's defaults wh
 no fit.json), the plan for a default budget, and every figure `cdlaw plot` can draw, as
 base64 PNG, or why it was not drawn. cdlaw.report.page renders it as HTML.
 
-Default plan (documented on the page): budget = 100× the compute of the sweep's largest
-run (6·N·(D + D′)), the first budget a sweep is usually run to inform; unique tokens =
-the largest fresh-token count of the sweep, the corpus it could actually use.
+Default plan (stated on the page): the largest budget, up to the compute of the sweep's
+largest run, whose plan stays inside the fitted range, and the sweep's largest
+fresh-token count as unique tokens (cdlaw.report.budget). Any other budget:
+--budget-flops / --unique-tokens, or `cdlaw plan`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,23 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.plan.planner import plan
-from cdlaw.plan.source import load_law
+from cdlaw.plan.source import PlanningLaw, load_law
+from cdlaw.report.budget import (
+    LARGEST_RUN,
+    budget_inside_range,
+    describe,
+    largest_fresh_tokens,
+    run_compute,
+)
+from cdlaw.units import format_number
 
-BUDGET_MULTIPLE = 100.0  # default plan budget, in units of the largest run's FLOPs
+DEFAULT_UNIQUE = "the sweep's largest fresh-token count, the corpus it could use"
 FIGURE_DPI = 110  # enough for a screen; keeps the page a few MB at most
 
 
@@ -42,6 +49,7 @@ class Report:
     plan_note: str = ""
     budget_flops: float | None = None
     unique_tokens: float | None = None
+    budget_note: str = ""  # where the plan's budget and unique tokens came from
     figures: dict[str, str] = field(default_factory=dict)  # kind -> base64 PNG
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
 
@@ -64,33 +72,45 @@ def _fit_now(runs_dir: Path, inputs: PlotInputs) -> str:
     )
 
 
-def _default_budget(inputs: PlotInputs) -> tuple[float | None, float | None]:
-    """100× the largest run's 6·N·(D + D′), and the largest fresh-token count."""
-    rows = inputs.rows if inputs.rows is not None else inputs.summary
-    if rows is None or not len(rows):
-        return None, None
-    n = rows["n_params"].to_numpy(float)
-    trained = rows["fresh_tokens"].to_numpy(float) + rows["derived_tokens"].to_numpy(float)
-    return BUDGET_MULTIPLE * float(np.nanmax(6 * n * trained)), float(
-        np.nanmax(rows["fresh_tokens"].to_numpy(float))
-    )
-
-
-def _plan(runs_dir: Path, report: Report) -> None:
+def _plan(runs_dir: Path, report: Report, budget_flops, unique_tokens) -> None:
+    """Plan for the given budget, or for the default one (cdlaw.report.budget)."""
     inputs = report.inputs
-    if inputs.law is None:
-        report.plan_note = "No plan without a fit."
-        return
+    compute = run_compute(inputs)
+    report.unique_tokens = unique_tokens or largest_fresh_tokens(inputs)
+    report.budget_flops = budget_flops or (compute[1] if compute else None)
+    unique = "as given (--unique-tokens)" if unique_tokens else DEFAULT_UNIQUE
+    why = "as given (--budget-flops)" if budget_flops else LARGEST_RUN
+
+    def note() -> str:
+        return (
+            f"C = {report.budget_flops:.3g} FLOPs is {why}; "
+            f"U = {format_number(report.unique_tokens)} unique tokens is {unique}"
+        )
+
     if report.budget_flops is None or report.unique_tokens is None:
         report.plan_note = "No plan: the sweep has no finished runs to size a budget from."
         return
+    if inputs.law is None:
+        report.plan_note, report.budget_note = "No plan without a fit.", note()
+        return
     fit_path = runs_dir / "fit.json"
-    # The planner reads the fit.json itself when there is one, for the bootstrap 95% band.
-    law = load_law(str(fit_path)) if fit_path.exists() else inputs.law
+    # The planner reads the fit.json itself when there is one, for the bootstrap 95% band;
+    # a fit made for the report brings its data range, for the range warnings.
+    if fit_path.exists():
+        source = load_law(str(fit_path))
+    else:
+        source = PlanningLaw(str(runs_dir), inputs.law, (inputs.fit or {}).get("data_range"))
     try:
-        report.plan = plan(law, report.budget_flops, report.unique_tokens).to_dict()
+        if budget_flops is None and compute is not None:
+            report.budget_flops, inside = budget_inside_range(
+                source, *compute, report.unique_tokens
+            )
+            why = describe(report.budget_flops, compute[1], inside)
+        report.plan = plan(source, report.budget_flops, report.unique_tokens).to_dict()
     except BadInput as e:
         report.plan_note = f"No plan: {e}"
+        return
+    report.budget_note = note()
 
 
 def _png(fig) -> str:
@@ -117,10 +137,7 @@ def gather(
         report.fit_note = _fit_now(runs_dir, inputs)
     else:
         report.fit_note = f"From {runs_dir / 'fit.json'}."
-    default_budget, default_unique = _default_budget(inputs)
-    report.budget_flops = budget_flops or default_budget
-    report.unique_tokens = unique_tokens or default_unique
-    _plan(runs_dir, report)
+    _plan(runs_dir, report, budget_flops, unique_tokens)
     for kind in KINDS:
         reason = why_not(kind, inputs)
         if reason is not None:

@@ -1,9 +1,12 @@
 """`cdlaw report`: one self-contained HTML page for a sweep, rendered and written.
 
-The page (cdlaw.report.sections) holds the sweep's settings, the run table, the fit, the
-regime of every run, the plan for a default budget and every figure `cdlaw plot` can draw,
-embedded as base64 PNG. It has no script and loads nothing from the network, so it opens
-anywhere, offline. What it is built from is gathered by cdlaw.report.gather.
+The page leads with the answer (cdlaw.report.answer): the fit's headline and the plan for
+a default budget, in the first screen, then the loss, η and R* figures. The rest follows:
+the other figures, the fit's details, the regime of every run and the run table (both
+sortable, in scrolling boxes), and the sweep's settings last. Figures are embedded as
+base64 PNG; the only script is the few inline lines that sort tables. It loads nothing
+from the network, so it opens anywhere, offline. What it is built from is gathered by
+cdlaw.report.gather.
 """
 
 from __future__ import annotations
@@ -13,25 +16,34 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cdlaw.errors import BadInput
+from cdlaw.report.answer import fit_headline, plan_answer
 from cdlaw.report.gather import Report, gather
 from cdlaw.report.sections import (
     figures_section,
     fit_section,
-    plan_section,
     regimes_section,
     runs_section,
     settings_section,
 )
+from cdlaw.report.tables import SORT_SCRIPT
+
+# The figures that answer the sweep's question, shown right under the plan.
+KEY_FIGURES = ("loss", "eta", "rstar")
+MORE_FIGURES = ("frontier", "residuals", "curves", "compare")
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2em auto;
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:1.2em auto;
 max-width:1200px;padding:0 1em;color:#111}
-h1{font-size:1.6em;margin-bottom:.2em}h2{margin-top:1.8em;border-bottom:1px solid #ccc}
-table{border-collapse:collapse;font-size:12px;margin:.6em 0}
+h1{font-size:1.5em;margin:0 0 .1em}h2{margin-top:1.8em;border-bottom:1px solid #ccc}
+nav{margin:.3em 0 .8em;font-size:13px}#answer p{margin:.4em 0}
+table{border-collapse:collapse;font-size:12px;margin:0}
 th,td{border:1px solid #ddd;padding:2px 7px;text-align:right;white-space:nowrap}
 th{background:#f2f2f2}td.l,th.l{text-align:left}
+table.sortable thead th{position:sticky;top:0;cursor:pointer;z-index:1}
+th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 pre{background:#f6f6f6;padding:.8em;overflow:auto;font-size:12px}
-.note{color:#444}.warn{color:#8a3b00}.scroll{overflow-x:auto}
+.note{color:#444}.warn{color:#8a3b00}
+.scroll{overflow:auto;max-height:70vh;margin:.5em 0;display:inline-block;max-width:100%}
 figure{margin:1.4em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{color:#444;font-size:12px}
 .compute-bound{background:#e3f1fb}.data-bound{background:#fbf6c9}.model-bound{background:#e4e4e4}
@@ -47,22 +59,27 @@ def render(report: Report) -> str:
     name = runs.resolve().name
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [
-        ("settings", "Sweep settings", settings_section(runs)),
-        ("runs", "Runs", runs_section(report.inputs)),
-        ("fit", "Fit", fit_section(report)),
+        ("figures", "Loss, η and R*", figures_section(report, KEY_FIGURES)),
+        ("more-figures", "More figures", figures_section(report, MORE_FIGURES)),
+        ("fit", "Fit details", fit_section(report)),
         ("regimes", "Regime of every run", regimes_section(report)),
-        ("plan", "Plan for a default budget", plan_section(report)),
-        ("figures", "Figures", figures_section(report)),
+        ("runs", "Runs", runs_section(report.inputs)),
+        ("settings", "Sweep settings (sweep.toml)", settings_section(runs)),
     ]
     toc = " · ".join(f'<a href="#{sid}">{e(title)}</a>' for sid, title, _ in sections)
-    body = "".join(f'<h2 id="{sid}">{e(title)}</h2>{content}' for sid, title, content in sections)
+    body = "".join(
+        f'<section id="{sid}"><h2>{e(title)}</h2>{content}</section>'
+        for sid, title, content in sections
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>cdlaw report: {e(name)}</title><style>{CSS}</style></head><body>"
         f"<h1>cdlaw report: {e(name)}</h1>"
         f'<p class="note">{e(str(runs))} · cdlaw {e(__version__)} · {stamp}</p>'
-        f"<p>{toc}</p>{body}</body></html>\n"
+        f"<nav>{toc}</nav>"
+        f'<section id="answer">{fit_headline(report)}{plan_answer(report)}</section>'
+        f"{body}<script>{SORT_SCRIPT}</script></body></html>\n"
     )
 
 
@@ -71,12 +88,13 @@ def write_report(
     out: str | Path | None = None,
     budget_flops: float | None = None,
     unique_tokens: float | None = None,
-) -> Path:
-    """Build the report and write it atomically to out (default <runs>/report.html)."""
+) -> tuple[Path, Report]:
+    """Build the report and write it atomically to out (default <runs>/report.html);
+    return the path and what the page was built from."""
     from cdlaw.atomic import write_text_atomic
 
     path = Path(out) if out is not None else Path(runs_dir) / "report.html"
     if path.is_dir():
         raise BadInput(f"--out {path} is a folder; give a file name such as {path / 'report.html'}")
     report = gather(runs_dir, budget_flops, unique_tokens)
-    return write_text_atomic(path, render(report))
+    return write_text_atomic(path, render(report)), report

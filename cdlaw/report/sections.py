@@ -1,22 +1,22 @@
-"""The sections of the `cdlaw report` page, each an HTML fragment made from a Report.
+"""The sections of the `cdlaw report` page below the answer, each an HTML fragment.
 
-Sweep settings (sweep.toml), the run table, the fit with its 95% intervals, the regime of
-every run with L_1ep, L_D, L_N and the thresholds, the plan for the default budget, and the
-figures (base64 PNG, each with a caption, or why it was not drawn). cdlaw.report.page puts
-them on one page.
+The figures (base64 PNG, each with a caption, or why it was not drawn), the fit with its
+95% intervals, the regime of every run with L_1ep, L_D, L_N and the thresholds, the run
+table, and the sweep settings (sweep.toml). The answer at the top of the page (fit
+headline, plan) is cdlaw.report.answer; cdlaw.report.page puts them on one page.
 """
 
 from __future__ import annotations
 
 import html
-import json
+import math
 from pathlib import Path
 
 from cdlaw.figures.inputs import PlotInputs
-from cdlaw.figures.plot import KINDS
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
-from cdlaw.report.gather import BUDGET_MULTIPLE, Report
-from cdlaw.report.tables import format_cell, html_table
+from cdlaw.report.answer import holdout_beside
+from cdlaw.report.gather import Report
+from cdlaw.report.tables import cell, format_cell, html_table
 from cdlaw.units import format_number
 
 RUN_COLUMNS = (
@@ -54,11 +54,13 @@ def runs_section(inputs: PlotInputs) -> str:
         [c for c in ("n_params", "fresh_tokens", "strategy", "derived_tokens") if c in df.columns]
     )
     cols = [c for c in RUN_COLUMNS if c in df.columns]
-    rows = [[format_cell(r[c], c) for c in cols] for r in df.to_dict("records")]
+    rows = [[cell(r[c], c) for c in cols] for r in df.to_dict("records")]
     status = df["status"].value_counts().to_dict() if "status" in df.columns else {}
     counts = ", ".join(f"{n} {s}" for s, n in status.items()) or f"{len(df)} runs"
     left = {i for i, c in enumerate(cols) if c in ("run_id", "strategy", "status", "device")}
-    return f"<p>{len(df)} runs ({html.escape(counts)}).</p>" + html_table(cols, rows, left)
+    return f"<p>{len(df)} runs ({html.escape(counts)}).</p>" + html_table(
+        cols, rows, left, sortable=True
+    )
 
 
 def _ci(fit: dict, key: str) -> tuple[str, str]:
@@ -66,15 +68,6 @@ def _ci(fit: dict, key: str) -> tuple[str, str]:
     if not ci:
         return "—", "—"
     return format_cell(ci[0]), format_cell(ci[1])
-
-
-def _holdout_beside(runs_dir: Path) -> dict:
-    """The held-out check of a separate `cdlaw fit --holdout-largest --out fit_holdout.json`
-    (what `make demo` writes), when fit.json itself was fitted on every size."""
-    try:
-        return json.loads((Path(runs_dir) / "fit_holdout.json").read_text()).get("holdout") or {}
-    except (OSError, ValueError, AttributeError):
-        return {}
 
 
 def fit_section(report: Report) -> str:
@@ -90,7 +83,7 @@ def fit_section(report: Report) -> str:
         for k, v in p.items():
             rows.append([f"{s}.{k}", format_cell(v), *_ci(fit, f"{s}.{k}")])
     parts.append(html_table(["parameter", "value", "95% CI low", "95% CI high"], rows, {0}))
-    holdout = fit.get("holdout") or _holdout_beside(report.runs_dir)
+    holdout = fit.get("holdout") or holdout_beside(report.runs_dir)
     opt = fit.get("optimizer") or {}
     facts = [
         ("law", fit.get("law")),
@@ -158,6 +151,42 @@ def fit_section(report: Report) -> str:
     return "".join(parts)
 
 
+CELL_KEYS = ("n_params", "fresh_tokens", "derived_tokens")
+
+
+def _cell_key(rec: dict) -> tuple:
+    return (*(float(rec[k]) for k in CELL_KEYS), str(rec["strategy"]))
+
+
+def run_labels(rows, summary) -> list[str]:
+    """What names each fitted row: its run id; for a cell averaged over seeds (`cdlaw fit
+    --select mean`, whose run_id is empty) the ids of the runs averaged; else its row."""
+    runs: dict[tuple, list[str]] = {}
+    if summary is not None and {*CELL_KEYS, "strategy", "run_id"} <= set(summary.columns):
+        done = (
+            summary
+            if "status" not in summary.columns
+            else summary[summary["status"].fillna("done") == "done"]
+        )
+        for rec in done.to_dict("records"):
+            rec["strategy"] = "none" if not rec["derived_tokens"] else rec["strategy"]
+            runs.setdefault(_cell_key(rec), []).append(str(rec["run_id"]))
+    out = []
+    for rec in rows.to_dict("records"):
+        rid = rec.get("run_id")
+        if rid is not None and not (isinstance(rid, float) and math.isnan(rid)):
+            out.append(str(rid))
+            continue
+        ids = runs.get(_cell_key(rec), [])
+        n_in = rec.get("n_in_cell")  # absent from fits older than --select
+        n = int(n_in) if n_in is not None and n_in == n_in else len(ids) or 1
+        if n > 1:
+            out.append(f"mean of {n}: {', '.join(ids)}" if len(ids) == n else f"mean of {n} runs")
+        else:
+            out.append(ids[0] if len(ids) == 1 else f"row {rec.get('row_id')}")
+    return out
+
+
 def regimes_section(report: Report) -> str:
     inputs = report.inputs
     if inputs.law is None or inputs.rows is None or not len(inputs.rows):
@@ -187,23 +216,23 @@ def regimes_section(report: Report) -> str:
         "derived-gain share (observed)",
     ]
     body = []
-    ids = rows["run_id"] if "run_id" in rows.columns else rows["row_id"]
+    ids = run_labels(rows, inputs.summary)
     for i, (rid, rec) in enumerate(zip(ids, rows.to_dict("records"), strict=True)):
         body.append(
             [
                 rid,
                 rec["strategy"],
-                format_number(rec["n_params"]),
-                format_number(rec["fresh_tokens"]),
-                format_number(rec["derived_tokens"]) if rec["derived_tokens"] else "0",
-                format_cell(rec["loss"]),
+                cell(rec["n_params"], "n_params"),
+                cell(rec["fresh_tokens"], "fresh_tokens"),
+                cell(rec["derived_tokens"], "derived_tokens"),
+                cell(rec["loss"]),
                 seen.regime[i],
-                format_cell(pred.loss[i]),
+                cell(pred.loss[i]),
                 pred.regime[i],
-                format_cell(seen.loss_one_epoch[i]),
-                format_cell(seen.loss_data_floor[i]),
-                format_cell(seen.loss_model_floor[i]),
-                format_cell(seen.derived_gain_share[i]),
+                cell(seen.loss_one_epoch[i]),
+                cell(seen.loss_data_floor[i]),
+                cell(seen.loss_model_floor[i]),
+                cell(seen.derived_gain_share[i]),
             ]
         )
     intro = (
@@ -225,75 +254,7 @@ def regimes_section(report: Report) -> str:
     return (
         intro
         + f"<p>By observed loss: {counts}.</p>"
-        + html_table(head, body, {0, 1, 6, 8}, classes)
-    )
-
-
-def plan_section(report: Report) -> str:
-    e = html.escape
-    why = (
-        f"Budget C = {report.budget_flops:.3g} FLOPs and U = "
-        f"{format_number(report.unique_tokens)} unique tokens"
-        if report.budget_flops and report.unique_tokens
-        else "No budget"
-    )
-    choice = (
-        f"<p class='note'>{e(why)}. Defaults: {BUDGET_MULTIPLE:g}× the compute of the sweep's "
-        "largest run, 6·N·(D + D′), and the sweep's largest fresh-token count (the corpus it "
-        "could use); choose others with <code>cdlaw report RUNS --budget-flops C "
-        "--unique-tokens U</code> or plan any budget with <code>cdlaw plan</code>.</p>"
-    )
-    p = report.plan
-    if p is None:
-        return choice + f'<p class="note">{e(report.plan_note)}</p>'
-    head = [
-        "plan",
-        "strategy",
-        "N",
-        "D",
-        "D′",
-        "epochs",
-        "paraphrase passes",
-        "predicted loss",
-        "loss above the CD plan",
-    ]
-    body = []
-    for name, a in (
-        ("CD law", p),
-        ("naive Chinchilla", p["naive"]),
-        ("four-epoch rule", p["four_epoch"]),
-    ):
-        body.append(
-            [
-                name,
-                a.get("strategy", "—"),
-                format_number(a["n_params"]),
-                format_number(a["fresh_tokens"]),
-                format_number(a["derived_tokens"]) if a["derived_tokens"] else "0",
-                format_cell(a.get("epochs")),
-                format_cell(a.get("paraphrase_passes")),
-                format_cell(a["predicted_loss"]),
-                format_cell(a.get("loss_gap", 0.0)) if name != "CD law" else "—",
-            ]
-        )
-    ci = p.get("predicted_loss_ci95")
-    lines = [
-        f"predicted loss {format_cell(p['predicted_loss'])} nats/token"
-        + (f" (95% band {format_cell(ci[0])} to {format_cell(ci[1])})" if ci else ""),
-        f"regime <b>{e(str(p['regime']))}</b>: L_1ep {format_cell(p['loss_one_epoch'])}, "
-        f"L_D {format_cell(p['loss_data_floor'])}, L_N {format_cell(p['loss_model_floor'])}; "
-        f"saturation {p.get('saturation', SATURATION)}, tolerance {p.get('tolerance', TOLERANCE)} nats",
-        f"marginal gain {format_cell(p.get('marginal_gain_per_flop'))} nats per FLOP "
-        f"({format_cell(p.get('marginal_gain_per_doubling'))} nats per doubling of the budget)",
-    ]
-    warn = "".join(f'<p class="warn">warning: {e(str(w))}</p>' for w in p.get("warnings") or [])
-    return (
-        choice
-        + html_table(head, body, {0, 1})
-        + "<ul>"
-        + "".join(f"<li>{line}</li>" for line in lines)
-        + "</ul>"
-        + warn
+        + html_table(head, body, {0, 1, 6, 8}, classes, sortable=True)
     )
 
 
@@ -311,10 +272,11 @@ FIGURE_TEXT = {
 }
 
 
-def figures_section(report: Report) -> str:
+def figures_section(report: Report, kinds) -> str:
+    """The figures of these kinds, each with its caption, or why it was not drawn."""
     e = html.escape
     out = []
-    for kind in KINDS:
+    for kind in kinds:
         if kind in report.figures:
             out.append(
                 f'<figure id="fig-{kind}"><img alt="{kind} figure" '

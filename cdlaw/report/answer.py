@@ -1,0 +1,148 @@
+"""The top of the `cdlaw report` page: the answer a reader opened it for.
+
+fit_headline: which law, how well it fits against the seed-to-seed noise no law can fit,
+and how well it predicted a model size it never saw. plan_answer: what to train for the
+default budget (the compute of the sweep's largest run, cdlaw.report.gather), against
+the naive Chinchilla and four-epoch plans, with the planner's warnings. Both fit in the
+first screen of the page; the details follow further down (cdlaw.report.sections).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from cdlaw.regimes import SATURATION, TOLERANCE
+from cdlaw.report.gather import Report
+from cdlaw.report.tables import cell, format_cell, html_table
+from cdlaw.units import format_number
+
+
+def holdout_beside(runs_dir: Path) -> dict:
+    """The held-out check of a separate `cdlaw fit --holdout-largest --out fit_holdout.json`
+    (what `make demo` writes), when fit.json itself was fitted on every size."""
+    try:
+        return json.loads((Path(runs_dir) / "fit_holdout.json").read_text()).get("holdout") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _noise(fit: dict, rmse) -> str:
+    noise = fit.get("seed_noise")
+    if not noise or not noise.get("sd_log"):
+        return "no replicate seeds to compare it with"
+    sd = float(noise["sd_log"])
+    ratio = f"{float(rmse) / sd:.2g}× " if rmse is not None else ""
+    return f"{ratio}the seed noise ({format_cell(sd)} between replicate seeds)"
+
+
+def fit_headline(report: Report) -> str:
+    """One paragraph: the law, its log-RMSE against the seed noise, its held-out error."""
+    e = html.escape
+    fit, law = report.inputs.fit, report.inputs.law
+    if fit is None or law is None:
+        return f'<p id="fit-headline"><b>No fit.</b> {e(report.fit_note)}</p>'
+    rmse = fit.get("rmse_log")
+    holdout = fit.get("holdout") or holdout_beside(report.runs_dir)
+    if holdout.get("n_params") and holdout.get("rmse_log") is not None:
+        held = (
+            f"held out, the sizes N ≥ {format_number(holdout['n_params'])} are predicted with "
+            f"log-RMSE <b>{format_cell(holdout['rmse_log'])}</b>"
+        )
+    else:
+        held = (
+            "no held-out check (<code>cdlaw fit RUNS --holdout-largest --out "
+            "fit_holdout.json</code> makes one)"
+        )
+    used = fit.get("n_used", fit.get("n_rows"))
+    rows = f"{used} of {fit['n_rows']} rows" if fit.get("n_rows") is not None else "the runs"
+    source = f" ({e(law.form_decl.source)})" if law.form_decl.source else ""
+    opt = fit.get("optimizer") or {}
+    unconverged = (
+        ' <span class="warn">The optimizer did not converge.</span>'
+        if opt and not opt.get("success")
+        else ""
+    )
+    made = "" if (report.runs_dir / "fit.json").exists() else f" {e(report.fit_note)}"
+    return (
+        f'<p id="fit-headline"><b>Fit</b>: the {e(str(fit.get("law", law.form)))} law{source} '
+        f"on {rows}: log-RMSE <b>{format_cell(rmse)}</b>, {_noise(fit, rmse)}; {held}."
+        f"{unconverged}{made}</p>"
+    )
+
+
+def _how_trained(p: dict) -> str:
+    strategy = str(p.get("strategy", "none"))
+    if not p.get("derived_tokens"):
+        return "no derived tokens"
+    passes = (
+        f"{format_cell(p.get('epochs'))} epochs"
+        if strategy == "repetition"
+        else f"{format_cell(p.get('paraphrase_passes'))} paraphrase passes"
+        if strategy == "paraphrase"
+        else strategy
+    )
+    return (
+        f"<b>D′ = {format_number(p['derived_tokens'])}</b> derived tokens by {strategy} ({passes})"
+    )
+
+
+def _gap(a: dict) -> str:
+    # A contrast plan the optimiser could not beat has a gap of ±1e-12: show it as 0.
+    return format_cell(round(float(a.get("loss_gap") or 0.0), 6) + 0.0)
+
+
+def plan_answer(report: Report) -> str:
+    """The plan for the default (or given) budget: one sentence, the contrast plans, why
+    this budget, and the planner's warnings."""
+    e = html.escape
+    budget = (
+        f"C = {report.budget_flops:.3g} FLOPs and U = {format_number(report.unique_tokens)} "
+        "unique tokens"
+        if report.budget_flops and report.unique_tokens
+        else "no budget"
+    )
+    why = (
+        f'<p class="note">{e(report.budget_note or "No budget")}. Another budget: '
+        "<code>cdlaw report RUNS --budget-flops C --unique-tokens U</code>, or "
+        "<code>cdlaw plan</code>.</p>"
+    )
+    p = report.plan
+    if p is None:
+        return f'<div id="plan"><p><b>Plan</b>: {e(report.plan_note)}</p>{why}</div>'
+    ci = p.get("predicted_loss_ci95")
+    band = f" (95% band {format_cell(ci[0])} to {format_cell(ci[1])})" if ci else ""
+    lead = (
+        f"<p><b>Plan</b> for {e(budget)}: train <b>N = {format_number(p['n_params'])}</b> "
+        f"parameters on <b>D = {format_number(p['fresh_tokens'])}</b> fresh tokens and "
+        f"{_how_trained(p)}; predicted loss <b>{format_cell(p['predicted_loss'])}</b> "
+        f"nats/token{band}, <b>{e(str(p['regime']))}</b>.</p>"
+    )
+    head = ["plan", "strategy", "N", "D", "D′", "epochs", "paraphrase passes",
+            "predicted loss", "loss above the CD plan"]  # fmt: skip
+    body = []
+    for name, a in (("CD law", p), ("naive Chinchilla", p["naive"]), ("four-epoch rule", p["four_epoch"])):  # fmt: skip
+        body.append(
+            [
+                name,
+                a.get("strategy", "—"),
+                cell(a["n_params"], "n_params"),
+                cell(a["fresh_tokens"], "fresh_tokens"),
+                cell(a["derived_tokens"], "derived_tokens"),
+                cell(a.get("epochs")),
+                cell(a.get("paraphrase_passes")),
+                cell(a["predicted_loss"]),
+                _gap(a) if name != "CD law" else "—",
+            ]
+        )
+    details = (
+        f'<p class="note">L_1ep {format_cell(p["loss_one_epoch"])}, L_D '
+        f"{format_cell(p['loss_data_floor'])}, L_N {format_cell(p['loss_model_floor'])} "
+        f"(saturation {p.get('saturation', SATURATION)}, tolerance "
+        f"{p.get('tolerance', TOLERANCE)} nats); marginal gain "
+        f"{format_cell(p.get('marginal_gain_per_doubling'))} nats per doubling of the budget "
+        f"({format_cell(p.get('marginal_gain_per_flop'))} per FLOP).</p>"
+    )
+    warn = "".join(f'<p class="warn">warning: {e(str(w))}</p>' for w in p.get("warnings") or [])
+    return f'<div id="plan">{lead}{html_table(head, body, {0, 1})}{why}{details}{warn}</div>'

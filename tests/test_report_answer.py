@@ -1,0 +1,192 @@
+"""The top of `cdlaw report` on the demo's real runs: the answer first, tables after.
+
+The runs are examples/demo-runs.csv (72 runs of `make demo`, two seeds for every one-epoch
+cell), written as a sweep's runs folder and fitted the way `make demo` fits them (seeds
+averaged, `--select mean`) with few starts, so the page is built in seconds. A real
+headless Chromium (tests/reportbrowser.py) opens it at 1280×800 and checks that the
+first screen holds the fit's headline and the plan, and that the tables sort.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from reportbrowser import CHROMIUM, open_in_chromium
+
+from cdlaw.fit.io import write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+from cdlaw.report.gather import gather
+from cdlaw.report.page import render
+from cdlaw.report.tables import cell, format_cell
+from cdlaw.units import format_number
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_CSV = ROOT / "examples" / "demo-runs.csv"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """runs/demo as `make demo` leaves it: summary.parquet, sweep.toml, fit.json (seeds
+    averaged), fit_rows.parquet; returns (runs folder, summary)."""
+    runs = tmp_path_factory.mktemp("report-answer") / "demo"
+    runs.mkdir()
+    summary = pd.read_csv(DEMO_CSV)
+    summary.insert(0, "run_id", [
+        hashlib.sha1(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        for r in summary.to_dict("records")
+    ])  # fmt: skip
+    summary.to_parquet(runs / "summary.parquet", index=False)
+    (runs / "sweep.toml").write_text((ROOT / "sweeps" / "demo.toml").read_text())
+    result = fit_law(load_runs(runs), select="mean", n_starts=64, source=str(runs))
+    write_fit(result, runs / "fit.json", runs / "fit_rows.parquet")
+    return runs, summary
+
+
+@pytest.fixture(scope="module")
+def report(demo):
+    return gather(demo[0])
+
+
+@pytest.fixture(scope="module")
+def page(report, demo):
+    path = demo[0] / "report.html"
+    text = render(report)
+    path.write_text(text)
+    return path, text
+
+
+def test_seed_averaged_rows_name_their_runs_never_nan(page, demo):
+    _, text = page
+    _, summary = demo
+    assert ">nan<" not in text and "nan," not in text
+    # every one-epoch cell was trained with seeds 0 and 1 and averaged into one row
+    one_epoch = summary[summary["derived_tokens"] == 0]
+    cells = one_epoch.groupby(["n_params", "fresh_tokens"])["run_id"].apply(list)
+    assert len(cells) == 12
+    for ids in cells:
+        assert len(ids) == 2
+        assert f">mean of 2: {', '.join(ids)}<" in text
+
+
+def test_no_minus_zero():
+    assert format_cell(-0.0) == "0" and format_cell(0.0) == "0"
+    assert cell(-0.0) == ("0", 0.0)
+    assert format_cell(-0.25) == "-0.25"  # a real negative keeps its sign
+
+
+def test_default_plan_stays_inside_the_fitted_range(report, demo):
+    runs, summary = demo
+    fit = json.loads((runs / "fit.json").read_text())
+    rng = fit["data_range"]
+    p = report.plan
+    largest = float((6 * summary["n_params"] * summary["tokens_trained"]).max())
+    # the demo's largest run is already planned inside the range: the budget is its compute
+    assert report.budget_flops == pytest.approx(largest)
+    assert report.unique_tokens == summary["fresh_tokens"].max()
+    assert rng["n_params"][0] <= p["n_params"] <= rng["n_params"][1]
+    assert p["derived_tokens"] / p["fresh_tokens"] <= rng["derived_ratio"][1]
+    lo, hi = rng["tokens_per_param"]
+    assert lo <= p["fresh_tokens"] / p["n_params"] <= hi
+    assert not [w for w in p["warnings"] if "fitted" in w]
+    assert "its plan stays inside the fitted range" in report.budget_note
+
+
+def test_answer_leads_and_the_toml_comes_last(page, report):
+    _, text = page
+    where = {
+        "fit headline": text.index('id="fit-headline"'),
+        "plan": text.index('id="plan"'),
+        "loss figure": text.index('<img alt="loss figure"'),
+        "eta figure": text.index('<img alt="eta figure"'),
+        "rstar figure": text.index('<img alt="rstar figure"'),
+        "frontier figure": text.index('<img alt="frontier figure"'),
+        "fit details": text.index('<section id="fit">'),
+        "regimes": text.index('<section id="regimes">'),
+        "runs": text.index('<section id="runs">'),
+        "sweep.toml": text.index("<pre>"),
+    }
+    assert list(where.values()) == sorted(where.values()), where
+    assert text.rindex("</table>") < where["sweep.toml"]
+    # the headline: law, log-RMSE against the seed noise, held-out check (or how to get one)
+    headline = text[where["fit headline"] : where["plan"]]
+    fit = report.inputs.fit
+    assert (
+        "the cd law" in headline and f"log-RMSE <b>{format_cell(fit['rmse_log'])}</b>" in headline
+    )
+    ratio = fit["rmse_log"] / fit["seed_noise"]["sd_log"]
+    assert f"{ratio:.2g}× the seed noise ({format_cell(fit['seed_noise']['sd_log'])}" in headline
+    assert "no held-out check" in headline and "--holdout-largest" in headline
+    plan = text[where["plan"] : where["loss figure"]]
+    assert f"<b>N = {format_number(report.plan['n_params'])}</b>" in plan
+    assert html.escape(report.budget_note) in plan
+
+
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (CI installs it: apt-get install chromium)"
+)
+
+FIRST_SCREEN = """(() => {
+  const box = id => { const r = document.getElementById(id).getBoundingClientRect();
+                      return [r.top, r.bottom, r.left, r.right]; };
+  const lead = document.querySelector("#plan p").getBoundingClientRect();
+  const hit = document.elementFromPoint(lead.left + 5, lead.top + lead.height / 2);
+  return {plan: box("plan"), fit: box("fit-headline"), height: innerHeight, width: innerWidth,
+          scrolled: scrollY, text: document.getElementById("plan").innerText,
+          visible: !!hit && document.getElementById("plan").contains(hit)};
+})()"""
+
+SORT = """(() => {
+  const t = document.querySelector("#runs table.sortable");
+  const heads = Array.from(t.tHead.rows[0].cells).map(c => c.textContent);
+  const th = name => t.tHead.rows[0].cells[heads.indexOf(name)];
+  const col = name => Array.from(t.tBodies[0].rows).map(r => r.cells[heads.indexOf(name)]);
+  th("n_params").click();
+  const up = col("n_params").map(c => parseFloat(c.getAttribute("data-v")));
+  const shown = col("n_params").map(c => c.textContent);
+  th("n_params").click();
+  const down = col("n_params").map(c => parseFloat(c.getAttribute("data-v")));
+  th("strategy").click();
+  const strategy = col("strategy").map(c => c.textContent);
+  const box = t.closest(".scroll");
+  return {up, down, shown, strategy, sort: th("strategy").getAttribute("aria-sort"),
+          scrolls: box.scrollHeight > box.clientHeight, overflow: getComputedStyle(box).overflowY,
+          regimes: document.querySelectorAll("#regimes table.sortable").length};
+})()"""
+
+
+@needs_chromium
+def test_chromium_first_screen_holds_the_plan_and_tables_sort(page, report, tmp_path):
+    path, _ = page
+    got = open_in_chromium(
+        path, tmp_path / "profile", (1280, 800), {"first": FIRST_SCREEN, "sort": SORT}
+    )
+    assert got["errors"] == []
+    first = got["values"]["first"]
+    assert (first["width"], first["height"], first["scrolled"]) == (1280, 800, 0)
+    top, bottom, left, right = first["plan"]
+    # the whole plan (sentence, contrast table, why this budget) in the first screen
+    assert 0 < top and bottom <= 800 and 0 <= left and right <= 1280, first
+    assert first["fit"][1] <= top and first["visible"]
+    p = report.plan
+    for want in (
+        f"N = {format_number(p['n_params'])}",
+        f"D = {format_number(p['fresh_tokens'])}",
+        f"predicted loss {format_cell(p['predicted_loss'])}",
+        "naive Chinchilla",
+        "four-epoch rule",
+    ):
+        assert want in first["text"], want
+
+    s = got["values"]["sort"]
+    assert s["up"] == sorted(s["up"]) and s["down"] == sorted(s["down"], reverse=True)
+    assert len(set(s["up"])) == 3 and len(s["up"]) == 72
+    # sorted by value, not by text: 26.3K < 60.5K < 200K
+    assert list(dict.fromkeys(s["shown"])) == ["26.3K", "60.5K", "200K"]
+    assert s["strategy"] == sorted(s["strategy"]) and s["sort"] == "ascending"
+    assert s["scrolls"] and s["overflow"] == "auto" and s["regimes"] == 1
