@@ -28,6 +28,8 @@ Schedule = Literal["cosine", "wsd"]
 # trained before a field existed keeps its id (and its folder) when the field is unused.
 ADDED_FIELDS = {("train", "warmup_steps"): 0}
 Precision = Literal["auto", "bf16", "fp32"]
+Tracker = Literal["tensorboard", "wandb", "mlflow"]  # cdlaw.train.trackers
+TRACKERS: tuple[str, ...] = get_args(Tracker)
 
 
 @dataclass(frozen=True)
@@ -148,10 +150,13 @@ class ExecConfig:
     precision: Precision = "auto"  # bf16 where faster (GPUs; CPUs with native bf16, d_model ≥ 256)
     compile: bool = False  # torch.compile (1.1-1.55× on CPU here, ~20 s cold start)
     threads: int = 0  # torch threads; 0 = leave torch's default
+    trackers: tuple[Tracker, ...] = ()  # log each run to these too (cdlaw.train.trackers)
 
     def __post_init__(self):
         _check_literal(Precision, self.precision, "precision")
         _require(self.threads >= 0, "threads", self.threads, "≥ 0 (0 = torch's default)")
+        for name in self.trackers:
+            _check_literal(Tracker, name, "--tracker")
 
 
 @dataclass(frozen=True)

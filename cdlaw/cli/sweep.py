@@ -10,22 +10,15 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import app, err, print_json, say
-
-
-def wide_err():
-    """err, or on a log file / pipe (80 columns by default) a 200-column console, so
-    that tables of runs are never cut."""
-    if err.is_terminal:
-        return err
-    from rich.console import Console
-
-    return Console(stderr=True, width=200)
+from cdlaw.cli.progress_lines import ProgressLines
 
 
 @app.command()
 def sweep(
-    sweep_file: Path = typer.Argument(..., help="The sweep file (TOML), e.g. sweeps/demo.toml."),
-    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder: runs go to OUT/<sweep>/."),
+    sweep_file: Path = typer.Argument(
+        ..., metavar="SWEEP_FILE", help="The sweep file (TOML), e.g. sweeps/demo.toml."
+    ),
+    out: Path = typer.Option(Path("runs"), "--out", help="Runs folder: runs go to OUT/SWEEP/."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Show the runs and a measured time estimate; train nothing."
     ),
@@ -66,6 +59,9 @@ def sweep(
         0.0, "--seed-noise", help="Simulate: log-sd between replicate seeds of a cell."
     ),
     noise_seed: int = typer.Option(0, "--noise-seed", help="Simulate: seeds the noise."),
+    tracker: str = typer.Option(
+        "", "--tracker", help="Log runs to tensorboard, wandb or mlflow too (offline, in OUT)."
+    ),
 ) -> None:
     """Train every run of a sweep file, resuming where it stopped.
 
@@ -77,21 +73,27 @@ def sweep(
     Plan an experiment before training it: cdlaw sweep sweeps/qin2026-small.toml --executor
     simulate --law qin2026 --noise 0.01 --out sim (a known law's losses, seeded noise).
     """
-    from cdlaw.cli import require_train_extra
+    from cdlaw.cli import require_ray_extra, require_train_extra
     from cdlaw.config import ExecConfig
     from cdlaw.errors import BadInput
+    from cdlaw.train.trackers import tracker_names
 
     simulation = None
     if executor == "simulate" or law is not None:
         simulation = _simulation(executor, law, noise, seed_noise, noise_seed, dry_run)
     else:
+        if executor == "ray":  # before training or a dry run: cdlaw[ray] brings train too
+            require_ray_extra()
         require_train_extra("sweep")
 
     if device != "auto" and not (device == "cpu" or device.startswith("cuda")):
         raise BadInput(f"--device must be auto, cpu, cuda or cuda:N, got {device!r}")
     if threads < 0:
         raise BadInput(f"--threads must be ≥ 0, got {threads}")
-    exec_cfg = ExecConfig(device=device, precision=precision, compile=compile, threads=threads)
+    trackers = tracker_names(tracker)  # a missing package: refused now, dry run included
+    exec_cfg = ExecConfig(
+        device=device, precision=precision, compile=compile, threads=threads, trackers=trackers
+    )
 
     if dry_run:
         from cdlaw.sweep.dryrun import dry_run_sweep
@@ -211,8 +213,11 @@ def _duration(seconds: float) -> str:
 
 
 def _render_dry_run(plan) -> None:
+    """The plan on stdout (a result, not progress); its notes on stderr."""
     from rich.table import Table
 
+    from cdlaw.cli import out as human
+    from cdlaw.cli import wide
     from cdlaw.units import format_number as fmt
 
     table = Table(
@@ -261,14 +266,14 @@ def _render_dry_run(plan) -> None:
                 else ()
             ),
         )
-    wide_err().print(table)
+    wide(human).print(table)
     for c in plan.calibration:
-        err.print(
+        human.print(
             f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
             f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s",
             highlight=False,
         )
-    err.print(
+    human.print(
         f"estimated time on {plan.device}: {_duration(plan.wall_seconds)} with {plan.jobs} job(s) "
         f"× {plan.threads} thread(s) ({_duration(plan.serial_seconds)} of runs to do)",
         highlight=False,
@@ -278,7 +283,7 @@ def _render_dry_run(plan) -> None:
             1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
         )
         ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
-        err.print(
+        human.print(
             f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
             f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
             f"{_duration(plan.wall_seconds)} instead of {_duration(plan.wall_seconds_alone)}",
@@ -291,7 +296,7 @@ def _render_dry_run(plan) -> None:
 class SweepDisplay:
     """Progress on stderr: runs done / total with an ETA, and each current run's tokens/s,
     tokens seen and last validation loss. A live rich display on a terminal, else a line
-    per run start and end (logs, CI)."""
+    per run start and end, and about ten per run of its progress (logs, CI)."""
 
     def __init__(self, live: bool):
         self.live = live
@@ -309,6 +314,7 @@ class SweepDisplay:
         # line; after that every finished run is a line of its own (those another process
         # finished too), so that [k/total] counts up by one, line after line.
         self.scheduling = False
+        self.lines = ProgressLines()  # in a log: about ten lines per run
 
     def __call__(self, event) -> None:
         from cdlaw.sweep import events as ev
@@ -360,6 +366,8 @@ class SweepDisplay:
                     stats += f"  val {event.val_loss:.3f}"
                 self.progress.update(self.tasks[rid], completed=self.seen[rid], stats=stats)
                 self._update_overall()
+            elif not self.live and (line := self.lines(event)):
+                err.print(line, highlight=False)
         elif isinstance(event, ev.RunEnded):
             loss = event.loss
             self._finish(event.run_id)

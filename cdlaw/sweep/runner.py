@@ -57,6 +57,7 @@ from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
 from cdlaw.train.result import read_result, run_facts
+from cdlaw.train.trackers import require_trackers
 
 
 @dataclass
@@ -115,6 +116,7 @@ def run_sweep(
             f"--jobs is for the local executor; --executor {executor} runs as many runs at once "
             "as it has CPUs (by --threads) or GPUs: drop --jobs."
         )
+    require_trackers(exec_cfg.trackers)  # a missing package is said before any run starts
     started = time.time()
     out = Path(out)
     sweep = load_sweep(path)  # parsed once, here

@@ -122,6 +122,7 @@ def metrics_rows(cfg: RunConfig, row: dict) -> list[dict]:
     """metrics.parquet of a simulated run: its one final evaluation."""
     return [
         {
+            "run_id": cfg.run_id,
             "step": row["steps"],
             "tokens_seen": cfg.tokens_trained,
             "epoch": row["epochs"],

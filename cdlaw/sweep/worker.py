@@ -37,7 +37,9 @@ from cdlaw.train.damage import (
     unreadable,
 )
 from cdlaw.train.forks import fork_exists
+from cdlaw.train.metrics import read_metrics
 from cdlaw.train.result import read_result, result_row
+from cdlaw.train.trackers import TrackedRun
 
 
 def execute_run(
@@ -99,14 +101,21 @@ def _execute_run(
         _record_attempt(run_dir, exec_cfg)
         emit(RunStarted(cfg.run_id, os.getpid()))
         started = time.time()
+        # --tracker: the run's config, rows and result go to TensorBoard, W&B or MLflow too
+        tracked = TrackedRun(exec_cfg.trackers, run_dir.parent.parent, cfg)
         if simulation is not None:  # a loss drawn from a law: nothing to train
             result = simulate_run(simulation, cfg, run_dir)
+            if exec_cfg.trackers:
+                for row in read_metrics(run_dir / "metrics.parquet"):
+                    tracked.row(row)
+                tracked.finish(result)
             (run_dir / "result.failed.json").unlink(missing_ok=True)
             emit(RunEnded(cfg.run_id, "done", result["loss"]))
             return {"run_id": cfg.run_id, "outcome": "done", "result": result}
         from cdlaw.data.ordering import stream_for_run
         from cdlaw.train.loop import RunInterrupted, train_run
 
+        ended: dict | None = None  # the row the run ended with; None: it stops and resumes
         try:
             prepared, stream = stream_for_run(cfg, Path(cache_dir))
 
@@ -123,6 +132,8 @@ def _execute_run(
                 progress,
                 fork_steps=fork_steps,
                 fork_from=_choose_fork(run_dir, fork_from),
+                corpus=prepared,  # model/ gets the tokenizer: a whole HF folder
+                on_row=tracked.row if exec_cfg.trackers else None,
             )
         except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
             raise
@@ -138,8 +149,13 @@ def _execute_run(
             )
             write_text_atomic(run_dir / "error.txt", traceback.format_exc())
             write_json_atomic(run_dir / "result.json", result)
+            ended = result
         else:
             (run_dir / "error.txt").unlink(missing_ok=True)  # from a failed earlier attempt
+            ended = result
+        finally:
+            if exec_cfg.trackers:
+                tracked.finish(ended)
         (run_dir / "result.failed.json").unlink(missing_ok=True)
     status = result.get("status", "done")
     emit(RunEnded(cfg.run_id, status, result.get("loss")))

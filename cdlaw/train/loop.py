@@ -37,6 +37,7 @@ import torch
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
@@ -52,6 +53,7 @@ from cdlaw.train.damage import (
     set_aside,
     set_aside_unreadable_result,
 )
+from cdlaw.train.export import complete_model_folder
 from cdlaw.train.forks import fork_path, save_fork, start_from_fork
 from cdlaw.train.metrics import resumed_rows, write_metrics
 from cdlaw.train.model import build_model, non_embedding_params
@@ -113,6 +115,8 @@ def train_run(
     stop_after_steps: int | None = None,
     fork_steps: tuple[int, ...] = (),
     fork_from: Path | None = None,
+    corpus: PreparedCorpus | None = None,
+    on_row: Callable[[dict], None] | None = None,
 ) -> dict:
     """Train cfg on every token of `stream` once, in order; return the result row (docs/files.md).
 
@@ -126,6 +130,12 @@ def train_run(
     fork checkpoint for the branches that start there; a run with no checkpoint of its own
     starts from the fork at `fork_from` (another run's state at a step both share) instead
     of step 0, and ends exactly where it would have alone.
+
+    `corpus` (the prepared corpus the stream came from) makes model/ a whole Hugging Face
+    folder: its tokenizer, special-token ids and a model card (cdlaw.train.export).
+
+    `on_row` sees every metrics row this call appends (an experiment tracker,
+    cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
     """
     run_dir = Path(run_dir)
     result_path = run_dir / "result.json"
@@ -202,7 +212,7 @@ def train_run(
             for s in range(1, last + 1)
             if s == 1 or s % train.log_every == 0 or s % train.eval_every == 0 or s == total_steps
         ]
-        resumed = resumed_rows(metrics_path, last, logged)
+        resumed = resumed_rows(metrics_path, last, logged, cfg.run_id)
         if resumed is None:
             remove_checkpoint(checkpoint_dir)
             found = None
@@ -301,6 +311,7 @@ def train_run(
                     state["val_loss"] = val_loss
                 rows.append(
                     {
+                        "run_id": cfg.run_id,
                         "step": step + 1,
                         "tokens_seen": state["tokens_seen"],
                         "epoch": state["tokens_seen"] / stream.fresh_tokens,
@@ -312,6 +323,8 @@ def train_run(
                         "elapsed_s": elapsed(),
                     }
                 )
+                if on_row is not None:
+                    on_row(rows[-1])
                 if on_progress is not None:
                     on_progress(
                         {
@@ -361,6 +374,15 @@ def train_run(
         model_tmp = run_dir / "model.tmp"
         shutil.rmtree(model_tmp, ignore_errors=True)
         save_hf_model(net, model_tmp)
+        if corpus is not None:
+            complete_model_folder(
+                model_tmp,
+                cfg,
+                corpus,
+                loss=loss,
+                train_loss=state["train_loss"],
+                steps=state["step"],
+            )
         shutil.rmtree(run_dir / "model", ignore_errors=True)
         model_tmp.rename(run_dir / "model")
     else:

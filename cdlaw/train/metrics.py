@@ -2,7 +2,9 @@
 
 The loop appends rows as it trains and writes the file at every evaluation and checkpoint
 (metrics first, so no checkpoint is newer than its curve); a resumed run, or a branch that
-starts from a fork, takes the rows up to its starting step (`resumed_rows`).
+starts from a fork, takes the rows up to its starting step (`resumed_rows`). Every row
+names its run (`run_id`), so curves of many runs concatenate into one table; files from
+before that column read as they are, and a resumed run stamps its rows with its id.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from cdlaw.atomic import write_parquet_atomic
 from cdlaw.train.damage import parquet_problem, say, set_aside, unreadable
 
 METRIC_COLUMNS = [
+    "run_id",
     "step",
     "tokens_seen",
     "epoch",
@@ -33,14 +36,15 @@ def read_metrics(path: Path) -> list[dict]:
     return pd.read_parquet(path).to_dict("records")
 
 
-def resumed_rows(path: Path, step: int, logged: list[int]) -> list[dict] | None:
-    """The metrics rows up to a checkpoint's step (`logged`: the steps that wrote one), or
-    None when metrics.parquet cannot give them all: it is set aside and named in one line,
-    and the run restarts from step 0 (resuming would leave a hole in its curve)."""
+def resumed_rows(path: Path, step: int, logged: list[int], run_id: str) -> list[dict] | None:
+    """The metrics rows up to a checkpoint's step (`logged`: the steps that wrote one), each
+    stamped with `run_id` (a branch's rows start as its trunk's), or None when
+    metrics.parquet cannot give them all: it is set aside and named in one line, and the
+    run restarts from step 0 (resuming would leave a hole in its curve)."""
     problem = parquet_problem(path)
     if problem is None:
         try:
-            rows = [r for r in read_metrics(path) if r["step"] <= step]
+            rows = [{**r, "run_id": run_id} for r in read_metrics(path) if r["step"] <= step]
         except Exception as e:  # pyarrow's errors on a damaged column chunk
             problem = unreadable(e)
         else:
