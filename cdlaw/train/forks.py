@@ -56,8 +56,9 @@ def start_from_fork(fork: Path, run_dir: Path, run_id: str, fresh_tokens: int) -
     if not fork_exists(fork) or not (fork / "metrics.parquet").is_file():
         return False
     rows = read_metrics(fork / "metrics.parquet")
-    for row in rows:  # the trunk counted epochs over its own fresh tokens
+    for row in rows:  # the trunk counted epochs over its own fresh tokens, under its own id
         row["epoch"] = row["tokens_seen"] / fresh_tokens
+        row["run_id"] = run_id
     tmp = run_dir / "checkpoint.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(fork / "checkpoint", tmp)
