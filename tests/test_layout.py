@@ -22,7 +22,9 @@ ALLOWED = {
     "plan": {"foundation", "fit", "plan"},
     "figures": {"foundation", "fit", "plan", "figures"},
     "report": {"foundation", "fit", "plan", "figures", "report"},
-    "cli": {"foundation", "data", "train", "sweep", "fit", "plan", "figures", "report", "cli"},
+    # experiment design reads fits and plans and writes sweeps: above both pipelines
+    "design": {"foundation", "data", "train", "sweep", "fit", "plan", "design"},
+    "cli": {"foundation", "data", "train", "sweep", "fit", "plan", "figures", "report", "design", "cli"},
 }
 TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
 HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}

@@ -42,7 +42,7 @@ def test_a_run_level_exception_with_one_job_is_reported_as_itself(
 
 def test_the_progress_counter_counts_up_by_one_when_another_process_shares_the_folder(capsys):
     """Runs another process finished were counted without a line, so [k/total] jumped."""
-    from cdlaw.cli.sweep import SweepDisplay
+    from cdlaw.cli.sweep_show import SweepDisplay
     from cdlaw.sweep import events as ev
 
     facts = [

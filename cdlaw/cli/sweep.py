@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import signal
-import time
 from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err, print_json, say
-from cdlaw.cli.progress_lines import ProgressLines
+from cdlaw.cli import NUMBER, app, err, number, print_json, say
+from cdlaw.cli.sweep_show import SweepDisplay, duration, render_dry_run
 
 
 @app.command()
@@ -62,7 +60,16 @@ def sweep(
     tracker: str = typer.Option(
         "", "--tracker", help="Log runs to tensorboard, wandb or mlflow too (offline, in OUT)."
     ),
-) -> None:
+    adaptive: bool = typer.Option(False, "--adaptive", help="Seed grid, then fit → next → sweep rounds (docs/next.md)."),
+    budget_flops: str = typer.Option(None, "--budget-flops", metavar=NUMBER, help="Adaptive: the plan's compute C."),
+    unique_tokens: str = typer.Option(None, "--unique-tokens", metavar=NUMBER, help="Adaptive: the plan's unique tokens U."),
+    until: float = typer.Option(0.05, "--until", help="Adaptive: stop when the plan's 95% loss interval is this narrow (nats)."),
+    experiment_flops: str = typer.Option(None, "--experiment-flops", metavar=NUMBER, help="Adaptive: FLOPs all rounds may train."),
+    round_runs: int = typer.Option(16, "--round-runs", help="Adaptive: at most this many runs a round."),
+    max_rounds: int = typer.Option(5, "--max-rounds", help="Adaptive: at most this many rounds after the seed grid."),
+    grid: Path = typer.Option(None, "--grid", help="Adaptive: the sweep file rounds choose cells from (default: FILE)."),
+    fit_law: str = typer.Option("cd", "--fit-law", help="Adaptive: the law each round fits."),
+) -> None:  # fmt: skip
     """Train every run of a sweep file, resuming where it stopped.
 
     Runs land in OUT/SWEEP/RUN_ID/; OUT/SWEEP/summary.parquet has one row per run.
@@ -72,6 +79,10 @@ def sweep(
 
     Plan an experiment before training it: cdlaw sweep sweeps/qin2026-small.toml --executor
     simulate --law qin2026 --noise 0.01 --out sim (a known law's losses, seeded noise).
+
+    Adaptive: cdlaw sweep sweeps/qin2026-seed.toml --adaptive --budget-flops 1e21
+    --unique-tokens 5e9 --grid sweeps/qin2026-grid.toml --experiment-flops 6.7e20
+    --executor simulate --law qin2026 --noise 0.02 --out sim
     """
     from cdlaw.cli import require_ray_extra, require_train_extra
     from cdlaw.config import ExecConfig
@@ -94,6 +105,45 @@ def sweep(
     exec_cfg = ExecConfig(
         device=device, precision=precision, compile=compile, threads=threads, trackers=trackers
     )
+
+    if adaptive:
+        from cdlaw.cli.next import run_adaptive_command
+
+        if dry_run or not resume or only:
+            raise BadInput(
+                "--adaptive runs its rounds itself: drop --dry-run, --restart and --only"
+            )
+        need = {"--budget-flops": budget_flops, "--unique-tokens": unique_tokens}
+        for flag, value in need.items():
+            if value is None:
+                raise BadInput(f"--adaptive needs {flag} (the plan the rounds should pin down)")
+        options = {
+            "budget_flops": number(budget_flops, "--budget-flops"),
+            "unique_tokens": number(unique_tokens, "--unique-tokens"),
+            "until": until,
+            "max_flops": None
+            if experiment_flops is None
+            else number(experiment_flops, "--experiment-flops"),
+            "round_runs": round_runs,
+            "max_rounds": max_rounds,
+            "law": fit_law,
+            "grid_path": grid,
+        }
+        sweep_kw = {
+            "executor": executor,
+            "jobs": jobs,
+            "exec_cfg": exec_cfg,
+            "simulation": simulation,
+        }
+        run_adaptive_command(sweep_file, out, options, json_out, **sweep_kw)
+        return
+    for flag, value in {
+        "--budget-flops": budget_flops,
+        "--grid": grid,
+        "--experiment-flops": experiment_flops,
+    }.items():
+        if value is not None:
+            raise BadInput(f"{flag} is for --adaptive; add --adaptive or drop {flag}")
 
     if dry_run:
         from cdlaw.sweep.dryrun import dry_run_sweep
@@ -121,7 +171,7 @@ def sweep(
                 }
             )
         else:
-            _render_dry_run(plan)
+            render_dry_run(plan)
         return
 
     from cdlaw.sweep.runner import run_sweep
@@ -174,7 +224,7 @@ def sweep(
     )
     err.print(
         f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how} in "
-        f"{_duration(outcome.wall_seconds)} with {outcome.jobs} job(s) × {outcome.threads} "
+        f"{duration(outcome.wall_seconds)} with {outcome.jobs} job(s) × {outcome.threads} "
         f"thread(s); summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
         highlight=False,
     )
@@ -201,246 +251,3 @@ def _simulation(executor: str, law: str | None, noise, seed_noise, noise_seed, d
         raise BadInput("a simulated sweep takes seconds: run it without --dry-run.")
     source = load_law(law)
     return Simulation(source.law, source.name, noise, seed_noise, noise_seed)
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = round(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-
-
-def _render_dry_run(plan) -> None:
-    """The plan on stdout (a result, not progress); its notes on stderr."""
-    from rich.table import Table
-
-    from cdlaw.cli import out as human
-    from cdlaw.cli import wide
-    from cdlaw.units import format_number as fmt
-
-    table = Table(
-        title=f"sweep {plan.plan.sweep.name}: {len(plan.rows)} runs", title_justify="left"
-    )
-    shared = any(r["fork_parent"] for r in plan.rows)
-    for col in (
-        "run_id",
-        "size",
-        "strategy",
-        "N",
-        "D",
-        "D′",
-        "r",
-        "tokens",
-        "FLOPs",
-        "steps",
-        "lr",
-        "seed",
-        "state",
-        "est.",
-        *(("fork from", "at step") if shared else ()),
-    ):
-        table.add_column(
-            col, justify="left" if col in ("run_id", "size", "strategy", "state") else "right"
-        )
-    for r in plan.rows:
-        table.add_row(
-            r["run_id"],
-            r["size"],
-            r["strategy"],
-            fmt(r["n_params"]),
-            fmt(r["fresh_tokens"]),
-            fmt(r["derived_tokens"]) if r["derived_tokens"] else "0",
-            f"{r['derived_ratio']:g}",
-            fmt(r["tokens_trained"]),
-            f"{r['flops']:.1e}",
-            str(r["steps"]),
-            f"{r['lr']:g}",
-            str(r["seed"]),
-            r["state"],
-            _duration(r["est_seconds"]),
-            *(
-                (r["fork_parent"] or "-", str(r["fork_step"]) if r["fork_parent"] else "-")
-                if shared
-                else ()
-            ),
-        )
-    wide(human).print(table)
-    for c in plan.calibration:
-        human.print(
-            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
-            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s",
-            highlight=False,
-        )
-    human.print(
-        f"estimated time on {plan.device}: {_duration(plan.wall_seconds)} with {plan.jobs} job(s) "
-        f"× {plan.threads} thread(s) ({_duration(plan.serial_seconds)} of runs to do)",
-        highlight=False,
-    )
-    if plan.plan.sweep.share:
-        forks = sum(
-            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
-        )
-        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
-        human.print(
-            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
-            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
-            f"{_duration(plan.wall_seconds)} instead of {_duration(plan.wall_seconds_alone)}",
-            highlight=False,
-        )
-    for note in plan.notes:
-        say("note", note)
-
-
-class SweepDisplay:
-    """Progress on stderr: runs done / total with an ETA, and each current run's tokens/s,
-    tokens seen and last validation loss. A live rich display on a terminal, else a line
-    per run start and end, and about ten per run of its progress (logs, CI)."""
-
-    def __init__(self, live: bool):
-        self.live = live
-        self.facts: dict[str, dict] = {}
-        self.work: dict[str, float] = {}  # run_id -> tokens × FLOPs/token (ETA weights)
-        self.seen: dict[str, int] = {}
-        self.finished: set[str] = set()
-        self.total = 0
-        self.progress = None  # a rich Progress once the first run starts (live mode)
-        self.overall = None
-        self.tasks: dict[str, int] = {}
-        self.started = time.monotonic()
-        self.sweep_dir = ""
-        # Runs finished before this sweep got to them are counted quietly, then said in one
-        # line; after that every finished run is a line of its own (those another process
-        # finished too), so that [k/total] counts up by one, line after line.
-        self.scheduling = False
-        self.lines = ProgressLines()  # in a log: about ten lines per run
-
-    def __call__(self, event) -> None:
-        from cdlaw.sweep import events as ev
-
-        if isinstance(event, ev.SweepPlanned):
-            self.facts = {f["run_id"]: f for f in event.runs}
-            self.work = {
-                k: f["tokens_trained"] * f["flops_per_token"] for k, f in self.facts.items()
-            }
-            self.total = len(self.facts)
-            self.sweep_dir = event.sweep_dir
-            err.print(
-                f"sweep {event.sweep}: {self.total} runs → {event.sweep_dir}", highlight=False
-            )
-            return
-        if isinstance(event, ev.RunSkipped):
-            self._finish(event.run_id)
-            if self.scheduling:  # finished meanwhile by another process sharing the folder
-                status = event.status or "finished"
-                self._say(f"{status} by another process {self._label(event.run_id)}{self._count()}")
-            return
-        if not self.scheduling:
-            self.scheduling = True
-            if self.finished:
-                self._say(f"already finished: {len(self.finished)} run(s){self._count()}")
-        if isinstance(event, ev.RunStarted):
-            rid = event.run_id
-            if self.live and self.progress is None:
-                self._start_live()  # after the skips, so that they do not count as speed
-            f = self.facts.get(rid, {})
-            if self.progress is not None:
-                self.tasks[rid] = self.progress.add_task(
-                    self._label(rid), total=f.get("tokens_trained"), stats=""
-                )
-            else:
-                err.print(f"start {self._label(rid)}", highlight=False)
-        elif isinstance(event, ev.RunProgress):
-            rid = event.run_id
-            self.seen[rid] = event.tokens_seen
-            if self.progress is not None and rid in self.tasks:
-                from cdlaw.units import format_number as fmt
-
-                f = self.facts.get(rid, {})
-                stats = (
-                    f"{fmt(self.seen[rid])}/{fmt(f.get('tokens_trained', 0))} tok  "
-                    f"{event.tokens_per_second:,.0f} tok/s"
-                )
-                if math.isfinite(event.val_loss):
-                    stats += f"  val {event.val_loss:.3f}"
-                self.progress.update(self.tasks[rid], completed=self.seen[rid], stats=stats)
-                self._update_overall()
-            elif not self.live and (line := self.lines(event)):
-                err.print(line, highlight=False)
-        elif isinstance(event, ev.RunEnded):
-            loss = event.loss
-            self._finish(event.run_id)
-            loss_s = f" loss {loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else ""
-            self._say(f"{event.status} {self._label(event.run_id)}{loss_s}{self._count()}")
-        elif isinstance(event, ev.RunLocked):
-            self._say(f"waiting: {event.run_id} is held by pid {event.pid} on {event.host}")
-        elif isinstance(event, ev.RunRetried):
-            self._say(f"retry: {event.run_id} stopped ({event.reason}); it resumes")
-
-    def _say(self, line: str) -> None:
-        (self.progress.console if self.progress else err).print(line, highlight=False)
-
-    def _count(self) -> str:
-        return f"  [{len(self.finished)}/{self.total}]"
-
-    def stopped_line(self, again: str) -> str:
-        """What a sweep stopped by SIGTERM kept, and how to go on."""
-        where = f" in {self.sweep_dir}" if self.sweep_dir else ""
-        return (
-            f"stopped by SIGTERM: {len(self.finished)} of {self.total} runs are finished and "
-            f"kept{where}, and runs in progress resume from their last checkpoint; "
-            f"`{again}` resumes the sweep"
-        )
-
-    def _label(self, rid: str) -> str:
-        f = self.facts.get(rid)
-        if not f:
-            return rid
-        return f"{rid} {f['size']} {f['strategy']} D={f['fresh_tokens']:,} r={f['derived_ratio']:g}"
-
-    def _start_live(self) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[stats]}"),
-            TimeRemainingColumn(),
-            console=err,
-        )
-        self.overall = self.progress.add_task(
-            f"runs {len(self.finished)}/{self.total}",
-            total=sum(self.work.values()) or 1,
-            completed=self._work_done(),
-            stats="",
-        )
-        self.progress.start()
-
-    def _finish(self, rid: str) -> None:
-        self.finished.add(rid)
-        self.seen[rid] = self.facts.get(rid, {}).get("tokens_trained", 0)
-        if self.progress is not None and rid in self.tasks:
-            self.progress.remove_task(self.tasks.pop(rid))
-        self._update_overall()
-
-    def _work_done(self) -> float:
-        """Work done so far: finished runs whole, running ones by their tokens seen."""
-        return sum(
-            self.work.get(r, 0)
-            * min(1.0, n / max(1, self.facts.get(r, {}).get("tokens_trained", 1)))
-            for r, n in self.seen.items()
-        )
-
-    def _update_overall(self) -> None:
-        if self.progress is not None:
-            self.progress.update(
-                self.overall,
-                completed=self._work_done(),
-                description=f"runs {len(self.finished)}/{self.total}",
-            )
-
-    def stop(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None

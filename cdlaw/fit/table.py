@@ -41,6 +41,32 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             )
     else:
         file = path
+    if path.is_dir():
+        rounds = round_folders(path)
+        if rounds:  # later rounds (`cdlaw next`) sit inside the first: one table of all
+            frames = [_read_table(f) for f in (file, *(r / "summary.parquet" for r in rounds))]
+            df = pd.concat(frames, ignore_index=True)
+            df.attrs["rounds"] = [r.name for r in rounds]
+            return prepare_runs(df, name=str(file))
+    return prepare_runs(_read_table(file), name=str(file))
+
+
+def round_folders(path: Path) -> list[Path]:
+    """The rounds inside a runs folder: sub-folders that are runs folders themselves (a
+    sweep.toml and a summary.parquet), as `cdlaw next` and `cdlaw sweep --adaptive` make
+    them; in round order (next-2 before next-10)."""
+    subs = [p for p in path.iterdir() if p.is_dir() and (p / "sweep.toml").is_file()]
+    subs = [p for p in subs if (p / "summary.parquet").is_file()]
+
+    def order(p: Path):
+        digits = "".join(ch for ch in p.name if ch.isdigit())
+        return (int(digits) if digits else -1, p.name)
+
+    return sorted(subs, key=order)
+
+
+def _read_table(file: Path) -> pd.DataFrame:
+    """A .csv or .parquet file as a frame; BadInput (one sentence) if it cannot be read."""
     suffix = file.suffix.lower()
     try:
         if suffix == ".csv":
@@ -56,7 +82,7 @@ def load_runs(path: str | Path) -> pd.DataFrame:
     except Exception as e:  # a damaged or unreadable file is the user's input too
         detail = " ".join(str(e).split())[:200]  # one line, however the reader put it
         raise BadInput(f"cannot read {file}: {type(e).__name__}: {detail}") from None
-    return prepare_runs(df, name=str(file))
+    return df
 
 
 def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:

@@ -184,10 +184,13 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
             raise BadInput(
                 f"grid.strategy entries must be 'repetition' or 'paraphrase', got {s!r}{hint}"
             )
-    if len(set(strategies)) != len(strategies):
+    # Zipped axes may repeat values (one list entry per cell, e.g. a `cdlaw next` batch);
+    # what must not repeat is a zipped tuple.
+    zipped = _zipped_axes(grid)
+    if "strategy" not in zipped and len(set(strategies)) != len(strategies):
         raise BadInput(f"grid.strategy lists a strategy twice: {list(strategies)}")
 
-    ratios = _ratios(grid, strategies)
+    ratios = _ratios(grid, strategies, zipped)
 
     for key in ("lr", "weight_decay"):
         if key in grid and key in train_raw:
@@ -205,7 +208,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
     for key, values in (("size", sizes), (d_axis, d_values), ("lr", lrs), ("weight_decay", wds),
                         ("seed", seeds)):  # fmt: skip
-        if len(set(values)) != len(values):
+        if key not in zipped and len(set(values)) != len(values):
             raise BadInput(f"grid.{key} lists a value twice: {list(values)}")
 
     sweep = SweepConfig(
@@ -268,7 +271,19 @@ def _model_overrides(table: dict) -> dict:
     return {k: getattr(model, k) for k in table}
 
 
-def _ratios(grid: dict, strategies: tuple[str, ...]) -> dict[str, tuple[str, tuple[float, ...]]]:
+def _zipped_axes(grid: dict) -> set[str]:
+    """The axes grid.zip names (checked properly by _zip_groups)."""
+    groups = grid.get("zip", [])
+    if not isinstance(groups, list):
+        return set()
+    return {
+        a for g in groups if isinstance(g, list) and len(g) >= 2 for a in g if isinstance(a, str)
+    }
+
+
+def _ratios(
+    grid: dict, strategies: tuple[str, ...], zipped: set[str] = frozenset()
+) -> dict[str, tuple[str, tuple[float, ...]]]:
     """strategy -> (the ratio key as written, its values); r = value + RATIO_KEYS[key]."""
     if "passes" in grid:
         raise BadInput("passes belongs in [grid.paraphrase]; in [grid] use derived_ratio or epochs")
@@ -304,7 +319,7 @@ def _ratios(grid: dict, strategies: tuple[str, ...]) -> dict[str, tuple[str, tup
         key = top[0]
         ratios[strategy] = (key, tuple(_ratio(v, key, "grid") for v in _axis(grid, key)))
     for strategy, (key, values) in ratios.items():
-        if len(set(values)) != len(values):
+        if key not in zipped and len(set(values)) != len(values):
             raise BadInput(f"the {key} axis of {strategy} lists a value twice: {list(values)}")
     return {s: ratios[s] for s in strategies}
 
@@ -344,6 +359,10 @@ def _zip_groups(grid: dict, ratios: dict) -> tuple[tuple[str, ...], ...]:
         lengths = {a: len(_axis(grid, a)) for a in group}
         if len(set(lengths.values())) > 1:
             raise BadInput(f"zipped axes must have the same length, got {lengths}")
+        tuples = list(zip(*(map(str, _axis(grid, a)) for a in group), strict=True))
+        twice = next((t for i, t in enumerate(tuples) if t in tuples[:i]), None)
+        if twice is not None:
+            raise BadInput(f"grid.zip {list(group)} lists the entry {list(twice)} twice")
         if len(group) >= 2:
             out.append(tuple(group))
     return tuple(out)

@@ -1,0 +1,160 @@
+"""`cdlaw next`: the runs that would narrow the plan most per FLOP, as a sweep file (docs/next.md).
+
+Also how `cdlaw sweep FILE --adaptive` runs and shows its rounds (run_adaptive_command).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import typer
+
+from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
+from cdlaw.errors import BadInput
+
+
+def _default_out(runs: Path) -> Path:
+    """RUNS/next-k.toml, k one past the rounds already there; beside a table file otherwise."""
+    if runs.is_dir():
+        taken = [
+            int(m.group(1))
+            for p in runs.glob("next-*.toml")
+            if (m := re.fullmatch(r"next-(\d+)\.toml", p.name))
+        ]
+        return runs / f"next-{max(taken, default=0) + 1}.toml"
+    return runs.with_name(f"{runs.stem}-next-1.toml")
+
+
+@app.command(name="next")
+def next_runs(
+    runs: Path = typer.Argument(..., metavar="RUNS", help="A runs folder (or a .csv/.parquet table) with its fit."),
+    budget_flops: str = typer.Option(..., "--budget-flops", metavar=NUMBER, help="The plan's compute C, e.g. 1e21."),
+    unique_tokens: str = typer.Option(..., "--unique-tokens", metavar=NUMBER, help="The plan's unique tokens U, e.g. 5e9."),
+    n_runs: str = typer.Option(None, "--runs", metavar=NUMBER, help="How many runs to choose (default 4)."),
+    flops: str = typer.Option(None, "--flops", metavar=NUMBER, help="Or: the FLOPs the batch may spend, e.g. 1e19."),
+    fit: Path = typer.Option(None, "--fit", help="The fit with a bootstrap (default: RUNS/fit.json)."),
+    grid: Path = typer.Option(None, "--grid", help="Sweep file whose grid and settings to use (default: RUNS/sweep.toml)."),
+    out_file: Path = typer.Option(None, "--out", help="The batch's sweep file (default: RUNS/next-K.toml)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the batch as JSON."),
+) -> None:  # fmt: skip
+    """Choose the runs that would narrow the plan for C FLOPs and U unique tokens most per FLOP.
+
+    From the fit's bootstrap, each candidate (the grid's unrun cells and cells at the plan's
+    tokens per parameter and ratio, at the grid's sizes) is scored by how much it would
+    shrink the plan's loss interval and the chance its strategy or N changes; the best
+    batch is written as a sweep file that `cdlaw sweep` runs as is, into RUNS/next-K/,
+    where `cdlaw fit RUNS` reads it with the rest.
+
+    Example: cdlaw fit runs/demo --bootstrap 50 && cdlaw next runs/demo --budget-flops 2e12
+    --unique-tokens 96K --runs 4 && cdlaw sweep runs/demo/next-1.toml --out runs/demo
+    """
+    from cdlaw.atomic import write_text_atomic
+    from cdlaw.design.batch import next_batch
+    from cdlaw.fit.io import FitResult, output_paths
+    from cdlaw.fit.table import load_runs
+    from cdlaw.sweep.spec import load_sweep
+
+    c = number(budget_flops, "--budget-flops")
+    u = number(unique_tokens, "--unique-tokens")
+    k = None if n_runs is None else _runs(n_runs)
+    f = None if flops is None else number(flops, "--flops")
+    table = load_runs(runs)
+    fit_path = fit or output_paths(runs)[0]
+    if not fit_path.is_file():
+        raise BadInput(
+            f"no fit at {fit_path}: run `cdlaw fit {runs} --bootstrap 50` first, or give --fit"
+        )
+    fitted = FitResult.read(fit_path)
+    grid_path = grid or (runs / "sweep.toml" if runs.is_dir() else None)
+    if grid_path is None or not grid_path.is_file():
+        raise BadInput(
+            f"no sweep file for the grid and settings: give --grid SWEEP.toml (looked for {grid_path})"
+        )
+    target = out_file or _default_out(runs)
+    if target.suffix != ".toml":
+        raise BadInput(f"--out {target} must name a .toml sweep file")
+    name = target.stem
+    if fitted.n_rows != len(table):
+        say(
+            "warning",
+            f"the fit has {fitted.n_rows} rows but {runs} has {len(table)}: refit it first",
+        )
+    batch = next_batch(
+        table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name
+    )
+    write_text_atomic(target, batch.text)
+    sweep_out = runs if runs.is_dir() else Path("runs")
+    if json_out:
+        print_json({**batch.to_dict(), "file": str(target)})
+    else:
+        p = batch.plan
+        band = (
+            f" [{p.predicted_loss_ci95[0]:.4g}, {p.predicted_loss_ci95[1]:.4g}]"
+            if p.predicted_loss_ci95
+            else ""
+        )
+        out.print(
+            f"plan now: N {p.n_params:.3g}, {p.strategy}, loss {p.predicted_loss:.4g}{band} "
+            f"({batch.n_draws} bootstrap refits, {batch.n_candidates} candidates)",
+            highlight=False,
+        )
+        for i, why in enumerate(batch.reasons, 1):
+            out.print(f"{i:>3}. {why}", highlight=False)
+        out.print(f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs", highlight=False)
+    for w in batch.warnings:
+        say("warning", w)
+    err.print(f"wrote {target}; run it: cdlaw sweep {target} --out {sweep_out}", highlight=False)
+
+
+def _runs(text: str) -> int:
+    try:
+        return count(text, "--runs")
+    except BadInput:
+        raise BadInput(f"--runs {text}: give a whole number of runs ≥ 1, e.g. --runs 4") from None
+
+
+def run_adaptive_command(
+    sweep_file: Path, out_dir: Path, options: dict, json_out: bool, **sweep_kw
+) -> None:
+    """`cdlaw sweep FILE --adaptive ...`: the loop, one line per round, then why it stopped."""
+    from cdlaw.cli.sweep_show import SweepDisplay
+    from cdlaw.design.adaptive import run_adaptive
+
+    def on_round(r) -> None:
+        band = f"[{r.ci_low:.4g}, {r.ci_high:.4g}] ({r.width_nats:.3g} nats)"
+        err.print(
+            f"round {r.round} ({r.sweep}): {r.runs} runs, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
+            f"{r.strategy}, loss {r.predicted_loss:.4g} {band}",
+            highlight=False,
+        )
+
+    display = SweepDisplay(live=False)
+    try:
+        result = run_adaptive(
+            sweep_file, out_dir, on_event=display, on_round=on_round, **options, **sweep_kw
+        )
+    finally:
+        display.stop()
+    last = result.rounds[-1]
+    if json_out:
+        from dataclasses import asdict
+
+        print_json(
+            {
+                "folder": str(result.folder),
+                "stopped": result.stopped,
+                "rounds": [asdict(r) for r in result.rounds],
+            }
+        )
+    else:
+        out.print(
+            f"adaptive {result.folder}: {len(result.rounds) - 1} round(s), {last.runs} runs, {last.flops:.3g} "
+            f"FLOPs; plan N {last.n_params:.3g} {last.strategy}, loss {last.predicted_loss:.4g} "
+            f"[{last.ci_low:.4g}, {last.ci_high:.4g}]; stopped: {result.stopped}",
+            highlight=False,
+        )
+    err.print(
+        f"rounds: {result.folder / 'rounds.parquet'}; fit: {result.folder / 'fit.json'}",
+        highlight=False,
+    )

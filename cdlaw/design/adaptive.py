@@ -1,0 +1,175 @@
+"""`cdlaw sweep FILE --adaptive`: a seed grid, then fit → next → sweep until the plan is known.
+
+    OUT/<sweep>/               the seed grid's runs folder (an ordinary sweep)
+    OUT/<sweep>/next-k.toml    round k's batch, as `cdlaw next` writes it
+    OUT/<sweep>/next-k/        round k's runs (an ordinary runs folder)
+    OUT/<sweep>/fit.json       the latest fit, of every round's runs (cdlaw fit reads them all)
+    OUT/<sweep>/rounds.parquet one row per round: runs, FLOPs, plan, its 95% interval
+
+It stops when the plan's 95% loss interval is narrower than `until` nats, when the
+experiment's FLOPs (what its runs trained, shared prefixes counted once) reach
+`max_flops`, or after `max_rounds` rounds. Killed, it resumes: finished rounds are
+skipped (their batch files are reused, never chosen again) and the sweep of an
+unfinished round resumes as any sweep does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw.atomic import write_parquet_atomic, write_text_atomic
+from cdlaw.config import ExecConfig
+from cdlaw.design.batch import next_batch
+from cdlaw.errors import BadInput
+from cdlaw.fit.io import FitResult, write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+from cdlaw.plan.planner import plan
+from cdlaw.plan.source import PlanningLaw
+from cdlaw.sweep.runner import run_sweep
+from cdlaw.sweep.simulate import Simulation
+from cdlaw.sweep.spec import load_sweep
+
+ROUNDS_FILE = "rounds.parquet"
+
+
+@dataclass(frozen=True)
+class Round:
+    """One row of rounds.parquet: the state after a round's runs were fitted."""
+
+    round: int
+    sweep: str  # the seed sweep's name, or next-k
+    runs: int  # runs fitted so far
+    round_flops: float
+    flops: float  # all rounds so far
+    n_params: float
+    strategy: str
+    predicted_loss: float
+    ci_low: float
+    ci_high: float
+    width_nats: float
+    rmse_log: float
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    folder: Path
+    rounds: list[Round]
+    stopped: str  # why the loop ended
+    fit: FitResult
+
+
+def trained_flops(table: pd.DataFrame) -> float:
+    """FLOPs the runs trained themselves, 6·N per token, a branch's shared prefix counted
+    by its trunk only."""
+    tokens = (
+        table["tokens_trained"].astype(float)
+        if "tokens_trained" in table
+        else (table["fresh_tokens"] + table["derived_tokens"])
+    )
+    if "fork_step" in table and "batch_tokens" in table:
+        shared = table["fork_step"].fillna(0).astype(float) * table["batch_tokens"].fillna(0)
+        tokens = tokens - shared
+    return float((6.0 * table["n_params"].astype(float) * tokens).sum())
+
+
+def check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds) -> None:
+    for name, v in (("--budget-flops", budget_flops), ("--unique-tokens", unique_tokens),
+                    ("--until", until)):  # fmt: skip
+        if v is None or not (math.isfinite(v) and v > 0):
+            raise BadInput(f"--adaptive needs {name} > 0 (got {v})")
+    if max_flops is not None and not (math.isfinite(max_flops) and max_flops > 0):
+        raise BadInput(f"--experiment-flops must be > 0, got {max_flops}")
+    if round_runs < 1:
+        raise BadInput(f"--round-runs must be at least 1, got {round_runs}")
+    if max_rounds < 0:
+        raise BadInput(f"--max-rounds must be ≥ 0, got {max_rounds}")
+
+
+def run_adaptive(
+    sweep_path: str | Path,
+    out: str | Path,
+    budget_flops: float,
+    unique_tokens: float,
+    until: float,
+    max_flops: float | None = None,
+    round_runs: int = 4,
+    max_rounds: int = 10,
+    law: str = "cd",
+    bootstrap: int = 50,
+    n_starts: int = 512,
+    seed: int = 0,
+    grid_path: str | Path | None = None,
+    executor: str = "local",
+    jobs: int = 0,
+    exec_cfg: ExecConfig = ExecConfig(),
+    simulation: Simulation | None = None,
+    on_event: Callable | None = None,
+    on_round: Callable[[Round], None] | None = None,
+) -> Adaptive:
+    """The loop in the module doc; every sweep through run_sweep, every fit through fit_law."""
+    check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds)
+    if bootstrap < 10:
+        raise BadInput(f"--bootstrap {bootstrap}: the loop needs at least 10 refits per round")
+    seed_sweep = load_sweep(sweep_path)
+    # the grid later rounds choose from (its settings, sizes and cells); the seed's own by default
+    grid = load_sweep(grid_path) if grid_path is not None else seed_sweep
+    sweep_kw = dict(executor=executor, jobs=jobs, exec_cfg=exec_cfg, simulation=simulation,
+                    on_event=on_event)  # fmt: skip
+    run_sweep(sweep_path, out, **sweep_kw)
+    folder = Path(out) / seed_sweep.name
+    rounds: list[Round] = []
+    fit: FitResult | None = None
+    done_flops = 0.0
+    k = 0
+    while True:
+        table = load_runs(folder)
+        warm = (fit.law,) if fit is not None else ()
+        fit = fit_law(table, law, bootstrap=bootstrap, n_starts=n_starts, seed=seed,
+                      source=str(folder), warm_starts=warm)  # fmt: skip
+        write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
+        draws, _ = fit.bootstrap_laws()
+        now = plan(PlanningLaw(str(folder), fit.law, fit.data_range, tuple(draws)),
+                   budget_flops, unique_tokens)  # fmt: skip
+        lo, hi = now.predicted_loss_ci95 or (math.nan, math.nan)
+        flops = trained_flops(table)
+        row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,
+                    flops, now.n_params, now.strategy, now.predicted_loss, lo, hi, hi - lo,
+                    fit.rmse_log)  # fmt: skip
+        done_flops = flops
+        rounds.append(row)
+        write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
+        if on_round is not None:
+            on_round(row)
+        if np.isfinite(row.width_nats) and row.width_nats < until:
+            stopped = (
+                f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
+            )
+            break
+        if max_flops is not None and flops >= max_flops:
+            stopped = f"the experiment's {max_flops:.3g} FLOPs are spent ({flops:.3g})"
+            break
+        if k >= max_rounds:
+            stopped = f"{max_rounds} rounds done"
+            break
+        k += 1
+        name = f"next-{k}"
+        batch_file = folder / f"{name}.toml"
+        if not batch_file.is_file():  # a resumed loop reuses the batch it chose before
+            # each round may spend its share of what is left of the experiment's FLOPs
+            left = None if max_flops is None else (max_flops - flops) / (max_rounds - k + 1)
+            try:
+                batch = next_batch(table, fit, grid, budget_flops, unique_tokens,
+                                   max_runs=round_runs, max_flops=left, name=name)  # fmt: skip
+            except BadInput as e:
+                stopped = f"no next round: {e}"
+                break
+            write_text_atomic(batch_file, batch.text)
+        run_sweep(batch_file, folder, **sweep_kw)
+    return Adaptive(folder, rounds, stopped, fit)

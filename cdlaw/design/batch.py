@@ -1,0 +1,212 @@
+"""`cdlaw next`: the runs worth training next for one question, written as a sweep file.
+
+The question is the plan for a budget C and U unique tokens. From the current fit and its
+bootstrap, every candidate run (cdlaw.design.candidates) is scored by how much it would
+narrow the plan's uncertainty per FLOP it costs (cdlaw.design.value), a batch is chosen
+greedily, and the batch is written as a sweep file `cdlaw sweep` runs as is. Each pick
+comes with one line saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from cdlaw.design.candidates import (
+    Candidate,
+    batch_sweep_text,
+    candidates,
+    done_cells,
+    marginal_costs,
+)
+from cdlaw.design.targets import build_ensemble
+from cdlaw.design.value import Pick, choose
+from cdlaw.errors import BadInput
+from cdlaw.fit.io import FitResult
+from cdlaw.plan.planner import plan
+from cdlaw.plan.result import Plan
+from cdlaw.plan.source import PlanningLaw
+from cdlaw.sweep.grid import SweepConfig
+from cdlaw.units import plain
+
+MIN_DRAWS = 10  # fewer bootstrap draws than this cannot say which runs matter
+DEFAULT_RUNS = 4  # with neither --runs nor --flops
+NOISE_FLOOR = 1e-3  # a fit with no residual at all would make every run look decisive
+
+
+@dataclass(frozen=True)
+class NextBatch:
+    """A chosen batch, why each run is in it, and its sweep file."""
+
+    name: str
+    plan: Plan
+    chosen: list[Candidate]
+    picks: list[Pick]
+    reasons: list[str]
+    text: str
+    flops: float  # the batch's FLOPs, shared prefixes counted once
+    n_candidates: int
+    n_draws: int
+    noise_sd: float
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        last = self.picks[-1].after if self.picks else None
+        first = self.picks[0].before if self.picks else None
+        return {
+            "name": self.name,
+            "plan": self.plan.to_dict(),
+            "flops": self.flops,
+            "n_candidates": self.n_candidates,
+            "n_draws": self.n_draws,
+            "noise_sd": self.noise_sd,
+            "loss_sd_before": first.loss_sd if first else None,
+            "loss_sd_after": last.loss_sd if last else None,
+            "flip_before": first.flip if first else None,
+            "flip_after": last.flip if last else None,
+            "runs": [
+                {
+                    "run_id": c.run.run_id,
+                    "size": c.run.model.size,
+                    "n_params": c.n_params,
+                    "fresh_tokens": c.run.fresh_tokens,
+                    "derived_tokens": c.run.derived_tokens,
+                    "strategy": c.run.strategy,
+                    "origin": c.origin,
+                    "flops": p.flops,
+                    "loss_sd_after": p.after.loss_sd,
+                    "flip_after": p.after.flip,
+                    "n_move_after": p.after.n_move,
+                    "why": why,
+                }
+                for c, p, why in zip(self.chosen, self.picks, self.reasons, strict=True)
+            ],
+            "warnings": self.warnings,
+        }
+
+
+def _reason(c: Candidate, p: Pick) -> str:
+    b, a = p.before, p.after
+    r = c.run.derived_tokens / c.run.fresh_tokens
+    what = f"{c.run.model.size} {c.run.strategy} D={plain(c.run.fresh_tokens)} r={r:.3g}"
+    parts = [f"plan-loss sd {b.loss_sd:.2%} → {a.loss_sd:.2%}"]
+    if b.flip > 0.005 or a.flip > 0.005:
+        parts.append(f"strategy flip {b.flip:.0%} → {a.flip:.0%}")
+    if b.n_move > 0.005:
+        parts.append(f"N* off >10% {b.n_move:.0%} → {a.n_move:.0%}")
+    return f"{what} ({c.origin}): {', '.join(parts)}; {p.flops:.3g} FLOPs"
+
+
+def check_limits(max_runs: int | None, max_flops: float | None) -> tuple[int | None, float | None]:
+    if max_runs is not None and max_runs < 1:
+        raise BadInput(f"--runs {max_runs}: give at least 1 run")
+    if max_flops is not None and not (math.isfinite(max_flops) and max_flops > 0):
+        raise BadInput(f"--flops {plain(max_flops)}: give a positive number of FLOPs, e.g. 1e18")
+    if max_runs is None and max_flops is None:
+        max_runs = DEFAULT_RUNS
+    return max_runs, max_flops
+
+
+def spent_flops(table: pd.DataFrame) -> float:
+    """6·N·(D + D′) summed over the table: what its runs cost."""
+    tokens = table["fresh_tokens"].astype(float) + table["derived_tokens"].astype(float)
+    return float((6.0 * table["n_params"].astype(float) * tokens).sum())
+
+
+def next_batch(
+    table: pd.DataFrame,
+    fit: FitResult,
+    parent: SweepConfig,
+    budget_flops: float,
+    unique_tokens: float,
+    max_runs: int | None = None,
+    max_flops: float | None = None,
+    name: str = "next-1",
+    strategy: str = "auto",
+) -> NextBatch:
+    """Choose the next batch of runs for the plan at (budget_flops, unique_tokens).
+
+    table: the runs already done (any table load_runs reads); fit: its fit with a
+    bootstrap; parent: the sweep whose settings and grid the batch uses.
+    """
+    max_runs, max_flops = check_limits(max_runs, max_flops)
+    draws, notes = fit.bootstrap_laws()
+    if len(draws) < MIN_DRAWS:
+        why = f" ({notes[0]})" if notes else ""
+        raise BadInput(
+            f"the fit has {len(draws)} bootstrap refits{why}; cdlaw next needs at least "
+            f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
+        )
+    source = PlanningLaw(fit.source or "fit", fit.law, fit.data_range, tuple(draws))
+    current = plan(source, budget_flops, unique_tokens, strategy=strategy)
+    chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
+    parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
+    vocab = _vocab_size(table, parent)
+    cands = candidates(parent, vocab, done_cells(table), current.candidates)
+    if not cands:
+        raise BadInput("every candidate run is already in the table: widen the sweep's grid")
+    cells = [c.cell for c in cands]
+    ens, dropped = build_ensemble(
+        fit.law, draws, current.best, chosen_strategy, budget_flops, unique_tokens, cells
+    )
+    if len(ens.targets) < MIN_DRAWS:
+        raise BadInput(
+            f"only {len(ens.targets)} of {len(draws)} bootstrap refits give finite predictions "
+            "for the plan and the candidates; refit with more --bootstrap samples"
+        )
+    cheapest = min(c.flops for c in cands)
+    if max_flops is not None and cheapest > max_flops:
+        raise BadInput(
+            f"--flops {max_flops:.3g} buys no candidate run: the cheapest costs {cheapest:.3g} "
+            "FLOPs; raise --flops or give --runs"
+        )
+    noise = max(float(fit.rmse_log), NOISE_FLOOR)
+    if max_flops is None:
+        # Only a run count: value per FLOP alone would pick the tiniest runs, which tell
+        # almost nothing; a batch may cost what the runs so far cost (it at most doubles
+        # the experiment), and within that the better of the two greedy batches wins.
+        max_flops = max(spent_flops(table), cheapest)
+    picks = choose(
+        ens,
+        noise,
+        lambda picked: marginal_costs(cands, picked, parent.share),
+        max_runs=max_runs,
+        max_flops=max_flops,
+    )
+    warnings = (
+        [f"{dropped} bootstrap refits gave non-finite predictions and were left out"]
+        if dropped
+        else []
+    )
+    if not picks:
+        raise BadInput(
+            "no candidate run would narrow the plan's uncertainty (the bootstrap refits agree "
+            "on every candidate); the plan's interval is as narrow as these runs can make it"
+        )
+    chosen = [cands[p.index] for p in picks]
+    reasons = [_reason(c, p) for c, p in zip(chosen, picks, strict=True)]
+    header = [
+        f"`cdlaw next` batch for a budget of {budget_flops:.3g} FLOPs and {unique_tokens:.3g} unique tokens",
+        f"from the fit {fit.source or ''} ({len(ens.targets)} bootstrap refits, residual sd {noise:.3g}).",
+        f"Plan now: N = {current.n_params:.3g}, {current.strategy}, loss {current.predicted_loss:.4g}"
+        + (
+            f" [{current.predicted_loss_ci95[0]:.4g}, {current.predicted_loss_ci95[1]:.4g}]"
+            if current.predicted_loss_ci95
+            else ""
+        ),
+        "Why each run (in the order chosen):",
+        *[f"  {why}" for why in reasons],
+    ]
+    text = batch_sweep_text(parent, name, chosen, header)
+    flops = sum(p.flops for p in picks)
+    return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
+                     len(ens.targets), noise, warnings)  # fmt: skip
+
+
+def _vocab_size(table: pd.DataFrame, parent: SweepConfig) -> int:
+    if "vocab_size" in table and table["vocab_size"].notna().any():
+        return int(table["vocab_size"].dropna().iloc[0])
+    return int(parent.data.vocab_size)

@@ -1,0 +1,80 @@
+"""The ensemble `cdlaw next` reasons with: what each bootstrap draw says about the plan
+and about every candidate run (cdlaw.design.value explains how it is used)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cdlaw.design.value import Ensemble
+from cdlaw.law import DERIVED_STRATEGIES, Law
+from cdlaw.plan.planner import budget_loss, optimal_n_params
+from cdlaw.plan.result import Allocation
+
+
+def best_loss(
+    law: Law, strategy: str, budget_flops: float, unique_tokens: float
+) -> tuple[float, float]:
+    """(N*, L*) of `law` for the budget when it must use `strategy`."""
+    n, _ = optimal_n_params(law, strategy, budget_flops, unique_tokens)
+    return n, float(budget_loss(law, strategy, budget_flops, n, unique_tokens))
+
+
+def plan_strategies(law: Law) -> list[str]:
+    """The derived-token strategies the law can plan with."""
+    return [s for s in DERIVED_STRATEGIES if law.knows_strategy(s)]
+
+
+def draw_targets(
+    law: Law, best: Allocation, strategy: str, budget_flops: float, unique_tokens: float
+) -> tuple[float, float, float]:
+    """(log loss at the plan, log N*, strategy gap) under one law; gap 0 with < 2 strategies."""
+    loss = math.log(
+        float(law.loss(best.n_params, best.fresh_tokens, best.derived_tokens, strategy))
+    )
+    n, _ = best_loss(law, strategy, budget_flops, unique_tokens)
+    kinds = plan_strategies(law)
+    gap = 0.0
+    if len(kinds) == 2:
+        rep = best_loss(law, "repetition", budget_flops, unique_tokens)[1]
+        para = best_loss(law, "paraphrase", budget_flops, unique_tokens)[1]
+        gap = math.log(rep) - math.log(para)
+    return loss, math.log(n), gap
+
+
+def candidate_log_losses(law: Law, cells: list[tuple[float, float, float, str]]) -> np.ndarray:
+    """log L(N, D, D′, strategy) of each candidate cell under one law."""
+    out = np.empty(len(cells))
+    for i, (n, d, dp, s) in enumerate(cells):
+        strategy = s if law.knows_strategy(s) or s == "none" else "none"
+        out[i] = float(law.loss(n, d, dp if strategy != "none" else 0.0, strategy))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(out)
+
+
+def build_ensemble(
+    point: Law,
+    draws: list[Law],
+    best: Allocation,
+    strategy: str,
+    budget_flops: float,
+    unique_tokens: float,
+    cells: list[tuple[float, float, float, str]],
+) -> tuple[Ensemble, int]:
+    """The Ensemble over the draws whose predictions are all finite; and how many were dropped."""
+    targets, preds = [], []
+    for law in draws:
+        with np.errstate(all="ignore"):
+            t = draw_targets(law, best, strategy, budget_flops, unique_tokens)
+            y = candidate_log_losses(law, cells)
+        if all(math.isfinite(v) for v in t) and np.isfinite(y).all():
+            targets.append(t)
+            preds.append(y)
+    gap_mean = draw_targets(point, best, strategy, budget_flops, unique_tokens)[2]
+    ens = Ensemble(
+        np.array(targets, dtype=float).reshape(len(targets), 3),
+        np.array(preds, dtype=float).reshape(len(preds), len(cells)),
+        gap_mean,
+    )
+    return ens, len(draws) - len(targets)

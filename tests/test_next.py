@@ -1,0 +1,250 @@
+"""`cdlaw next` and `cdlaw sweep --adaptive`: the value of a run, the batch, its sweep file,
+rounds inside a runs folder, the loop, and bad input. Simulated runs: exact and cheap."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cdlaw.design.adaptive import run_adaptive
+from cdlaw.design.batch import next_batch
+from cdlaw.design.value import Ensemble, choose, ensemble_covariance, uncertainty
+from cdlaw.errors import BadInput
+from cdlaw.fit.io import write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+from cdlaw.law import PRESETS
+from cdlaw.sweep.runner import run_sweep
+from cdlaw.sweep.simulate import Simulation
+from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.sweep.toml import toml_text
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT / "sweeps" / "qin2026-seed.toml"
+GRID = ROOT / "sweeps" / "qin2026-grid.toml"
+SIM = Simulation(PRESETS["qin2026"], "qin2026", noise=0.02)
+FAST = {"n_starts": 64, "bootstrap": 12, "seed": 0}
+
+
+# ---------------------------------------------------------------------------------------
+# The value of a run: the Kalman update on the bootstrap ensemble.
+# ---------------------------------------------------------------------------------------
+
+
+def toy_ensemble(rng, draws=400):
+    """Target loss t; candidate 0 = t + small noise (tells t), 1 = independent, 2 = 2·t."""
+    t = rng.normal(0, 0.05, draws)
+    targets = np.column_stack([t, np.zeros(draws), np.zeros(draws)])
+    cands = np.column_stack([t + rng.normal(0, 0.01, draws), rng.normal(0, 0.05, draws), 2 * t])
+    return Ensemble(targets, cands, gap_mean=0.0)
+
+
+def test_a_run_that_tracks_the_plan_loss_is_picked_and_shrinks_it_by_the_kalman_formula():
+    ens = toy_ensemble(np.random.default_rng(0))
+    noise = 0.02
+    picks = choose(ens, noise, lambda picked: np.array([1.0, 1.0, 1.0]), max_runs=1)
+    assert [p.index for p in picks] == [2]  # 2·t: the most signal over the same noise
+    cov = ensemble_covariance(ens)
+    j = 3 + 2
+    expected = cov[0, 0] - cov[0, j] ** 2 / (cov[j, j] + noise**2)
+    assert picks[0].after.loss_sd == pytest.approx(math.sqrt(expected), rel=1e-12)
+    assert picks[0].before.loss_sd == pytest.approx(math.sqrt(cov[0, 0]), rel=1e-12)
+
+
+def test_a_second_run_that_repeats_the_first_is_worth_little():
+    ens = toy_ensemble(np.random.default_rng(1))
+    picks = choose(ens, 0.02, lambda picked: np.ones(3), max_runs=2)
+    assert picks[0].index == 2
+    assert picks[1].gain < 0.1 * picks[0].gain  # candidate 0 tells what 2 already told
+
+
+def test_per_flop_picks_the_cheap_run_unless_a_budget_buys_a_much_better_one():
+    ens = toy_ensemble(np.random.default_rng(2))
+    cost = lambda picked: np.array([1e3, 1.0, 1e3])  # noqa: E731 — the useless run is cheap
+    per_flop = choose(ens, 0.02, cost, max_runs=1)
+    assert per_flop[0].index == 1
+    budgeted = choose(ens, 0.02, cost, max_runs=1, max_flops=1e3)
+    assert budgeted[0].index in (0, 2) and budgeted[0].gain > 10 * per_flop[0].gain
+
+
+def test_the_strategy_flip_chance_is_the_normal_tail_of_the_gap():
+    cov = np.diag([1e-4, 1e-2, 0.02**2])
+    u = uncertainty(cov, gap_mean=0.01)
+    assert u.flip == pytest.approx(0.3085375, abs=1e-6)  # Φ(−0.5)
+    assert u.n_move == pytest.approx(2 * 0.1704, abs=2e-3)  # 2Φ(−log 1.1 / 0.1)
+
+
+# ---------------------------------------------------------------------------------------
+# Sweep files of a batch.
+# ---------------------------------------------------------------------------------------
+
+
+def test_zipped_axes_may_repeat_values_but_not_entries():
+    text = toml_text(
+        {
+            "name": "b",
+            "grid": {
+                "size": ["20K", "20K", "60K"],
+                "fresh_tokens": [4096, 8192, 4096],
+                "strategy": ["repetition", "paraphrase", "repetition"],
+                "derived_ratio": [1.0, 2.0, 0.0],
+                "zip": [["size", "fresh_tokens", "strategy", "derived_ratio"]],
+            },
+            "data": {"corpus": "embedded", "vocab_size": 512, "val_tokens": 4096},
+            "model": {"seq_len": 64},
+        }
+    )
+    runs = parse_sweep(text).runs()
+    got = sorted((r.model.size, r.fresh_tokens, r.derived_tokens, r.strategy) for r in runs)
+    assert got == [("20K", 4096, 4096, "repetition"), ("20K", 8192, 16384, "paraphrase"),
+                   ("60K", 4096, 0, "none")]  # fmt: skip
+    twice = (
+        text.replace("4096, 8192, 4096]", "4096, 4096, 4096]")
+        .replace('"paraphrase", "repetition"]', '"repetition", "repetition"]')
+        .replace("[1.0, 2.0, 0.0]", "[1.0, 1.0, 0.0]")
+    )
+    with pytest.raises(BadInput, match="twice"):
+        parse_sweep(twice)
+    with pytest.raises(BadInput, match="twice"):  # not zipped: still refused
+        parse_sweep(
+            text.replace('zip = [["size", "fresh_tokens", "strategy", "derived_ratio"]]', "")
+        )
+
+
+def test_sweep_files_round_trip_floats_bit_for_bit():
+    x = 2.6798064099910333
+    assert parse_sweep(
+        toml_text(
+            {
+                "grid": {"size": ["20K"], "fresh_tokens": [4096], "derived_ratio": [x]},
+                "data": {"vocab_size": 512},
+                "model": {"seq_len": 64},
+            }
+        )
+    ).ratios["repetition"][1] == (x,)
+
+
+# ---------------------------------------------------------------------------------------
+# next_batch on a simulated seed grid.
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("next")
+    run_sweep(SEED, out, executor="simulate", simulation=SIM)
+    folder = out / "qin2026-seed"
+    table = load_runs(folder)
+    fit = fit_law(table, "cd", source=str(folder), **FAST)
+    write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
+    return folder, table, fit
+
+
+def test_a_batch_is_unrun_cells_whose_sweep_file_gives_exactly_them(seeded):
+    _, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_runs=5, name="next-1")
+    assert 1 <= len(batch.chosen) <= 5 and len(batch.reasons) == len(batch.chosen)
+    done = set(zip(table["n_params"], table["fresh_tokens"], table["derived_tokens"], strict=True))
+    for c in batch.chosen:
+        assert (c.n_params, c.run.fresh_tokens, c.run.derived_tokens) not in done
+    back = parse_sweep(batch.text, default_name="next-1")
+    assert {r.run_id for r in back.runs(100278)} == {c.run.run_id for c in batch.chosen}
+    assert back.name == "next-1" and {r.train.lr for r in back.runs(100278)} == {4e-3}
+    # each pick narrows the plan's loss interval, and the batch costs what its picks cost
+    sds = [batch.picks[0].before.loss_sd] + [p.after.loss_sd for p in batch.picks]
+    assert all(b > a for a, b in zip(sds[1:], sds[:-1], strict=True))
+    assert batch.flops == pytest.approx(sum(c.flops for c in batch.chosen))
+    # with only a run count, a batch costs at most what the runs so far cost
+    spent = (6.0 * table["n_params"] * (table["fresh_tokens"] + table["derived_tokens"])).sum()
+    assert batch.flops <= spent
+
+
+def test_a_flop_budget_is_kept(seeded):
+    _, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_flops=3e18)
+    assert 0 < batch.flops <= 3e18
+
+
+def test_a_fit_without_bootstrap_says_how_to_get_one(seeded):
+    _, table, _ = seeded
+    bare = fit_law(table, "cd", n_starts=64)
+    with pytest.raises(BadInput, match="--bootstrap"):
+        next_batch(table, bare, load_sweep(GRID), 1e21, 5e9)
+
+
+def test_a_runs_folder_reads_its_rounds(seeded, tmp_path):
+    folder, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_runs=3, name="next-1")
+    import shutil
+
+    copy = tmp_path / "runs"
+    shutil.copytree(folder, copy)
+    (copy / "next-1.toml").write_text(batch.text)
+    run_sweep(copy / "next-1.toml", copy, executor="simulate", simulation=SIM)
+    both = load_runs(copy)
+    assert len(both) == len(table) + len(batch.chosen)
+    assert set(both["run_id"]) >= {c.run.run_id for c in batch.chosen}
+
+
+# ---------------------------------------------------------------------------------------
+# The adaptive loop.
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
+    kw = dict(until=1e-6, max_flops=2e20, round_runs=6, max_rounds=2, grid_path=GRID,
+              executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+    res = run_adaptive(SEED, tmp_path, 1e21, 5e9, **kw)
+    assert [r.round for r in res.rounds] == [0, 1, 2] and res.stopped == "2 rounds done"
+    rounds = pd.read_parquet(res.folder / "rounds.parquet")
+    assert list(rounds["round"]) == [0, 1, 2]
+    assert (res.folder / "next-1").is_dir() and (
+        res.folder / "next-2" / "summary.parquet"
+    ).is_file()
+    assert rounds["runs"].is_monotonic_increasing and rounds["flops"].iloc[-1] <= 2e20 * 1.0001
+    assert len(load_runs(res.folder)) == rounds["runs"].iloc[-1]
+    assert rounds["width_nats"].iloc[-1] < rounds["width_nats"].iloc[0]
+    # killed and restarted: the batch files are reused, no run trains again
+    before = {p.name: p.stat().st_mtime_ns for p in res.folder.glob("next-*.toml")}
+    again = run_adaptive(SEED, tmp_path, 1e21, 5e9, **kw)
+    assert {p.name: p.stat().st_mtime_ns for p in res.folder.glob("next-*.toml")} == before
+    assert again.rounds[-1].runs == res.rounds[-1].runs
+
+
+def test_the_adaptive_loop_stops_when_the_interval_is_narrow_enough(tmp_path):
+    res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, grid_path=GRID,
+                       executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+    assert len(res.rounds) == 1 and "narrower than 10" in res.stopped
+
+
+# ---------------------------------------------------------------------------------------
+# The CLI: one sentence and exit 2 for bad input, nothing written.
+# ---------------------------------------------------------------------------------------
+
+
+def cdlaw(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "cdlaw", *map(str, args)], capture_output=True, text=True
+    )
+
+
+def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
+    folder, _, _ = seeded
+    common = [folder, "--budget-flops", "1e21", "--unique-tokens", "5e9", "--grid", GRID]
+    for extra, words in ((["--runs", "0"], "--runs 0"), (["--flops", "10"], "buys no candidate")):
+        r = cdlaw("next", *common, *extra)
+        assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not list(folder.glob("next-*.toml"))
+    r = cdlaw("next", *common, "--runs", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert len(got["runs"]) == 2 and Path(got["file"]) == folder / "next-1.toml"
+    r = cdlaw("sweep", SEED, "--adaptive", "--unique-tokens", "5e9", "--executor", "simulate",
+              "--law", "qin2026", "--out", folder.parent / "other")  # fmt: skip
+    assert r.returncode == 2 and "--budget-flops" in r.stderr
+    assert not (folder.parent / "other").exists()
