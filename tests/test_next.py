@@ -248,3 +248,16 @@ def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
               "--law", "qin2026", "--out", folder.parent / "other")  # fmt: skip
     assert r.returncode == 2 and "--budget-flops" in r.stderr
     assert not (folder.parent / "other").exists()
+
+
+def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path):
+    run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, executor="simulate", simulation=SIM)
+    table = load_runs(tmp_path / "demo-seed")
+    fit = fit_law(table, "cd", **FAST)
+    demo = load_sweep(ROOT / "sweeps" / "demo.toml")
+    batch = next_batch(table, fit, demo, 2e12, 96e3, max_runs=6, name="next-1")
+    lr_of = {"20K": 3e-2, "60K": 2e-2, "200K": 1e-2}
+    back = parse_sweep(batch.text, default_name="next-1").runs()
+    assert {r.run_id for r in back} == {c.run.run_id for c in batch.chosen}
+    assert all(r.train.lr == lr_of[r.model.size] for r in back)
+    assert all(r.seed == 0 for r in back)

@@ -35,7 +35,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 RATIO_STEPS = (0.0, 0.5, 1.0, 2.0)  # around the plan's r = D′/D
-ZIPPED = ["size", "fresh_tokens", "strategy", "derived_ratio"]
+ZIPPED = ["size", "fresh_tokens", "strategy", "derived_ratio", "lr", "weight_decay"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,27 @@ def done_cells(table: pd.DataFrame) -> set[tuple]:
     return {_key(*c) for c in cols}
 
 
+def size_settings(parent: SweepConfig) -> dict[str, tuple[float, float]]:
+    """Each size's (lr, weight decay): one per size (a grid may zip lr with size), else BadInput."""
+    seen: dict[str, set] = {}
+    for cell in parent.cells():
+        seen.setdefault(cell.size, set()).add((cell.lr, cell.weight_decay))
+    several = [size for size, hp in seen.items() if len(hp) > 1]
+    if several:
+        raise BadInput(
+            f"cdlaw next chooses cells for one lr and weight decay per size; the sweep has "
+            f"several for {several[0]} (give a sweep file with one, e.g. the best of your lr sweep)"
+        )
+    return {size: next(iter(hp)) for size, hp in seen.items()}
+
+
 def zipped_sweep(
     parent: SweepConfig, name: str, cells: list[tuple[str, int, str, float]]
 ) -> SweepConfig:
-    """A SweepConfig with one zipped entry per (size, D, strategy, r), the parent's settings."""
+    """A SweepConfig with one zipped entry per (size, D, strategy, r), each size with its own
+    lr and weight decay, the parent's other settings."""
     sizes, ds, strategies, ratios = (tuple(c[i] for c in cells) for i in range(4))
+    hp = size_settings(parent)
     return dataclasses.replace(
         parent,
         name=name,
@@ -85,8 +101,8 @@ def zipped_sweep(
         strategies=strategies,
         ratios={s: ("derived_ratio", ratios) for s in DERIVED_STRATEGIES},
         ratio_tables=(),
-        lrs=parent.lrs[:1],
-        weight_decays=parent.weight_decays[:1],
+        lrs=tuple(hp[size][0] for size in sizes),
+        weight_decays=tuple(hp[size][1] for size in sizes),
         seeds=parent.seeds[:1],
         zip_groups=(tuple(ZIPPED),),
         exclude=(),
@@ -104,11 +120,7 @@ def candidates(
         raise BadInput(
             "cdlaw next needs a sweep with grid.size (a fixed [model] shape has one size)"
         )
-    if len(parent.lrs) * len(parent.weight_decays) > 1:
-        raise BadInput(
-            "cdlaw next chooses cells for one lr and weight decay; the sweep has several "
-            "(give a sweep file with one, e.g. the best of your lr sweep)"
-        )
+    hp = size_settings(parent)
     seen = set(done)
     out: list[Candidate] = []
 
@@ -126,7 +138,7 @@ def candidates(
             continue
         r = best.derived_tokens / best.fresh_tokens
         cells = []
-        for size in parent.sizes:
+        for size in (z for z in parent.sizes if z in hp):
             n = count_params(cell_shape(parent, size, vocab_size), vocab_size).n_params
             d = round(n * best.fresh_tokens / best.n_params)
             if d < parent.model.get("seq_len", 2048):
@@ -187,8 +199,8 @@ def batch_sweep_text(
         "fresh_tokens": [c.run.fresh_tokens for c in chosen],
         "strategy": [c.run.strategy if c.run.strategy != "none" else "repetition" for c in chosen],
         "derived_ratio": [c.run.derived_tokens / c.run.fresh_tokens for c in chosen],
-        "lr": parent.lrs[0],
-        "weight_decay": parent.weight_decays[0],
+        "lr": [c.run.train.lr for c in chosen],
+        "weight_decay": [c.run.train.weight_decay for c in chosen],
         "seed": parent.seeds[0],
         "zip": [ZIPPED],
     }
