@@ -20,43 +20,9 @@ N_DOCS = 30
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A 2-layer Llama with a 300-token BPE and a minimal chat template, saved locally."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from paraphrase_server import save_tiny_chat_model
 
-    path = tmp_path_factory.mktemp("model")
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<eos>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(["The river runs to the sea through the old city."] * 20, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>")
-    fast.chat_template = (
-        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}\n{% endfor %}"
-        "{% if add_generation_prompt %}<assistant>{% endif %}"
-    )
-    fast.save_pretrained(path)
-    config = LlamaConfig(
-        vocab_size=len(fast),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
-    )
-    import torch
-
-    torch.set_num_threads(1)  # a shared 2-core machine: threads only contend
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
+    return save_tiny_chat_model(tmp_path_factory.mktemp("model"))
 
 
 @pytest.fixture(scope="module")
