@@ -12,13 +12,30 @@ result.json), at the sweep's defaults. Goal: ratio ≥ 0.9 at every size.
 
 --gpu reports tokens/s and MFU (6N + attention FLOPs per token over the chip's peak bf16
 FLOP/s) for train_run, compiled, bf16.
+
+--pack measures packed training (cdlaw.train.packed): the total tokens/s of K runs of one
+shape trained in one process, one batched step for all, against the same runs trained one
+at a time by train_run, in the same process run, for K = 1, 2, 4, 8, 16, and reports the K
+after which doubling the pack gains under 10% ("flattens at"):
+
+    .venv/bin/python benchmarks/bench_train.py --pack        # CPU, the demo's sizes and batch
+    .venv/bin/python benchmarks/bench_train.py --pack --gpu  # 14M/30M/60M, seq 2048, bf16, MFU
+    .venv/bin/python benchmarks/bench_train.py --pack --tiny # both, seconds on CPU (a test runs it)
+
+Both sides train every run end to end as a sweep would (model build, the demo's WSD
+schedule, a metrics row every 10 steps, one evaluation on the validation set, model/ and
+result.json); packed runs are not compiled, so the GPU table's unpacked runs are not either.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import sys
 import tempfile
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,6 +46,7 @@ from cdlaw.data.streams import array_stream
 from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
 from cdlaw.train.loop import train_run
 from cdlaw.train.model import build_model
+from cdlaw.train.packed import PackedRun, train_pack
 from cdlaw.train.steps import CPU_BF16_MIN_D_MODEL, autocast, autocast_dtype, resolve_device
 
 
@@ -165,8 +183,128 @@ def gpu(steps: int, peak_tflops: float) -> None:
         )
 
 
-def main() -> None:
+# ---------------------------------------------------------------------------------------
+# Packed runs (--pack).
+# ---------------------------------------------------------------------------------------
+
+
+def packed_rates(cfg: RunConfig, tokens: np.ndarray, val: np.ndarray, exec_cfg: ExecConfig, ks):
+    """Total tokens/s of one run alone (train_run), then of packs of each K (train_pack):
+    {0: alone, K: packed}. Run k of a pack is cfg with seed k on the same tokens."""
+    rates = {}
+    with tempfile.TemporaryDirectory() as root:
+        # Untimed warm-up of both paths (first calls load kernels and transformers' modules).
+        short = tokens[: 2 * cfg.train.batch_size * cfg.model.seq_len]
+        warm = replace(cfg, fresh_tokens=len(short))
+        train_run(warm, Path(root) / "warm", array_stream(short), val, exec_cfg)
+        train_pack([PackedRun(warm, Path(root) / "warm-pack", array_stream(short), val)], exec_cfg)
+        alone = []
+        for i in range(2):  # best of two: the machine may be shared
+            clock = Clock()
+            train_run(cfg, Path(root) / f"alone{i}", array_stream(tokens), val, exec_cfg)
+            alone.append(clock.rates(len(tokens))[0])
+        rates[0] = max(alone)
+        for k in ks:
+            runs = [
+                PackedRun(
+                    replace(cfg, seed=i), Path(root) / f"k{k}" / str(i), array_stream(tokens), val
+                )
+                for i in range(k)
+            ]
+            clock = Clock()
+            results = train_pack(runs, exec_cfg)
+            rates[k] = clock.rates(k * len(tokens))[0]
+            statuses = {r["status"] for r in results.values()}
+            assert statuses == {"done"}, f"a benchmark run ended {statuses}: rates would mislead"
+    return rates
+
+
+def flattens_at(rates: dict, ks) -> int:
+    """The K after which doubling the pack gains under 10% total tokens/s."""
+    for a, b in itertools.pairwise(ks):
+        if rates[b] < 1.1 * rates[a]:
+            return a
+    return ks[-1]
+
+
+def pack_table(
+    shapes, vocab, seq_len, batch, steps, ks, exec_cfg, n_val, peak_tflops=None, **train
+):
+    rng = np.random.default_rng(0)
+    val = rng.integers(0, vocab, n_val)
+    head = f"{'size':>6} {'n_params':>11} {'alone tok/s':>12}"
+    head += "".join(f" {f'K={k} tok/s':>12} {'×':>5}" for k in ks) + f" {'flattens at':>11}"
+    print(head + (f" {'MFU best':>8}" if peak_tflops else ""))
+    out = {}
+    for name, shape in shapes:
+        n_tokens = steps * batch * seq_len
+        tokens = rng.integers(0, vocab, n_tokens + 1)
+        cfg = make_run(shape, vocab, seq_len, n_tokens, batch_size=batch, **train)
+        rates = packed_rates(cfg, tokens[:n_tokens], val, exec_cfg, ks)
+        n = count_params(shape, vocab).n_params
+        line = f"{name:>6} {n:>11,} {rates[0]:>12,.0f}"
+        line += "".join(f" {rates[k]:>12,.0f} {rates[k] / rates[0]:>5.2f}" for k in ks)
+        line += f" {flattens_at(rates, ks):>11}"
+        if peak_tflops:
+            fpt = flops_per_token(n, shape.n_layers, shape.d_model, seq_len)
+            line += f" {max(rates.values()) * fpt / (peak_tflops * 1e12):>8.1%}"
+        print(line, flush=True)
+        out[name] = rates
+    return out
+
+
+DEMO_TRAIN = dict(schedule="wsd", warmup_steps=30, decay_frac=0.2, eval_every=500, log_every=10)
+
+
+def pack_cpu(steps: int, threads: int, ks, tiny: bool = False) -> dict:
+    """The demo's sizes (vocab 512, batch 4×64, 2 threads, fp32 as precision auto picks)."""
+    torch.set_num_threads(threads)
+    sizes = [2e4] if tiny else [2e4, 6e4, 2e5]
+    shapes = [(f"{n / 1e3:.0f}K", shape_for_params(n, 512)) for n in sizes]
+    print(f"CPU, {torch.get_num_threads()} threads, batch 4×64, vocab 512, {steps} steps per run")
+    return pack_table(
+        shapes, 512, 64, 4, steps, ks, ExecConfig(device="cpu"), 16_384, lr=2e-2, **DEMO_TRAIN
+    )
+
+
+def pack_gpu(steps: int, ks, peak_tflops: float, tiny: bool = False) -> dict:
+    """14M/30M/60M at seq 2048, bf16 (the CD paper's small sizes); --tiny: the same code on
+    CPU at a toy shape, so CI keeps it working where there is no GPU."""
+    if tiny:
+        shapes, vocab, seq_len, batch, micro = (
+            [("tiny", shape_for_params(2e4, 512))],
+            512,
+            128,
+            2,
+            1,
+        )
+        exec_cfg = ExecConfig(device="cpu", precision="bf16")
+    else:
+        if not torch.cuda.is_available():
+            print(
+                "bench_train.py --gpu: no CUDA GPU is visible here; run it where one is",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
+        shapes = [(n, named_shape(n)) for n in ("14M", "30M", "60M")]
+        # Micro-batches of 2 rows: a pack of 8 holds 8·2·2048·100,278 logits (~33 GB with
+        # the loss's fp32 copy and gradient) at once.
+        vocab, seq_len, batch, micro = 100_278, 2048, 16, 2
+        exec_cfg = ExecConfig(device="cuda", precision="bf16")
+        print(
+            f"GPU {torch.cuda.get_device_name()}, bf16, seq {seq_len}, batch {batch}, peak {peak_tflops} TFLOP/s"
+        )
+    return pack_table(
+        shapes, vocab, seq_len, batch, steps, ks, exec_cfg, 4 * seq_len, peak_tflops,
+        micro_batch_size=micro, lr=1e-3, **DEMO_TRAIN,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pack", action="store_true", help="packed runs against runs alone")
+    parser.add_argument("--tiny", action="store_true", help="--pack: seconds-long, on CPU (CI)")
+    parser.add_argument("--ks", default="", help="--pack: pack sizes (1,2,4,8,16; GPU 1,2,4,8)")
     parser.add_argument("--gpu", action="store_true", help="the GPU table instead of the CPU one")
     parser.add_argument(
         "--steps", type=int, default=0, help="steps per run (default 200 CPU, 300 GPU)"
@@ -179,8 +317,15 @@ def main() -> None:
         "--sizes", default="2e5,1e6,5e6", help="CPU: target n_params, comma-separated"
     )
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="GPU bf16 dense peak")
-    args = parser.parse_args()
-    if args.gpu:
+    args = parser.parse_args(argv)
+    if args.pack:
+        default = "1,2" if args.tiny else "1,2,4,8" if args.gpu else "1,2,4,8,16"
+        ks = [int(k) for k in (args.ks or default).split(",")]
+        if args.gpu:
+            pack_gpu(args.steps or (3 if args.tiny else 30), ks, args.peak_tflops, args.tiny)
+        else:
+            pack_cpu(args.steps or (4 if args.tiny else 200), args.threads, ks, args.tiny)
+    elif args.gpu:
         gpu(args.steps or 300, args.peak_tflops)
     else:
         cpu(

@@ -23,9 +23,6 @@ set aside and named in one line, and the run goes on from what is whole (cdlaw.t
 
 from __future__ import annotations
 
-import json
-import math
-import shutil
 import signal
 import threading
 import time
@@ -35,34 +32,24 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from cdlaw.atomic import write_json_atomic
-from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
-from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.shapes import count_params
 from cdlaw.train.checkpoint import (
-    apply_checkpoint,
-    newest_checkpoint,
-    remove_checkpoint,
     save_checkpoint,
 )
-from cdlaw.train.damage import (
-    json_problem,
-    say,
-    set_aside,
-    set_aside_unreadable_result,
-)
-from cdlaw.train.export import complete_model_folder
-from cdlaw.train.forks import fork_path, save_fork, start_from_fork
-from cdlaw.train.metrics import resumed_rows, write_metrics
+from cdlaw.train.forks import fork_path, save_fork
+from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model, non_embedding_params
-from cdlaw.train.result import read_result, result_row
+from cdlaw.train.result import read_result
+from cdlaw.train.run_parts import check_run, finish_run, log_step, open_run, restore_handlers
+from cdlaw.train.run_parts import save_hf_model as save_hf_model
 from cdlaw.train.steps import (
     IGNORE,
     autocast,
     autocast_dtype,
-    device_name,
     forward_logits,
     loss_on_batches,
     lr_at,
@@ -80,29 +67,6 @@ class RunInterrupted(Exception):
         super().__init__(f"run stopped after step {step} ({reason}); checkpoint saved")
         self.step = step
         self.reason = reason
-
-
-# ---------------------------------------------------------------------------------------
-# Files of a run.
-# ---------------------------------------------------------------------------------------
-
-
-def save_hf_model(net, path: Path) -> None:
-    """save_pretrained without its progress bar (a sweep draws its own on stderr)."""
-    from transformers.utils import logging as hf_logging
-
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        net.save_pretrained(path)
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()
-
-
-# ---------------------------------------------------------------------------------------
-# The run.
-# ---------------------------------------------------------------------------------------
 
 
 def train_run(
@@ -138,32 +102,12 @@ def train_run(
     cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
     """
     run_dir = Path(run_dir)
-    result_path = run_dir / "result.json"
     if (result := read_result(run_dir)) is not None:
         return result
 
-    # --- Check everything before writing anything. ---------------------------------------
+    val_tokens, config_problem = check_run(cfg, run_dir, stream, val_tokens)
     model_cfg, train = cfg.model, cfg.train
     seq_len = model_cfg.seq_len
-    val_tokens = np.asarray(val_tokens, dtype=np.int64)
-    if stream.n_tokens != cfg.tokens_trained or stream.derived_tokens != cfg.derived_tokens:
-        raise ValueError(
-            f"stream has {stream.n_tokens} tokens ({stream.derived_tokens} derived) but the run "
-            f"asks for {cfg.tokens_trained} ({cfg.derived_tokens} derived)"
-        )
-    if len(val_tokens) < 2:
-        raise BadInput("the validation set needs at least 2 tokens")
-    if val_tokens.min() < 0 or val_tokens.max() >= model_cfg.vocab_size:
-        raise BadInput(
-            f"validation token ids run up to {val_tokens.max()}, outside the model's "
-            f"vocabulary of {model_cfg.vocab_size}; set model.vocab_size to the tokenizer's size"
-        )
-    config_path = run_dir / "config.json"
-    config_problem = json_problem(config_path) if config_path.exists() else None
-    if config_path.exists() and config_problem is None:
-        saved_id = json.loads(config_path.read_text()).get("run_id")
-        if saved_id != cfg.run_id:
-            raise BadInput(f"{run_dir} holds run {saved_id}, not {cfg.run_id}; use another folder")
 
     # --- Device, model, optimizer. ---------------------------------------------------------
     device = torch.device(resolve_device(exec_cfg.device))
@@ -174,63 +118,20 @@ def train_run(
     net.train()
     optimizer = make_optimizer(net, train, device)
     lm = torch.compile(net) if exec_cfg.compile else net
-    n_params, n_params_total = count_params(model_cfg)
-    assert non_embedding_params(net) == n_params
+    assert non_embedding_params(net) == count_params(model_cfg).n_params
 
     batch_tokens = train.batch_size * seq_len
     micro_rows = train.micro_batch_size or train.batch_size
     total_steps = -(-stream.n_tokens // batch_tokens)
-    flops_token = flops_per_token(n_params)
     val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, seq_len)
     val_x, val_y = torch.from_numpy(val_x), torch.from_numpy(val_y)
 
     # --- Fresh start or resume. ------------------------------------------------------------
-    state = {
-        "run_id": cfg.run_id,
-        "step": 0,
-        "tokens_seen": 0,
-        "elapsed_s": 0.0,
-        "initial_loss": None,  # train loss of step 1: the yardstick for divergence
-        "interval_loss": 0.0,  # cross-entropy summed since the last metrics row …
-        "interval_targets": 0,  # … over this many targets
-        "train_loss": math.nan,
-        "val_loss": math.nan,
-    }
+    state, rows, started_from = open_run(
+        cfg, run_dir, stream, net, optimizer, exec_cfg, total_steps, config_problem, fork_from
+    )
     checkpoint_dir = run_dir / "checkpoint"
     metrics_path = run_dir / "metrics.parquet"
-    set_aside_unreadable_result(run_dir)
-    own = any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old"))
-    forked = fork_from is not None and not own
-    if forked:
-        forked = start_from_fork(fork_from, run_dir, cfg.run_id, stream.fresh_tokens)
-    found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
-    rows: list[dict] = []
-    if found is not None:
-        last = found.state["step"]
-        logged = [
-            s
-            for s in range(1, last + 1)
-            if s == 1 or s % train.log_every == 0 or s % train.eval_every == 0 or s == total_steps
-        ]
-        resumed = resumed_rows(metrics_path, last, logged, cfg.run_id)
-        if resumed is None:
-            remove_checkpoint(checkpoint_dir)
-            found = None
-        else:
-            rows = resumed
-            state = apply_checkpoint(found, net, optimizer)
-    # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
-    started_from = state.get("forked_from") or {"run": "", "step": 0}
-    if config_problem:
-        say(
-            f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
-        )
-    elif found is not None and not config_path.exists() and not forked:
-        say(f"{config_path} is missing; written again")
-    if found is None or not config_path.exists() or forked:
-        config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
-        config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
-        write_json_atomic(config_path, config)
 
     def checkpoint() -> None:
         state["interval_loss"] = float(interval_loss)
@@ -294,57 +195,24 @@ def train_run(
             last = step + 1 == total_steps
 
             # --- Log, evaluate, check for divergence (the only places that sync). ----------
-            evaluate = (step + 1) % train.eval_every == 0 or last
-            if (step + 1) % train.log_every == 0 or step == 0 or evaluate:
-                if state["interval_targets"]:
-                    train_loss = interval_loss.item() / state["interval_targets"]
-                else:  # only the lone last token since the previous row: nothing new to say
-                    train_loss = state["train_loss"]
-                interval_loss.zero_()
-                state["interval_targets"] = 0
-                state["train_loss"] = train_loss
-                if state["initial_loss"] is None:
-                    state["initial_loss"] = train_loss
-                val_loss = math.nan
-                if evaluate and math.isfinite(train_loss):
-                    val_loss = loss_on_batches(lm, val_x, val_y, micro_rows, amp)
-                    state["val_loss"] = val_loss
-                rows.append(
-                    {
-                        "run_id": cfg.run_id,
-                        "step": step + 1,
-                        "tokens_seen": state["tokens_seen"],
-                        "epoch": state["tokens_seen"] / stream.fresh_tokens,
-                        "lr": lr,
-                        "train_loss": train_loss,
-                        "val_loss": val_loss,
-                        "grad_norm": grad_norm.item(),
-                        "flops": flops_token * state["tokens_seen"],
-                        "elapsed_s": elapsed(),
-                    }
-                )
-                if on_row is not None:
-                    on_row(rows[-1])
-                if on_progress is not None:
-                    on_progress(
-                        {
-                            "step": step + 1,
-                            "steps_total": total_steps,
-                            "tokens_seen": state["tokens_seen"],
-                            "tokens_total": stream.n_tokens,
-                            "tokens_per_second": session_tokens
-                            / (time.perf_counter() - session_start),
-                            "train_loss": train_loss,
-                            "val_loss": state["val_loss"],
-                        }
-                    )
-                exploded = train_loss > train.diverge_factor * state["initial_loss"]
-                bad_val = evaluate and not math.isfinite(val_loss)
-                if not math.isfinite(train_loss) or exploded or bad_val:
-                    status = "diverged"
-                    break
-                if evaluate:
-                    write_metrics(metrics_path, rows)
+            if log_step(
+                cfg,
+                state,
+                rows,
+                stream,
+                metrics_path,
+                lr=lr,
+                interval_loss=interval_loss,
+                grad_norm=grad_norm,
+                total_steps=total_steps,
+                evaluate=lambda: loss_on_batches(lm, val_x, val_y, micro_rows, amp),
+                elapsed=elapsed,
+                rate=lambda tokens=session_tokens: tokens / (time.perf_counter() - session_start),
+                on_row=on_row,
+                on_progress=on_progress,
+            ):
+                status = "diverged"
+                break
 
             if step + 1 in fork_steps and not (fork := fork_path(run_dir, step + 1)).exists():
                 state["interval_loss"] = float(interval_loss)
@@ -360,54 +228,14 @@ def train_run(
                 )
         # ======================================================================================
     except RunInterrupted:
-        _restore_handlers(previous)
+        restore_handlers(previous)
         if stop_signal:
             signal.raise_signal(stop_signal[0])  # the previous handler decides what happens
         raise
     finally:
-        _restore_handlers(previous)
+        restore_handlers(previous)
 
     # --- Finish: the model, the curve, and result.json last. -------------------------------
-    if status == "done":
-        assert state["tokens_seen"] == stream.n_tokens, "every token of the stream, exactly once"
-        loss = state["val_loss"]
-        model_tmp = run_dir / "model.tmp"
-        shutil.rmtree(model_tmp, ignore_errors=True)
-        save_hf_model(net, model_tmp)
-        if corpus is not None:
-            complete_model_folder(
-                model_tmp,
-                cfg,
-                corpus,
-                loss=loss,
-                train_loss=state["train_loss"],
-                steps=state["step"],
-            )
-        shutil.rmtree(run_dir / "model", ignore_errors=True)
-        model_tmp.rename(run_dir / "model")
-    else:
-        loss = math.nan
-    write_metrics(metrics_path, rows)
-    wall = elapsed()
-    result = result_row(
-        cfg,
-        status=status,
-        loss=loss,
-        train_loss=state["train_loss"],
-        steps=state["step"],
-        tokens_seen=state["tokens_seen"],
-        wall_seconds=wall,
-        device=device_name(device),
-        precision=str(amp).removeprefix("torch.") if amp else "float32",
-        stream_info=stream.info,
-        forked_from=started_from,
+    return finish_run(
+        cfg, run_dir, net, stream, state, rows, status, elapsed(), device, amp, corpus, started_from
     )
-    write_json_atomic(result_path, result)
-    remove_checkpoint(checkpoint_dir)
-    return result
-
-
-def _restore_handlers(previous: dict) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-    previous.clear()

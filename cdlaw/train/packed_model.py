@@ -1,0 +1,276 @@
+"""K OLMo 3 models of one shape as one: stacked weights, one batched forward, one AdamW.
+
+    pack = PackedModels(nets, train_cfgs, device)  # nets: Olmo3ForCausalLM, one shape
+    logits = pack.forward(x)                       # x (K, rows, seq) → (K, rows, seq, vocab)
+    ce, z = packed_token_losses(logits, y)         # per model: sums of cross-entropy, z²
+    norms = pack.clip_grads(); pack.adamw_step(lrs); pack.zero_grad()
+    pack.copy_to(k, net, optimizer)                # model k back into a real model + AdamW
+
+Every model's weights live in one row of a (K, P) buffer, its gradients in a row of
+another, AdamW's moments in two more: each layer is one batched matmul over the K models
+(`torch.bmm`), and clipping and the optimizer are a few whole-buffer operations, instead
+of K small steps that each pay Python and dispatch overhead. The forward is transformers'
+Olmo3ForCausalLM written out for stacked weights (cdlaw.train.model builds the models,
+so their shape, init and names are the real ones): embedding, per layer QK-normed
+attention with RoPE and reordered RMSNorms, SwiGLU, final norm, untied LM head, with the
+same operations in the same order and dtypes as transformers' (tests/test_packed.py
+checks its logits against the real model's). Rows are independent: a model whose
+weights turn NaN leaves the others' numbers untouched.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from cdlaw.config import TrainConfig
+from cdlaw.train.steps import IGNORE
+
+EMBED = "model.embed_tokens.weight"
+
+
+class PackedModels:
+    """K same-shape Olmo3ForCausalLM models and their AdamW states, stacked row-wise."""
+
+    def __init__(self, nets: list, trains: list[TrainConfig], device: torch.device):
+        net = nets[0]
+        cfg = net.config
+        self.vocab, self.d = cfg.vocab_size, cfg.hidden_size
+        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
+        self.head_dim = self.d // self.n_heads
+        self.eps = cfg.rms_norm_eps
+        self.inv_freq = net.model.rotary_emb.full_attention_inv_freq.detach().clone().to(device)
+        self._rope_cache: dict = {}
+        named = dict(net.named_parameters())
+        # Decayed matrices first, so weight decay is one slice: AdamW's groups in steps.py.
+        decay = [n for n, p in named.items() if p.ndim >= 2 and n != EMBED]
+        self.names = decay + [n for n in named if n not in decay]
+        self.shapes = {n: tuple(named[n].shape) for n in self.names}
+        sizes = [named[n].numel() for n in self.names]
+        self.offsets = dict(zip(self.names, _cumsum(sizes), strict=True))
+        self.n_decay = sum(named[n].numel() for n in decay)
+        self.device = device
+        self.param = torch.stack([_flat(n, self.names) for n in nets]).to(device)
+        self.exp_avg = torch.zeros_like(self.param)
+        self.exp_avg_sq = torch.zeros_like(self.param)
+        self.grad = torch.zeros_like(self.param)
+        self.steps = torch.zeros(len(nets), 1, dtype=torch.float64, device=device)
+        self.set_hypers(trains)
+        self._views()
+
+    # --- rows in and out --------------------------------------------------------------------
+
+    def set_hypers(self, trains: list[TrainConfig]) -> None:
+        def col(xs, dtype):
+            return torch.tensor(xs, dtype=dtype, device=self.device).view(-1, 1)
+
+        self.weight_decay = col([t.weight_decay for t in trains], torch.float64)
+        self.grad_clip = col([t.grad_clip for t in trains], torch.float32)
+        self.beta1, self.beta2, self.eps_adam = trains[0].beta1, trains[0].beta2, trains[0].eps
+
+    def _views(self) -> None:
+        """Each parameter as a (K, *shape) leaf view of its rows, its .grad a view of grad's."""
+        K = self.param.shape[0]
+        self.params = {}
+        for n in self.names:
+            a = self.offsets[n]
+            b = a + _numel(self.shapes[n])
+            view = self.param[:, a:b].view(K, *self.shapes[n]).requires_grad_()
+            view.grad = self.grad[:, a:b].view(K, *self.shapes[n])
+            self.params[n] = view
+
+    def load_from(self, k: int, net, optimizer) -> None:
+        """Row k := a real model's weights and its AdamW state (a resumed checkpoint)."""
+        named = dict(net.named_parameters())
+        with torch.no_grad():
+            self.param[k] = _flat(net, self.names).to(self.device)
+            steps = set()
+            for n in self.names:
+                state = optimizer.state.get(named[n], {})
+                a, b = self.offsets[n], self.offsets[n] + named[n].numel()
+                if "exp_avg" in state:
+                    self.exp_avg[k, a:b] = state["exp_avg"].reshape(-1)
+                    self.exp_avg_sq[k, a:b] = state["exp_avg_sq"].reshape(-1)
+                    steps.add(float(state["step"]))
+            assert len(steps) <= 1, "one step count for every parameter of a model"
+            self.steps[k] = steps.pop() if steps else 0.0
+
+    def copy_to(self, k: int, net, optimizer=None) -> None:
+        """Row k into a real model and its AdamW (fused: state on the device), to save or
+        evaluate with the code a run alone uses; weights only when optimizer is None."""
+        named = dict(net.named_parameters())
+        with torch.no_grad():
+            for n in self.names:
+                a, b = self.offsets[n], self.offsets[n] + named[n].numel()
+                p = named[n]
+                p.copy_(self.param[k, a:b].view_as(p))
+                if optimizer is not None and self.steps[k].item() > 0:
+                    optimizer.state[p] = {
+                        "step": self.steps[k, 0].to(device=p.device, dtype=torch.float32),
+                        "exp_avg": self.exp_avg[k, a:b].view_as(p).clone(),
+                        "exp_avg_sq": self.exp_avg_sq[k, a:b].view_as(p).clone(),
+                    }
+
+    def keep(self, rows: list[int], trains: list[TrainConfig]) -> None:
+        """Drop every row not in `rows` (models that left the pack)."""
+        index = torch.tensor(rows, device=self.device)
+        for name in ("param", "exp_avg", "exp_avg_sq", "steps"):
+            setattr(self, name, getattr(self, name).index_select(0, index).contiguous())
+        self.grad = torch.zeros_like(self.param)
+        self.set_hypers(trains)
+        self._views()
+
+    # --- the step ---------------------------------------------------------------------------
+
+    def forward(self, x: torch.Tensor, models: list[int] | None = None) -> torch.Tensor:
+        """Logits (K, rows, seq, vocab) for input ids x (K, rows, seq); with `models`, of
+        those models only (x then has one row per model listed; no gradient)."""
+        K, rows, seq = x.shape
+        p, H, hd = self.params, self.n_heads, self.head_dim
+        if models is not None:
+            p = {n: v.detach()[models] for n, v in p.items()}
+        embed = p[EMBED].reshape(K * self.vocab, self.d)
+        shift = torch.arange(K, device=x.device).view(K, 1, 1) * self.vocab
+        h = F.embedding(x + shift, embed).view(K, rows * seq, self.d)
+        cos, sin = self._rope(seq, x.device)
+        for i in range(self.n_layers):
+            w = lambda name, i=i: p[f"model.layers.{i}.{name}.weight"]  # noqa: E731
+            q = self._norm(_linear(h, w("self_attn.q_proj")), w("self_attn.q_norm"))
+            k = self._norm(_linear(h, w("self_attn.k_proj")), w("self_attn.k_norm"))
+            v = _linear(h, w("self_attn.v_proj"))
+            q, k, v = (t.view(K * rows, seq, H, hd).transpose(1, 2) for t in (q, k, v))
+            q, k = _rotary(q, cos, sin), _rotary(k, cos, sin)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd**-0.5)
+            a = a.transpose(1, 2).reshape(K, rows * seq, self.d)
+            h = h + self._norm(_linear(a, w("self_attn.o_proj")), w("post_attention_layernorm"))
+            m = F.silu(_linear(h, w("mlp.gate_proj"))) * _linear(h, w("mlp.up_proj"))
+            h = h + self._norm(_linear(m, w("mlp.down_proj")), w("post_feedforward_layernorm"))
+        h = self._norm(h, p["model.norm.weight"])
+        return _linear(h, p["lm_head.weight"]).view(K, rows, seq, self.vocab)
+
+    @torch.no_grad()
+    def clip_grads(self) -> torch.Tensor:
+        """Clip each model's gradient to its own grad_clip; return the norms before (K,)."""
+        norms = torch.linalg.vector_norm(self.grad, dim=1, keepdim=True)
+        # torch.nn.utils.clip_grad_norm_'s arithmetic: clip_coef clamped to 1, always applied.
+        self.grad.mul_((self.grad_clip / (norms + 1e-6)).clamp_(max=1.0))
+        return norms.view(-1)
+
+    @torch.no_grad()
+    def adamw_step(self, lrs: torch.Tensor, idle: list[int] = ()) -> None:
+        """One AdamW step of every model (lrs: (K,) learning rates) with fused AdamW's
+        arithmetic (torch's FusedAdamKernel): decoupled decay of the matrices, moments,
+        bias corrections. Rows in `idle` (a run's lone last input, no target) keep every
+        number as it was, as a run alone skips that step's update."""
+        before = None
+        if idle:
+            idle = torch.tensor(idle, device=self.device)
+            before = [
+                t[idle].clone() for t in (self.param, self.exp_avg, self.exp_avg_sq, self.steps)
+            ]
+        # Per-model scalars in float64, rounded to float32 once, as fused AdamW's kernel
+        # takes its double lr and bias corrections.
+        lr = lrs.to(device=self.device, dtype=torch.float64).view(-1, 1)
+        self.steps += 1
+        f32 = lambda t: t.to(torch.float32)  # noqa: E731
+        self.param[:, : self.n_decay].mul_(f32(1 - lr * self.weight_decay))
+        self.exp_avg.lerp_(self.grad, 1 - self.beta1)
+        self.exp_avg_sq.mul_(self.beta2).addcmul_(self.grad, self.grad, value=1 - self.beta2)
+        step_size = f32(lr / (1 - self.beta1**self.steps))
+        bias2_sqrt = f32((1 - self.beta2**self.steps).sqrt())
+        denom = self.exp_avg_sq.sqrt().div_(bias2_sqrt).add_(self.eps_adam)
+        self.param.sub_(self.exp_avg.mul(step_size).div_(denom))
+        if before is not None:
+            for t, old in zip(
+                (self.param, self.exp_avg, self.exp_avg_sq, self.steps), before, strict=True
+            ):
+                t[idle] = old
+
+    def zero_grad(self) -> None:
+        self.grad.zero_()
+
+    # --- pieces -----------------------------------------------------------------------------
+
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """Olmo3RMSNorm with per-model weights (K, n): fp32 inside, the input's dtype out."""
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (weight.unsqueeze(1) * x).to(dtype)
+
+    def _rope(self, seq: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """RoPE's cos, sin (seq, head_dim), fp32, as Olmo3RotaryEmbedding computes them."""
+        if (seq, str(device)) not in self._rope_cache:
+            self._rope_cache[seq, str(device)] = self._rope_tables(seq, device)
+        return self._rope_cache[seq, str(device)]
+
+    def _rope_tables(self, seq: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = torch.arange(seq, device=device).float()
+        freqs = positions[:, None] * self.inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos(), emb.sin()
+
+
+def packed_token_losses(logits: torch.Tensor, targets: torch.Tensor):
+    """Per model (dim 0): sums of cross-entropy and logsumexp² over the valid targets —
+    cdlaw.train.steps.token_losses for each model at once, by the same arithmetic."""
+    return _PackedCrossEntropyAndZ.apply(logits, targets)
+
+
+class _PackedCrossEntropyAndZ(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, targets):
+        valid = targets != IGNORE
+        safe = targets.clamp(min=0)
+        work = logits.to(torch.float32, copy=True)
+        target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+        top = work.amax(dim=-1, keepdim=True)
+        lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
+        dims = tuple(range(1, targets.ndim))
+        ce = torch.where(valid, lse - target_logit, 0.0).sum(dim=dims)
+        z = torch.where(valid, lse.square(), 0.0).sum(dim=dims)
+        ctx.save_for_backward(logits, safe, valid, lse)
+        return ce, z
+
+    @staticmethod
+    def backward(ctx, grad_ce, grad_z):
+        logits, safe, valid, lse = ctx.saved_tensors
+        shape = (-1,) + (1,) * (valid.ndim - 1)
+        grad_ce, grad_z = grad_ce.view(shape), grad_z.view(shape)
+        per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
+        grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
+        ce_grad = torch.where(valid, -grad_ce, 0.0).unsqueeze(-1)
+        grad.scatter_add_(-1, safe.unsqueeze(-1), ce_grad)
+        return grad.to(logits.dtype), None
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (K, n, in) @ weight (K, out, in)ᵀ: nn.Linear for each model, one batched matmul."""
+    return torch.bmm(x, weight.transpose(1, 2))
+
+
+def _rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb for one of q, k (fp32 cos/sin, back to x's dtype)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return ((x * cos) + (rotated * sin)).to(x.dtype)
+
+
+def _flat(net, names: list[str]) -> torch.Tensor:
+    named = dict(net.named_parameters())
+    return torch.cat([named[n].detach().reshape(-1) for n in names])
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _cumsum(sizes: list[int]) -> list[int]:
+    out, total = [], 0
+    for s in sizes:
+        out.append(total)
+        total += s
+    return out

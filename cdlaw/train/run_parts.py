@@ -1,0 +1,279 @@
+"""The parts of a run around its training steps: check, open (fresh or resumed), log a step,
+finish. cdlaw.train.loop puts them around one model's steps; cdlaw.train.packed around the
+steps of many models trained at once, so a packed run writes exactly what a run alone does
+(docs/files.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from cdlaw.atomic import write_json_atomic
+from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.data.corpus_cache import PreparedCorpus
+from cdlaw.data.streams import TokenStream
+from cdlaw.errors import BadInput
+from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.train.checkpoint import (
+    apply_checkpoint,
+    newest_checkpoint,
+    remove_checkpoint,
+)
+from cdlaw.train.damage import json_problem, say, set_aside, set_aside_unreadable_result
+from cdlaw.train.export import complete_model_folder
+from cdlaw.train.forks import start_from_fork
+from cdlaw.train.metrics import resumed_rows, write_metrics
+from cdlaw.train.result import result_row
+from cdlaw.train.steps import device_name
+
+# ---------------------------------------------------------------------------------------
+
+
+def save_hf_model(net, path: Path) -> None:
+    """save_pretrained without its progress bar (a sweep draws its own on stderr)."""
+    from transformers.utils import logging as hf_logging
+
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        net.save_pretrained(path)
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+def check_run(
+    cfg: RunConfig, run_dir: Path, stream: TokenStream, val_tokens
+) -> tuple[np.ndarray, str | None]:
+    """Check everything before writing anything: (the validation tokens as int64, what is
+    wrong with config.json or None). Raises BadInput on input that cannot train."""
+    model_cfg = cfg.model
+    val_tokens = np.asarray(val_tokens, dtype=np.int64)
+    if stream.n_tokens != cfg.tokens_trained or stream.derived_tokens != cfg.derived_tokens:
+        raise ValueError(
+            f"stream has {stream.n_tokens} tokens ({stream.derived_tokens} derived) but the run "
+            f"asks for {cfg.tokens_trained} ({cfg.derived_tokens} derived)"
+        )
+    if len(val_tokens) < 2:
+        raise BadInput("the validation set needs at least 2 tokens")
+    if val_tokens.min() < 0 or val_tokens.max() >= model_cfg.vocab_size:
+        raise BadInput(
+            f"validation token ids run up to {val_tokens.max()}, outside the model's "
+            f"vocabulary of {model_cfg.vocab_size}; set model.vocab_size to the tokenizer's size"
+        )
+    config_path = run_dir / "config.json"
+    config_problem = json_problem(config_path) if config_path.exists() else None
+    if config_path.exists() and config_problem is None:
+        saved_id = json.loads(config_path.read_text()).get("run_id")
+        if saved_id != cfg.run_id:
+            raise BadInput(f"{run_dir} holds run {saved_id}, not {cfg.run_id}; use another folder")
+    return val_tokens, config_problem
+
+
+def open_run(
+    cfg: RunConfig,
+    run_dir: Path,
+    stream: TokenStream,
+    net,
+    optimizer,
+    exec_cfg: ExecConfig,
+    total_steps: int,
+    config_problem: str | None,
+    fork_from: Path | None = None,
+) -> tuple[dict, list[dict], dict]:
+    """A fresh start, or the run's newest whole checkpoint (or a fork) loaded into net and
+    optimizer; config.json written when needed. Returns (state, metrics rows, forked_from)."""
+    train = cfg.train
+    n_params, n_params_total = count_params(cfg.model)
+    state = {
+        "run_id": cfg.run_id,
+        "step": 0,
+        "tokens_seen": 0,
+        "elapsed_s": 0.0,
+        "initial_loss": None,  # train loss of step 1: the yardstick for divergence
+        "interval_loss": 0.0,  # cross-entropy summed since the last metrics row …
+        "interval_targets": 0,  # … over this many targets
+        "train_loss": math.nan,
+        "val_loss": math.nan,
+    }
+    config_path = run_dir / "config.json"
+    checkpoint_dir = run_dir / "checkpoint"
+    metrics_path = run_dir / "metrics.parquet"
+    set_aside_unreadable_result(run_dir)
+    own = any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old"))
+    forked = fork_from is not None and not own
+    if forked:
+        forked = start_from_fork(fork_from, run_dir, cfg.run_id, stream.fresh_tokens)
+    found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
+    rows: list[dict] = []
+    if found is not None:
+        last = found.state["step"]
+        logged = [
+            s
+            for s in range(1, last + 1)
+            if s == 1 or s % train.log_every == 0 or s % train.eval_every == 0 or s == total_steps
+        ]
+        resumed = resumed_rows(metrics_path, last, logged, cfg.run_id)
+        if resumed is None:
+            remove_checkpoint(checkpoint_dir)
+            found = None
+        else:
+            rows = resumed
+            state = apply_checkpoint(found, net, optimizer)
+    # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
+    started_from = state.get("forked_from") or {"run": "", "step": 0}
+    if config_problem:
+        say(
+            f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
+        )
+    elif found is not None and not config_path.exists() and not forked:
+        say(f"{config_path} is missing; written again")
+    if found is None or not config_path.exists() or forked:
+        config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
+        config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
+        write_json_atomic(config_path, config)
+    return state, rows, started_from
+
+
+def log_step(
+    cfg: RunConfig,
+    state: dict,
+    rows: list[dict],
+    stream: TokenStream,
+    metrics_path: Path,
+    *,
+    lr: float,
+    interval_loss: torch.Tensor,
+    grad_norm: torch.Tensor,
+    total_steps: int,
+    evaluate: Callable[[], float],
+    elapsed: Callable[[], float],
+    rate: Callable[[], float],
+    on_row: Callable[[dict], None] | None = None,
+    on_progress: Callable[[dict], None] | None = None,
+) -> bool:
+    """After step state["step"]: append a metrics row when one is due (evaluating the
+    validation loss with `evaluate` when an evaluation is), write metrics.parquet at an
+    evaluation; True when the run has diverged (and must stop)."""
+    train, step = cfg.train, state["step"]
+    last = step == total_steps
+    evaluating = step % train.eval_every == 0 or last
+    if not (step % train.log_every == 0 or step == 1 or evaluating):
+        return False
+    if state["interval_targets"]:
+        train_loss = interval_loss.item() / state["interval_targets"]
+    else:  # only the lone last token since the previous row: nothing new to say
+        train_loss = state["train_loss"]
+    interval_loss.zero_()
+    state["interval_targets"] = 0
+    state["train_loss"] = train_loss
+    if state["initial_loss"] is None:
+        state["initial_loss"] = train_loss
+    val_loss = math.nan
+    if evaluating and math.isfinite(train_loss):
+        val_loss = evaluate()
+        state["val_loss"] = val_loss
+    rows.append(
+        {
+            "run_id": cfg.run_id,
+            "step": step,
+            "tokens_seen": state["tokens_seen"],
+            "epoch": state["tokens_seen"] / stream.fresh_tokens,
+            "lr": lr,
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "grad_norm": grad_norm.item(),
+            "flops": flops_per_token(count_params(cfg.model).n_params) * state["tokens_seen"],
+            "elapsed_s": elapsed(),
+        }
+    )
+    if on_row is not None:
+        on_row(rows[-1])
+    if on_progress is not None:
+        on_progress(
+            {
+                "step": step,
+                "steps_total": total_steps,
+                "tokens_seen": state["tokens_seen"],
+                "tokens_total": stream.n_tokens,
+                "tokens_per_second": rate(),
+                "train_loss": train_loss,
+                "val_loss": state["val_loss"],
+            }
+        )
+    exploded = train_loss > train.diverge_factor * state["initial_loss"]
+    bad_val = evaluating and not math.isfinite(val_loss)
+    if not math.isfinite(train_loss) or exploded or bad_val:
+        return True
+    if evaluating:
+        write_metrics(metrics_path, rows)
+    return False
+
+
+def finish_run(
+    cfg: RunConfig,
+    run_dir: Path,
+    net,
+    stream: TokenStream,
+    state: dict,
+    rows: list[dict],
+    status: str,
+    wall_seconds: float,
+    device: torch.device,
+    amp: torch.dtype | None,
+    corpus: PreparedCorpus | None,
+    started_from: dict,
+) -> dict:
+    """End a run that is done or diverged: model/ (done only), the curve, then result.json
+    last and atomically, and the checkpoint dropped. Returns the result row."""
+    if status == "done":
+        assert state["tokens_seen"] == stream.n_tokens, "every token of the stream, exactly once"
+        loss = state["val_loss"]
+        model_tmp = run_dir / "model.tmp"
+        shutil.rmtree(model_tmp, ignore_errors=True)
+        save_hf_model(net, model_tmp)
+        if corpus is not None:
+            complete_model_folder(
+                model_tmp,
+                cfg,
+                corpus,
+                loss=loss,
+                train_loss=state["train_loss"],
+                steps=state["step"],
+            )
+        shutil.rmtree(run_dir / "model", ignore_errors=True)
+        model_tmp.rename(run_dir / "model")
+    else:
+        loss = math.nan
+    write_metrics(run_dir / "metrics.parquet", rows)
+    result = result_row(
+        cfg,
+        status=status,
+        loss=loss,
+        train_loss=state["train_loss"],
+        steps=state["step"],
+        tokens_seen=state["tokens_seen"],
+        wall_seconds=wall_seconds,
+        device=device_name(device),
+        precision=str(amp).removeprefix("torch.") if amp else "float32",
+        stream_info=stream.info,
+        forked_from=started_from,
+    )
+    write_json_atomic(run_dir / "result.json", result)
+    remove_checkpoint(run_dir / "checkpoint")
+    return result
+
+
+def restore_handlers(previous: dict) -> None:
+    """Put back the signal handlers a run replaced while it trained."""
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    previous.clear()
