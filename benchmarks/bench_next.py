@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.design.adaptive import run_adaptive
+from cdlaw.design.batch import trained_flops
 from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS, Law
 from cdlaw.plan.planner import plan
@@ -73,7 +74,7 @@ def judged(method: str, truth: Law, table: pd.DataFrame, form: str, budget, seed
     return {
         "method": method,
         "runs": len(table),
-        "flops": float(
+        "flops": trained_flops(table),
             (6.0 * table["n_params"] * (table["fresh_tokens"] + table["derived_tokens"])).sum()
         ),
         "error_pct": 100 * (p.predicted_loss - true) / true,

@@ -139,18 +139,3 @@ def test_sigterm_says_what_was_saved_and_how_to_resume(runs_root, write_sweep):
     assert last.startswith("stopped by SIGTERM: ") and "Traceback" not in rest
     assert f"in {runs_root / 'sigterm'}" in last and "resume from their last checkpoint" in last
     assert f"`cdlaw sweep {path} --out {runs_root}` resumes the sweep" in last
-
-
-def test_progress_of_a_run_resumed_before_its_first_evaluation_is_shown():
-    """A branch or resumed run has val_loss None (JSON null) until it evaluates: the event
-    carries NaN, and both displays say the step without crashing."""
-    from cdlaw.cli.progress_lines import ProgressLines
-    from cdlaw.cli.sweep_show import SweepDisplay
-    from cdlaw.sweep.worker import progress_event
-
-    p = {"step": 200, "steps_total": 1500, "tokens_seen": 51200, "tokens_total": 384000,
-         "tokens_per_second": 1200.0, "train_loss": 1.9, "val_loss": None}  # fmt: skip
-    event = progress_event("01ec272839e4", p)
-    line = ProgressLines()(event)
-    assert line is not None and "step 200/1500" in line and "val" not in line
-    SweepDisplay(live=False)(event)  # no facts yet: must not raise either

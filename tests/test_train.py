@@ -377,3 +377,18 @@ def test_resume_restores_the_torch_rng_state_the_checkpoint_saved(tmp_path):
     assert min(resumed) == 6 and max(resumed) == 12
     for step, state in resumed.items():
         assert torch.equal(state, whole[step]), f"step {step}: another RNG state"
+
+
+def test_a_run_resumed_before_its_first_evaluation_reports_nan_not_none(tmp_path):
+    """state.json stores the not-yet-known validation loss as JSON null; a resumed run (or
+    a branch started from a fork) must carry on with NaN, which every reader of progress
+    and metrics expects (a None crashed the sweep display)."""
+    cfg = make_cfg(3_000, eval_every=100, log_every=1, checkpoint_every=100)  # 12 steps
+    stream = array_stream(TRAIN_TOKENS[:3_000])
+    with pytest.raises(RunInterrupted):
+        train_run(cfg, tmp_path, stream, VAL_TOKENS, stop_after_steps=3)
+    seen = []
+    train_run(cfg, tmp_path, stream, VAL_TOKENS, on_progress=seen.append)
+    first = seen[0]
+    assert first["step"] == 4 and isinstance(first["val_loss"], float)
+    assert math.isnan(first["val_loss"]) and math.isfinite(seen[-1]["val_loss"])

@@ -139,6 +139,7 @@ def sweep(
         return
     for flag, value in {
         "--budget-flops": budget_flops,
+        "--unique-tokens": unique_tokens,
         "--grid": grid,
         "--experiment-flops": experiment_flops,
     }.items():

@@ -25,7 +25,7 @@ import pandas as pd
 
 from cdlaw.atomic import write_parquet_atomic, write_text_atomic
 from cdlaw.config import ExecConfig
-from cdlaw.design.batch import next_batch
+from cdlaw.design.batch import next_batch, trained_flops
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
@@ -63,20 +63,6 @@ class Adaptive:
     rounds: list[Round]
     stopped: str  # why the loop ended
     fit: FitResult
-
-
-def trained_flops(table: pd.DataFrame) -> float:
-    """FLOPs the runs trained themselves, 6·N per token, a branch's shared prefix counted
-    by its trunk only."""
-    tokens = (
-        table["tokens_trained"].astype(float)
-        if "tokens_trained" in table
-        else (table["fresh_tokens"] + table["derived_tokens"])
-    )
-    if "fork_step" in table and "batch_tokens" in table:
-        shared = table["fork_step"].fillna(0).astype(float) * table["batch_tokens"].fillna(0)
-        tokens = tokens - shared
-    return float((6.0 * table["n_params"].astype(float) * tokens).sum())
 
 
 def check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds) -> None:
@@ -166,7 +152,8 @@ def run_adaptive(
             left = None if max_flops is None else (max_flops - flops) / (max_rounds - k + 1)
             try:
                 batch = next_batch(table, fit, grid, budget_flops, unique_tokens,
-                                   max_runs=round_runs, max_flops=left, name=name)  # fmt: skip
+                                   max_runs=round_runs, max_flops=left, name=name,
+                                   current=now)  # fmt: skip
             except BadInput as e:
                 stopped = f"no next round: {e}"
                 break

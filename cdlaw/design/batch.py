@@ -110,9 +110,12 @@ def check_limits(max_runs: int | None, max_flops: float | None) -> tuple[int | N
     return max_runs, max_flops
 
 
-def spent_flops(table: pd.DataFrame) -> float:
-    """6·N·(D + D′) summed over the table: what its runs cost."""
+def trained_flops(table: pd.DataFrame) -> float:
+    """FLOPs a table's runs trained themselves, 6·N per token, a branch's shared prefix
+    counted by its trunk only (fork_step · batch_tokens, where the table records them)."""
     tokens = table["fresh_tokens"].astype(float) + table["derived_tokens"].astype(float)
+    if "fork_step" in table and "batch_tokens" in table:
+        tokens = tokens - table["fork_step"].fillna(0) * table["batch_tokens"].fillna(0)
     return float((6.0 * table["n_params"].astype(float) * tokens).sum())
 
 
@@ -126,11 +129,13 @@ def next_batch(
     max_flops: float | None = None,
     name: str = "next-1",
     strategy: str = "auto",
+    current: Plan | None = None,
 ) -> NextBatch:
     """Choose the next batch of runs for the plan at (budget_flops, unique_tokens).
 
     table: the runs already done (any table load_runs reads); fit: its fit with a
-    bootstrap; parent: the sweep whose settings and grid the batch uses.
+    bootstrap; parent: the sweep whose settings and grid the batch uses; current: the
+    plan this fit makes for the budget, when the caller has it already.
     """
     max_runs, max_flops = check_limits(max_runs, max_flops)
     draws, notes = fit.bootstrap_laws()
@@ -140,8 +145,9 @@ def next_batch(
             f"the fit has {len(draws)} bootstrap refits{why}; cdlaw next needs at least "
             f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
         )
-    source = PlanningLaw(fit.source or "fit", fit.law, fit.data_range, tuple(draws))
-    current = plan(source, budget_flops, unique_tokens, strategy=strategy)
+    if current is None:
+        source = PlanningLaw(fit.source or "fit", fit.law, fit.data_range, tuple(draws))
+        current = plan(source, budget_flops, unique_tokens, strategy=strategy)
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
     vocab = _vocab_size(table, parent)
@@ -168,7 +174,7 @@ def next_batch(
         # Only a run count: value per FLOP alone would pick the tiniest runs, which tell
         # almost nothing; a batch may cost what the runs so far cost (it at most doubles
         # the experiment), and within that the better of the two greedy batches wins.
-        max_flops = max(spent_flops(table), cheapest)
+        max_flops = max(trained_flops(table), cheapest)
     picks = choose(
         ens,
         noise,

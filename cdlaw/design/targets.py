@@ -33,14 +33,13 @@ def draw_targets(
     loss = math.log(
         float(law.loss(best.n_params, best.fresh_tokens, best.derived_tokens, strategy))
     )
-    n, _ = best_loss(law, strategy, budget_flops, unique_tokens)
     kinds = plan_strategies(law)
+    # each strategy's optimum once: the plan's strategy is one of them
+    optima = {s: best_loss(law, s, budget_flops, unique_tokens) for s in {*kinds, strategy}}
     gap = 0.0
     if len(kinds) == 2:
-        rep = best_loss(law, "repetition", budget_flops, unique_tokens)[1]
-        para = best_loss(law, "paraphrase", budget_flops, unique_tokens)[1]
-        gap = math.log(rep) - math.log(para)
-    return loss, math.log(n), gap
+        gap = math.log(optima["repetition"][1]) - math.log(optima["paraphrase"][1])
+    return loss, math.log(optima[strategy][0]), gap
 
 
 def candidate_log_losses(law: Law, cells: list[tuple[float, float, float, str]]) -> np.ndarray:

@@ -153,10 +153,11 @@ def greedy(
     m = ens.candidates.shape[1]
     loss_var0 = float(cov[0, 0])
     picked: list[int] = []
+    taken = np.zeros(m, dtype=bool)
     picks: list[Pick] = []
     spent = 0.0
     while max_runs is None or len(picks) < max_runs:
-        free = np.array([j for j in range(m) if j not in picked], dtype=int)
+        free = np.flatnonzero(~taken)
         if not free.size:
             break
         flops = np.asarray(cost(picked), dtype=float)[free]
@@ -179,5 +180,6 @@ def greedy(
         after = uncertainty(cov[:3, :3], ens.gap_mean)
         picks.append(Pick(int(free[best]), float(flops[best]), before, after, float(gain[best])))
         picked.append(int(free[best]))
+        taken[free[best]] = True
         spent += float(flops[best])
     return picks

@@ -17,7 +17,6 @@ process, in worker processes or in Ray tasks.
 from __future__ import annotations
 
 import json
-import math
 import os
 import socket
 import time
@@ -121,7 +120,7 @@ def _execute_run(
             prepared, stream = stream_for_run(cfg, Path(cache_dir))
 
             def progress(p: dict) -> None:
-                emit(progress_event(cfg.run_id, p))
+                emit(RunProgress(run_id=cfg.run_id, **p))
 
             fork_steps, fork_from = forks
             result = train_run(
@@ -208,10 +207,3 @@ def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:
         }
     )
     write_json_atomic(path, attempts)
-
-
-def progress_event(run_id: str, p: dict) -> RunProgress:
-    """A trainer's progress dict as an event. A number not known yet is NaN, never None: a
-    run resumed from a checkpoint (or a fork) before its first evaluation has no
-    validation loss, and JSON stored it as null."""
-    return RunProgress(run_id=run_id, **{k: math.nan if v is None else v for k, v in p.items()})

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,11 @@ def read_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint:
     if problem := json_problem(state_path):
         raise CheckpointDamaged(state_path, problem)
     state = json.loads(state_path.read_text())
+    # JSON has no NaN: a number not known yet (no validation loss before the first
+    # evaluation) was written as null; it comes back as the NaN it was.
+    for key, fresh in like.items():
+        if isinstance(fresh, float) and key in state and state[key] is None:
+            state[key] = math.nan
     digests = state.pop(DIGESTS, None) or {}
     if missing := [k for k in like if k not in state]:
         raise CheckpointDamaged(state_path, f"lacks {', '.join(missing)}")

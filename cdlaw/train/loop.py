@@ -23,8 +23,6 @@ set aside and named in one line, and the run goes on from what is whole (cdlaw.t
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +42,16 @@ from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model, non_embedding_params
 from cdlaw.train.result import read_result
-from cdlaw.train.run_parts import check_run, finish_run, log_step, open_run, restore_handlers
+
+# RunInterrupted is what train_run raises when it stops early (a signal, stop_after_steps).
+from cdlaw.train.run_parts import (
+    RunInterrupted,
+    check_run,
+    finish_run,
+    log_step,
+    open_run,
+    stop_signals,
+)
 from cdlaw.train.run_parts import save_hf_model as save_hf_model
 from cdlaw.train.steps import (
     IGNORE,
@@ -58,15 +65,6 @@ from cdlaw.train.steps import (
     resolve_device,
     token_losses,
 )
-
-
-class RunInterrupted(Exception):
-    """Training stopped early (a signal, or stop_after_steps); a checkpoint was saved."""
-
-    def __init__(self, step: int, reason: str):
-        super().__init__(f"run stopped after step {step} ({reason}); checkpoint saved")
-        self.step = step
-        self.reason = reason
 
 
 def train_run(
@@ -141,13 +139,6 @@ def train_run(
         write_metrics(metrics_path, rows)
         save_checkpoint(checkpoint_dir, net, optimizer, state)
 
-    # --- Stop cleanly on SIGTERM / SIGINT: finish the step, checkpoint, re-raise. ----------
-    stop_signal: list[int] = []
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda signum, frame: stop_signal.append(signum))
-
     interval_loss = torch.tensor(state["interval_loss"], dtype=torch.float32, device=device)
     grad_norm = torch.zeros((), device=device)
     session_start, session_tokens = time.perf_counter(), 0
@@ -157,7 +148,7 @@ def train_run(
         return elapsed_before + time.perf_counter() - session_start
 
     status = "done"
-    try:
+    with stop_signals() as stop_signal:
         # ====================================== the loop ======================================
         for step in range(state["step"], total_steps):
             start = state["tokens_seen"]
@@ -227,13 +218,6 @@ def train_run(
                     step + 1, f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
                 )
         # ======================================================================================
-    except RunInterrupted:
-        restore_handlers(previous)
-        if stop_signal:
-            signal.raise_signal(stop_signal[0])  # the previous handler decides what happens
-        raise
-    finally:
-        restore_handlers(previous)
 
     # --- Finish: the model, the curve, and result.json last. -------------------------------
     return finish_run(

@@ -27,8 +27,6 @@ time a packed run records is the pack's wall time while it was in it.
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -43,13 +41,19 @@ from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.train.checkpoint import save_checkpoint
-from cdlaw.train.loop import RunInterrupted
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_groups import pack_key
 from cdlaw.train.packed_model import PackedModels, packed_token_losses
 from cdlaw.train.result import read_result
-from cdlaw.train.run_parts import check_run, finish_run, log_step, open_run, restore_handlers
+from cdlaw.train.run_parts import (
+    RunInterrupted,
+    check_run,
+    finish_run,
+    log_step,
+    open_run,
+    stop_signals,
+)
 from cdlaw.train.steps import (
     IGNORE,
     autocast,
@@ -159,11 +163,6 @@ def train_pack(
     interval = torch.tensor([s.state["interval_loss"] for s in slots], device=device)
     z_loss = torch.tensor([s.run.cfg.train.z_loss for s in slots], device=device)
 
-    stop_signal: list[int] = []
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, lambda signum, frame: stop_signal.append(signum))
     session_start = time.perf_counter()
 
     def elapsed(slot: _Slot) -> float:
@@ -177,7 +176,7 @@ def train_pack(
         save_checkpoint(slot.run.run_dir / "checkpoint", slot.net, slot.optimizer, slot.state)
 
     pack_steps = 0
-    try:
+    with stop_signals() as stop_signal:
         while slots:
             x, y = _batches(slots, batch_rows, seq_len, model_cfg.vocab_size)
             lrs = torch.tensor([s.lr for s in slots], dtype=torch.float64)
@@ -253,13 +252,6 @@ def train_pack(
             if slots and (stop_signal or stop_after_steps == pack_steps):
                 reason = f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
                 raise RunInterrupted(pack_steps, reason)
-    except RunInterrupted:
-        restore_handlers(previous)
-        if stop_signal:
-            signal.raise_signal(stop_signal[0])  # the previous handler decides what happens
-        raise
-    finally:
-        restore_handlers(previous)
     return results
 
 

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from cdlaw.config import TrainConfig
-from cdlaw.train.steps import IGNORE
+from cdlaw.train.steps import token_losses
 
 EMBED = "model.embed_tokens.weight"
 
@@ -214,34 +214,7 @@ class PackedModels:
 def packed_token_losses(logits: torch.Tensor, targets: torch.Tensor):
     """Per model (dim 0): sums of cross-entropy and logsumexp² over the valid targets —
     cdlaw.train.steps.token_losses for each model at once, by the same arithmetic."""
-    return _PackedCrossEntropyAndZ.apply(logits, targets)
-
-
-class _PackedCrossEntropyAndZ(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, logits, targets):
-        valid = targets != IGNORE
-        safe = targets.clamp(min=0)
-        work = logits.to(torch.float32, copy=True)
-        target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-        top = work.amax(dim=-1, keepdim=True)
-        lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
-        dims = tuple(range(1, targets.ndim))
-        ce = torch.where(valid, lse - target_logit, 0.0).sum(dim=dims)
-        z = torch.where(valid, lse.square(), 0.0).sum(dim=dims)
-        ctx.save_for_backward(logits, safe, valid, lse)
-        return ce, z
-
-    @staticmethod
-    def backward(ctx, grad_ce, grad_z):
-        logits, safe, valid, lse = ctx.saved_tensors
-        shape = (-1,) + (1,) * (valid.ndim - 1)
-        grad_ce, grad_z = grad_ce.view(shape), grad_z.view(shape)
-        per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
-        grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
-        ce_grad = torch.where(valid, -grad_ce, 0.0).unsqueeze(-1)
-        grad.scatter_add_(-1, safe.unsqueeze(-1), ce_grad)
-        return grad.to(logits.dtype), None
+    return token_losses(logits, targets, per_model=True)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

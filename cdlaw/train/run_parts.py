@@ -6,10 +6,12 @@ steps of many models trained at once, so a packed run writes exactly what a run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -272,7 +274,38 @@ def finish_run(
     return result
 
 
-def restore_handlers(previous: dict) -> None:
+class RunInterrupted(Exception):
+    """Training stopped early (a signal, or stop_after_steps); a checkpoint was saved."""
+
+    def __init__(self, step: int, reason: str):
+        super().__init__(f"run stopped after step {step} ({reason}); checkpoint saved")
+        self.step = step
+        self.reason = reason
+
+
+@contextlib.contextmanager
+def stop_signals():
+    """While training, SIGTERM and SIGINT are only noted (in the list this yields): the
+    loop finishes its step, checkpoints and raises RunInterrupted; then the handlers that
+    were there are put back and the signal is delivered to them. Off the main thread
+    (where Python cannot install handlers) nothing is noted."""
+    caught: list[int] = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
+    try:
+        yield caught
+    except RunInterrupted:
+        _restore(previous)
+        if caught:
+            signal.raise_signal(caught[0])  # the previous handler decides what happens
+        raise
+    finally:
+        _restore(previous)
+
+
+def _restore(previous: dict) -> None:
     """Put back the signal handlers a run replaced while it trained."""
     for sig, handler in previous.items():
         signal.signal(sig, handler)

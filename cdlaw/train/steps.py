@@ -36,20 +36,22 @@ def make_batch(tokens: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np
     return x.reshape(rows, seq_len), y.reshape(rows, seq_len)
 
 
-def token_losses(logits, targets):
+def token_losses(logits, targets, per_model: bool = False):
     """Sums over the valid targets of cross-entropy and of logsumexp² (the z-loss term).
 
     One logsumexp serves both (cross-entropy = logsumexp(logits) − logit of the target),
     and the backward pass is one softmax. For tiny models the LM head and its loss are
     most of a step: this costs about what F.cross_entropy alone does, where autograd
     through torch.logsumexp costs twice that.
+
+    per_model: logits (K, …) of K packed models (cdlaw.train.packed_model): a sum per model.
     """
-    return _CrossEntropyAndZ.apply(logits, targets)
+    return _CrossEntropyAndZ.apply(logits, targets, per_model)
 
 
 class _CrossEntropyAndZ(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, targets):
+    def forward(ctx, logits, targets, per_model):
         valid = targets != IGNORE
         safe = targets.clamp(min=0)
         # logsumexp by hand, in place on one fp32 copy: twice as fast as torch.logsumexp on CPU.
@@ -58,19 +60,27 @@ class _CrossEntropyAndZ(torch.autograd.Function):
         target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
         top = work.amax(dim=-1, keepdim=True)
         lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
-        ce = torch.where(valid, lse - target_logit, 0.0).sum()
-        z = torch.where(valid, lse.square(), 0.0).sum()
+        ce, z = torch.where(valid, lse - target_logit, 0.0), torch.where(valid, lse.square(), 0.0)
+        if per_model:
+            dims = tuple(range(1, targets.ndim))
+            ce, z = ce.sum(dim=dims), z.sum(dim=dims)
+        else:
+            ce, z = ce.sum(), z.sum()
+        ctx.per_model = per_model
         ctx.save_for_backward(logits, safe, valid, lse)
         return ce, z
 
     @staticmethod
     def backward(ctx, grad_ce, grad_z):
         logits, safe, valid, lse = ctx.saved_tensors
+        if ctx.per_model:  # one gradient per model: broadcast it over that model's tokens
+            shape = (-1,) + (1,) * (valid.ndim - 1)
+            grad_ce, grad_z = grad_ce.view(shape), grad_z.view(shape)
         # d(ce)/dlogits = softmax − onehot(target); d(lse²)/dlogits = 2·lse·softmax.
         per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
         grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
         grad.scatter_add_(-1, safe.unsqueeze(-1), torch.where(valid, -grad_ce, 0.0).unsqueeze(-1))
-        return grad.to(logits.dtype), None
+        return grad.to(logits.dtype), None, None
 
 
 def forward_logits(net, x):
