@@ -75,8 +75,6 @@ def judged(method: str, truth: Law, table: pd.DataFrame, form: str, budget, seed
         "method": method,
         "runs": len(table),
         "flops": trained_flops(table),
-            (6.0 * table["n_params"] * (table["fresh_tokens"] + table["derived_tokens"])).sum()
-        ),
         "error_pct": 100 * (p.predicted_loss - true) / true,
         "covered": bool(lo <= true <= hi),
         "width_nats": hi - lo,
