@@ -24,7 +24,18 @@ ALLOWED = {
     "report": {"foundation", "fit", "plan", "figures", "report"},
     # experiment design reads fits and plans and writes sweeps: above both pipelines
     "design": {"foundation", "data", "train", "sweep", "fit", "plan", "design"},
-    "cli": {"foundation", "data", "train", "sweep", "fit", "plan", "figures", "report", "design", "cli"},
+    "cli": {
+        "foundation",
+        "data",
+        "train",
+        "sweep",
+        "fit",
+        "plan",
+        "figures",
+        "report",
+        "design",
+        "cli",
+    },
 }
 TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
 HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
