@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.train.packed_groups import choose_packs, pack_key, parse_pack
+from cdlaw.train.packed_groups import pack_key, parse_pack
 from tests.test_train import make_cfg
 
 
@@ -29,15 +29,3 @@ def test_a_pack_size_below_one_or_not_a_number_is_bad_input(text):
 
 def test_pack_sizes_and_auto_parse():
     assert parse_pack("auto") == "auto" and parse_pack("1") == 1 and parse_pack("16") == 16
-
-
-def test_packs_follow_the_given_order_and_never_mix_keys():
-    small = [make_cfg(1_000 + i, seed=i) for i in range(5)]
-    wide = [replace(c, model=replace(c.model, d_model=64)) for c in small[:3]]
-    order = [small[0], wide[0], small[1], small[2], wide[1], small[3], wide[2], small[4]]
-    packs = choose_packs(order, 2)
-    assert [[order.index(c) for c in p] for p in packs] == [[0, 2], [1, 4], [3, 5], [6], [7]]
-    assert all(len({pack_key(c) for c in p}) == 1 for p in packs)
-    assert choose_packs(order, 1) == [[c] for c in order]
-    with pytest.raises(BadInput):
-        choose_packs(order, 0)

@@ -47,6 +47,12 @@ def sweep(
     compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
     threads: int = typer.Option(0, "--threads", help="Torch threads per run (default: split)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan or outcome as JSON."),
+    pack: str = typer.Option(
+        "1",
+        "--pack",
+        help="auto, or the most runs of one shape to train together in one process (1: each "
+        "run alone). Same numbers as alone, several times the tokens/s for small models.",
+    ),
     law: str = typer.Option(
         None, "--law", help="With --executor simulate: a preset (qin2026, ...) or a fit.json."
     ),
@@ -77,6 +83,9 @@ def sweep(
 
     Example: cdlaw sweep sweeps/smoke.toml --dry-run && cdlaw sweep sweeps/smoke.toml
 
+    Small models: cdlaw sweep sweeps/demo.toml --pack auto (runs of one shape train together
+    in one process; the dry run shows the packs and their measured speed-up).
+
     Plan an experiment before training it: cdlaw sweep sweeps/qin2026-small.toml --executor
     simulate --law qin2026 --noise 0.01 --out sim (a known law's losses, seeded noise).
 
@@ -87,7 +96,10 @@ def sweep(
     from cdlaw.cli import require_ray_extra, require_train_extra
     from cdlaw.config import ExecConfig
     from cdlaw.errors import BadInput
+    from cdlaw.train.packed_groups import parse_pack
     from cdlaw.train.trackers import tracker_names
+
+    pack_size = parse_pack(pack)  # --pack 0: refused before anything else
 
     simulation = None
     if executor == "simulate" or law is not None:
@@ -134,6 +146,7 @@ def sweep(
             "jobs": jobs,
             "exec_cfg": exec_cfg,
             "simulation": simulation,
+            "pack": pack_size,
         }
         run_adaptive_command(sweep_file, out, options, json_out, **sweep_kw)
         return
@@ -150,7 +163,13 @@ def sweep(
         from cdlaw.sweep.dryrun import dry_run_sweep
 
         plan = dry_run_sweep(
-            sweep_file, out, only=only, executor=executor, jobs=jobs, exec_cfg=exec_cfg
+            sweep_file,
+            out,
+            only=only,
+            executor=executor,
+            jobs=jobs,
+            exec_cfg=exec_cfg,
+            pack=pack_size,
         )
         if json_out:
             print_json(
@@ -169,6 +188,9 @@ def sweep(
                     "flops_alone": plan.flops_alone,
                     "serial_seconds_alone": plan.serial_seconds_alone,
                     "wall_seconds_alone": plan.wall_seconds_alone,
+                    "packs": plan.packs,
+                    "pack_probes": plan.pack_probes,
+                    "wall_seconds_unpacked": plan.wall_seconds_unpacked,
                 }
             )
         else:
@@ -190,6 +212,7 @@ def sweep(
             exec_cfg=exec_cfg,
             on_event=display,
             simulation=simulation,
+            pack=pack_size,
         )
     except SystemExit as e:  # SIGTERM: the runner let the runs checkpoint, then exits 143
         display.stop()
@@ -215,6 +238,7 @@ def sweep(
                 "wall_seconds": outcome.wall_seconds,
                 "jobs": outcome.jobs,
                 "threads": outcome.threads,
+                "packs": outcome.packs,
             }
         )
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))

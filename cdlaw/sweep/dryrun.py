@@ -16,9 +16,11 @@ from pathlib import Path
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs
+from cdlaw.sweep.pack_size import choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
+from cdlaw.train.packed_groups import pack_key
 from cdlaw.train.result import run_facts
 
 
@@ -38,6 +40,12 @@ class DryRun:
     flops_alone: float = 0.0
     serial_seconds_alone: float = 0.0
     wall_seconds_alone: float = 0.0
+    # --pack: the most runs per pack per model size, what auto measured, and the estimate
+    # without packing (wall_seconds then assumes every pack full: a lower bound)
+    packs: dict[str, int] = field(default_factory=dict)
+    pack_probes: list[dict] = field(default_factory=list)
+    pack_gains: dict[str, float] = field(default_factory=dict)
+    wall_seconds_unpacked: float = 0.0
 
 
 class _CalibrationDone(Exception):
@@ -176,6 +184,7 @@ def dry_run_sweep(
     jobs: int = 0,
     exec_cfg: ExecConfig = ExecConfig(),
     calibrate: bool = True,
+    pack: str | int = 1,
 ) -> DryRun:
     """Validate a sweep and estimate its time; writes nothing into the runs folder.
 
@@ -220,6 +229,17 @@ def dry_run_sweep(
         )
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
+    packs, pack_probes, gains = {}, [], {}
+    if calibrate and todo and pack != 1:
+        pending_cfgs = [r for r in plan.runs if r.run_id in pending]
+        packing, probes = choose_packing(pending_cfgs, pack, probe_exec, n_jobs)
+        if packing is not None:
+            by_key = measure_gains(pending_cfgs, packing, probe_exec, probes)
+            for cfg in pending_cfgs:
+                label = cfg.model.size or str(run_facts(cfg)["n_params"])
+                packs[label] = packing.size(cfg)
+                gains[cfg.run_id] = by_key[pack_key(cfg)]
+            pack_probes = [dataclasses.asdict(p) for p in probes]
     val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
     forest = plan.forest
     for row in rows:
@@ -244,6 +264,12 @@ def dry_run_sweep(
     alone = sorted(todo, key=lambda r: -r["est_seconds_alone"]) if n_jobs > 1 else todo
     pending_forks = {b: f for b, f in forest.forks.items() if b in {r["run_id"] for r in todo}}
     wall = forest_makespan(order, pending_forks, n_jobs) + startup if todo else 0.0
+    wall_unpacked = wall
+    if gains:  # every run sped up by its full pack's measured gain
+        for row in rows:
+            if row["run_id"] in gains:
+                row["est_seconds"] /= gains[row["run_id"]]
+        wall = forest_makespan(order, pending_forks, n_jobs) + startup
     wall_alone = (
         makespan([r["est_seconds_alone"] for r in alone], n_jobs) + startup if todo else 0.0
     )
@@ -261,4 +287,13 @@ def dry_run_sweep(
         flops_alone=float(sum(forest.alone_flops[r["run_id"]] for r in todo)),
         serial_seconds_alone=float(sum(r["est_seconds_alone"] for r in todo)),
         wall_seconds_alone=wall_alone,
+        packs=packs,
+        pack_probes=pack_probes,
+        pack_gains={
+            label: gains[r.run_id]
+            for r in plan.runs
+            if r.run_id in gains
+            for label in [r.model.size or str(run_facts(r)["n_params"])]
+        },
+        wall_seconds_unpacked=wall_unpacked,
     )

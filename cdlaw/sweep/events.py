@@ -22,6 +22,16 @@ class SweepPlanned:
 
 
 @dataclass(frozen=True)
+class PacksChosen:
+    """--pack: the most runs per pack for each model size; with auto, the gain in total
+    tokens/s measured at that pack size, and every probe (cdlaw.sweep.pack_size.PackProbe)."""
+
+    sizes: dict[str, int]
+    gains: dict[str, float]
+    probes: list[dict]
+
+
+@dataclass(frozen=True)
 class RunSkipped:
     """A run was finished before this sweep looked at it (status done|diverged|failed)."""
 
@@ -73,5 +83,14 @@ class RunRetried:
     reason: str
 
 
-Event = SweepPlanned | RunSkipped | RunStarted | RunProgress | RunEnded | RunLocked | RunRetried
+Event = (
+    SweepPlanned
+    | PacksChosen
+    | RunSkipped
+    | RunStarted
+    | RunProgress
+    | RunEnded
+    | RunLocked
+    | RunRetried
+)
 OnEvent = Callable[[Event], None]

@@ -1,9 +1,9 @@
 """Executors: where runs train, and how many at once (docs/cli.md).
 
 In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split between
-them), or Ray (one task per run with its CPU / GPU request, the runs folder on shared
-storage). Each submits the per-run worker (`execute_run`) and hands back a
-concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
+them), or Ray (one task per run or pack with its CPU / GPU request, the runs folder on
+shared storage). Each submits the per-run worker (`execute_run`) or the pack worker
+(`execute_pack`, several runs in one process) and hands back a concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
 picks jobs × threads for the local executors.
 """
 
@@ -42,7 +42,28 @@ class RunTask:
     fork_from: tuple[Path, ...] = ()  # fork checkpoints to start from, nearest first (a branch)
 
 
-def _task_run(task: RunTask, on_event: OnEvent | None) -> dict:
+@dataclass
+class PackTask:
+    """Runs of one pack_key to train together in one process (cdlaw.sweep.pack_worker);
+    the pack checkpoints and hands its runs back after `pause_after_s` seconds."""
+
+    tasks: tuple[RunTask, ...]
+    pause_after_s: float | None = None
+
+    def with_exec(self, **changes) -> PackTask:
+        tasks = tuple(
+            dataclasses.replace(t, exec_cfg=dataclasses.replace(t.exec_cfg, **changes))
+            for t in self.tasks
+        )
+        return dataclasses.replace(self, tasks=tasks)
+
+
+def _task_run(task: RunTask | PackTask, on_event: OnEvent | None) -> dict | list[dict]:
+    """A run's outcome dict, or for a pack one per run (cdlaw.sweep.worker, pack_worker)."""
+    if isinstance(task, PackTask):
+        from cdlaw.sweep.pack_worker import execute_pack
+
+        return execute_pack(task.tasks, on_event, task.pause_after_s)
     return execute_run(
         task.config,
         task.sweep_dir,
@@ -82,7 +103,7 @@ class InProcessExecutor:
         self.on_event = on_event
         self.threads = threads
 
-    def submit(self, task: RunTask) -> cf.Future:
+    def submit(self, task: RunTask | PackTask) -> cf.Future:
         future: cf.Future = cf.Future()
         try:
             future.set_result(_task_run(task, self.on_event))
@@ -128,11 +149,17 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _pool_task(task: RunTask) -> dict:
+def _pool_task(task: RunTask | PackTask) -> dict | list[dict]:
     if _WORKER.get("device"):
-        exec_cfg = dataclasses.replace(task.exec_cfg, device=_WORKER["device"])
-        task = dataclasses.replace(task, exec_cfg=exec_cfg)
+        task = _with_exec(task, device=_WORKER["device"])
     return _task_run(task, _Throttle(_WORKER["queue"].put))
+
+
+def _with_exec(task: RunTask | PackTask, **changes) -> RunTask | PackTask:
+    """The task with these ExecConfig fields changed (for each run of a pack)."""
+    if isinstance(task, PackTask):
+        return task.with_exec(**changes)
+    return dataclasses.replace(task, exec_cfg=dataclasses.replace(task.exec_cfg, **changes))
 
 
 class PoolExecutor:
@@ -160,7 +187,7 @@ class PoolExecutor:
             )
         return self._pool
 
-    def submit(self, task: RunTask) -> cf.Future:
+    def submit(self, task: RunTask | PackTask) -> cf.Future:
         try:
             return self._ensure_pool().submit(_pool_task, task)
         except BrokenProcessPool:  # a worker died: start a fresh pool
@@ -201,7 +228,7 @@ class PoolExecutor:
         self.drain()
 
 
-def _ray_task(task: RunTask, queue) -> dict:
+def _ray_task(task: RunTask | PackTask, queue) -> dict | list[dict]:
     send = _Throttle(queue.put_nowait) if queue is not None else None
     return _task_run(task, send)
 
@@ -235,14 +262,14 @@ class RayExecutor:
             num_cpus=self.threads, num_gpus=gpus_per_run, max_retries=0
         )
 
-    def submit(self, task: RunTask) -> cf.Future:
-        device = task.exec_cfg.device
+    def submit(self, task: RunTask | PackTask) -> cf.Future:
+        first = task.tasks[0] if isinstance(task, PackTask) else task
+        device = first.exec_cfg.device
         if self.gpus_per_run:  # Ray sets CUDA_VISIBLE_DEVICES for the task
             device = "cuda"
         elif device == "auto":
             device = "cpu"
-        exec_cfg = dataclasses.replace(task.exec_cfg, threads=self.threads, device=device)
-        task = dataclasses.replace(task, exec_cfg=exec_cfg)
+        task = _with_exec(task, threads=self.threads, device=device)
         return self._remote.remote(task, self._queue).future()
 
     def broken(self) -> None:

@@ -36,6 +36,7 @@ from cdlaw.config import ExecConfig, to_dict
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
+    PacksChosen,
     RunSkipped,
     SweepPlanned,
 )
@@ -50,12 +51,14 @@ from cdlaw.sweep.locks import (
     LOCK_NAME,
     read_lock,
 )
+from cdlaw.sweep.pack_size import choose_packing
 from cdlaw.sweep.scheduler import schedule_runs
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
+from cdlaw.train.packed_groups import Packing
 from cdlaw.train.result import read_result, run_facts
 from cdlaw.train.trackers import require_trackers
 
@@ -73,6 +76,7 @@ class SweepOutcome:
     jobs: int = 1
     threads: int = 0
     failures: list[dict] = field(default_factory=list)  # {run_id, error} of failed runs
+    packs: dict[str, int] = field(default_factory=dict)  # model size -> most runs per pack
 
     @property
     def exit_code(self) -> int:
@@ -93,6 +97,7 @@ def run_sweep(
     exec_cfg: ExecConfig = ExecConfig(),
     on_event: OnEvent | None = None,
     simulation: Simulation | None = None,
+    pack: str | int = 1,
 ) -> SweepOutcome:
     """Validate, then train every selected run not yet done; rebuild the summary.
 
@@ -102,6 +107,8 @@ def run_sweep(
     sweep file changed). Runs held by another live process are waited for, not trained.
     With executor "simulate" each run's loss is drawn from `simulation` (a law and its
     noise) instead of trained: same folders and rows, no corpus, no torch.
+    `pack` ("auto", or the most runs per pack; 1: each run alone) trains runs of one shape
+    together in one process (cdlaw.sweep.pack_size, docs/packing.md): same numbers, less time.
     """
     if executor not in ("local", "ray", "simulate"):
         raise BadInput(f"--executor must be local, ray or simulate, got {executor!r}")
@@ -130,10 +137,17 @@ def run_sweep(
         device = resolve_device(exec_cfg.device)
     else:
         device = exec_cfg.device
+    if pack not in ("auto", 1) and (not isinstance(pack, int) or pack < 1):
+        raise BadInput(f"--pack must be auto or a pack size of 1 or more, got {pack!r}")
+    if simulation is not None and pack != 1:
+        raise BadInput("--pack packs training: a simulated sweep trains nothing; drop --pack")
     plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
     sweep_dir = plan.sweep_dir
     if simulation is not None:
         check_strategies(simulation, plan.runs)  # before any run folder is written
+    if isinstance(pack, int) and pack > 1:  # a pack too big for memory: refused before writing
+        n_jobs, threads, _ = choose_jobs(device, len(plan.runs), jobs, exec_cfg.threads)
+        choose_packing(plan.runs, pack, dataclasses.replace(exec_cfg, device=device), n_jobs)
     _claim_sweep_dir(plan, restart)
     emit = on_event or (lambda e: None)
 
@@ -165,6 +179,12 @@ def run_sweep(
         ex = PoolExecutor(n_jobs, threads, gpus, on_event)
     if executor == "local":
         exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
+    packing, probes = choose_packing(
+        todo, pack, dataclasses.replace(exec_cfg, device=device, threads=threads), n_jobs
+    )
+    if packing is not None:
+        sizes, gains = _pack_sizes(packing, todo, probes)
+        emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in probes]))
     # In parallel, the costliest chain of work first (a trunk before its branches; it
     # shortens the makespan); alone, in grid order (a branch still waits for its fork).
     if n_jobs > 1:
@@ -173,7 +193,7 @@ def run_sweep(
     trained: list[str] = []
     try:
         with _forward_sigterm(ex):
-            trained = schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation)
+            trained = schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation, packing)
     finally:
         ex.close()
     summary = rebuild_summary(sweep_dir)
@@ -194,7 +214,21 @@ def run_sweep(
         n_jobs,
         threads,
         failures,
+        _pack_sizes(packing, todo)[0] if packing else {},
     )
+
+
+def _pack_sizes(packing: Packing, runs, probes=()) -> tuple[dict[str, int], dict[str, float]]:
+    """({model size label: most runs per pack}, {label: measured gain at that size})."""
+    sizes, gains = {}, {}
+    for cfg in runs:
+        label = cfg.model.size or str(run_facts(cfg)["n_params"])
+        sizes[label] = packing.size(cfg)
+        n = run_facts(cfg)["n_params"]
+        for p in probes:
+            if p.n_params == n and p.k == sizes[label]:
+                gains[label] = p.gain
+    return sizes, gains
 
 
 def _plan_or_clean_up(

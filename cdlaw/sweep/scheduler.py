@@ -11,38 +11,50 @@ concurrent.futures-style futures:
 - a run another live process holds is looked at again every RETRY_LOCKED_S;
 - a worker that dies loses nothing: its run is queued again and resumes from its
   checkpoint; a run that kills its worker twice is recorded as failed;
-- fork checkpoints that no unfinished run of the sweep can start from are deleted.
+- fork checkpoints that no unfinished run of the sweep can start from are deleted;
+- with packing (--pack), ready runs of one shape go out together as one pack task, which
+  hands its unfinished runs back every few seconds to be packed again (docs/packing.md).
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import math
 import time
 from concurrent.futures.process import BrokenProcessPool
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.sweep.events import RunEnded, RunLocked, RunRetried, RunSkipped
-from cdlaw.sweep.executors import RunTask
+from cdlaw.sweep.executors import PackTask, RunTask
 from cdlaw.sweep.forest import Fork, fork_dir
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.train.damage import DiskFull
 from cdlaw.train.forks import fork_exists, remove_fork
+from cdlaw.train.packed_groups import Packing, pack_key
 from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
 
 
-def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> list[str]:
-    """Train `todo` (in priority order) on executor `ex`; return the run ids trained here."""
+def schedule_runs(
+    plan, todo, retry, ex, exec_cfg, emit, simulation=None, packing: Packing | None = None
+) -> list[str]:
+    """Train `todo` (in priority order) on executor `ex`; return the run ids trained here.
+
+    `packing`: ready runs of one pack_key go out together, up to the pack size, as one
+    task (cdlaw.sweep.pack_worker) that hands its unfinished runs back every
+    `packing.pause_after_s` seconds to be packed again with whatever became ready."""
     forest = plan.forest if simulation is None else None  # a simulated run trains nothing
     queue: list[RunConfig] = list(todo)
+    rank = {c.run_id: i for i, c in enumerate(todo)}  # the queue's order; retries go first
     waiting: dict[str, tuple[RunConfig, float]] = {}
     deaths: dict[str, int] = {}
-    inflight: dict[cf.Future, RunConfig] = {}
+    alone: set[str] = set()  # runs whose pack failed under them: trained alone from now on
+    inflight: dict[cf.Future, list[RunConfig]] = {}
     trained: list[str] = []
 
     def task(cfg: RunConfig) -> RunTask:
@@ -68,19 +80,44 @@ def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> lis
             return True
         return fork.parent not in coming
 
+    def next_group(coming: set[str]) -> list[RunConfig]:
+        """The first ready run, with (packing) the next ready runs of its pack_key."""
+        candidates = [c for c in queue if ready(c, coming)]
+        if not candidates or packing is None or candidates[0].run_id in alone:
+            return candidates[:1]
+        packable = [c for c in candidates if c.run_id not in alone]
+        key = pack_key(candidates[0])
+        same = [c for c in packable if pack_key(c) == key]
+        # Free slots are shared out: one pack per other key that waits, the rest split
+        # this key's runs (two half packs on two workers beat one full pack and an idle one).
+        others = len({pack_key(c) for c in packable}) - 1
+        slots = max(1, ex.capacity - len(inflight) - others)
+        size = min(packing.size(candidates[0]), math.ceil(len(same) / slots))
+        return same[:size]
+
+    def submit(group: list[RunConfig]) -> None:
+        for c in group:
+            queue.remove(c)
+        if packing is not None and group[0].run_id not in alone:
+            work: RunTask | PackTask = PackTask(tuple(task(c) for c in group), packing.pause_s)
+        else:
+            work = task(group[0])
+        inflight[ex.submit(work)] = group
+
     while queue or inflight or waiting:
         now = time.monotonic()
         for rid, (cfg, when) in list(waiting.items()):
             if when <= now:
                 queue.append(cfg)
                 del waiting[rid]
+        queue.sort(key=lambda c: rank[c.run_id])
         while len(inflight) < ex.capacity:
-            coming = {c.run_id for c in (*queue, *inflight.values())} | set(waiting)
-            pick = next((c for c in queue if ready(c, coming)), None)
-            if pick is None:
+            coming = {c.run_id for c in queue} | set(waiting)
+            coming |= {c.run_id for group in inflight.values() for c in group}
+            group = next_group(coming)
+            if not group:
                 break
-            queue.remove(pick)
-            inflight[ex.submit(task(pick))] = pick
+            submit(group)
         if not inflight:
             ex.drain()
             time.sleep(POLL_S)
@@ -88,34 +125,50 @@ def schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation=None) -> lis
         done, _ = cf.wait(list(inflight), timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
         ex.drain()
         for future in done:
-            cfg = inflight.pop(future)
+            group = inflight.pop(future)
             try:
-                outcome = future.result()
+                result = future.result()
             except Exception as e:  # the worker died under the run, or it raised outside training
                 died = isinstance(e, BrokenProcessPool)
                 if died:
                     ex.broken()
                 reason = f"{type(e).__name__}: {e}"
-                deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
-                if deaths[cfg.run_id] >= 2:
-                    what = "the worker died twice" if died else "it failed twice outside training"
-                    _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
-                    emit(RunEnded(cfg.run_id, "failed"))
-                else:
-                    emit(RunRetried(cfg.run_id, reason))
-                    queue.insert(0, cfg)
+                for cfg in group:
+                    if len(group) > 1:
+                        alone.add(cfg.run_id)  # which run of the pack it was, alone will show
+                    deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
+                    if deaths[cfg.run_id] >= 2:
+                        what = (
+                            "the worker died twice" if died else "it failed twice outside training"
+                        )
+                        _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
+                        emit(RunEnded(cfg.run_id, "failed"))
+                    else:
+                        emit(RunRetried(cfg.run_id, reason))
+                        rank[cfg.run_id] = -1
+                        queue.append(cfg)
                 continue
-            if outcome["outcome"] == "locked":
-                if cfg.run_id not in waiting:
-                    holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
-                    emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
-                waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
-            elif outcome["outcome"] == "disk-full":
-                raise DiskFull(outcome["error"])
-            elif outcome["outcome"] == "skipped":
-                emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
-            else:
-                trained.append(cfg.run_id)
+            by_id = {c.run_id: c for c in group}
+            for outcome in result if isinstance(result, list) else [result]:
+                cfg = by_id[outcome["run_id"]]
+                kind = outcome["outcome"]
+                if kind == "locked":
+                    if cfg.run_id not in waiting:
+                        holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
+                        emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
+                    waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
+                elif kind == "disk-full":
+                    raise DiskFull(outcome["error"])
+                elif kind == "skipped":
+                    emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
+                elif kind == "paused":  # back in line, to be packed again
+                    queue.append(cfg)
+                elif kind == "pack-failed":  # trained alone, where its own fault shows
+                    emit(RunRetried(cfg.run_id, f"its pack failed ({outcome['error']})"))
+                    alone.add(cfg.run_id)
+                    queue.append(cfg)
+                elif cfg.run_id not in trained:
+                    trained.append(cfg.run_id)
         if done:
             summary = rebuild_summary(plan.sweep_dir)
             if forest and forest.saves:

@@ -79,26 +79,37 @@ def execute_run(
         return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
 
 
-def _execute_run(
-    cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
-) -> dict:
-    run_dir = Path(sweep_dir) / cfg.run_id
-    emit = on_event or (lambda e: None)
+def claim_run(cfg: RunConfig, run_dir: Path, retry_failed: bool, exec_cfg: ExecConfig):
+    """The run's lock, held, with the run ready to train (an unreadable result.json set
+    aside, a failed one moved to result.failed.json when retried, the attempt recorded);
+    or, when it is not to be trained here, its outcome dict (skipped or locked)."""
     result = read_result(run_dir)
     if result is not None and not (retry_failed and result.get("status") == "failed"):
         return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
     lock = RunLock(run_dir / LOCK_NAME)
     if not lock.acquire():
         return {"run_id": cfg.run_id, "outcome": "locked", "result": None}
+    result = read_result(run_dir)  # it may have finished while we looked at the lock
+    if result is None:
+        set_aside_unreadable_result(run_dir)  # under the lock: nobody writes it now
+    elif not (retry_failed and result.get("status") == "failed"):
+        lock.release()
+        return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
+    else:
+        os.replace(run_dir / "result.json", run_dir / "result.failed.json")
+    _record_attempt(run_dir, exec_cfg)
+    return lock
+
+
+def _execute_run(
+    cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
+) -> dict:
+    run_dir = Path(sweep_dir) / cfg.run_id
+    emit = on_event or (lambda e: None)
+    lock = claim_run(cfg, run_dir, retry_failed, exec_cfg)
+    if isinstance(lock, dict):
+        return lock
     with lock:
-        result = read_result(run_dir)  # it may have finished while we looked at the lock
-        if result is None:
-            set_aside_unreadable_result(run_dir)  # under the lock: nobody writes it now
-        else:
-            if not (retry_failed and result.get("status") == "failed"):
-                return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
-            os.replace(run_dir / "result.json", run_dir / "result.failed.json")
-        _record_attempt(run_dir, exec_cfg)
         emit(RunStarted(cfg.run_id, os.getpid()))
         started = time.time()
         # --tracker: the run's config, rows and result go to TensorBoard, W&B or MLflow too
@@ -131,7 +142,7 @@ def _execute_run(
                 exec_cfg,
                 progress,
                 fork_steps=fork_steps,
-                fork_from=_choose_fork(run_dir, fork_from),
+                fork_from=choose_fork(run_dir, fork_from),
                 corpus=prepared,  # model/ gets the tokenizer: a whole HF folder
                 on_row=tracked.row if exec_cfg.trackers else None,
             )
@@ -162,7 +173,7 @@ def _execute_run(
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
 
 
-def _choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:
+def choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:
     """The fork a run that has not started yet starts from: its own, else the nearest older
     one that exists (said in one line), else None (step 0, said too)."""
     if not fork_from or any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old")):

@@ -21,14 +21,15 @@ at any moment (even kill -9) is re-formed from the same runs, each from its own 
 checkpoint; runs already finished return their result.json. SIGTERM/SIGINT checkpoint
 every run of the pack, then stop as train_run does.
 
-Not packed: shared-prefix branches (fork_steps / fork_from) and torch.compile; the elapsed
-time a packed run records is the pack's wall time while it was in it.
+Shared prefixes work as in train_run: a trunk saves its fork checkpoints after the steps
+in its `fork_steps`, and a branch with no checkpoint of its own starts from `fork_from`.
+Not packed: torch.compile. The elapsed time a packed run records is the pack's wall time
+while it was in it.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.train.checkpoint import save_checkpoint
+from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_groups import pack_key
@@ -65,10 +67,6 @@ from cdlaw.train.steps import (
     resolve_device,
 )
 
-# The stacked weights' gradients are views of one (K, P) buffer, laid out as the weights
-# are; autograd's note that they are not the layout it would pick itself is expected.
-warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout")
-
 
 @dataclass
 class PackedRun:
@@ -81,6 +79,9 @@ class PackedRun:
     corpus: PreparedCorpus | None = None
     on_row: Callable[[dict], None] | None = None  # as train_run's (an experiment tracker)
     on_progress: Callable[[dict], None] | None = None  # as train_run's
+    on_end: Callable[[dict], None] | None = None  # sees the result row when the run leaves
+    fork_steps: tuple[int, ...] = ()  # as train_run's: save a fork after these steps
+    fork_from: Path | None = None  # as train_run's: a branch starts from this fork
 
 
 @dataclass
@@ -108,11 +109,14 @@ def train_pack(
     runs: list[PackedRun],
     exec_cfg: ExecConfig = ExecConfig(),
     stop_after_steps: int | None = None,
+    pause_after_s: float | None = None,
 ) -> dict[str, dict]:
     """Train every run of `runs` (one pack_key) to its end; return {run_id: result row}.
 
     A run whose folder holds a result.json is not trained again. `stop_after_steps`: after
     that many steps of the pack, checkpoint every run still in it and raise RunInterrupted.
+    `pause_after_s`: the same after the first step that ends that many seconds after the
+    pack started (the sweep re-forms packs this way, with runs that became ready since).
     """
     if not runs:
         return {}
@@ -148,7 +152,15 @@ def train_pack(
         optimizer = make_optimizer(net, run.cfg.train, device)
         total_steps = -(-run.stream.n_tokens // batch_tokens)
         state, rows, started_from = open_run(
-            run.cfg, run.run_dir, run.stream, net, optimizer, exec_cfg, total_steps, config_problem
+            run.cfg,
+            run.run_dir,
+            run.stream,
+            net,
+            optimizer,
+            exec_cfg,
+            total_steps,
+            config_problem,
+            run.fork_from,
         )
         val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, seq_len)
         val = (torch.from_numpy(val_x), torch.from_numpy(val_y))
@@ -194,6 +206,9 @@ def train_pack(
             pack.adamw_step(lrs, idle)
             pack.zero_grad()
             pack_steps += 1
+            paused = pause_after_s is not None and (
+                time.perf_counter() - session_start >= pause_after_s
+            )
 
             # Runs due an evaluation with one validation set share one packed forward.
             due = [k for k, s in enumerate(slots) if _evaluating(s)]
@@ -233,7 +248,14 @@ def train_pack(
                     s.ended = "diverged"
                 elif last:
                     s.ended = "done"
-                stop = bool(stop_signal) or stop_after_steps == pack_steps
+                if step in s.run.fork_steps and s.ended != "diverged":
+                    fork = fork_path(s.run.run_dir, step)
+                    if not fork.exists():
+                        s.state["interval_loss"] = float(interval[k])
+                        s.state["elapsed_s"] = elapsed(s)
+                        pack.copy_to(k, s.net, s.optimizer)
+                        save_fork(fork, s.net, s.optimizer, s.state, s.rows)
+                stop = bool(stop_signal) or stop_after_steps == pack_steps or paused
                 if s.ended:
                     pack.copy_to(k, s.net)
                     results[s.run.cfg.run_id] = finish_run(
@@ -241,6 +263,8 @@ def train_pack(
                         s.ended, elapsed(s), device, amp, s.run.corpus, s.started_from,
                     )  # fmt: skip
                     leaving.append(k)
+                    if s.run.on_end is not None:
+                        s.run.on_end(results[s.run.cfg.run_id])
                 elif stop or step % s.run.cfg.train.checkpoint_every == 0:
                     save(k, s)
             if leaving:
@@ -249,8 +273,12 @@ def train_pack(
                 interval, z_loss = interval[keep].clone(), z_loss[keep].clone()
                 if slots:
                     pack.keep(keep, [s.run.cfg.train for s in slots])
-            if slots and (stop_signal or stop_after_steps == pack_steps):
-                reason = f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
+            if slots and (stop_signal or stop_after_steps == pack_steps or paused):
+                reason = (
+                    f"signal {stop_signal[0]}"
+                    if stop_signal
+                    else ("stop_after_steps" if stop_after_steps == pack_steps else "pause")
+                )
                 raise RunInterrupted(pack_steps, reason)
     return results
 

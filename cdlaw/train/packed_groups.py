@@ -1,15 +1,34 @@
-"""Which runs may train together, and in which packs (docs/packing.md). Torch-free: the
+"""Which runs may train together, and how many at once (docs/packing.md). Torch-free: the
 sweep's scheduler and dry run group runs with it without importing the trainer.
 
     pack_key(cfg)                 runs with equal keys can share a pack
     parse_pack("auto" | "8")      the --pack option: "auto" or a pack size ≥ 1
-    choose_packs(cfgs, size)      the runs in packs of at most `size`, each of one key
+    Packing                       a sweep's pack size per key (cdlaw.sweep.pack_size)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from cdlaw.config import RunConfig
 from cdlaw.errors import BadInput
+
+# A pack hands its unfinished runs back to the scheduler this often, to be packed again
+# with the runs that became ready meanwhile (a branch whose fork checkpoint now exists).
+# Re-forming costs each run a checkpoint save and load and its stream's setup, well under
+# a second for the small models packs are for: a few percent at this interval.
+PACK_PAUSE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How a sweep packs: the most runs per pack, per pack_key (absent: 1, alone)."""
+
+    sizes: dict[tuple, int] = field(default_factory=dict)
+    pause_s: float | None = PACK_PAUSE_S
+
+    def size(self, cfg: RunConfig) -> int:
+        return self.sizes.get(pack_key(cfg), 1)
 
 
 def pack_key(cfg: RunConfig) -> tuple:
@@ -30,22 +49,3 @@ def parse_pack(text: str) -> str | int:
     if size < 1 or str(size) != text.strip():
         raise BadInput(f"--pack {text}: give auto or a pack size of 1 or more (1: no packing)")
     return size
-
-
-def choose_packs(cfgs: list[RunConfig], size: int) -> list[list[RunConfig]]:
-    """The runs in packs of at most `size` runs of one pack_key, in the order given (the
-    scheduler's priority order): each pack is headed by the first run not yet packed and
-    filled with the next runs that share its key. Runs of similar priority (similar work)
-    so train together and leave the pack at similar times."""
-    if size < 1:
-        raise BadInput(f"a pack holds at least one run, not {size}")
-    packs: list[list[RunConfig]] = []
-    open_pack: dict[tuple, list[RunConfig]] = {}
-    for cfg in cfgs:
-        key = pack_key(cfg)
-        pack = open_pack.get(key)
-        if pack is None or len(pack) == size:
-            pack = open_pack[key] = []
-            packs.append(pack)
-        pack.append(cfg)
-    return packs

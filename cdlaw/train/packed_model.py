@@ -20,6 +20,8 @@ weights turn NaN leaves the others' numbers untouched.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 
@@ -27,6 +29,10 @@ from cdlaw.config import TrainConfig
 from cdlaw.train.steps import token_losses
 
 EMBED = "model.embed_tokens.weight"
+
+# The stacked weights' gradients are views of one (K, P) buffer, laid out as the weights
+# are; autograd's note that they are not the layout it would pick itself is expected.
+warnings.filterwarnings("ignore", message="grad and param do not obey the gradient layout")
 
 
 class PackedModels:
@@ -49,35 +55,37 @@ class PackedModels:
         sizes = [named[n].numel() for n in self.names]
         self.offsets = dict(zip(self.names, _cumsum(sizes), strict=True))
         self.n_decay = sum(named[n].numel() for n in decay)
+        self.n_decay_names = len(decay)
+        self.net_order = list(named)  # the order a run alone clips its gradients in
         self.device = device
         self.param = torch.stack([_flat(n, self.names) for n in nets]).to(device)
         self.exp_avg = torch.zeros_like(self.param)
         self.exp_avg_sq = torch.zeros_like(self.param)
         self.grad = torch.zeros_like(self.param)
-        self.steps = torch.zeros(len(nets), 1, dtype=torch.float64, device=device)
+        # fused AdamW's step counts: a float32 scalar per model (one for all its tensors)
+        self.steps = torch.zeros(len(nets), dtype=torch.float32, device=device)
         self.set_hypers(trains)
         self._views()
 
     # --- rows in and out --------------------------------------------------------------------
 
     def set_hypers(self, trains: list[TrainConfig]) -> None:
-        def col(xs, dtype):
-            return torch.tensor(xs, dtype=dtype, device=self.device).view(-1, 1)
-
-        self.weight_decay = col([t.weight_decay for t in trains], torch.float64)
-        self.grad_clip = col([t.grad_clip for t in trains], torch.float32)
+        self.weight_decay_values = [t.weight_decay for t in trains]
+        self.grad_clip_values = [float(t.grad_clip) for t in trains]
         self.beta1, self.beta2, self.eps_adam = trains[0].beta1, trains[0].beta2, trains[0].eps
 
     def _views(self) -> None:
         """Each parameter as a (K, *shape) leaf view of its rows, its .grad a view of grad's."""
         K = self.param.shape[0]
-        self.params = {}
+        self.params, self.exp_avg_views, self.exp_avg_sq_views = {}, {}, {}
         for n in self.names:
             a = self.offsets[n]
             b = a + _numel(self.shapes[n])
             view = self.param[:, a:b].view(K, *self.shapes[n]).requires_grad_()
             view.grad = self.grad[:, a:b].view(K, *self.shapes[n])
             self.params[n] = view
+            self.exp_avg_views[n] = self.exp_avg[:, a:b].view(K, *self.shapes[n])
+            self.exp_avg_sq_views[n] = self.exp_avg_sq[:, a:b].view(K, *self.shapes[n])
 
     def load_from(self, k: int, net, optimizer) -> None:
         """Row k := a real model's weights and its AdamW state (a resumed checkpoint)."""
@@ -106,7 +114,7 @@ class PackedModels:
                 p.copy_(self.param[k, a:b].view_as(p))
                 if optimizer is not None and self.steps[k].item() > 0:
                     optimizer.state[p] = {
-                        "step": self.steps[k, 0].to(device=p.device, dtype=torch.float32),
+                        "step": self.steps[k].clone().to(p.device),
                         "exp_avg": self.exp_avg[k, a:b].view_as(p).clone(),
                         "exp_avg_sq": self.exp_avg_sq[k, a:b].view_as(p).clone(),
                     }
@@ -150,41 +158,56 @@ class PackedModels:
 
     @torch.no_grad()
     def clip_grads(self) -> torch.Tensor:
-        """Clip each model's gradient to its own grad_clip; return the norms before (K,)."""
-        norms = torch.linalg.vector_norm(self.grad, dim=1, keepdim=True)
-        # torch.nn.utils.clip_grad_norm_'s arithmetic: clip_coef clamped to 1, always applied.
-        self.grad.mul_((self.grad_clip / (norms + 1e-6)).clamp_(max=1.0))
-        return norms.view(-1)
+        """Clip each model's gradient to its own grad_clip; return the norms before (K,).
+
+        torch.nn.utils.clip_grad_norm_'s arithmetic, bit for bit: one norm per parameter
+        tensor (torch._foreach_norm), their norm in the model's parameter order, the
+        coefficient clamped to 1 and always applied."""
+        K, n = self.param.shape[0], len(self.net_order)
+        grads = [self.params[name].grad[k] for k in range(K) for name in self.net_order]
+        norms = torch._foreach_norm(grads, 2)
+        totals = [
+            torch.linalg.vector_norm(torch.stack(norms[k * n : (k + 1) * n])) for k in range(K)
+        ]
+        for k, total in enumerate(totals):
+            self.grad[k].mul_(torch.clamp(self.grad_clip_values[k] / (total + 1e-6), max=1.0))
+        return torch.stack(totals)
 
     @torch.no_grad()
     def adamw_step(self, lrs: torch.Tensor, idle: list[int] = ()) -> None:
-        """One AdamW step of every model (lrs: (K,) learning rates) with fused AdamW's
-        arithmetic (torch's FusedAdamKernel): decoupled decay of the matrices, moments,
-        bias corrections. Rows in `idle` (a run's lone last input, no target) keep every
-        number as it was, as a run alone skips that step's update."""
-        before = None
-        if idle:
-            idle = torch.tensor(idle, device=self.device)
-            before = [
-                t[idle].clone() for t in (self.param, self.exp_avg, self.exp_avg_sq, self.steps)
-            ]
-        # Per-model scalars in float64, rounded to float32 once, as fused AdamW's kernel
-        # takes its double lr and bias corrections.
-        lr = lrs.to(device=self.device, dtype=torch.float64).view(-1, 1)
-        self.steps += 1
-        f32 = lambda t: t.to(torch.float32)  # noqa: E731
-        self.param[:, : self.n_decay].mul_(f32(1 - lr * self.weight_decay))
-        self.exp_avg.lerp_(self.grad, 1 - self.beta1)
-        self.exp_avg_sq.mul_(self.beta2).addcmul_(self.grad, self.grad, value=1 - self.beta2)
-        step_size = f32(lr / (1 - self.beta1**self.steps))
-        bias2_sqrt = f32((1 - self.beta2**self.steps).sqrt())
-        denom = self.exp_avg_sq.sqrt().div_(bias2_sqrt).add_(self.eps_adam)
-        self.param.sub_(self.exp_avg.mul(step_size).div_(denom))
-        if before is not None:
-            for t, old in zip(
-                (self.param, self.exp_avg, self.exp_avg_sq, self.steps), before, strict=True
+        """One AdamW step of every model (lrs: (K,) learning rates) by torch's fused AdamW
+        kernel itself, on each model's parameter tensors as a run alone passes them (so the
+        numbers are the same bit for bit): matrices with the run's weight decay, the input
+        embedding and norms without. Models with one lr and weight decay share a call.
+        Rows in `idle` (a run's lone last input, no target) are left as they were, as a run
+        alone skips that step's update."""
+        calls: dict[tuple[float, float], list[int]] = {}
+        for k, lr in enumerate(lrs.tolist()):
+            if k not in idle:
+                calls.setdefault((lr, self.weight_decay_values[k]), []).append(k)
+        for (lr, decay), rows in calls.items():
+            steps = [self.steps[k] for k in rows]
+            torch._foreach_add_(steps, 1)
+            for names, wd in (
+                (self.names[: self.n_decay_names], decay),
+                (self.names[self.n_decay_names :], 0.0),
             ):
-                t[idle] = old
+                views = [(k, n) for k in rows for n in names]
+                torch._fused_adamw_(
+                    [self.params[n].detach()[k] for k, n in views],
+                    [self.params[n].grad[k] for k, n in views],
+                    [self.exp_avg_views[n][k] for k, n in views],
+                    [self.exp_avg_sq_views[n][k] for k, n in views],
+                    [],
+                    [self.steps[k] for k, _ in views],
+                    amsgrad=False,
+                    lr=lr,
+                    beta1=self.beta1,
+                    beta2=self.beta2,
+                    weight_decay=wd,
+                    eps=self.eps_adam,
+                    maximize=False,
+                )
 
     def zero_grad(self) -> None:
         self.grad.zero_()

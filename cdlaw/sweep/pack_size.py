@@ -1,0 +1,153 @@
+"""`--pack auto|K|1`: how many runs of one shape a pack holds (docs/packing.md).
+
+    choose_packing(runs, pack, exec_cfg, jobs) -> (Packing | None, calibration rows)
+    measure_gains(runs, packing, exec_cfg)     -> the measured gain of each shape's pack size
+
+`--pack 1` trains every run alone (no Packing). `--pack K` packs up to K runs of a shape,
+refused (one sentence, nothing written) when such a pack cannot fit in this machine's
+memory. `--pack auto` measures it, per shape still to train: a packed step of 1, 4 and 16
+runs (cdlaw.train.pack_calibration, never more runs than the shape has, nor more than fit
+in memory) on this device with the workers' threads, and takes the smallest pack whose
+total tokens/s is within 10% of the best measured. Small models gain most: their step is
+overhead that a pack pays once (measured here, 2 cores: 4.6× at 26K params with 16 runs,
+2.1× at 200K where it flattens at 4).
+
+Memory of a pack, per run (fp32 training, as the packed trainer holds it): weights,
+gradients and AdamW's two moments in the pack's buffers, plus the run's own model and
+AdamW state for loading and saving, 28 bytes per parameter; and one micro-batch's
+activations, estimated per token as layers × (14·d_model + 4·mlp_hidden) values plus
+4·vocab values of logits and their softmax, and per layer and row the seq_len² attention
+scores (a CPU or math attention keeps them), all 4 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.errors import BadInput
+from cdlaw.shapes import count_params
+from cdlaw.train.packed_groups import Packing, pack_key
+
+PROBE_SIZES = (1, 4, 16)  # packs timed by --pack auto (16: where the smallest models flatten)
+GOOD_ENOUGH = 0.9  # auto: the smallest pack within 10% of the best measured tokens/s
+MEMORY_SHARE = 0.8  # of the memory available now, what packs may plan on (the rest: Python,
+# the data streams, the allocator's slack)
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class PackProbe:
+    """A measured pack: its shape (n_params), size k, seconds per step and the gain in total
+    tokens/s over one run alone."""
+
+    n_params: int
+    k: int
+    seconds_per_step: float
+    gain: float
+
+
+def pack_bytes(cfg: RunConfig, k: int) -> int:
+    """Estimated memory of a pack of k runs of cfg (see the module docstring)."""
+    m, t = cfg.model, cfg.train
+    n_total = count_params(m).n_params_total
+    rows = t.micro_batch_size or t.batch_size
+    tokens = rows * m.seq_len
+    per_token = m.n_layers * (14 * m.d_model + 4 * m.mlp_hidden) + 4 * m.vocab_size
+    scores = m.n_layers * rows * m.n_heads * m.seq_len**2
+    return k * (28 * n_total + 4 * (tokens * per_token + scores))
+
+
+def available_bytes(device: str) -> int:
+    """Memory a pack may use on `device`: the GPU's free memory, or the host's available
+    memory (/proc/meminfo's MemAvailable, else physical memory)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def choose_packing(
+    runs: list[RunConfig],
+    pack: str | int,
+    exec_cfg: ExecConfig,
+    jobs: int,
+    budget_bytes: int | None = None,
+) -> tuple[Packing | None, list[PackProbe]]:
+    """The pack size of each shape among `runs` (those still to train), and for auto the
+    probes it measured. `jobs` packs train at once; they share `budget_bytes` (default:
+    MEMORY_SHARE of what `exec_cfg.device` has available)."""
+    if pack == 1 or not runs:
+        return None, []
+    by_key: dict[tuple, list[RunConfig]] = {}
+    for cfg in runs:
+        by_key.setdefault(pack_key(cfg), []).append(cfg)
+    if budget_bytes is None:
+        budget_bytes = int(MEMORY_SHARE * available_bytes(exec_cfg.device))
+    per_job = budget_bytes // max(1, jobs)
+    sizes, probes = {}, []
+    for key, members in by_key.items():
+        cfg = members[0]
+        fits = per_job // max(1, pack_bytes(cfg, 1))
+        if isinstance(pack, int):
+            if pack > fits:
+                raise BadInput(
+                    f"--pack {pack}: a pack of {pack} runs of the {_name(cfg)} model needs about "
+                    f"{pack_bytes(cfg, pack) / GIB:.1f} GiB, more than the "
+                    f"{per_job / GIB:.1f} GiB each of {jobs} job(s) has here; use --pack "
+                    f"{max(1, fits)} or --pack auto"
+                )
+            sizes[key] = pack
+            continue
+        most = min(len(members), max(1, fits))
+        measured = _probe(cfg, most, exec_cfg)
+        probes += measured
+        best = max(p.gain for p in measured)
+        sizes[key] = min(p.k for p in measured if p.gain >= GOOD_ENOUGH * best)
+    return Packing({k: s for k, s in sizes.items() if s > 1}), probes
+
+
+def _probe(cfg: RunConfig, most: int, exec_cfg: ExecConfig) -> list[PackProbe]:
+    from cdlaw.train.pack_calibration import pack_step_seconds
+
+    ks = sorted({k for k in PROBE_SIZES if k <= most} | {most})
+    n = count_params(cfg.model).n_params
+    seconds = {k: pack_step_seconds(cfg, k, exec_cfg) for k in ks}
+    return [PackProbe(n, k, s, k * seconds[1] / s) for k, s in seconds.items()]
+
+
+def _name(cfg: RunConfig) -> str:
+    return cfg.model.size or f"{count_params(cfg.model).n_params:,}-parameter"
+
+
+def measure_gains(
+    runs: list[RunConfig], packing: Packing, exec_cfg: ExecConfig, probes=()
+) -> dict[tuple, float]:
+    """{pack_key: total tokens/s of a full pack over one run alone}, from `probes` where
+    they measured that size (auto), else measured now (a pack of 1 and one of that size)."""
+    gains: dict[tuple, float] = {}
+    for cfg in runs:
+        key, k = pack_key(cfg), packing.size(cfg)
+        if key in gains:
+            continue
+        n = count_params(cfg.model).n_params
+        known = [p.gain for p in probes if p.n_params == n and p.k == k]
+        if k == 1:
+            gains[key] = 1.0
+        elif known:
+            gains[key] = known[0]
+        else:
+            from cdlaw.train.pack_calibration import pack_step_seconds
+
+            alone, packed = (pack_step_seconds(cfg, j, exec_cfg) for j in (1, k))
+            gains[key] = k * alone / packed
+    return gains

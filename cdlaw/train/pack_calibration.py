@@ -1,0 +1,59 @@
+"""Time a packed training step on this device: what `--pack auto` chooses its pack size from.
+
+    pack_step_seconds(cfg, k, exec_cfg) -> seconds of one step of a pack of k runs of cfg's shape
+
+A few steps of the packed model (cdlaw.train.packed_model) on random tokens, with the
+worker's thread count and precision: forward and backward over every micro-batch, the
+per-run clip and the AdamW update, exactly the arithmetic a pack's step does (no files,
+no evaluation). The first two steps (allocation, kernel selection) are not timed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.train.model import build_model
+from cdlaw.train.packed_model import PackedModels, packed_token_losses
+from cdlaw.train.steps import autocast, autocast_dtype, resolve_device
+
+WARMUP_STEPS = 2
+
+
+def pack_step_seconds(
+    cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig(), steps: int = 5
+) -> float:
+    """Median seconds per step of a pack of `k` runs of cfg's model shape and batch."""
+    device = torch.device(resolve_device(exec_cfg.device))
+    if exec_cfg.threads:
+        torch.set_num_threads(exec_cfg.threads)
+    model, train = cfg.model, cfg.train
+    amp = autocast_dtype(exec_cfg.precision, device, model.d_model)
+    nets = [build_model(model, seed=i) for i in range(k)]
+    pack = PackedModels(nets, [train] * k, device)
+    del nets
+    rows, micro = train.batch_size, train.micro_batch_size or train.batch_size
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.vocab_size, (k, rows, model.seq_len), generator=gen)
+    y = torch.randint(0, model.vocab_size, (k, rows, model.seq_len), generator=gen)
+    lrs = torch.full((k,), 1e-4, dtype=torch.float64)
+    times = []
+    for step in range(WARMUP_STEPS + steps):
+        start = time.perf_counter()
+        for i in range(0, rows, micro):
+            xb, yb = x[:, i : i + micro].to(device), y[:, i : i + micro].to(device)
+            with autocast(device, amp):
+                logits = pack.forward(xb)
+            ce, z = packed_token_losses(logits, yb)
+            ((ce + train.z_loss * z) / (rows * model.seq_len)).sum().backward()
+        pack.clip_grads()
+        pack.adamw_step(lrs)
+        pack.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if step >= WARMUP_STEPS:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
