@@ -7,8 +7,8 @@ CDLAW=${CDLAW:-.venv/bin/cdlaw}
 OUT=${OUT:-runs}
 start=$(date +%s)
 
-echo "== 1/4  sweep: train the demo grid on the embedded corpus (resumes if interrupted)"
-$CDLAW sweep sweeps/demo.toml --out "$OUT"
+echo "== 1/4  sweep: train the demo grid on the embedded corpus, small runs packed together (resumes if interrupted)"
+$CDLAW sweep sweeps/demo.toml --out "$OUT" --pack auto
 
 echo "== 2/4  fit: the CD law on runs/demo (seeds averaged), with bootstrap CIs; then the largest size held out"
 $CDLAW fit "$OUT/demo" --select mean --bootstrap 100

@@ -2,15 +2,16 @@
 
     choose_packing(runs, pack, exec_cfg, jobs) -> (Packing | None, calibration rows)
     measure_gains(runs, packing, exec_cfg)     -> the measured gain of each shape's pack size
+    chain_seconds(forest, runs, packing)       -> each run's chain of work in alone-seconds
 
 `--pack 1` trains every run alone (no Packing). `--pack K` packs up to K runs of a shape,
 refused (one sentence, nothing written) when such a pack cannot fit in this machine's
-memory. `--pack auto` measures it, per shape still to train: a packed step of 1, 4 and 16
-runs (cdlaw.train.pack_calibration, never more runs than the shape has, nor more than fit
-in memory) on this device with the workers' threads, and takes the smallest pack whose
-total tokens/s is within 10% of the best measured. Small models gain most: their step is
-overhead that a pack pays once (measured here, 2 cores: 4.6× at 26K params with 16 runs,
-2.1× at 200K where it flattens at 4).
+memory. `--pack auto` measures it, per shape still to train, on this device with the
+workers' threads: a step of one run alone (train_run's: transformers' model, its fused
+AdamW) and packed steps of 2, 4, 8 and 16 runs (cdlaw.train.pack_calibration; fewer when
+the shape has fewer runs or memory holds fewer, then also a pack of all of them). It takes
+the smallest pack whose total tokens/s is within 10% of the best measured (1, no packing,
+when no pack gains). Small models gain most: their step is overhead that a pack pays once.
 
 Memory of a pack, per run (fp32 training, as the packed trainer holds it): weights,
 gradients and AdamW's two moments in the pack's buffers, plus the run's own model and
@@ -28,9 +29,10 @@ from dataclasses import dataclass
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
+from cdlaw.train import packed_groups
 from cdlaw.train.packed_groups import Packing, pack_key
 
-PROBE_SIZES = (1, 4, 16)  # packs timed by --pack auto (16: where the smallest models flatten)
+PROBE_SIZES = (2, 4, 8, 16)  # packs timed by --pack auto (16: where the smallest flatten)
 GOOD_ENOUGH = 0.9  # auto: the smallest pack within 10% of the best measured tokens/s
 MEMORY_SHARE = 0.8  # of the memory available now, what packs may plan on (the rest: Python,
 # the data streams, the allocator's slack)
@@ -111,18 +113,42 @@ def choose_packing(
         most = min(len(members), max(1, fits))
         measured = _probe(cfg, most, exec_cfg)
         probes += measured
-        best = max(p.gain for p in measured)
-        sizes[key] = min(p.k for p in measured if p.gain >= GOOD_ENOUGH * best)
-    return Packing({k: s for k, s in sizes.items() if s > 1}), probes
+        sizes[key] = pick_size(measured)
+    sizes = {k: s for k, s in sizes.items() if s > 1}
+    if not sizes:
+        return None, probes
+    alone, gains = {}, {}
+    for key, members in by_key.items():
+        n = count_params(members[0].model).n_params
+        mine = [p for p in probes if p.n_params == n]
+        alone[key] = next(p.seconds_per_step for p in mine if p.k == 1)
+        gains[key] = tuple((p.k, p.gain) for p in mine)
+    pause = packed_groups.PACK_PAUSE_S
+    return Packing(sizes, pause_s=pause, step_seconds=alone, gains=gains), probes
+
+
+def pick_size(probes: list[PackProbe]) -> int:
+    """The smallest measured pack within GOOD_ENOUGH of the best total tokens/s (a run
+    alone counts as the pack of 1, gain 1): bigger packs cost memory and slow each run."""
+    best = max(p.gain for p in probes)
+    return min(p.k for p in probes if p.gain >= GOOD_ENOUGH * best)
 
 
 def _probe(cfg: RunConfig, most: int, exec_cfg: ExecConfig) -> list[PackProbe]:
-    from cdlaw.train.pack_calibration import pack_step_seconds
+    """Packs of PROBE_SIZES runs (and `most`) against one run alone (train_run's step)."""
+    from cdlaw.train.pack_calibration import alone_step_seconds, pack_step_seconds
 
-    ks = sorted({k for k in PROBE_SIZES if k <= most} | {most})
+    ks = sorted(
+        {k for k in PROBE_SIZES if k <= most} | ({most} if most < PROBE_SIZES[-1] else set())
+    )
     n = count_params(cfg.model).n_params
-    seconds = {k: pack_step_seconds(cfg, k, exec_cfg) for k in ks}
-    return [PackProbe(n, k, s, k * seconds[1] / s) for k, s in seconds.items()]
+    alone = alone_step_seconds(cfg, exec_cfg)
+    probes = [PackProbe(n, 1, alone, 1.0)]
+    for k in ks:
+        if k > 1:
+            seconds = pack_step_seconds(cfg, k, exec_cfg)
+            probes.append(PackProbe(n, k, seconds, k * alone / seconds))
+    return probes
 
 
 def _name(cfg: RunConfig) -> str:
@@ -146,8 +172,27 @@ def measure_gains(
         elif known:
             gains[key] = known[0]
         else:
-            from cdlaw.train.pack_calibration import pack_step_seconds
+            from cdlaw.train.pack_calibration import alone_step_seconds, pack_step_seconds
 
-            alone, packed = (pack_step_seconds(cfg, j, exec_cfg) for j in (1, k))
+            alone, packed = alone_step_seconds(cfg, exec_cfg), pack_step_seconds(cfg, k, exec_cfg)
             gains[key] = k * alone / packed
     return gains
+
+
+def chain_seconds(forest, runs: list[RunConfig], packing: Packing) -> dict[str, float]:
+    """forest.critical (FLOPs on the longest chain of work from each run) in seconds of
+    runs alone, from the measured step times: a chain stays within one model shape, and a
+    20K model's step is not a tenth of a 200K one's in time. FLOPs when a shape was not
+    measured (an explicit --pack K)."""
+    if any(pack_key(cfg) not in packing.step_seconds for cfg in runs):
+        return dict(forest.critical)
+    out = {}
+    for cfg in runs:
+        rid = cfg.run_id
+        step_flops = forest.alone_flops[rid] / cfg.tokens_trained * _batch_tokens(cfg)
+        out[rid] = forest.critical[rid] * packing.step_seconds[pack_key(cfg)] / step_flops
+    return out
+
+
+def _batch_tokens(cfg: RunConfig) -> int:
+    return cfg.train.batch_size * cfg.model.seq_len

@@ -51,7 +51,7 @@ from cdlaw.sweep.locks import (
     LOCK_NAME,
     read_lock,
 )
-from cdlaw.sweep.pack_size import choose_packing
+from cdlaw.sweep.pack_size import chain_seconds, choose_packing
 from cdlaw.sweep.scheduler import schedule_runs
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
@@ -187,8 +187,10 @@ def run_sweep(
         emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in probes]))
     # In parallel, the costliest chain of work first (a trunk before its branches; it
     # shortens the makespan); alone, in grid order (a branch still waits for its fork).
+    # With measured step times (--pack auto) chains are weighed in seconds, not FLOPs.
     if n_jobs > 1:
-        todo.sort(key=lambda r: -plan.forest.critical[r.run_id])
+        critical = chain_seconds(plan.forest, todo, packing) if packing else plan.forest.critical
+        todo.sort(key=lambda r: -critical[r.run_id])
 
     trained: list[str] = []
     try:

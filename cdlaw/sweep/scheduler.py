@@ -51,6 +51,8 @@ def schedule_runs(
     forest = plan.forest if simulation is None else None  # a simulated run trains nothing
     queue: list[RunConfig] = list(todo)
     rank = {c.run_id: i for i, c in enumerate(todo)}  # the queue's order; retries go first
+    by_id = {c.run_id: c for c in todo}
+    timed = packing is not None and all(pack_key(c) in packing.step_seconds for c in todo)
     waiting: dict[str, tuple[RunConfig, float]] = {}
     deaths: dict[str, int] = {}
     alone: set[str] = set()  # runs whose pack failed under them: trained alone from now on
@@ -93,7 +95,37 @@ def schedule_runs(
         others = len({pack_key(c) for c in packable}) - 1
         slots = max(1, ex.capacity - len(inflight) - others)
         size = min(packing.size(candidates[0]), math.ceil(len(same) / slots))
-        return same[:size]
+        return same[: min(size, chain_cap(candidates[0], coming))]
+
+    def chain_cap(head: RunConfig, unfinished: set[str]) -> int:
+        """The most runs a pack headed by `head` (the ready run with the most work ahead of
+        it) may hold without the sweep waiting on head at its end. A pack of K slows each
+        of its runs K/gain(K) times; with every pack full, the sweep ends when the packed
+        work left is done: Σ work/gain over the slots. Head's own work w keeps up while
+        w·K/gain(K) stays within that. Without measured gains (--pack K): work in FLOPs,
+        gain taken equal across shapes, K ≤ W/(slots·w)."""
+        if forest is None or packing is None:
+            return packing.size(head) if packing else 1
+        own = work(head.run_id)
+        rids = [rid for rid in unfinished if rid in by_id]
+        if own <= 0:
+            return packing.size(head)
+        if not timed:
+            return max(1, int(sum(work(rid) for rid in rids) / (ex.capacity * own)))
+        end = sum(work(r) / packing.gain(by_id[r], packing.size(by_id[r])) for r in rids)
+        end /= ex.capacity
+        k = 1
+        while k < packing.size(head) and own * (k + 1) / packing.gain(head, k + 1) <= end:
+            k += 1
+        return k
+
+    def work(rid: str) -> float:
+        """A run's own work: alone-seconds where every shape's step was measured, else FLOPs."""
+        cfg = by_id[rid]
+        if not timed:
+            return forest.own_flops.get(rid, 0.0)
+        steps = forest.own_tokens.get(rid, 0) / (cfg.train.batch_size * cfg.model.seq_len)
+        return steps * packing.step_seconds[pack_key(cfg)]
 
     def submit(group: list[RunConfig]) -> None:
         for c in group:
@@ -148,9 +180,9 @@ def schedule_runs(
                         rank[cfg.run_id] = -1
                         queue.append(cfg)
                 continue
-            by_id = {c.run_id: c for c in group}
+            in_group = {c.run_id: c for c in group}
             for outcome in result if isinstance(result, list) else [result]:
-                cfg = by_id[outcome["run_id"]]
+                cfg = in_group[outcome["run_id"]]
                 kind = outcome["outcome"]
                 if kind == "locked":
                     if cfg.run_id not in waiting:

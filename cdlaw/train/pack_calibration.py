@@ -1,6 +1,7 @@
 """Time a packed training step on this device: what `--pack auto` chooses its pack size from.
 
     pack_step_seconds(cfg, k, exec_cfg) -> seconds of one step of a pack of k runs of cfg's shape
+    alone_step_seconds(cfg, exec_cfg)   -> seconds of one step of the run alone (train_run's step)
 
 A few steps of the packed model (cdlaw.train.packed_model) on random tokens, with the
 worker's thread count and precision: forward and backward over every micro-batch, the
@@ -17,7 +18,14 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_model import PackedModels, packed_token_losses
-from cdlaw.train.steps import autocast, autocast_dtype, resolve_device
+from cdlaw.train.steps import (
+    autocast,
+    autocast_dtype,
+    forward_logits,
+    make_optimizer,
+    resolve_device,
+    token_losses,
+)
 
 WARMUP_STEPS = 2
 
@@ -51,6 +59,42 @@ def pack_step_seconds(
         pack.clip_grads()
         pack.adamw_step(lrs)
         pack.zero_grad()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if step >= WARMUP_STEPS:
+            times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def alone_step_seconds(
+    cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 5
+) -> float:
+    """Median seconds per step of cfg trained alone: train_run's step (transformers' model,
+    its fused AdamW, clip_grad_norm_) on random tokens: the yardstick a pack is measured by."""
+    device = torch.device(resolve_device(exec_cfg.device))
+    if exec_cfg.threads:
+        torch.set_num_threads(exec_cfg.threads)
+    model, train = cfg.model, cfg.train
+    amp = autocast_dtype(exec_cfg.precision, device, model.d_model)
+    net = build_model(model, seed=0).to(device)
+    optimizer = make_optimizer(net, train, device)
+    rows, micro = train.batch_size, train.micro_batch_size or train.batch_size
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, model.vocab_size, (rows, model.seq_len), generator=gen)
+    y = torch.randint(0, model.vocab_size, (rows, model.seq_len), generator=gen)
+    times = []
+    for step in range(WARMUP_STEPS + steps):
+        start = time.perf_counter()
+        for i in range(0, rows, micro):
+            xb, yb = x[i : i + micro].to(device), y[i : i + micro].to(device)
+            with autocast(device, amp):
+                logits = forward_logits(net, xb)
+            ce, z = token_losses(logits, yb)
+            ((ce + train.z_loss * z) / (rows * model.seq_len)).backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         if step >= WARMUP_STEPS:

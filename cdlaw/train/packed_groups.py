@@ -8,6 +8,7 @@ sweep's scheduler and dry run group runs with it without importing the trainer.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from cdlaw.config import RunConfig
@@ -26,9 +27,25 @@ class Packing:
 
     sizes: dict[tuple, int] = field(default_factory=dict)
     pause_s: float | None = PACK_PAUSE_S
+    # --pack auto: seconds of one step of a run alone, per pack_key (measured); the
+    # scheduler weighs work in time with them (a 20K step is not a 200K step's FLOPs/10)
+    step_seconds: dict[tuple, float] = field(default_factory=dict)
+    # --pack auto: the measured (pack size, total tokens/s over runs alone) per pack_key
+    gains: dict[tuple, tuple[tuple[int, float], ...]] = field(default_factory=dict)
 
     def size(self, cfg: RunConfig) -> int:
         return self.sizes.get(pack_key(cfg), 1)
+
+    def gain(self, cfg: RunConfig, k: int) -> float:
+        """The measured gain of a pack of k runs of cfg's shape, linear between the measured
+        sizes (the nearest beyond them; 1 where nothing was measured)."""
+        points = sorted(self.gains.get(pack_key(cfg), ()))
+        if not points:
+            return 1.0
+        for (k0, g0), (k1, g1) in itertools.pairwise(points):
+            if k0 <= k <= k1:
+                return g0 + (g1 - g0) * (k - k0) / (k1 - k0)
+        return points[0][1] if k < points[0][0] else points[-1][1]
 
 
 def pack_key(cfg: RunConfig) -> tuple:

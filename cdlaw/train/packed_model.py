@@ -77,15 +77,32 @@ class PackedModels:
     def _views(self) -> None:
         """Each parameter as a (K, *shape) leaf view of its rows, its .grad a view of grad's."""
         K = self.param.shape[0]
-        self.params, self.exp_avg_views, self.exp_avg_sq_views = {}, {}, {}
+        self.params, self.grads_of, self.exp_avg_views, self.exp_avg_sq_views = {}, {}, {}, {}
         for n in self.names:
             a = self.offsets[n]
             b = a + _numel(self.shapes[n])
             view = self.param[:, a:b].view(K, *self.shapes[n]).requires_grad_()
             view.grad = self.grad[:, a:b].view(K, *self.shapes[n])
             self.params[n] = view
+            self.grads_of[n] = view.grad
             self.exp_avg_views[n] = self.exp_avg[:, a:b].view(K, *self.shapes[n])
             self.exp_avg_sq_views[n] = self.exp_avg_sq[:, a:b].view(K, *self.shapes[n])
+        # Each model's tensors as the optimizer and the clip take them, made once (a step
+        # would otherwise slice thousands of views): [k] -> (params, grads, m, v) per
+        # group (decayed matrices, the rest), and the gradients in the net's own order.
+        decayed, rest = self.names[: self.n_decay_names], self.names[self.n_decay_names :]
+        self.row_groups = [
+            [
+                tuple(
+                    [t[n].detach()[k] for n in names]
+                    for t in (self.params, self.grads_of, self.exp_avg_views, self.exp_avg_sq_views)
+                )
+                for names in (decayed, rest)
+            ]
+            for k in range(K)
+        ]
+        self.row_grads = [[self.params[n].grad[k] for n in self.net_order] for k in range(K)]
+        self.row_steps = [self.steps[k] for k in range(K)]
 
     def load_from(self, k: int, net, optimizer) -> None:
         """Row k := a real model's weights and its AdamW state (a resumed checkpoint)."""
@@ -164,8 +181,7 @@ class PackedModels:
         tensor (torch._foreach_norm), their norm in the model's parameter order, the
         coefficient clamped to 1 and always applied."""
         K, n = self.param.shape[0], len(self.net_order)
-        grads = [self.params[name].grad[k] for k in range(K) for name in self.net_order]
-        norms = torch._foreach_norm(grads, 2)
+        norms = torch._foreach_norm([g for row in self.row_grads for g in row], 2)
         totals = [
             torch.linalg.vector_norm(torch.stack(norms[k * n : (k + 1) * n])) for k in range(K)
         ]
@@ -186,20 +202,16 @@ class PackedModels:
             if k not in idle:
                 calls.setdefault((lr, self.weight_decay_values[k]), []).append(k)
         for (lr, decay), rows in calls.items():
-            steps = [self.steps[k] for k in rows]
-            torch._foreach_add_(steps, 1)
-            for names, wd in (
-                (self.names[: self.n_decay_names], decay),
-                (self.names[self.n_decay_names :], 0.0),
-            ):
-                views = [(k, n) for k in rows for n in names]
+            torch._foreach_add_([self.row_steps[k] for k in rows], 1)
+            for group, wd in ((0, decay), (1, 0.0)):
+                tensors = [
+                    [t for k in rows for t in self.row_groups[k][group][i]] for i in range(4)
+                ]
+                n = len(self.row_groups[rows[0]][group][0])
                 torch._fused_adamw_(
-                    [self.params[n].detach()[k] for k, n in views],
-                    [self.params[n].grad[k] for k, n in views],
-                    [self.exp_avg_views[n][k] for k, n in views],
-                    [self.exp_avg_sq_views[n][k] for k, n in views],
+                    *tensors,
                     [],
-                    [self.steps[k] for k, _ in views],
+                    [self.row_steps[k] for k in rows for _ in range(n)],
                     amsgrad=False,
                     lr=lr,
                     beta1=self.beta1,

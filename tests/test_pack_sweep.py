@@ -1,0 +1,131 @@
+"""`cdlaw sweep --pack`: the scheduler packs runs of one shape, and a packed sweep is the same
+sweep bit for bit (forks included, packs re-formed mid-run); bad --pack input; the dry run."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from runhelpers import cdlaw, result_losses
+from runhelpers import write_shared_sweep as write
+
+import cdlaw.train.packed_groups as packed_groups
+from cdlaw.config import ExecConfig
+from cdlaw.errors import BadInput
+from cdlaw.sweep import pack_size
+from cdlaw.sweep.executors import RunTask
+from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.sweep.pack_size import PackProbe, choose_packing, pick_size
+from cdlaw.sweep.pack_worker import execute_pack
+from cdlaw.sweep.runner import run_sweep
+from cdlaw.sweep.selection import plan_sweep
+from cdlaw.sweep.spec import load_sweep
+
+
+def curves(sweep_dir: Path) -> dict[str, pd.DataFrame]:
+    """run_id -> metrics.parquet without wall-clock time."""
+    return {
+        p.parent.name: pd.read_parquet(p).drop(columns="elapsed_s")
+        for p in sorted(Path(sweep_dir).glob("*/metrics.parquet"))
+    }
+
+
+@pytest.fixture(scope="module")
+def alone(runs_root, one_thread):
+    """The shared-prefix grid (10 runs, 6 of them branches) with every run alone."""
+    out = runs_root / "pack-alone"
+    run_sweep(write(out, "packs"), out, exec_cfg=one_thread)
+    return out / "packs"
+
+
+def test_a_packed_sweep_equals_the_sweep_trained_alone_bit_for_bit(
+    runs_root, alone, one_thread, monkeypatch
+):
+    # Packs hand their runs back every 0.3 s: packs are re-formed many times, branches join
+    # once their trunk has saved the fork, and every run resumes from its checkpoint.
+    monkeypatch.setattr(packed_groups, "PACK_PAUSE_S", 0.3)
+    out = runs_root / "pack-4"
+    outcome = run_sweep(write(out, "packs"), out, exec_cfg=one_thread, pack=4)
+    packed = out / "packs"
+    assert set(outcome.statuses.values()) == {"done"}
+    assert outcome.packs == {"20K": 4}
+    assert result_losses(packed) == result_losses(alone)  # fp32 on CPU: exactly equal
+    mine, theirs = curves(packed), curves(alone)
+    assert mine.keys() == theirs.keys()
+    for rid in mine:
+        pd.testing.assert_frame_equal(mine[rid], theirs[rid], check_exact=True)
+    results = [json.loads(p.read_text()) for p in packed.glob("*/result.json")]
+    assert sum(1 for r in results if r["fork_parent"]) == len(outcome.plan.forest.forks) > 0
+    attempts = [len(json.loads(p.read_text())) for p in packed.glob("*/attempts.json")]
+    assert max(attempts) > 1  # some pack was paused and re-formed
+    assert not list(packed.glob("*/forks"))  # forks no pending run needs are deleted
+
+
+def test_a_run_held_by_another_process_is_left_out_of_the_pack(runs_root, tmp_path, one_thread):
+    path = write(tmp_path / "held", "held")
+    plan = plan_sweep(load_sweep(path), runs_root / "pack-held")
+    runs = [r for r in plan.runs if r.strategy == "none"][:2]
+    tasks = [
+        RunTask(r, plan.sweep_dir, plan.cache_dir, one_thread, retry_failed=False) for r in runs
+    ]
+    held = RunLock(plan.sweep_dir / runs[0].run_id / LOCK_NAME)
+    assert held.acquire()
+    try:
+        outcomes = execute_pack(tasks)
+    finally:
+        held.release()
+    assert [o["outcome"] for o in outcomes] == ["locked", "done"]
+    assert not (plan.sweep_dir / runs[0].run_id / "result.json").exists()
+    assert json.loads((plan.sweep_dir / runs[1].run_id / "result.json").read_text())["loss"] > 0
+    # done runs are skipped, not trained again
+    assert [o["outcome"] for o in execute_pack(tasks[1:])] == ["skipped"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_pack_zero_or_not_a_size_is_refused_and_nothing_is_written(tmp_path, value):
+    path = write(tmp_path / "bad", "bad")
+    out = tmp_path / "runs"
+    r = cdlaw("sweep", path, "--out", out, "--pack", value)
+    assert r.returncode == 2, r.stderr
+    assert "--pack" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_a_pack_too_big_for_memory_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(pack_size, "available_bytes", lambda device: 10 * 2**20)  # 10 MiB
+    path = write(tmp_path / "mem", "mem")
+    out = tmp_path / "runs"
+    with pytest.raises(BadInput, match=r"--pack 64: a pack of 64 runs .* GiB.*--pack \d+ or"):
+        run_sweep(path, out, pack=64, exec_cfg=ExecConfig(device="cpu", threads=1))
+    assert not out.exists()
+
+
+def test_auto_takes_the_smallest_pack_within_ten_percent_of_the_best():
+    probes = [PackProbe(10, k, 0.0, g) for k, g in [(1, 1.0), (2, 1.8), (4, 2.9), (8, 3.1)]]
+    assert pick_size(probes) == 4  # 2.9 ≥ 0.9 × 3.1
+    assert pick_size(probes[:2]) == 2
+    flat = [PackProbe(10, k, 0.0, g) for k, g in [(1, 1.0), (2, 0.8), (4, 0.7)]]
+    assert pick_size(flat) == 1  # no pack gains: every run alone
+
+
+def test_auto_measures_each_shape_against_the_run_alone(tmp_path, runs_root):
+    plan = plan_sweep(load_sweep(write(tmp_path / "auto", "auto")), runs_root / "pack-auto")
+    runs = plan.runs[:3]
+    packing, probes = choose_packing(runs, "auto", ExecConfig(device="cpu", threads=1), jobs=2)
+    assert [p.k for p in probes] == [1, 2, 3]  # never more runs than the shape has
+    assert probes[0].gain == 1.0 and all(p.seconds_per_step > 0 for p in probes)
+    size = packing.size(runs[0]) if packing else 1
+    assert size == pick_size(probes)
+
+
+def test_the_dry_run_shows_the_packs_and_the_time_with_and_without_them(tmp_path):
+    path = write(tmp_path / "dry", "dry")
+    out = tmp_path / "runs"
+    r = cdlaw("sweep", path, "--out", out, "--pack", "4", "--dry-run", "--json", "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["packs"] == {"20K": 4}
+    assert plan["wall_seconds"] < plan["wall_seconds_unpacked"]
+    r = cdlaw("sweep", path, "--out", out, "--pack", "4", "--dry-run", "--jobs", "1")
+    assert "packs (most runs per pack): 20K ×4" in r.stdout + r.stderr
+    assert not (out / "dry").exists()
