@@ -78,3 +78,29 @@ def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
     alone = runs_root / "share-ray-alone"
     run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
     assert result_losses(out / "share") == result_losses(alone / "share")
+
+
+@pytest.mark.slow
+def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root):
+    from runhelpers import result_losses, write_shared_sweep
+
+    cpu = ExecConfig(device="cpu", threads=1)
+    out = runs_root / "packs-ray"
+    outcome = run_sweep(
+        write_shared_sweep(out, "share", share=False), out, executor="ray", exec_cfg=cpu, pack=4
+    )
+    assert outcome.exit_code == 0 and outcome.packs == {"20K": 4}
+    attempts = [
+        json.loads(p.read_text())[0] for p in sorted((out / "share").glob("*/attempts.json"))
+    ]
+    assert all(a["pid"] != os.getpid() for a in attempts)  # trained in Ray workers
+    together = [
+        (a, b)
+        for i, a in enumerate(attempts)
+        for b in attempts[i + 1 :]
+        if a["pid"] == b["pid"] and abs(a["time"] - b["time"]) < 1.0
+    ]
+    assert together  # some runs started together in one task: a pack
+    alone = runs_root / "packs-ray-alone"
+    run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
+    assert result_losses(out / "share") == result_losses(alone / "share")

@@ -120,9 +120,10 @@ def choose_packing(
     alone, gains = {}, {}
     for key, members in by_key.items():
         n = count_params(members[0].model).n_params
-        mine = [p for p in probes if p.n_params == n]
-        alone[key] = next(p.seconds_per_step for p in mine if p.k == 1)
-        gains[key] = tuple((p.k, p.gain) for p in mine)
+        mine = [p for p in probes if p.n_params == n]  # none with --pack K: not measured
+        alone.update({key: p.seconds_per_step for p in mine if p.k == 1})  # noqa: B035
+        if mine:
+            gains[key] = tuple((p.k, p.gain) for p in mine)
     pause = packed_groups.PACK_PAUSE_S
     return Packing(sizes, pause_s=pause, step_seconds=alone, gains=gains), probes
 

@@ -141,13 +141,14 @@ def run_sweep(
         raise BadInput(f"--pack must be auto or a pack size of 1 or more, got {pack!r}")
     if simulation is not None and pack != 1:
         raise BadInput("--pack packs training: a simulated sweep trains nothing; drop --pack")
+    if isinstance(pack, int) and pack > 1:  # a pack too big for memory: refused before writing
+        runs = sweep.runs()  # the file's vocab_size: a pretrained tokenizer's is known later
+        n_jobs, threads, _ = choose_jobs(device, len(runs), jobs, exec_cfg.threads)
+        choose_packing(runs, pack, dataclasses.replace(exec_cfg, device=device), n_jobs)
     plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
     sweep_dir = plan.sweep_dir
     if simulation is not None:
         check_strategies(simulation, plan.runs)  # before any run folder is written
-    if isinstance(pack, int) and pack > 1:  # a pack too big for memory: refused before writing
-        n_jobs, threads, _ = choose_jobs(device, len(plan.runs), jobs, exec_cfg.threads)
-        choose_packing(plan.runs, pack, dataclasses.replace(exec_cfg, device=device), n_jobs)
     _claim_sweep_dir(plan, restart)
     emit = on_event or (lambda e: None)
 
