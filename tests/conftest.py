@@ -57,3 +57,16 @@ def one_thread():
     from cdlaw.config import ExecConfig
 
     return ExecConfig(device="cpu", threads=1)
+
+
+@pytest.fixture(scope="session")
+def share_alone(runs_root, one_thread) -> Path:
+    """runhelpers' shared-prefix grid (10 runs, sweep "share") trained with every run from
+    step 0 and alone: the reference the shared-prefix and packed sweeps are compared with."""
+    from runhelpers import write_shared_sweep
+
+    from cdlaw.sweep.runner import run_sweep
+
+    out = runs_root / "share-alone"
+    run_sweep(write_shared_sweep(out, "share", share=False), out, exec_cfg=one_thread)
+    return out / "share"

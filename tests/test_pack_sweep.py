@@ -10,6 +10,7 @@ from runhelpers import cdlaw, result_losses
 from runhelpers import write_shared_sweep as write
 
 import cdlaw.train.packed_groups as packed_groups
+from cdlaw.cli.sweep_show import pack_line
 from cdlaw.config import ExecConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep import pack_size
@@ -30,23 +31,16 @@ def curves(sweep_dir: Path) -> dict[str, pd.DataFrame]:
     }
 
 
-@pytest.fixture(scope="module")
-def alone(runs_root, one_thread):
-    """The shared-prefix grid (10 runs, 6 of them branches) with every run alone."""
-    out = runs_root / "pack-alone"
-    run_sweep(write(out, "packs"), out, exec_cfg=one_thread)
-    return out / "packs"
-
-
 def test_a_packed_sweep_equals_the_sweep_trained_alone_bit_for_bit(
-    runs_root, alone, one_thread, monkeypatch
+    runs_root, share_alone, one_thread, monkeypatch
 ):
     # Packs hand their runs back every 0.3 s: packs are re-formed many times, branches join
     # once their trunk has saved the fork, and every run resumes from its checkpoint.
     monkeypatch.setattr(packed_groups, "PACK_PAUSE_S", 0.3)
     out = runs_root / "pack-4"
-    outcome = run_sweep(write(out, "packs"), out, exec_cfg=one_thread, pack=4)
-    packed = out / "packs"
+    outcome = run_sweep(write(out, "share"), out, exec_cfg=one_thread, pack=4)
+    packed = out / "share"
+    alone = share_alone  # the same grid, every run alone and from step 0
     assert set(outcome.statuses.values()) == {"done"}
     assert outcome.packs == {"20K": 4}
     assert result_losses(packed) == result_losses(alone)  # fp32 on CPU: exactly equal
@@ -124,8 +118,8 @@ def test_the_dry_run_shows_the_packs_and_the_time_with_and_without_them(tmp_path
     r = cdlaw("sweep", path, "--out", out, "--pack", "4", "--dry-run", "--json", "--jobs", "1")
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
-    assert plan["packs"] == {"20K": 4}
+    assert plan["packs"] == {"20K": 4} and plan["pack_probes"] == []  # K given: not chosen
     assert plan["wall_seconds"] < plan["wall_seconds_unpacked"]
-    r = cdlaw("sweep", path, "--out", out, "--pack", "4", "--dry-run", "--jobs", "1")
-    assert "packs (most runs per pack): 20K ×4" in r.stdout + r.stderr
     assert not (out / "dry").exists()
+    line = pack_line({"20K": 4, "200K": 2}, {"20K": 3.14})
+    assert line == "packs (most runs per pack): 20K ×4 (3.1× tokens/s measured), 200K ×2"

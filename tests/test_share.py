@@ -113,12 +113,10 @@ def test_share_must_be_a_boolean():
 # --- Training: forks end where runs trained alone end -------------------------------------
 
 
-@pytest.fixture(scope="module")
-def alone(runs_root, one_thread):
-    """The grid trained with every run from step 0 (the reference)."""
-    out = runs_root / "share-alone"
-    run_sweep(write(out, "share", share=False), out, exec_cfg=one_thread)
-    return out / "share"
+@pytest.fixture
+def alone(share_alone):
+    """The grid trained with every run from step 0 (the reference; conftest.share_alone)."""
+    return share_alone
 
 
 @pytest.mark.slow

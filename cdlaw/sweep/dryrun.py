@@ -16,7 +16,7 @@ from pathlib import Path
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs
-from cdlaw.sweep.pack_size import choose_packing, measure_gains
+from cdlaw.sweep.pack_size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
@@ -229,16 +229,14 @@ def dry_run_sweep(
         )
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
-    packs, pack_probes, gains = {}, [], {}
+    packs, pack_probes, gains, pack_gains = {}, [], {}, {}
     if calibrate and todo and pack != 1:
         pending_cfgs = [r for r in plan.runs if r.run_id in pending]
         packing, probes = choose_packing(pending_cfgs, pack, probe_exec, n_jobs)
         if packing is not None:
             by_key = measure_gains(pending_cfgs, packing, probe_exec, probes)
-            for cfg in pending_cfgs:
-                label = cfg.model.size or str(run_facts(cfg)["n_params"])
-                packs[label] = packing.size(cfg)
-                gains[cfg.run_id] = by_key[pack_key(cfg)]
+            packs, pack_gains = by_size(pending_cfgs, packing, by_key)
+            gains = {cfg.run_id: by_key[pack_key(cfg)] for cfg in pending_cfgs}
             pack_probes = [dataclasses.asdict(p) for p in probes]
     val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
     forest = plan.forest
@@ -289,11 +287,6 @@ def dry_run_sweep(
         wall_seconds_alone=wall_alone,
         packs=packs,
         pack_probes=pack_probes,
-        pack_gains={
-            label: gains[r.run_id]
-            for r in plan.runs
-            if r.run_id in gains
-            for label in [r.model.size or str(run_facts(r)["n_params"])]
-        },
+        pack_gains=pack_gains,
         wall_seconds_unpacked=wall_unpacked,
     )

@@ -3,7 +3,8 @@
 In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split between
 them), or Ray (one task per run or pack with its CPU / GPU request, the runs folder on
 shared storage). Each submits the per-run worker (`execute_run`) or the pack worker
-(`execute_pack`, several runs in one process) and hands back a concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
+(`execute_pack`, several runs in one process) and hands back a
+concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
 picks jobs × threads for the local executors.
 """
 
@@ -49,13 +50,6 @@ class PackTask:
 
     tasks: tuple[RunTask, ...]
     pause_after_s: float | None = None
-
-    def with_exec(self, **changes) -> PackTask:
-        tasks = tuple(
-            dataclasses.replace(t, exec_cfg=dataclasses.replace(t.exec_cfg, **changes))
-            for t in self.tasks
-        )
-        return dataclasses.replace(self, tasks=tasks)
 
 
 def _task_run(task: RunTask | PackTask, on_event: OnEvent | None) -> dict | list[dict]:
@@ -158,7 +152,7 @@ def _pool_task(task: RunTask | PackTask) -> dict | list[dict]:
 def _with_exec(task: RunTask | PackTask, **changes) -> RunTask | PackTask:
     """The task with these ExecConfig fields changed (for each run of a pack)."""
     if isinstance(task, PackTask):
-        return task.with_exec(**changes)
+        return dataclasses.replace(task, tasks=tuple(_with_exec(t, **changes) for t in task.tasks))
     return dataclasses.replace(task, exec_cfg=dataclasses.replace(task.exec_cfg, **changes))
 
 

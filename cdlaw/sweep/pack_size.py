@@ -3,6 +3,7 @@
     choose_packing(runs, pack, exec_cfg, jobs) -> (Packing | None, calibration rows)
     measure_gains(runs, packing, exec_cfg)     -> the measured gain of each shape's pack size
     chain_seconds(forest, runs, packing)       -> each run's chain of work in alone-seconds
+    by_size(runs, packing, gains)              -> pack size and gain per model size label
 
 `--pack 1` trains every run alone (no Packing). `--pack K` packs up to K runs of a shape,
 refused (one sentence, nothing written) when such a pack cannot fit in this machine's
@@ -197,3 +198,19 @@ def chain_seconds(forest, runs: list[RunConfig], packing: Packing) -> dict[str, 
 
 def _batch_tokens(cfg: RunConfig) -> int:
     return cfg.train.batch_size * cfg.model.seq_len
+
+
+def by_size(
+    runs: list[RunConfig], packing: Packing, gains: dict[tuple, float] | None = None
+) -> tuple[dict[str, int], dict[str, float]]:
+    """({model size label: most runs per pack}, {label: gain of such a pack}) for display;
+    `gains` per pack_key (measure_gains), else what --pack auto measured (none for K)."""
+    sizes, by_label = {}, {}
+    for cfg in runs:
+        key, label = pack_key(cfg), cfg.model.size or f"{count_params(cfg.model).n_params:,}"
+        sizes[label] = packing.size(cfg)
+        if gains is not None:
+            by_label[label] = gains[key]
+        elif key in packing.gains:
+            by_label[label] = packing.gain(cfg, sizes[label])
+    return sizes, by_label

@@ -51,14 +51,13 @@ from cdlaw.sweep.locks import (
     LOCK_NAME,
     read_lock,
 )
-from cdlaw.sweep.pack_size import chain_seconds, choose_packing
+from cdlaw.sweep.pack_size import by_size, chain_seconds, choose_packing
 from cdlaw.sweep.scheduler import schedule_runs
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
-from cdlaw.train.packed_groups import Packing
 from cdlaw.train.result import read_result, run_facts
 from cdlaw.train.trackers import require_trackers
 
@@ -184,7 +183,7 @@ def run_sweep(
         todo, pack, dataclasses.replace(exec_cfg, device=device, threads=threads), n_jobs
     )
     if packing is not None:
-        sizes, gains = _pack_sizes(packing, todo, probes)
+        sizes, gains = by_size(todo, packing)
         emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in probes]))
     # In parallel, the costliest chain of work first (a trunk before its branches; it
     # shortens the makespan); alone, in grid order (a branch still waits for its fork).
@@ -217,21 +216,8 @@ def run_sweep(
         n_jobs,
         threads,
         failures,
-        _pack_sizes(packing, todo)[0] if packing else {},
+        by_size(todo, packing)[0] if packing else {},
     )
-
-
-def _pack_sizes(packing: Packing, runs, probes=()) -> tuple[dict[str, int], dict[str, float]]:
-    """({model size label: most runs per pack}, {label: measured gain at that size})."""
-    sizes, gains = {}, {}
-    for cfg in runs:
-        label = cfg.model.size or str(run_facts(cfg)["n_params"])
-        sizes[label] = packing.size(cfg)
-        n = run_facts(cfg)["n_params"]
-        for p in probes:
-            if p.n_params == n and p.k == sizes[label]:
-                gains[label] = p.gain
-    return sizes, gains
 
 
 def _plan_or_clean_up(

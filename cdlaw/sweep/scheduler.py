@@ -47,7 +47,7 @@ def schedule_runs(
 
     `packing`: ready runs of one pack_key go out together, up to the pack size, as one
     task (cdlaw.sweep.pack_worker) that hands its unfinished runs back every
-    `packing.pause_after_s` seconds to be packed again with whatever became ready."""
+    `packing.pause_s` seconds to be packed again with whatever became ready."""
     forest = plan.forest if simulation is None else None  # a simulated run trains nothing
     queue: list[RunConfig] = list(todo)
     rank = {c.run_id: i for i, c in enumerate(todo)}  # the queue's order; retries go first
@@ -130,11 +130,10 @@ def schedule_runs(
     def submit(group: list[RunConfig]) -> None:
         for c in group:
             queue.remove(c)
+        job: RunTask | PackTask = task(group[0])
         if packing is not None and group[0].run_id not in alone:
-            work: RunTask | PackTask = PackTask(tuple(task(c) for c in group), packing.pause_s)
-        else:
-            work = task(group[0])
-        inflight[ex.submit(work)] = group
+            job = PackTask(tuple(task(c) for c in group), packing.pause_s)
+        inflight[ex.submit(job)] = group
 
     while queue or inflight or waiting:
         now = time.monotonic()
