@@ -31,73 +31,75 @@ WARMUP_STEPS = 2
 
 
 def pack_step_seconds(
-    cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig(), steps: int = 5
+    cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
 ) -> float:
     """Median seconds per step of a pack of `k` runs of cfg's model shape and batch."""
-    device = torch.device(resolve_device(exec_cfg.device))
-    if exec_cfg.threads:
-        torch.set_num_threads(exec_cfg.threads)
-    model, train = cfg.model, cfg.train
-    amp = autocast_dtype(exec_cfg.precision, device, model.d_model)
-    nets = [build_model(model, seed=i) for i in range(k)]
-    pack = PackedModels(nets, [train] * k, device)
-    del nets
-    rows, micro = train.batch_size, train.micro_batch_size or train.batch_size
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.vocab_size, (k, rows, model.seq_len), generator=gen)
-    y = torch.randint(0, model.vocab_size, (k, rows, model.seq_len), generator=gen)
+    device, amp, x, y = _setup(cfg, exec_cfg, k)
+    train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
+    pack = PackedModels([build_model(cfg.model, seed=i) for i in range(k)], [train] * k, device)
     lrs = torch.full((k,), 1e-4, dtype=torch.float64)
-    times = []
-    for step in range(WARMUP_STEPS + steps):
-        start = time.perf_counter()
+
+    def step() -> None:
         for i in range(0, rows, micro):
             xb, yb = x[:, i : i + micro].to(device), y[:, i : i + micro].to(device)
             with autocast(device, amp):
                 logits = pack.forward(xb)
             ce, z = packed_token_losses(logits, yb)
-            ((ce + train.z_loss * z) / (rows * model.seq_len)).sum().backward()
+            ((ce + train.z_loss * z) / y[0].numel()).sum().backward()
         pack.clip_grads()
         pack.adamw_step(lrs)
         pack.zero_grad()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if step >= WARMUP_STEPS:
-            times.append(time.perf_counter() - start)
-    times.sort()
-    return times[len(times) // 2]
+
+    return _median_seconds(step, device, steps)
 
 
 def alone_step_seconds(
-    cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 5
+    cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
 ) -> float:
     """Median seconds per step of cfg trained alone: train_run's step (transformers' model,
     its fused AdamW, clip_grad_norm_) on random tokens: the yardstick a pack is measured by."""
-    device = torch.device(resolve_device(exec_cfg.device))
-    if exec_cfg.threads:
-        torch.set_num_threads(exec_cfg.threads)
-    model, train = cfg.model, cfg.train
-    amp = autocast_dtype(exec_cfg.precision, device, model.d_model)
-    net = build_model(model, seed=0).to(device)
+    device, amp, x, y = _setup(cfg, exec_cfg, 1)
+    x, y = x[0], y[0]
+    train, rows, micro = cfg.train, x.shape[0], cfg.train.micro_batch_size or x.shape[0]
+    net = build_model(cfg.model, seed=0).to(device)
     optimizer = make_optimizer(net, train, device)
-    rows, micro = train.batch_size, train.micro_batch_size or train.batch_size
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, model.vocab_size, (rows, model.seq_len), generator=gen)
-    y = torch.randint(0, model.vocab_size, (rows, model.seq_len), generator=gen)
-    times = []
-    for step in range(WARMUP_STEPS + steps):
-        start = time.perf_counter()
+
+    def step() -> None:
         for i in range(0, rows, micro):
             xb, yb = x[i : i + micro].to(device), y[i : i + micro].to(device)
             with autocast(device, amp):
                 logits = forward_logits(net, xb)
             ce, z = token_losses(logits, yb)
-            ((ce + train.z_loss * z) / (rows * model.seq_len)).backward()
+            ((ce + train.z_loss * z) / y.numel()).backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
+    return _median_seconds(step, device, steps)
+
+
+def _setup(cfg: RunConfig, exec_cfg: ExecConfig, k: int):
+    """(device, autocast dtype, k batches of random token ids as inputs and targets)."""
+    device = torch.device(resolve_device(exec_cfg.device))
+    if exec_cfg.threads:
+        torch.set_num_threads(exec_cfg.threads)
+    amp = autocast_dtype(exec_cfg.precision, device, cfg.model.d_model)
+    gen = torch.Generator().manual_seed(0)
+    shape = (k, cfg.train.batch_size, cfg.model.seq_len)
+    x = torch.randint(0, cfg.model.vocab_size, shape, generator=gen)
+    y = torch.randint(0, cfg.model.vocab_size, shape, generator=gen)
+    return device, amp, x, y
+
+
+def _median_seconds(step, device: torch.device, steps: int) -> float:
+    """Median wall time of `steps` calls of step() after WARMUP_STEPS untimed ones."""
+    times = []
+    for i in range(WARMUP_STEPS + steps):
+        start = time.perf_counter()
+        step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        if step >= WARMUP_STEPS:
+        if i >= WARMUP_STEPS:
             times.append(time.perf_counter() - start)
     times.sort()
     return times[len(times) // 2]
