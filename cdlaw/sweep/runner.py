@@ -58,6 +58,7 @@ from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
+from cdlaw.train.packed_groups import parse_pack
 from cdlaw.train.result import read_result, run_facts
 from cdlaw.train.trackers import require_trackers
 
@@ -136,8 +137,7 @@ def run_sweep(
         device = resolve_device(exec_cfg.device)
     else:
         device = exec_cfg.device
-    if pack not in ("auto", 1) and (not isinstance(pack, int) or pack < 1):
-        raise BadInput(f"--pack must be auto or a pack size of 1 or more, got {pack!r}")
+    pack = parse_pack(str(pack))  # the CLI's one check, for Python callers too
     if simulation is not None and pack != 1:
         raise BadInput("--pack packs training: a simulated sweep trains nothing; drop --pack")
     if isinstance(pack, int) and pack > 1:  # a pack too big for memory: refused before writing

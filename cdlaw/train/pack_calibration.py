@@ -37,7 +37,7 @@ def pack_step_seconds(
     device, amp, x, y = _setup(cfg, exec_cfg, k)
     train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
     pack = PackedModels([build_model(cfg.model, seed=i) for i in range(k)], [train] * k, device)
-    lrs = torch.full((k,), 1e-4, dtype=torch.float64)
+    lrs = [1e-4] * k
 
     def step() -> None:
         for i in range(0, rows, micro):

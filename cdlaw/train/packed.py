@@ -7,7 +7,8 @@ A scaling-law sweep is mostly small models, and a small model's step is mostly o
 shape, seq_len, batch and micro-batch size and AdamW's betas and eps (`pack_key`, in
 cdlaw.train.packed_groups, with the grouping of a sweep's runs into packs) train
 together: their weights are stacked (cdlaw.train.packed_model) and each step is one
-batched forward, backward, clip and AdamW update for all of them. Everything else stays
+batched forward and backward for all of them, then torch's clip and fused AdamW kernels
+over every run's tensors in a few calls. Everything else stays
 each run's own: its seed, token stream, lr, schedule and its length, weight decay, z-loss,
 gradient clipping (its own gradient norm), AdamW state, metrics, checkpoints, result.json
 and model/ — written by the same code train_run uses (cdlaw.train.run_parts), so a packed
@@ -191,7 +192,7 @@ def train_pack(
     with stop_signals() as stop_signal:
         while slots:
             x, y = _batches(slots, batch_rows, seq_len, model_cfg.vocab_size)
-            lrs = torch.tensor([s.lr for s in slots], dtype=torch.float64)
+            lrs = [s.lr for s in slots]
             n_targets = torch.tensor([max(s.n_targets, 1) for s in slots], device=device)
             idle = [k for k, s in enumerate(slots) if not s.n_targets]
             for i in range(0, x.shape[1], micro_rows):

@@ -1,4 +1,4 @@
-"""K OLMo 3 models of one shape as one: stacked weights, one batched forward, one AdamW.
+"""K OLMo 3 models of one shape as one: stacked weights, one batched forward and backward.
 
     pack = PackedModels(nets, train_cfgs, device)  # nets: Olmo3ForCausalLM, one shape
     logits = pack.forward(x)                       # x (K, rows, seq) → (K, rows, seq, vocab)
@@ -8,8 +8,10 @@
 
 Every model's weights live in one row of a (K, P) buffer, its gradients in a row of
 another, AdamW's moments in two more: each layer is one batched matmul over the K models
-(`torch.bmm`), and clipping and the optimizer are a few whole-buffer operations, instead
-of K small steps that each pay Python and dispatch overhead. The forward is transformers'
+(`torch.bmm`) instead of K small steps that each pay Python and dispatch overhead.
+Clipping and AdamW are torch's own kernels (`torch._foreach_norm`, `torch._fused_adamw_`)
+on each model's parameter tensors, views of its rows, so a packed model's numbers are a
+model alone's bit for bit. The forward is transformers'
 Olmo3ForCausalLM written out for stacked weights (cdlaw.train.model builds the models,
 so their shape, init and names are the real ones): embedding, per layer QK-normed
 attention with RoPE and reordered RMSNorms, SwiGLU, final norm, untied LM head, with the
@@ -54,7 +56,6 @@ class PackedModels:
         self.shapes = {n: tuple(named[n].shape) for n in self.names}
         sizes = [named[n].numel() for n in self.names]
         self.offsets = dict(zip(self.names, _cumsum(sizes), strict=True))
-        self.n_decay = sum(named[n].numel() for n in decay)
         self.n_decay_names = len(decay)
         self.net_order = list(named)  # the order a run alone clips its gradients in
         self.device = device
@@ -190,15 +191,15 @@ class PackedModels:
         return torch.stack(totals)
 
     @torch.no_grad()
-    def adamw_step(self, lrs: torch.Tensor, idle: list[int] = ()) -> None:
-        """One AdamW step of every model (lrs: (K,) learning rates) by torch's fused AdamW
+    def adamw_step(self, lrs: list[float], idle: list[int] = ()) -> None:
+        """One AdamW step of every model (lrs: K learning rates) by torch's fused AdamW
         kernel itself, on each model's parameter tensors as a run alone passes them (so the
         numbers are the same bit for bit): matrices with the run's weight decay, the input
         embedding and norms without. Models with one lr and weight decay share a call.
         Rows in `idle` (a run's lone last input, no target) are left as they were, as a run
         alone skips that step's update."""
         calls: dict[tuple[float, float], list[int]] = {}
-        for k, lr in enumerate(lrs.tolist()):
+        for k, lr in enumerate(lrs):
             if k not in idle:
                 calls.setdefault((lr, self.weight_decay_values[k]), []).append(k)
         for (lr, decay), rows in calls.items():
