@@ -24,8 +24,9 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
+from cdlaw.fit.optim import SEARCH_FTOL, SEARCH_GTOL
 from cdlaw.fit.problem import build_problem
-from cdlaw.fit.procedure import SEARCH_FTOL, SEARCH_GTOL, fit_law
+from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.starts import start_grid
 from cdlaw.fit.threads import objective_threads, single_threaded_blas
 from cdlaw.fit.vector import law_to_fit_vector

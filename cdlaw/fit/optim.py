@@ -30,6 +30,8 @@ import numpy as np
 # fun(x (k, P), idx (k,)) -> (f (k,), g (k, P)); idx says which starts the rows are.
 BatchObjective = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
+SEARCH_FTOL = 1e-12  # the fit's stopping rule, for the search and every refit (scipy's ftol)
+SEARCH_GTOL = 1e-9
 ARMIJO = 1e-4  # sufficient-decrease constant of the line search (scipy uses the same)
 MAX_LINE_SEARCH = 30
 

@@ -111,6 +111,21 @@ class Problem:
             self.upper,
         )
 
+    def stages(self, z) -> tuple[np.ndarray, np.ndarray]:
+        """The coordinates of --method staged's two stages: the shared ones that the D′ = 0
+        rows move, then the rest (per strategy, and shared ones that only derived rows see,
+        such as cd-overfit's μ)."""
+        one_epoch = self.subset(self.ratio == 0)
+        base = one_epoch.log_loss(z)
+        inert = []
+        for j in self.shared:
+            step = np.array(z, dtype=float)
+            step[j] += 1e-3
+            if np.array_equal(one_epoch.log_loss(step), base):
+                inert.append(j)
+        first = np.setdiff1d(self.shared, inert)
+        return first, np.setdiff1d(np.arange(self.n_params), first)
+
     def objective(self, delta: float, weights=None, free=None, base=None) -> BatchObjective:
         """The summed Huber loss of log residuals and its gradient, for minimize_batched.
 

@@ -11,8 +11,9 @@ parameters (E = e^e, ...). It is minimised with L-BFGS from a grid of starting p
 polished with scipy's L-BFGS-B. No hidden state: everything a fit did is in its result.
 
 Checks before fitting are in cdlaw.fit.checks, the summaries of a finished fit in
-cdlaw.fit.summary, and fit.json / fit_rows.parquet I/O in cdlaw.fit.io; this module is
-the procedure, read straight down (names imported from those modules are re-exported).
+cdlaw.fit.summary, the bootstrap refits in cdlaw.fit.bootstrap, and fit.json /
+fit_rows.parquet I/O in cdlaw.fit.io; this module is the procedure, read straight down
+(names imported from those modules are re-exported).
 """
 
 from __future__ import annotations
@@ -27,9 +28,16 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
 from cdlaw.fit.io import FitResult, output_paths, write_fit
-from cdlaw.fit.optim import minimize_batched, polish, projected_gradient
+from cdlaw.fit.optim import (
+    SEARCH_FTOL,
+    SEARCH_GTOL,
+    minimize_batched,
+    polish,
+    projected_gradient,
+)
 from cdlaw.fit.problem import Problem, build_problem
 from cdlaw.fit.starts import start_grid, warm_start_points
 from cdlaw.fit.summary import (
@@ -48,8 +56,6 @@ from cdlaw.laws.form import LawForm
 # Each form declares its default δ (the CD paper's 0.1; Chinchilla's 1e-3).
 HUBER_DELTA = {name: form.huber_delta for name, form in LAWS.items()}
 DEFAULT_STARTS = 6144  # the CD paper's grid
-SEARCH_FTOL = 1e-12  # stopping rule of the many-start search (scipy's ftol semantics)
-SEARCH_GTOL = 1e-9
 N_POLISH = 5  # distinct best minima polished with scipy
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -134,29 +140,13 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
     )
 
 
-def _stages(problem: Problem, z) -> tuple[np.ndarray, np.ndarray]:
-    """The coordinates of --method staged's two stages: the shared ones that the D′ = 0
-    rows move, then the rest (per strategy, and shared ones that only derived rows see,
-    such as cd-overfit's μ)."""
-    one_epoch = problem.subset(problem.ratio == 0)
-    base = one_epoch.log_loss(z)
-    inert = []
-    for j in problem.shared:
-        step = np.array(z, dtype=float)
-        step[j] += 1e-3
-        if np.array_equal(one_epoch.log_loss(step), base):
-            inert.append(j)
-    first = np.setdiff1d(problem.shared, inert)
-    return first, np.setdiff1d(np.arange(problem.n_params), first)
-
-
 def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progress) -> _Solution:
     """One fit (joint or staged) from a set of starting points in z."""
     P = problem.n_params
     everything = np.arange(P)
     if method == "joint" or len(problem.shared) == P:  # staged needs per-strategy parameters
         return _minimise(problem, delta, starts, everything, None, progress, "multistart")
-    shared, per = _stages(problem, starts[0])
+    shared, per = problem.stages(starts[0])
     one_epoch = problem.ratio == 0
     s1 = _minimise(
         problem.subset(one_epoch),
@@ -194,76 +184,10 @@ def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, prog
     )
 
 
-def _bootstrap(problem, delta, method, starts, B, rng, progress):
-    """B refits on rows resampled with replacement, each from every row of `starts` (the
-    search's distinct minima, best first), keeping its lowest objective.
-
-    Starting only from the best fit keeps every refit in that fit's basin: where the data
-    leave two basins nearly as good (a strategy's ρ at a bound against an interior one, say),
-    resamples that would move to the other never do, and the intervals come out several
-    times too narrow (measured: a plan-loss sd of 0.065 from the best fit alone, 0.167 from
-    refits started afresh, on a 258-run simulated table).
-    """
-    n = len(problem.y)
-    W = np.zeros((B, n))
-    np.add.at(W, (np.repeat(np.arange(B), n), rng.integers(0, n, B * n)), 1.0)
-    M = len(starts)
-    Wm = np.repeat(W, M, axis=0)  # resample b, start m is row b·M + m
-    X0 = np.tile(starts, (B, 1))
-    P = problem.n_params
-    report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
-    scale = problem.curvature_scale(starts[0])
-    if method == "joint" or len(problem.shared) == P:
-        res = minimize_batched(
-            problem.objective(delta, Wm),
-            X0,
-            problem.lower,
-            problem.upper,
-            ftol=SEARCH_FTOL,
-            gtol=SEARCH_GTOL,
-            scale=scale,
-            progress=report,
-        )
-        return _best_per_resample(res.x, res.f, res.converged, B, M)
-    shared, per = _stages(problem, starts[0])
-    one_epoch = problem.ratio == 0
-    r1 = minimize_batched(
-        problem.subset(one_epoch).objective(delta, Wm[:, one_epoch], shared, starts[0]),
-        X0[:, shared],
-        problem.lower[shared],
-        problem.upper[shared],
-        ftol=SEARCH_FTOL,
-        gtol=SEARCH_GTOL,
-        scale=scale[shared],
-        progress=report,
-    )
-    X0[:, shared] = r1.x
-    r2 = minimize_batched(
-        problem.subset(~one_epoch).objective(delta, Wm[:, ~one_epoch], per, X0),
-        X0[:, per],
-        problem.lower[per],
-        problem.upper[per],
-        ftol=SEARCH_FTOL,
-        gtol=SEARCH_GTOL,
-        scale=scale[per],
-        progress=report,
-    )
-    X0[:, per] = r2.x
-    f = problem.objective(delta, Wm)(X0, np.arange(len(X0)))[0]
-    return _best_per_resample(X0, f, r1.converged & r2.converged, B, M)
-
-
 def _boot_starts(sol: _Solution) -> np.ndarray:
     """The best fit, then the search's other distinct minima: where bootstrap refits start."""
     others = [c for c in sol.candidates if np.max(np.abs(c - sol.z)) > 1e-3]
     return np.array([sol.z, *others])
-
-
-def _best_per_resample(x, f, converged, B, M):
-    """Each resample's lowest-objective refit among its M starts, and how many converged."""
-    f = np.where(np.isfinite(f), f, np.inf).reshape(B, M)
-    pick = np.arange(B) * M + np.argmin(f, axis=1)
-    return x[pick], int(converged[pick].sum())
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,7 +294,7 @@ def fit_law(
     z_boot = np.empty((0, len(names)))
     n_boot_ok = 0
     if bootstrap:
-        z_boot, n_boot_ok = _bootstrap(
+        z_boot, n_boot_ok = refit_resamples(
             problem, delta, method, _boot_starts(sol), int(bootstrap), rng, progress
         )
 
