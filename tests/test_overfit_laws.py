@@ -161,11 +161,10 @@ def test_cd_overfit_fits_the_demos_overfitting_rows_better_than_cd():
 def test_staged_fits_mu_with_the_derived_rows():
     """μ is shared but only derived rows see it: --method staged fits it in stage 2."""
     from cdlaw.fit.problem import build_problem
-    from cdlaw.fit.procedure import _stages
 
     df = planted_table(CD_OVERFIT, STRATEGIES, 5)
     problem = build_problem("cd-overfit", STRATEGIES, *(df[c] for c in df.columns[:5]), df.index)
-    first, second = _stages(problem, (problem.lower + problem.upper) / 2)
+    first, second = problem.stages((problem.lower + problem.upper) / 2)
     names = np.array(problem.form.fit_vector_names(STRATEGIES))
     assert list(names[first]) == ["E", "A", "B", "alpha", "beta"]
     assert "mu" in names[second] and "repetition.lam" in names[second]
