@@ -13,7 +13,7 @@ budget (C, U), four ways to spend FLOPs are fitted and planned:
 and each is judged where a team bets: its own plan's predicted loss against the true
 law's loss at that plan (|error|, %), and whether its 95% interval covers the truth.
 
-    .venv/bin/python benchmarks/bench_next.py [--seeds 20] [--jobs 2] [--out bench-next]
+    .venv/bin/python benchmarks/bench_next.py [--seeds 20] [--jobs 2] [--budget 1e20:2e9] [--out bench-next]
 """
 
 from __future__ import annotations
@@ -94,13 +94,13 @@ def within(rows: pd.DataFrame, order, flops: float) -> pd.DataFrame:
 
 
 def one(task) -> list[dict]:
-    truth_name, seed = task
+    truth_name, seed, budgets = task
     truth = truths()[truth_name]
     form = truth.form
     sim = Simulation(truth, truth_name, noise=NOISE, noise_seed=seed)
     grid = pd.DataFrame([simulated_result(sim, r) for r in load_sweep(GRID).runs(VOCAB)])
     out = []
-    for budget in BUDGETS:
+    for budget in budgets:
         base = {"truth": truth_name, "seed": seed, "budget": budget[0], "unique": budget[1]}
         out.append({**base, **judged("grid", truth, grid, form, budget, seed)})
         tmp = Path(tempfile.mkdtemp(prefix="bench-next-"))
@@ -134,9 +134,16 @@ def main() -> None:
     ap.add_argument(
         "--truth", action="append", help="qin2026 and/or qin2026-overfit (default both)"
     )
+    ap.add_argument(
+        "--budget",
+        action="append",
+        metavar="C:U",
+        help="a budget and its unique tokens, e.g. 1e20:2e9 (default 1e21:5e9 and 1e20:2e9)",
+    )
     ap.add_argument("--out", default="bench-next")
     a = ap.parse_args()
-    tasks = [(t, s) for s in range(a.seeds) for t in (a.truth or list(truths()))]
+    budgets = [tuple(float(v) for v in b.split(":")) for b in a.budget] if a.budget else BUDGETS
+    tasks = [(t, s, budgets) for s in range(a.seeds) for t in (a.truth or list(truths()))]
     out = Path(a.out)
     out.mkdir(exist_ok=True)
     rows = []
