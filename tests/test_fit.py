@@ -447,9 +447,9 @@ def test_bootstrap_refits_leave_the_best_fits_basin_when_the_data_do():
     assert lo <= truth.loss(p.n_params, p.fresh_tokens, p.derived_tokens, p.strategy) <= hi
 
 
-def test_staged_bootstrap_refits_keep_each_resamples_best_and_cover_the_truth(noisy):
-    """--method staged refits each resample from every start too: its draws converge, and
-    its intervals cover the true parameters about as often as the joint fit's."""
+def test_staged_bootstrap_refits_converge_and_cover_the_truth(noisy):
+    """--method staged's refits (stage 1 then stage 2 from each start) converge, and its
+    intervals cover the true parameters about as often as the joint fit's."""
     df, _ = noisy
     fit = fit_law(df, method="staged", n_starts=32, bootstrap=40, seed=0)
     assert fit.optimizer["bootstrap_converged"] == 40
@@ -467,3 +467,13 @@ def test_each_resample_keeps_its_lowest_objective_refit():
     converged = np.array([True, False, True, True, True, True])
     kept, n_ok = _best_per_resample(x, f, converged, 2, 3)
     assert kept[:, 0].tolist() == [1.0, 3.0] and n_ok == 1
+
+
+def test_refits_start_once_from_each_distinct_minimum():
+    """The best fit first, then each other minimum once, however often the polish found it."""
+    from cdlaw.fit.procedure import _boot_starts, _Solution
+
+    best, other = np.zeros(3), np.ones(3)
+    cands = np.array([best, other, other + 1e-5, best + 1e-5])
+    sol = _Solution(best, 0.0, True, "", cands, 4, 4)
+    assert _boot_starts(sol).tolist() == [best.tolist(), other.tolist()]

@@ -185,9 +185,13 @@ def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, prog
 
 
 def _boot_starts(sol: _Solution) -> np.ndarray:
-    """The best fit, then the search's other distinct minima: where bootstrap refits start."""
-    others = [c for c in sol.candidates if np.max(np.abs(c - sol.z)) > 1e-3]
-    return np.array([sol.z, *others])
+    """The best fit, then the search's other distinct minima: where bootstrap refits start.
+    Two polished minima can land on one point; a start is kept only once."""
+    starts = [sol.z]
+    for c in sol.candidates:
+        if all(np.max(np.abs(c - s)) > 1e-3 for s in starts):
+            starts.append(c)
+    return np.array(starts)
 
 
 # ---------------------------------------------------------------------------------------
