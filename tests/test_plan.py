@@ -483,3 +483,53 @@ def test_flops_count_derived_tokens_too(law, strategy):
         assert d["flops"] == pytest.approx(6 * d["n_params"] * d["tokens_trained"], rel=1e-12)
         assert d["flops"] == pytest.approx(budget, rel=1e-9)
         assert Plan.from_dict(d).to_dict()["flops"] == d["flops"]
+
+
+def _draws_with_flips(n_draws: int, n_flipped: int) -> list[Law]:
+    """qin2026 with a 1% jitter of K per draw; in n_flipped draws repetition's K is cut 100×."""
+    rng = np.random.default_rng(1)
+    draws = []
+    for i in range(n_draws):
+        strategies = {s: dict(p) for s, p in QIN.strategies.items()}
+        for p in strategies.values():
+            p["K"] *= 1 + 0.01 * rng.standard_normal()
+        if i < n_flipped:
+            strategies["repetition"]["K"] /= 100
+        draws.append(Law("cd", QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, strategies))
+    return draws
+
+
+def _brute_force_plan(law: Law, strategy: str, C: float, U: float) -> tuple[float, float]:
+    """(N*, L*) by a dense log grid over N: the planner's answer, found another way."""
+    n = np.exp(np.linspace(math.log(1e7), math.log(1e11), 40_001))
+    losses = budget_loss(law, strategy, C, n, U)
+    i = int(np.nanargmin(losses))
+    return float(n[i]), float(losses[i])
+
+
+def test_decision_spread_is_each_bootstrap_laws_own_plan():
+    from cdlaw.plan.source import PlanningLaw
+
+    C, U = 1e21, 5e9
+    assert plan(QIN, C, U).strategy == "repetition"
+    draws = _draws_with_flips(20, 6)
+    p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
+    own = [{s: _brute_force_plan(d, s, C, U) for s in ("repetition", "paraphrase")} for d in draws]
+    winners = [min(o, key=lambda s: o[s][1]) for o in own]
+    assert winners.count("paraphrase") == 6  # the 100× smaller repetition K flips the choice
+    assert p.strategy == "repetition"
+    assert p.strategy_share == {"repetition": 0.7, "paraphrase": 0.3}
+    sizes = [o["repetition"][0] for o in own]
+    assert p.n_params_ci95 == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-3)
+    lo, hi = p.n_params_ci95
+    assert lo < hi  # the repetition N of the flipped draws differs from the others'
+
+    forced = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U, "paraphrase")
+    assert forced.strategy_share is None and forced.n_params_ci95 is not None
+    fixed = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U, n_params=3e9)
+    assert fixed.n_params_ci95 is None and fixed.strategy_share == {"repetition": 0.7,
+                                                                     "paraphrase": 0.3}  # fmt: skip
+    assert plan(QIN, C, U).strategy_share is None  # no bootstrap, no spread
+
+    d = json.loads(json.dumps(p.to_dict()))
+    assert Plan.from_dict(d).to_dict() == d

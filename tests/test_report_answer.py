@@ -190,3 +190,21 @@ def test_chromium_first_screen_holds_the_plan_and_tables_sort(page, report, tmp_
     assert list(dict.fromkeys(s["shown"])) == ["26.3K", "60.5K", "200K"]
     assert s["strategy"] == sorted(s["strategy"]) and s["sort"] == "ascending"
     assert s["scrolls"] and s["overflow"] == "auto" and s["regimes"] == 1
+
+
+def test_the_plan_says_how_often_the_refits_own_plans_agree():
+    from cdlaw.law import PRESETS, Law
+    from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import PlanningLaw
+    from cdlaw.report.answer import _decision_note
+
+    q = PRESETS["qin2026"]
+    strategies = {s: dict(p) for s, p in q.strategies.items()}
+    strategies["repetition"]["K"] /= 100  # this refit would paraphrase
+    flipped = Law("cd", q.E, q.A, q.B, q.alpha, q.beta, strategies)
+    p = plan(PlanningLaw("x", q, None, (q, q, q, flipped)), 1e21, 5e9).to_dict()
+    note = _decision_note(p)
+    lo, hi = p["n_params_ci95"]
+    assert p["strategy"] == "repetition" and "repetition in 75% of them" in note
+    assert f"N from {format_number(lo)} to {format_number(hi)} (95%)" in note
+    assert _decision_note({**p, "strategy_share": None, "n_params_ci95": None}) == ""

@@ -185,7 +185,10 @@ def _render_plan(p) -> None:
         f"C = {p.budget_flops:.3g} FLOPs, U = {_tokens(p.unique_tokens)} unique tokens, "
         f"strategy {p.strategy_requested}",
     )
-    t.add_row("model size N", f"[bold]{fmt(p.n_params)}[/] parameters")
+    n_band = ""
+    if p.n_params_ci95:
+        n_band = f"  (95% band {fmt(p.n_params_ci95[0])} – {fmt(p.n_params_ci95[1])})"
+    t.add_row("model size N", f"[bold]{fmt(p.n_params)}[/] parameters{n_band}")
     t.add_row(
         "fresh tokens D",
         f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",
@@ -194,6 +197,15 @@ def _render_plan(p) -> None:
         "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.strategy_share:
+        others = ", ".join(
+            f"{s} {share:.0%}" for s, share in p.strategy_share.items() if s != p.strategy
+        )
+        t.add_row(
+            "decision",
+            f"[cyan]{p.strategy}[/] in {p.strategy_share.get(p.strategy, 0.0):.0%} of the "
+            f"bootstrap refits' own plans ({others})",
+        )
     t.add_row(
         "regime",
         f"[magenta]{p.regime}[/]: {REGIME_WHY[p.regime]}\n"

@@ -1,12 +1,15 @@
-"""Checks on a plan: its 95% band, where it leaves the fitted range, and law artifacts.
+"""Checks on a plan: its 95% bands, where it leaves the fitted range, and law artifacts.
 
 This module's one job is to judge a chosen allocation rather than to find it: score it under
-the fit's bootstrap laws (the 95% band), say where it leaves the data the law was fitted on
+the fit's bootstrap laws (the 95% band of its loss), say how often those laws would decide
+otherwise (strategy, N), say where it leaves the data the law was fitted on
 and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
 extrapolation artifact). cdlaw.plan.planner calls these; they never import it at run time.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -52,6 +55,46 @@ def loss_band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float
         return None
     lo, hi = np.percentile(losses, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def decision_spread(
+    source: PlanningLaw,
+    decide: Callable[[Law], dict[str, tuple[float, float]]],
+    chosen: str,
+) -> tuple[dict[str, float] | None, tuple[float, float] | None]:
+    """How sure the plan's decision is: each bootstrap law makes its own plan.
+
+    decide(law) -> {strategy: (N, loss)} is the planner's own search under one law, over
+    the strategies the plan chose among. Returns the share of bootstrap laws whose best
+    strategy is each of them (None with one strategy to choose from) and the 95% band
+    (2.5–97.5 percentiles) of the N each would train with the chosen strategy (None when N
+    does not vary, i.e. it is fixed). The loss band scores one allocation; this says whether
+    the allocation itself would move: a team betting on paraphrase should know when a third
+    of equally good fits would repeat instead.
+    """
+    if len(source.bootstrap) < 2:
+        return None, None
+    wins: dict[str, int] = {}
+    sizes = []
+    for law in source.bootstrap:
+        with np.errstate(all="ignore"):
+            options = {s: nl for s, nl in decide(law).items() if np.isfinite(nl).all()}
+        if not options:
+            continue
+        best = min(options, key=lambda s: options[s][1])
+        wins[best] = wins.get(best, 0) + 1
+        if chosen in options:
+            sizes.append(options[chosen][0])
+    shares = None
+    total = sum(wins.values())
+    strategies = list(decide(source.law))
+    if total >= 2 and len(strategies) >= 2:
+        shares = {s: wins.get(s, 0) / total for s in strategies}
+    band = None
+    if len(sizes) >= 2 and np.ptp(sizes) > 0:
+        lo, hi = np.percentile(sizes, [2.5, 97.5])
+        band = (float(lo), float(hi))
+    return shares, band
 
 
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:

@@ -35,6 +35,7 @@ from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
+    decision_spread,
     law_strategy,
     loss_band,
     prefers_fewer_fresh_tokens,
@@ -214,6 +215,20 @@ def plan(
     )
     naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
     ci = loss_band(source, best, chosen)
+
+    def decide(under: Law) -> dict[str, tuple[float, float]]:
+        """The same search under another law: {strategy: (N, loss)}."""
+        out = {}
+        for s in tried:
+            n = (
+                n_params
+                if n_params is not None
+                else optimal_n_params(under, s, budget_flops, unique)[0]
+            )
+            out[s] = (float(n), float(budget_loss(under, s, budget_flops, n, unique)))
+        return out
+
+    shares, n_band = decision_spread(source, decide, chosen)
     warnings = [*source.notes, *range_warnings(source, best)]
     if on_edge:
         warnings.append(
@@ -260,6 +275,8 @@ def plan(
         n_params_fixed=n_params is not None,
         best=best,
         predicted_loss_ci95=ci,
+        strategy_share=shares,
+        n_params_ci95=n_band,
         regime=str(t.regime[()]),
         loss_one_epoch=float(t.loss_one_epoch[()]),
         loss_data_floor=float(t.loss_data_floor[()]),

@@ -99,6 +99,9 @@ class Plan:
     four_epoch: Allocation
     memory: dict | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # the bootstrap laws' own plans: the share choosing each strategy, the 95% band of N
+    strategy_share: dict[str, float] | None = None
+    n_params_ci95: tuple[float, float] | None = None
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -152,6 +155,8 @@ class Plan:
             "predicted_loss_ci95": list(self.predicted_loss_ci95)
             if self.predicted_loss_ci95
             else None,
+            "strategy_share": self.strategy_share,
+            "n_params_ci95": list(self.n_params_ci95) if self.n_params_ci95 else None,
             "regime": self.regime,
             "loss_one_epoch": self.loss_one_epoch,
             "loss_data_floor": self.loss_data_floor,
@@ -184,6 +189,8 @@ class Plan:
             n_params_fixed=d["n_params_fixed"],
             best=best,
             predicted_loss_ci95=tuple(ci) if ci else None,
+            strategy_share=d.get("strategy_share"),
+            n_params_ci95=tuple(d["n_params_ci95"]) if d.get("n_params_ci95") else None,
             regime=d["regime"],
             loss_one_epoch=d["loss_one_epoch"],
             loss_data_floor=d["loss_data_floor"],

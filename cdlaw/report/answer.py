@@ -119,6 +119,7 @@ def plan_answer(report: Report) -> str:
         f"{_how_trained(p)}; predicted loss <b>{format_cell(p['predicted_loss'])}</b> "
         f"nats/token{band}, <b>{e(str(p['regime']))}</b>.</p>"
     )
+    lead += _decision_note(p)
     head = ["plan", "strategy", "N", "D", "D′", "epochs", "paraphrase passes",
             "predicted loss", "loss above the CD plan"]  # fmt: skip
     body = []
@@ -146,3 +147,17 @@ def plan_answer(report: Report) -> str:
     )
     warn = "".join(f'<p class="warn">warning: {e(str(w))}</p>' for w in p.get("warnings") or [])
     return f'<div id="plan">{lead}{html_table(head, body, {0, 1})}{why}{details}{warn}</div>'
+
+
+def _decision_note(p: dict) -> str:
+    """How often the bootstrap refits' own plans agree with the plan: strategy and N."""
+    share, n_band = p.get("strategy_share"), p.get("n_params_ci95")
+    parts = []
+    if share:
+        mine = share.get(p["strategy"], 0.0)
+        parts.append(f"{html.escape(p['strategy'])} in {mine:.0%} of them")
+    if n_band:
+        parts.append(f"N from {format_number(n_band[0])} to {format_number(n_band[1])} (95%)")
+    if not parts:
+        return ""
+    return f'<p class="note">Each bootstrap refit planning for itself: {"; ".join(parts)}.</p>'
