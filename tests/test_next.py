@@ -13,7 +13,7 @@ import pytest
 
 from cdlaw.design.adaptive import run_adaptive
 from cdlaw.design.batch import next_batch
-from cdlaw.design.value import Ensemble, choose, ensemble_covariance, uncertainty
+from cdlaw.design.value import Ensemble, choose, ensemble_covariance, plan_value, uncertainty
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import write_fit
 from cdlaw.fit.procedure import fit_law
@@ -65,11 +65,22 @@ def test_a_second_run_that_repeats_the_first_is_worth_little():
 
 def test_per_flop_picks_the_cheap_run_unless_a_budget_buys_a_much_better_one():
     ens = toy_ensemble(np.random.default_rng(2))
-    cost = lambda picked: np.array([1e3, 1.0, 1e3])  # noqa: E731 — the useless run is cheap
+    cost = lambda picked: np.array([1e3, 1e-3, 1e3])  # noqa: E731 — the useless run is cheap
     per_flop = choose(ens, 0.02, cost, max_runs=1)
     assert per_flop[0].index == 1
     budgeted = choose(ens, 0.02, cost, max_runs=1, max_flops=1e3)
     assert budgeted[0].index in (0, 2) and budgeted[0].gain > 10 * per_flop[0].gain
+
+
+def test_each_halving_of_the_plan_loss_sd_is_worth_the_same():
+    # the loss term is information, ½·ln(Var/Var₀): a third halving counts as much as the
+    # first, so the rounds keep narrowing the loss the team bets on
+    v0 = 0.05**2
+    values = [plan_value(v0 / 4**k, 0.2, 0.5, v0) for k in range(4)]
+    assert np.diff(values) == pytest.approx([-math.log(2)] * 3, rel=1e-12)
+    assert values[0] == pytest.approx(0.2 + 0.5 * 0.5, rel=1e-12)  # P(flip) + ½·P(move)
+    u = uncertainty(np.diag([v0 / 16, 1e-2, 0.02**2]), gap_mean=0.01)
+    assert u.value(v0) == pytest.approx(plan_value(v0 / 16, u.flip, u.n_move, v0), rel=1e-12)
 
 
 def test_the_strategy_flip_chance_is_the_normal_tail_of_the_gap():

@@ -17,10 +17,12 @@ residual scatter) shrinks the covariance of everything by the Kalman update
 (the ensemble Kalman filter's analysis step; Evensen 2003, Ocean Dynamics 53:343). How
 much a run is worth is how much that update lowers
 
-    value = Var(loss)/Var₀(loss) + P(strategy flips) + ½·P(N* moves by > 10%)
+    value = ½·ln(Var(loss)/Var₀(loss)) + P(strategy flips) + ½·P(N* moves by > 10%)
 
 with P(flip) = Φ(−|mean gap| / sd(gap)) and P(move) = 2Φ(−log 1.1 / sd(n)): the three
-ways the plan's decision can be wrong, the first relative to where it starts. A batch is
+ways the plan's decision can be wrong. The loss term is the information (nats, Gaussian)
+a run gives about the plan's loss, so each halving of its sd is worth the same; the
+variance ratio itself made later narrowings worth almost nothing (docs/next.md). A batch is
 chosen greedily by value gained per FLOP, each pick conditioning the ones after it, so a
 second run that only repeats what the first tells is worth little.
 
@@ -38,6 +40,7 @@ from scipy.stats import norm
 
 N_MOVE = math.log(1.1)  # "N* changes": it moves by more than 10%
 N_WEIGHT = 0.5  # a wrong N costs less than a wrong loss or strategy: the optimum is flat in N
+MIN_REL = 1e-12  # Var/Var₀ floor: a run that pins the loss exactly is worth 13.8 nats, not ∞
 TARGETS = ("loss", "n", "gap")
 
 
@@ -65,8 +68,14 @@ class Uncertainty:
     n_move: float  # chance N* is off by more than 10%
 
     def value(self, loss_var0: float) -> float:
-        rel = self.loss_sd**2 / loss_var0 if loss_var0 > 0 else 0.0
-        return rel + self.flip + N_WEIGHT * self.n_move
+        return float(plan_value(self.loss_sd**2, self.flip, self.n_move, loss_var0))
+
+
+def plan_value(loss_var, flip, n_move, loss_var0: float):
+    """What is still unknown about the plan (lower is better; broadcasts):
+    ½·ln(Var/Var₀) + P(flip) + ½·P(move), the loss term in nats of information."""
+    rel = np.maximum(np.asarray(loss_var) / loss_var0, MIN_REL) if loss_var0 > 0 else 1.0
+    return 0.5 * np.log(rel) + flip + N_WEIGHT * n_move
 
 
 @dataclass(frozen=True)
@@ -168,8 +177,7 @@ def greedy(
             break
         before = uncertainty(cov[:3, :3], ens.gap_mean)
         loss_sd, _, flip, move = _after_each(cov, noise_var, ens.gap_mean, free + 3)
-        rel = loss_sd**2 / loss_var0 if loss_var0 > 0 else np.zeros_like(loss_sd)
-        gain = before.value(loss_var0) - (rel + flip + N_WEIGHT * move)
+        gain = before.value(loss_var0) - plan_value(loss_sd**2, flip, move, loss_var0)
         score = np.where(fits, gain / flops if per_flop else gain, -np.inf)
         best = int(np.argmax(score))
         if not gain[best] > 1e-9 or not np.isfinite(score[best]):
