@@ -530,6 +530,8 @@ def test_decision_spread_is_each_bootstrap_laws_own_plan():
     assert fixed.n_params_ci95 is None and fixed.strategy_share == {"repetition": 0.7,
                                                                      "paraphrase": 0.3}  # fmt: skip
     assert plan(QIN, C, U).strategy_share is None  # no bootstrap, no spread
+    fresh = plan(PlanningLaw("x", QIN, None, tuple(draws)), 1e18, 1e12)  # data to spare
+    assert fresh.strategy == "none" and fresh.strategy_share is None
 
     d = json.loads(json.dumps(p.to_dict()))
     assert Plan.from_dict(d).to_dict() == d

@@ -229,6 +229,8 @@ def plan(
         return out
 
     shares, n_band = decision_spread(source, decide, chosen)
+    if best.strategy == "none":  # no derived tokens: no strategy to decide
+        shares = None
     warnings = [*source.notes, *range_warnings(source, best)]
     if on_edge:
         warnings.append(
