@@ -261,6 +261,17 @@ def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
     assert not (folder.parent / "other").exists()
 
 
+def test_cli_sweep_adaptive_runs_its_rounds(tmp_path):
+    # every option `cdlaw sweep` hands the loop must reach it (--pack once did not)
+    r = cdlaw("sweep", SEED, "--adaptive", "--budget-flops", "1e21", "--unique-tokens", "5e9",
+              "--until", "10", "--executor", "simulate", "--law", "qin2026", "--noise", "0.02",
+              "--out", tmp_path, "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert "narrower than 10" in got["stopped"] and len(got["rounds"]) == 1
+    assert (tmp_path / "qin2026-seed" / "rounds.parquet").is_file()
+
+
 def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path):
     run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, executor="simulate", simulation=SIM)
     table = load_runs(tmp_path / "demo-seed")

@@ -96,6 +96,7 @@ def run_adaptive(
     jobs: int = 0,
     exec_cfg: ExecConfig = ExecConfig(),
     simulation: Simulation | None = None,
+    pack: str | int = 1,
     on_event: Callable | None = None,
     on_round: Callable[[Round], None] | None = None,
 ) -> Adaptive:
@@ -107,7 +108,7 @@ def run_adaptive(
     # the grid later rounds choose from (its settings, sizes and cells); the seed's own by default
     grid = load_sweep(grid_path) if grid_path is not None else seed_sweep
     sweep_kw = dict(executor=executor, jobs=jobs, exec_cfg=exec_cfg, simulation=simulation,
-                    on_event=on_event)  # fmt: skip
+                    pack=pack, on_event=on_event)  # fmt: skip
     run_sweep(sweep_path, out, **sweep_kw)
     folder = Path(out) / seed_sweep.name
     rounds: list[Round] = []
