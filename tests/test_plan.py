@@ -535,3 +535,20 @@ def test_decision_spread_is_each_bootstrap_laws_own_plan():
 
     d = json.loads(json.dumps(p.to_dict()))
     assert Plan.from_dict(d).to_dict() == d
+
+
+def test_a_refit_under_which_the_strategies_tie_decides_nothing():
+    from cdlaw.plan.checks import decision_spread
+    from cdlaw.plan.source import PlanningLaw
+
+    answers = iter([
+        {"repetition": (1e9, 2.0), "paraphrase": (2e9, 2.0)},  # a tie: no preference
+        {"repetition": (1e9, 2.0), "paraphrase": (2e9, 1.9)},
+        {"repetition": (3e9, 1.8), "paraphrase": (2e9, 1.9)},
+        {"repetition": (5e9, 1.7), "paraphrase": (2e9, 1.9)},
+    ])  # fmt: skip
+    source = PlanningLaw("x", QIN, None, (QIN,) * 4)
+    shares, band = decision_spread(source, lambda law: next(answers),
+                                   ["repetition", "paraphrase"], "repetition")  # fmt: skip
+    assert shares == {"repetition": 2 / 3, "paraphrase": 1 / 3}
+    assert band == pytest.approx(tuple(np.percentile([1e9, 1e9, 3e9, 5e9], [2.5, 97.5])))

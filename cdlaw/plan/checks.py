@@ -60,17 +60,19 @@ def loss_band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float
 def decision_spread(
     source: PlanningLaw,
     decide: Callable[[Law], dict[str, tuple[float, float]]],
+    strategies: list[str],
     chosen: str,
 ) -> tuple[dict[str, float] | None, tuple[float, float] | None]:
     """How sure the plan's decision is: each bootstrap law makes its own plan.
 
     decide(law) -> {strategy: (N, loss)} is the planner's own search under one law, over
-    the strategies the plan chose among. Returns the share of bootstrap laws whose best
-    strategy is each of them (None with one strategy to choose from) and the 95% band
-    (2.5–97.5 percentiles) of the N each would train with the chosen strategy (None when N
-    does not vary, i.e. it is fixed). The loss band scores one allocation; this says whether
-    the allocation itself would move: a team betting on paraphrase should know when a third
-    of equally good fits would repeat instead.
+    `strategies`, the ones the plan chose among. Returns the share of bootstrap laws whose
+    best strategy is each of them (None with one strategy to choose from; a law under which
+    two tie, e.g. with no derived tokens, decides nothing and is not counted) and the 95%
+    band (2.5–97.5 percentiles) of the N each would train with the chosen strategy (None
+    when N does not vary, i.e. it is fixed). The loss band scores one allocation; this says
+    whether the allocation itself would move: a team betting on paraphrase should know when
+    a third of equally good fits would repeat instead.
     """
     if len(source.bootstrap) < 2:
         return None, None
@@ -81,13 +83,15 @@ def decision_spread(
             options = {s: nl for s, nl in decide(law).items() if np.isfinite(nl).all()}
         if not options:
             continue
-        best = min(options, key=lambda s: options[s][1])
-        wins[best] = wins.get(best, 0) + 1
         if chosen in options:
             sizes.append(options[chosen][0])
+        losses = sorted(loss for _, loss in options.values())
+        if len(losses) > 1 and losses[1] - losses[0] <= 1e-12 * abs(losses[0]):
+            continue  # a tie: this law has no preference
+        best = min(options, key=lambda s: options[s][1])
+        wins[best] = wins.get(best, 0) + 1
     shares = None
     total = sum(wins.values())
-    strategies = list(decide(source.law))
     if total >= 2 and len(strategies) >= 2:
         shares = {s: wins.get(s, 0) / total for s in strategies}
     band = None

@@ -228,7 +228,7 @@ def plan(
             out[s] = (float(n), float(budget_loss(under, s, budget_flops, n, unique)))
         return out
 
-    shares, n_band = decision_spread(source, decide, chosen)
+    shares, n_band = decision_spread(source, decide, tried, chosen)
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
     warnings = [*source.notes, *range_warnings(source, best)]
