@@ -19,6 +19,8 @@ from cdlaw.fit.io import write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.law import PRESETS
+from cdlaw.plan.planner import plan
+from cdlaw.plan.source import load_law
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import load_sweep, parse_sweep
@@ -220,6 +222,11 @@ def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
     assert rounds["runs"].is_monotonic_increasing and rounds["flops"].iloc[-1] <= 2e20 * 1.0001
     assert len(load_runs(res.folder)) == rounds["runs"].iloc[-1]
     assert rounds["width_nats"].iloc[-1] < rounds["width_nats"].iloc[0]
+    # how settled the strategy is, as `cdlaw plan` on the round's fit says it
+    last = load_law(str(res.folder / "fit.json"))
+    shares = plan(last, 1e21, 5e9).strategy_share
+    assert rounds["strategy_agreement"].iloc[-1] == shares[rounds["strategy"].iloc[-1]]
+    assert rounds["strategy_agreement"].between(0, 1).all()
     # killed and restarted: the batch files are reused, no run trains again
     before = {p.name: p.stat().st_mtime_ns for p in res.folder.glob("next-*.toml")}
     again = run_adaptive(SEED, tmp_path, 1e21, 5e9, **kw)

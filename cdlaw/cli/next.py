@@ -5,6 +5,7 @@ Also how `cdlaw sweep FILE --adaptive` runs and shows its rounds (run_adaptive_c
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -123,9 +124,12 @@ def run_adaptive_command(
 
     def on_round(r) -> None:
         band = f"[{r.ci_low:.4g}, {r.ci_high:.4g}] ({r.width_nats:.3g} nats)"
+        agree = (
+            "" if math.isnan(r.strategy_agreement) else f" ({r.strategy_agreement:.0%} of refits)"
+        )
         err.print(
             f"round {r.round} ({r.sweep}): {r.runs} runs, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
-            f"{r.strategy}, loss {r.predicted_loss:.4g} {band}",
+            f"{r.strategy}{agree}, loss {r.predicted_loss:.4g} {band}",
             highlight=False,
         )
 

@@ -4,7 +4,8 @@
     OUT/<sweep>/next-k.toml    round k's batch, as `cdlaw next` writes it
     OUT/<sweep>/next-k/        round k's runs (an ordinary runs folder)
     OUT/<sweep>/fit.json       the latest fit, of every round's runs (cdlaw fit reads them all)
-    OUT/<sweep>/rounds.parquet one row per round: runs, FLOPs, plan, its 95% interval
+    OUT/<sweep>/rounds.parquet one row per round: runs, FLOPs, plan, its 95% interval, and how
+                               many refits' own plans pick its strategy
 
 It stops when the plan's 95% loss interval is narrower than `until` nats, when the
 experiment's FLOPs (what its runs trained, shared prefixes counted once) reach
@@ -55,6 +56,9 @@ class Round:
     ci_high: float
     width_nats: float
     rmse_log: float
+    # the share of bootstrap refits whose own plan picks `strategy` (NaN: one strategy, or
+    # a plan without derived tokens): how settled the strategy decision is
+    strategy_agreement: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def run_adaptive(
         flops = trained_flops(table)
         row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,
                     flops, now.n_params, now.strategy, now.predicted_loss, lo, hi, hi - lo,
-                    fit.rmse_log)  # fmt: skip
+                    fit.rmse_log, agreement(now.strategy_share, now.strategy))  # fmt: skip
         done_flops = flops
         rounds.append(row)
         write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
@@ -161,3 +165,8 @@ def run_adaptive(
             write_text_atomic(batch_file, batch.text)
         run_sweep(batch_file, folder, **sweep_kw)
     return Adaptive(folder, rounds, stopped, fit)
+
+
+def agreement(shares: dict[str, float] | None, strategy: str) -> float:
+    """The share of refits choosing `strategy`; NaN when the plan has no strategy decision."""
+    return float(shares.get(strategy, 0.0)) if shares else math.nan
