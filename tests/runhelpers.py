@@ -65,3 +65,23 @@ def write_shared_sweep(root: Path, name: str, share: bool = True, **train) -> Pa
     path = root.parent / f"{name}-{'shared' if share else 'alone'}.toml"
     path.write_text(text)
     return path
+
+
+def write_demo_runs(folder: Path):
+    """examples/demo-runs.csv (the 72 runs of `make demo`) as a sweep's runs folder at
+    `folder`: summary.parquet (each run given an id from its row) and sweep.toml. Returns
+    the summary."""
+    import hashlib
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = pd.read_csv(root / "examples" / "demo-runs.csv")
+    summary.insert(0, "run_id", [
+        hashlib.sha1(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:10]
+        for r in summary.to_dict("records")
+    ])  # fmt: skip
+    summary.to_parquet(folder / "summary.parquet", index=False)
+    (folder / "sweep.toml").write_text((root / "sweeps" / "demo.toml").read_text())
+    return summary

@@ -4,28 +4,19 @@ runs folder). The sweep stage is `cdlaw sweep`, tested on its own; this checks t
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
+from runhelpers import write_demo_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_demo_script_fits_holds_out_plans_and_reports(tmp_path):
     runs = tmp_path / "demo"
-    runs.mkdir()
-    summary = pd.read_csv(ROOT / "examples" / "demo-runs.csv")
-    summary.insert(0, "run_id", [
-        hashlib.sha1(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        for r in summary.to_dict("records")
-    ])  # fmt: skip
-    summary.to_parquet(runs / "summary.parquet", index=False)
-    (runs / "sweep.toml").write_text((ROOT / "sweeps" / "demo.toml").read_text())
+    write_demo_runs(runs)
     cdlaw = Path(sys.executable).parent / "cdlaw"
     env = {**os.environ, "OUT": str(tmp_path), "CDLAW": str(cdlaw), "DEMO_SKIP_SWEEP": "1"}
     r = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh")], env=env,

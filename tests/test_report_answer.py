@@ -9,14 +9,12 @@ first screen holds the fit's headline and the plan, and that the tables sort.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
-from pathlib import Path
 
-import pandas as pd
 import pytest
 from reportbrowser import CHROMIUM, open_in_chromium
+from runhelpers import write_demo_runs
 
 from cdlaw.fit.io import write_fit
 from cdlaw.fit.procedure import fit_law
@@ -26,23 +24,13 @@ from cdlaw.report.page import render
 from cdlaw.report.tables import cell, format_cell
 from cdlaw.units import format_number
 
-ROOT = Path(__file__).resolve().parents[1]
-DEMO_CSV = ROOT / "examples" / "demo-runs.csv"
-
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """runs/demo as `make demo` leaves it: summary.parquet, sweep.toml, fit.json (seeds
     averaged), fit_rows.parquet; returns (runs folder, summary)."""
     runs = tmp_path_factory.mktemp("report-answer") / "demo"
-    runs.mkdir()
-    summary = pd.read_csv(DEMO_CSV)
-    summary.insert(0, "run_id", [
-        hashlib.sha1(json.dumps(r, sort_keys=True, default=str).encode()).hexdigest()[:10]
-        for r in summary.to_dict("records")
-    ])  # fmt: skip
-    summary.to_parquet(runs / "summary.parquet", index=False)
-    (runs / "sweep.toml").write_text((ROOT / "sweeps" / "demo.toml").read_text())
+    summary = write_demo_runs(runs)
     result = fit_law(load_runs(runs), select="mean", n_starts=64, source=str(runs))
     write_fit(result, runs / "fit.json", runs / "fit_rows.parquet")
     return runs, summary
