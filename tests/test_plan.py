@@ -519,6 +519,7 @@ def test_decision_spread_is_each_bootstrap_laws_own_plan():
     assert winners.count("paraphrase") == 6  # the 100× smaller repetition K flips the choice
     assert p.strategy == "repetition"
     assert p.strategy_share == {"repetition": 0.7, "paraphrase": 0.3}
+    assert p.strategy_agreement == 0.7  # the chosen strategy's share
     sizes = [o["repetition"][0] for o in own]
     assert p.n_params_ci95 == pytest.approx(tuple(np.percentile(sizes, [2.5, 97.5])), rel=1e-3)
     lo, hi = p.n_params_ci95

@@ -203,7 +203,7 @@ def _render_plan(p) -> None:
         )
         t.add_row(
             "decision",
-            f"[cyan]{p.strategy}[/] in {p.strategy_share.get(p.strategy, 0.0):.0%} of the "
+            f"[cyan]{p.strategy}[/] in {p.strategy_agreement:.0%} of the "
             f"bootstrap refits' own plans ({others})",
         )
     t.add_row(

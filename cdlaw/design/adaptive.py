@@ -132,7 +132,7 @@ def run_adaptive(
         flops = trained_flops(table)
         row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,
                     flops, now.n_params, now.strategy, now.predicted_loss, lo, hi, hi - lo,
-                    fit.rmse_log, agreement(now.strategy_share, now.strategy))  # fmt: skip
+                    fit.rmse_log, _nan_if_none(now.strategy_agreement))  # fmt: skip
         done_flops = flops
         rounds.append(row)
         write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
@@ -167,6 +167,5 @@ def run_adaptive(
     return Adaptive(folder, rounds, stopped, fit)
 
 
-def agreement(shares: dict[str, float] | None, strategy: str) -> float:
-    """The share of refits choosing `strategy`; NaN when the plan has no strategy decision."""
-    return float(shares.get(strategy, 0.0)) if shares else math.nan
+def _nan_if_none(x: float | None) -> float:
+    return math.nan if x is None else float(x)

@@ -129,6 +129,12 @@ class Plan:
         return self.best.epochs
 
     @property
+    def strategy_agreement(self) -> float | None:
+        """The share of bootstrap refits whose own plan picks this plan's strategy (None:
+        no strategy decision, see strategy_share)."""
+        return self.strategy_share.get(self.strategy, 0.0) if self.strategy_share else None
+
+    @property
     def paraphrase_passes(self) -> float:
         return self.best.paraphrase_passes
 
