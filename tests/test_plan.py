@@ -324,9 +324,10 @@ def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
             },
         )
         losses.append(float(law.loss(p.n_params, p.fresh_tokens, p.derived_tokens, "repetition")))
-    lo, hi = p.predicted_loss_ci95
-    assert (lo, hi) == pytest.approx(tuple(np.percentile(losses, [2.5, 97.5])), rel=1e-14)
-    assert lo < p.predicted_loss < hi
+    lo, hi = np.percentile(losses, [2.5, 97.5])
+    o = p.optimism  # widened by the plan's optimism, on its side (test_optimism_… below)
+    assert p.predicted_loss_ci95 == pytest.approx((min(lo, lo - o), max(hi, hi - o)), rel=1e-14)
+    assert p.predicted_loss_ci95[0] < p.predicted_loss < p.predicted_loss_ci95[1]
 
     # names cdlaw never writes (log-space e, a, b): no band, and the plan names the parameter
     log_names = [
@@ -370,9 +371,9 @@ def test_bootstrap_band_reads_the_fit_vector_names_of_a_muennighoff_fit(tmp_path
         )
         for v in vectors
     ]
-    assert p.predicted_loss_ci95 == pytest.approx(
-        tuple(np.percentile(losses, [2.5, 97.5])), rel=1e-14
-    )
+    lo, hi = np.percentile(losses, [2.5, 97.5])
+    o = p.optimism
+    assert p.predicted_loss_ci95 == pytest.approx((min(lo, lo - o), max(hi, hi - o)), rel=1e-14)
 
 
 def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
@@ -540,16 +541,65 @@ def test_decision_spread_is_each_bootstrap_laws_own_plan():
 
 def test_a_refit_under_which_the_strategies_tie_decides_nothing():
     from cdlaw.plan.checks import decision_spread
-    from cdlaw.plan.source import PlanningLaw
 
-    answers = iter([
-        {"repetition": (1e9, 2.0), "paraphrase": (2e9, 2.0)},  # a tie: no preference
-        {"repetition": (1e9, 2.0), "paraphrase": (2e9, 1.9)},
-        {"repetition": (3e9, 1.8), "paraphrase": (2e9, 1.9)},
-        {"repetition": (5e9, 1.7), "paraphrase": (2e9, 1.9)},
-    ])  # fmt: skip
-    source = PlanningLaw("x", QIN, None, (QIN,) * 4)
-    shares, band = decision_spread(source, lambda law: next(answers),
-                                   ["repetition", "paraphrase"], "repetition")  # fmt: skip
+    plans = [
+        {"repetition": (1e9, 2.0, 0, 0), "paraphrase": (2e9, 2.0, 0, 0)},  # a tie: no preference
+        {"repetition": (1e9, 2.0, 0, 0), "paraphrase": (2e9, 1.9, 0, 0)},
+        {"repetition": (3e9, 1.8, 0, 0), "paraphrase": (2e9, 1.9, 0, 0)},
+        {"repetition": (5e9, 1.7, 0, 0), "paraphrase": (2e9, 1.9, 0, 0)},
+    ]  # fmt: skip
+    shares, band = decision_spread(plans, ["repetition", "paraphrase"], "repetition")
     assert shares == {"repetition": 2 / 3, "paraphrase": 1 / 3}
     assert band == pytest.approx(tuple(np.percentile([1e9, 1e9, 3e9, 5e9], [2.5, 97.5])))
+
+
+def _draws_jittered(n_draws: int, sd: float) -> list[Law]:
+    """qin2026 with each strategy's K scaled by exp(±sd·z), in mirrored pairs: draws
+    spread evenly around the law, as bootstrap refits around a fit."""
+    rng = np.random.default_rng(7)
+    draws = []
+    for _ in range(n_draws // 2):
+        z = rng.standard_normal(2)
+        for sign in (1, -1):
+            strategies = {s: dict(p) for s, p in QIN.strategies.items()}
+            for zi, p in zip(z, strategies.values(), strict=True):
+                p["K"] *= math.exp(sign * sd * zi)
+            draws.append(Law("cd", QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, strategies))
+    return draws
+
+
+def test_optimism_is_each_refits_own_prediction_against_the_fit_at_its_plan():
+    from cdlaw.plan.source import PlanningLaw
+
+    C, U = 1e21, 5e9
+    draws = _draws_jittered(20, 1.0)
+    p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
+    gaps = []
+    for d in draws:  # each draw's own plan, found by brute force, scored by the fit (QIN)
+        own = {s: _brute_force_plan(d, s, C, U) for s in ("repetition", "paraphrase")}
+        s = min(own, key=lambda k: own[k][1])
+        n, loss = own[s]
+        gaps.append(loss - float(budget_loss(QIN, s, C, n, U)))
+    assert p.optimism == pytest.approx(np.mean(gaps), rel=1e-4)
+    assert abs(p.optimism) > 1e-3
+    # the band: the draws' losses at the plan, widened upward by the optimism
+    at_plan = [float(d.loss(p.n_params, p.fresh_tokens, p.derived_tokens, p.strategy))
+               for d in draws]  # fmt: skip
+    lo, hi = np.percentile(at_plan, [2.5, 97.5])
+    assert p.predicted_loss_ci95 == pytest.approx((lo, hi - p.optimism), rel=1e-12)
+    assert Plan.from_dict(json.loads(json.dumps(p.to_dict()))).optimism == p.optimism
+
+
+def test_a_plan_chosen_among_noisy_refits_is_optimistic():
+    """The optimizer's curse: refits spread evenly around the law, each planning for
+    itself, predict less than the law gives at their plans; refits equal to the law, none."""
+    from cdlaw.plan.source import PlanningLaw
+
+    C, U = 1e21, 5e9
+    spread = plan(PlanningLaw("x", QIN, None, tuple(_draws_jittered(40, 1.0))), C, U)
+    assert spread.optimism < 0
+    assert spread.predicted_loss_ci95[1] - spread.predicted_loss_ci95[0] > 0
+    same = plan(PlanningLaw("x", QIN, None, (QIN,) * 4), C, U)
+    assert same.optimism == pytest.approx(0.0, abs=1e-12)
+    assert same.predicted_loss_ci95 == pytest.approx((same.predicted_loss,) * 2, rel=1e-12)
+    assert plan(QIN, C, U).optimism is None  # no bootstrap, no estimate

@@ -195,4 +195,6 @@ def test_the_plan_says_how_often_the_refits_own_plans_agree():
     lo, hi = p["n_params_ci95"]
     assert p["strategy"] == "repetition" and "repetition in 75% of them" in note
     assert f"N from {format_number(lo)} to {format_number(hi)} (95%)" in note
-    assert _decision_note({**p, "strategy_share": None, "n_params_ci95": None}) == ""
+    assert f"their own predictions {format_cell(p['optimism'])} nats off" in note
+    assert _decision_note({**p, "strategy_share": None, "n_params_ci95": None,
+                           "optimism": None}) == ""  # fmt: skip

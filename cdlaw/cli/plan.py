@@ -197,6 +197,13 @@ def _render_plan(p) -> None:
         "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.optimism is not None:
+        t.add_row(
+            "optimism",
+            f"{p.optimism:+.4f} nats: the bootstrap refits' own plans predict this much less "
+            "than the fit expects at them (a plan lands where the fit errs low); the band "
+            "is widened by it",
+        )
     if p.strategy_share:
         others = ", ".join(
             f"{s} {share:.0%}" for s, share in p.strategy_share.items() if s != p.strategy

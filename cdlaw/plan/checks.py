@@ -39,8 +39,13 @@ def prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> boo
     return float(moved) < best.predicted_loss - 1e-12
 
 
-def loss_band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float, float] | None:
-    """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles."""
+def loss_band(
+    source: PlanningLaw, best: Allocation, chosen: str, optimism: float | None = None
+) -> tuple[float, float] | None:
+    """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles,
+    widened on one side by the plan's optimism (below) when there is one: [min(lo, lo − o),
+    max(hi, hi − o)]. Widened, not shifted: where runs are few the estimate of the optimism
+    overshoots (docs/plan.md), and a band that moves by it would cover less, not more."""
     if len(source.bootstrap) < 2:
         return None
     s = law_strategy(best.strategy, chosen)
@@ -54,38 +59,73 @@ def loss_band(source: PlanningLaw, best: Allocation, chosen: str) -> tuple[float
     if losses.size < 2:
         return None
     lo, hi = np.percentile(losses, [2.5, 97.5])
+    if optimism is not None:
+        lo, hi = min(lo, lo - optimism), max(hi, hi - optimism)
     return float(lo), float(hi)
 
 
-def decision_spread(
-    source: PlanningLaw,
-    decide: Callable[[Law], dict[str, tuple[float, float]]],
-    strategies: list[str],
-    chosen: str,
-) -> tuple[dict[str, float] | None, tuple[float, float] | None]:
-    """How sure the plan's decision is: each bootstrap law makes its own plan.
+# A bootstrap law's own plan: {strategy: (N, loss, D, D′)}, one entry per strategy searched.
+OwnPlan = dict[str, tuple[float, float, float, float]]
 
-    decide(law) -> {strategy: (N, loss)} is the planner's own search under one law, over
-    `strategies`, the ones the plan chose among. Returns the share of bootstrap laws whose
-    best strategy is each of them (None with one strategy to choose from; a law under which
+
+def refit_plans(source: PlanningLaw, decide: Callable[[Law], OwnPlan]) -> list[OwnPlan]:
+    """Every bootstrap law's own plan by the planner's own search (`decide`), with the
+    strategies whose search gave a non-finite number left out."""
+    plans = []
+    for law in source.bootstrap:
+        with np.errstate(all="ignore"):
+            plans.append({s: o for s, o in decide(law).items() if np.isfinite(o).all()})
+    return plans
+
+
+def plan_optimism(plans: list[OwnPlan], law: Law) -> float | None:
+    """How much lower a plan's predicted loss comes out than the loss it gets, as the
+    bootstrap sees it (nats; negative: the prediction is optimistic); None with < 2 plans.
+
+    A plan is the minimum of a fitted law over N and strategy, so it lands where the fit's
+    errors happen to be favourable, and its predicted loss is biased low: the optimizer's
+    curse (Smith & Winkler 2006, Management Science 52:311). The bootstrap repeats the
+    choice with the fit standing in for the truth: each refit b plans for itself (x_b), its
+    own prediction L_b(x_b) against the fit's loss there, L̂(x_b). The mean of
+    L_b(x_b) − L̂(x_b) is Efron's bootstrap estimate of optimism (1983, JASA 78:316): it
+    counts both the selection and any bias of the fit itself at the optimum.
+    """
+    gaps = []
+    for options in plans:
+        if not options:
+            continue
+        s = min(options, key=lambda k: options[k][1])
+        n, loss, fresh, derived = options[s]
+        with np.errstate(all="ignore"):
+            point = float(law.loss(n, fresh, derived, s))
+        if np.isfinite(point):
+            gaps.append(loss - point)
+    return float(np.mean(gaps)) if len(gaps) >= 2 else None
+
+
+def decision_spread(
+    plans: list[OwnPlan], strategies: list[str], chosen: str
+) -> tuple[dict[str, float] | None, tuple[float, float] | None]:
+    """How sure the plan's decision is, from every bootstrap law's own plan (refit_plans).
+
+    Returns the share of bootstrap laws whose best strategy is each of `strategies` (the
+    ones the plan chose among; None with one strategy to choose from; a law under which
     two tie, e.g. with no derived tokens, decides nothing and is not counted) and the 95%
     band (2.5–97.5 percentiles) of the N each would train with the chosen strategy (None
     when N does not vary, i.e. it is fixed). The loss band scores one allocation; this says
     whether the allocation itself would move: a team betting on paraphrase should know when
     a third of equally good fits would repeat instead.
     """
-    if len(source.bootstrap) < 2:
+    if len(plans) < 2:
         return None, None
     wins: dict[str, int] = {}
     sizes = []
-    for law in source.bootstrap:
-        with np.errstate(all="ignore"):
-            options = {s: nl for s, nl in decide(law).items() if np.isfinite(nl).all()}
+    for options in plans:
         if not options:
             continue
         if chosen in options:
             sizes.append(options[chosen][0])
-        losses = sorted(loss for _, loss in options.values())
+        losses = sorted(o[1] for o in options.values())
         if len(losses) > 1 and losses[1] - losses[0] <= 1e-12 * abs(losses[0]):
             continue  # a tie: this law has no preference
         best = min(options, key=lambda s: options[s][1])

@@ -38,8 +38,10 @@ from cdlaw.plan.checks import (
     decision_spread,
     law_strategy,
     loss_band,
+    plan_optimism,
     prefers_fewer_fresh_tokens,
     range_warnings,
+    refit_plans,
 )
 
 # What a plan is (Allocation, Plan, Frontier and their JSON form): cdlaw.plan.result.
@@ -214,10 +216,9 @@ def plan(
         tolerance=tolerance,
     )
     naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
-    ci = loss_band(source, best, chosen)
 
-    def decide(under: Law) -> dict[str, tuple[float, float]]:
-        """The same search under another law: {strategy: (N, loss)}."""
+    def decide(under: Law) -> dict[str, tuple[float, float, float, float]]:
+        """The same search under another law: {strategy: (N, loss, D, D′)}."""
         out = {}
         for s in tried:
             n = (
@@ -225,10 +226,16 @@ def plan(
                 if n_params is not None
                 else optimal_n_params(under, s, budget_flops, unique)[0]
             )
-            out[s] = (float(n), float(budget_loss(under, s, budget_flops, n, unique)))
+            fresh, derived = planned_tokens(under, s, budget_flops, n, unique)
+            loss = under.loss(n, fresh, derived, s)
+            out[s] = (float(n), float(loss), float(fresh), float(derived))
         return out
 
-    shares, n_band = decision_spread(source, decide, tried, chosen)
+    # Every bootstrap law plans for itself: how sure the decision is, and how optimistic.
+    own = refit_plans(source, decide)
+    shares, n_band = decision_spread(own, tried, chosen)
+    optimism = plan_optimism(own, law)
+    ci = loss_band(source, best, chosen, optimism)
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
     warnings = [*source.notes, *range_warnings(source, best)]
@@ -277,6 +284,7 @@ def plan(
         n_params_fixed=n_params is not None,
         best=best,
         predicted_loss_ci95=ci,
+        optimism=optimism,
         strategy_share=shares,
         n_params_ci95=n_band,
         regime=str(t.regime[()]),

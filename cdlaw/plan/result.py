@@ -102,6 +102,9 @@ class Plan:
     # the bootstrap laws' own plans: the share choosing each strategy, the 95% band of N
     strategy_share: dict[str, float] | None = None
     n_params_ci95: tuple[float, float] | None = None
+    # the bootstrap's estimate of how much lower the predicted loss is than the loss the
+    # plan will get (nats, negative: optimistic); the band is widened by it
+    optimism: float | None = None
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -161,6 +164,7 @@ class Plan:
             "predicted_loss_ci95": list(self.predicted_loss_ci95)
             if self.predicted_loss_ci95
             else None,
+            "optimism": self.optimism,
             "strategy_share": self.strategy_share,
             "n_params_ci95": list(self.n_params_ci95) if self.n_params_ci95 else None,
             "regime": self.regime,
@@ -195,6 +199,7 @@ class Plan:
             n_params_fixed=d["n_params_fixed"],
             best=best,
             predicted_loss_ci95=tuple(ci) if ci else None,
+            optimism=d.get("optimism"),
             strategy_share=d.get("strategy_share"),
             n_params_ci95=tuple(d["n_params_ci95"]) if d.get("n_params_ci95") else None,
             regime=d["regime"],

@@ -158,6 +158,11 @@ def _decision_note(p: dict) -> str:
         parts.append(f"{html.escape(p['strategy'])} in {mine:.0%} of them")
     if n_band:
         parts.append(f"N from {format_number(n_band[0])} to {format_number(n_band[1])} (95%)")
+    if p.get("optimism") is not None:
+        parts.append(
+            f"their own predictions {format_cell(p['optimism'])} nats off the fit's there "
+            "(a plan's predicted loss is biased low; the band is widened by it)"
+        )
     if not parts:
         return ""
     return f'<p class="note">Each bootstrap refit planning for itself: {"; ".join(parts)}.</p>'
