@@ -176,6 +176,15 @@ def test_shipped_sweep_files_parse_and_expand():
         assert 0.8 < n / nominal < 1.1, (name, n)
     epochs = {r.tokens_trained / r.fresh_tokens for r in runs if r.strategy == "repetition"}
     assert epochs == {2, 4, 8, 16, 32}
+    checks = load_sweep(REPO / "sweeps/demo-plan.toml").runs()  # the demo's plan, trained
+    assert sorted(r.seed for r in checks) == [0, 1]
+    for r in checks:  # C = 2e12, U = 96K, paraphrase, on the ladder's shape nearest 275K
+        assert r.strategy == "paraphrase" and r.fresh_tokens == 96_000
+        n = run_facts(r)["n_params"]
+        assert 6 * n * r.tokens_trained == pytest.approx(2e12, rel=1e-3) and 0.9 < n / 275e3 < 1.1
+    for path in sorted((REPO / "sweeps").glob("*.toml")):  # every shipped file
+        sweep_file = load_sweep(path)
+        assert sweep_file.runs(None if sweep_file.data.tokenizer == "bpe" else 100_278), path
 
 
 # --- --only ------------------------------------------------------------------------------
