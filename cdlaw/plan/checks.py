@@ -2,7 +2,7 @@
 
 This module's one job is to judge a chosen allocation rather than to find it: score it under
 the fit's bootstrap laws (the 95% band of its loss), say how often those laws would decide
-otherwise (strategy, N), say where it leaves the data the law was fitted on
+otherwise (strategy, N) and how optimistic a plan's own prediction is, say where it leaves the data the law was fitted on
 and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
 extrapolation artifact). cdlaw.plan.planner calls these; they never import it at run time.
 """
