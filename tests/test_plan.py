@@ -539,6 +539,25 @@ def test_decision_spread_is_each_bootstrap_laws_own_plan():
     assert Plan.from_dict(d).to_dict() == d
 
 
+def test_a_plan_with_no_derived_tokens_has_no_strategy_to_decide():
+    # U just above the law's own compute-optimal D: the plan spends nothing derived. Refits
+    # with half of A want a smaller model and more tokens than U, so they do spend derived
+    # tokens and prefer a strategy (7 repetition, 3 paraphrase) — which decides nothing for
+    # a plan that repeats and paraphrases nothing.
+    from cdlaw.plan.source import PlanningLaw
+
+    C = 1e21
+    U = 1.05 * plan(QIN, C, 1e15).fresh_tokens
+    draws = [
+        Law("cd", d.E, 0.5 * d.A, d.B, d.alpha, d.beta, d.strategies)
+        for d in _draws_with_flips(10, 3)
+    ]
+    assert plan(draws[0], C, U).derived_tokens > 0  # the refits do want derived tokens
+    p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
+    assert p.strategy == "none" and p.derived_tokens == 0
+    assert p.strategy_share is None
+
+
 def test_a_refit_under_which_the_strategies_tie_decides_nothing():
     from cdlaw.plan.checks import decision_spread
 
