@@ -58,7 +58,14 @@ HUBER_DELTA = {name: form.huber_delta for name, form in LAWS.items()}
 DEFAULT_STARTS = 6144  # the CD paper's grid
 N_POLISH = 5  # distinct best minima polished with scipy
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
+SAME_MINIMUM = 1e-3  # two minima closer than this in every coordinate are one
+
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def _is_new(x: np.ndarray, kept) -> bool:
+    """Whether minimum x differs from every one already kept (by SAME_MINIMUM)."""
+    return all(np.max(np.abs(x - k)) > SAME_MINIMUM for k in kept)
 
 
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
@@ -108,7 +115,7 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
     for i in order:
         if not np.isfinite(res.f[i]):
             break
-        if all(np.max(np.abs(res.x[i] - res.x[j])) > 1e-3 for j in picked):
+        if _is_new(res.x[i], [res.x[j] for j in picked]):
             picked.append(int(i))
         if len(picked) == N_POLISH:
             break
@@ -189,7 +196,7 @@ def _boot_starts(sol: _Solution) -> np.ndarray:
     Two polished minima can land on one point; a start is kept only once."""
     starts = [sol.z]
     for c in sol.candidates:
-        if all(np.max(np.abs(c - s)) > 1e-3 for s in starts):
+        if _is_new(c, starts):
             starts.append(c)
     return np.array(starts)
 
