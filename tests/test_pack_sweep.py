@@ -94,6 +94,26 @@ def test_a_pack_too_big_for_memory_is_refused_before_anything_is_written(tmp_pat
     assert not out.exists()
 
 
+def test_jobs_spread_over_gpus_size_their_packs_by_one_gpus_memory(tmp_path, monkeypatch):
+    """Jobs go round-robin over the GPUs, so a pack shares its GPU only with the jobs on
+    that GPU: four jobs on four GPUs each have a whole GPU, eight have half of one."""
+    import torch
+
+    from cdlaw.sweep.executors import packs_per_device
+    from cdlaw.sweep.runner import _choose_packing
+
+    assert [packs_per_device(j, g) for j, g in [(4, 4), (8, 4), (5, 4), (3, 0)]] == [1, 2, 2, 3]
+    runs = load_sweep(write(tmp_path / "gpus", "gpus")).runs()
+    one_gpu = int(1.5 * pack_size.pack_bytes(runs[0], 4) / pack_size.MEMORY_SHARE)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(pack_size, "available_bytes", lambda device: one_gpu)
+    cuda = ExecConfig(device="cuda")
+    packing, _ = _choose_packing(runs, 4, cuda, "cuda", 0, None)  # one job per GPU
+    assert packing is not None and packing.size(runs[0]) == 4
+    with pytest.raises(BadInput, match=r"each of 2 job\(s\) on this device"):
+        _choose_packing(runs, 4, cuda, "cuda", 8, None)  # two jobs per GPU
+
+
 def test_auto_takes_the_smallest_pack_within_ten_percent_of_the_best():
     probes = [PackProbe(10, k, 0.0, g) for k, g in [(1, 1.0), (2, 1.8), (4, 2.9), (8, 3.1)]]
     assert pick_size(probes) == 4  # 2.9 ≥ 0.9 × 3.1
@@ -105,7 +125,7 @@ def test_auto_takes_the_smallest_pack_within_ten_percent_of_the_best():
 def test_auto_measures_each_shape_against_the_run_alone(tmp_path, runs_root):
     plan = plan_sweep(load_sweep(write(tmp_path / "auto", "auto")), runs_root / "pack-auto")
     runs = plan.runs[:3]
-    packing, probes = choose_packing(runs, "auto", ExecConfig(device="cpu", threads=1), jobs=2)
+    packing, probes = choose_packing(runs, "auto", ExecConfig(device="cpu", threads=1), sharing=2)
     assert [p.k for p in probes] == [1, 2, 3]  # never more runs than the shape has
     assert probes[0].gain == 1.0 and all(p.seconds_per_step > 0 for p in probes)
     size = packing.size(runs[0]) if packing else 1

@@ -81,9 +81,14 @@ def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
 
 
 @pytest.mark.slow
-def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root):
+def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root, monkeypatch):
     from runhelpers import result_losses, write_shared_sweep
 
+    from cdlaw.sweep import pack_size
+
+    # Packs are sized on a Ray worker, by its memory: the driver's (1 MiB here, too little
+    # for a pack of 4) is not consulted.
+    monkeypatch.setattr(pack_size, "available_bytes", lambda device: 2**20)
     cpu = ExecConfig(device="cpu", threads=1)
     out = runs_root / "packs-ray"
     outcome = run_sweep(
@@ -104,3 +109,15 @@ def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root):
     alone = runs_root / "packs-ray-alone"
     run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
     assert result_losses(out / "share") == result_losses(alone / "share")
+
+
+def test_ray_refuses_a_pack_too_big_for_a_workers_memory_before_writing(local_ray, tmp_path):
+    from runhelpers import write_shared_sweep
+
+    from cdlaw.errors import BadInput
+
+    out = tmp_path / "runs"
+    path = write_shared_sweep(out, "huge", share=False)
+    with pytest.raises(BadInput, match=r"^--pack 100000: a pack of 100000 runs .*--pack auto$"):
+        run_sweep(path, out, executor="ray", exec_cfg=ExecConfig(device="cpu"), pack=100_000)
+    assert not out.exists()

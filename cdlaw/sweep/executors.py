@@ -227,6 +227,19 @@ def _ray_task(task: RunTask | PackTask, queue) -> dict | list[dict]:
     return _task_run(task, send)
 
 
+def _ray_choose_packing(runs: list[RunConfig], pack: str | int, exec_cfg: ExecConfig):
+    """(error sentence or None, choose_packing's result), on a Ray worker. The packs that
+    share this node's memory at once: one per GPU, or as many tasks as its cores hold."""
+    from cdlaw.sweep.pack_size import choose_packing
+
+    on_gpu = exec_cfg.device.startswith("cuda")
+    sharing = 1 if on_gpu else max(1, cpu_count() // max(1, exec_cfg.threads))
+    try:
+        return None, choose_packing(runs, pack, exec_cfg, sharing)
+    except BadInput as e:  # a sentence back to the driver, not a remote traceback
+        return str(e), None
+
+
 class RayExecutor:
     """One Ray task per run, with its CPU / GPU request; the runs folder on shared storage."""
 
@@ -258,13 +271,30 @@ class RayExecutor:
 
     def submit(self, task: RunTask | PackTask) -> cf.Future:
         first = task.tasks[0] if isinstance(task, PackTask) else task
-        device = first.exec_cfg.device
-        if self.gpus_per_run:  # Ray sets CUDA_VISIBLE_DEVICES for the task
-            device = "cuda"
-        elif device == "auto":
-            device = "cpu"
-        task = _with_exec(task, threads=self.threads, device=device)
+        task = _with_exec(task, threads=self.threads, device=self._device(first.exec_cfg.device))
         return self._remote.remote(task, self._queue).future()
+
+    def choose_packing(self, runs: list[RunConfig], pack: str | int, exec_cfg: ExecConfig):
+        """pack_size.choose_packing in one task with a run's resources, so `--pack auto`
+        times packs and reads memory where the packs will train: on a worker's GPU or
+        CPUs, not on this driver (which may have no GPU at all). Bad input is raised here."""
+        remote = self.ray.remote(_ray_choose_packing).options(
+            num_cpus=self.threads, num_gpus=self.gpus_per_run, max_retries=0
+        )
+        exec_cfg = dataclasses.replace(
+            exec_cfg, threads=self.threads, device=self._device(exec_cfg.device)
+        )
+        error, chosen = self.ray.get(remote.remote(runs, pack, exec_cfg))
+        if error:
+            raise BadInput(error)
+        return chosen
+
+    def _device(self, device: str) -> str:
+        """A task's device: its GPU (Ray sets CUDA_VISIBLE_DEVICES for the task), else
+        the CPU where the sweep asked for auto."""
+        if self.gpus_per_run:
+            return "cuda"
+        return "cpu" if device == "auto" else device
 
     def broken(self) -> None:
         pass
@@ -288,6 +318,12 @@ def cpu_count() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+def packs_per_device(jobs: int, gpus: int) -> int:
+    """How many of `jobs` local jobs train at once on one device, sharing its memory: jobs
+    go round-robin over `gpus` GPUs (choose_jobs), or all onto one device (CPU, cuda:N)."""
+    return -(-jobs // gpus) if gpus else jobs
 
 
 def choose_jobs(device: str, n_runs: int, jobs: int = 0, threads: int = 0) -> tuple[int, int, int]:

@@ -83,12 +83,13 @@ def choose_packing(
     runs: list[RunConfig],
     pack: str | int,
     exec_cfg: ExecConfig,
-    jobs: int,
+    sharing: int,
     budget_bytes: int | None = None,
 ) -> tuple[Packing | None, list[PackProbe]]:
     """The pack size of each shape among `runs` (those still to train), and for auto the
-    probes it measured. `jobs` packs train at once; they share `budget_bytes` (default:
-    MEMORY_SHARE of what `exec_cfg.device` has available)."""
+    probes it measured. `sharing` packs train at once on this device and share its
+    `budget_bytes` (default: MEMORY_SHARE of what `exec_cfg.device` has available): the
+    local jobs on one device (executors.packs_per_device), or a Ray task's node share."""
     if pack == 1 or not runs:
         return None, []
     by_key: dict[tuple, list[RunConfig]] = {}
@@ -96,7 +97,7 @@ def choose_packing(
         by_key.setdefault(pack_key(cfg), []).append(cfg)
     if budget_bytes is None:
         budget_bytes = int(MEMORY_SHARE * available_bytes(exec_cfg.device))
-    per_job = budget_bytes // max(1, jobs)
+    per_job = budget_bytes // max(1, sharing)
     sizes, probes = {}, []
     for key, members in by_key.items():
         cfg = members[0]
@@ -106,8 +107,8 @@ def choose_packing(
                 raise BadInput(
                     f"--pack {pack}: a pack of {pack} runs of the {_name(cfg)} model needs about "
                     f"{pack_bytes(cfg, pack) / GIB:.1f} GiB, more than the "
-                    f"{per_job / GIB:.1f} GiB each of {jobs} job(s) has here; use --pack "
-                    f"{max(1, fits)} or --pack auto"
+                    f"{per_job / GIB:.1f} GiB each of {sharing} job(s) on this device has; "
+                    f"use --pack {max(1, fits)} or --pack auto"
                 )
             sizes[key] = pack
             continue

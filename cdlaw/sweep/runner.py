@@ -45,6 +45,7 @@ from cdlaw.sweep.executors import (
     PoolExecutor,
     RayExecutor,
     choose_jobs,
+    packs_per_device,
 )
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import (
@@ -140,48 +141,53 @@ def run_sweep(
     pack = parse_pack(str(pack))  # the CLI's one check, for Python callers too
     if simulation is not None and pack != 1:
         raise BadInput("--pack packs training: a simulated sweep trains nothing; drop --pack")
-    if isinstance(pack, int) and pack > 1:  # a pack too big for memory: refused before writing
-        runs = sweep.runs()  # the file's vocab_size: a pretrained tokenizer's is known later
-        n_jobs, threads, _ = choose_jobs(device, len(runs), jobs, exec_cfg.threads)
-        choose_packing(runs, pack, dataclasses.replace(exec_cfg, device=device), n_jobs)
-    plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
-    sweep_dir = plan.sweep_dir
-    if simulation is not None:
-        check_strategies(simulation, plan.runs)  # before any run folder is written
-    _claim_sweep_dir(plan, restart)
-    emit = on_event or (lambda e: None)
-
-    facts = [run_facts(r) for r in plan.runs]
-    emit(SweepPlanned(plan.sweep.name, facts, str(sweep_dir)))
-    results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
-    for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
-        if result.get("status") in ("done", "diverged"):
-            name_finished_run_damage(sweep_dir / rid, result)
-    before = {rid: result.get("status") for rid, result in results.items()}
-    _refuse_stale_runs(plan, results, simulation)
-    retry = {rid for rid, s in before.items() if s == "failed"}
-    todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
-    for r in plan.runs:
-        if r.run_id not in {t.run_id for t in todo}:
-            emit(RunSkipped(r.run_id, before[r.run_id]))
-
-    n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
-    if simulation is not None:  # microseconds a run: one process is plenty
-        n_jobs, threads = 1, 0
-        ex = InProcessExecutor(on_event)
-    elif executor == "ray":
+    ray_ex = None  # Ray starts first: packs are sized on a worker, before anything is written
+    if executor == "ray" and simulation is None:
         gpus_per_run = 1 if device.startswith("cuda") else (0 if device == "cpu" else -1)
-        ex = RayExecutor(ray_address, exec_cfg.threads or 1, gpus_per_run, on_event)
-        n_jobs, threads = ex.capacity, ex.threads
-    elif n_jobs == 1:
-        ex = InProcessExecutor(on_event)
-    else:
-        ex = PoolExecutor(n_jobs, threads, gpus, on_event)
-    if executor == "local":
-        exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
-    packing, probes = choose_packing(
-        todo, pack, dataclasses.replace(exec_cfg, device=device, threads=threads), n_jobs
-    )
+        ray_ex = RayExecutor(ray_address, exec_cfg.threads or 1, gpus_per_run, on_event)
+    try:
+        if isinstance(pack, int) and pack > 1:  # too big for memory: refused before writing
+            runs = sweep.runs()  # the file's vocab_size (a pretrained tokenizer's comes later)
+            _choose_packing(runs, pack, exec_cfg, device, jobs, ray_ex)
+        plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
+        sweep_dir = plan.sweep_dir
+        if simulation is not None:
+            check_strategies(simulation, plan.runs)  # before any run folder is written
+        _claim_sweep_dir(plan, restart)
+        emit = on_event or (lambda e: None)
+
+        facts = [run_facts(r) for r in plan.runs]
+        emit(SweepPlanned(plan.sweep.name, facts, str(sweep_dir)))
+        results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
+        for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
+            if result.get("status") in ("done", "diverged"):
+                name_finished_run_damage(sweep_dir / rid, result)
+        before = {rid: result.get("status") for rid, result in results.items()}
+        _refuse_stale_runs(plan, results, simulation)
+        retry = {rid for rid, s in before.items() if s == "failed"}
+        todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
+        for r in plan.runs:
+            if r.run_id not in {t.run_id for t in todo}:
+                emit(RunSkipped(r.run_id, before[r.run_id]))
+
+        n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
+        if simulation is not None:  # microseconds a run: one process is plenty
+            n_jobs, threads = 1, 0
+            ex = InProcessExecutor(on_event)
+        elif ray_ex is not None:
+            ex = ray_ex
+            n_jobs, threads = ex.capacity, ex.threads
+        elif n_jobs == 1:
+            ex = InProcessExecutor(on_event)
+        else:
+            ex = PoolExecutor(n_jobs, threads, gpus, on_event)
+        if executor == "local":
+            exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
+        packing, probes = _choose_packing(todo, pack, exec_cfg, device, jobs, ray_ex)
+    except BaseException:
+        if ray_ex is not None:
+            ray_ex.close()
+        raise
     if packing is not None:
         sizes, gains = by_size(todo, packing)
         emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in probes]))
@@ -218,6 +224,20 @@ def run_sweep(
         failures,
         by_size(todo, packing)[0] if packing else {},
     )
+
+
+def _choose_packing(
+    runs: list, pack: str | int, exec_cfg: ExecConfig, device: str, jobs: int, ray_ex
+) -> tuple:
+    """pack_size.choose_packing where the runs will train: on a Ray worker (ray_ex), or
+    here with the local jobs' threads, each job's share of its device's memory."""
+    if pack == 1 or not runs:
+        return None, []
+    if ray_ex is not None:
+        return ray_ex.choose_packing(runs, pack, exec_cfg)
+    n_jobs, threads, gpus = choose_jobs(device, len(runs), jobs, exec_cfg.threads)
+    local = dataclasses.replace(exec_cfg, device=device, threads=threads)
+    return choose_packing(runs, pack, local, packs_per_device(n_jobs, gpus))
 
 
 def _plan_or_clean_up(
