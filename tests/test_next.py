@@ -257,7 +257,11 @@ def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
     for extra, words in ((["--runs", "0"], "--runs 0"), (["--flops", "10"], "buys no candidate")):
         r = cdlaw("next", *common, *extra)
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    assert not list(folder.glob("next-*.toml"))
+    table = [folder / "summary.parquet", *common[1:5], "--fit", folder / "fit.json"]
+    r = cdlaw("next", *table)  # a table has no sweep file of its own
+    assert r.returncode == 2 and "is a table" in r.stderr and "--grid sweeps/" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not list(folder.glob("next-*.toml")) and not list(folder.glob("*-next-*.toml"))
     r = cdlaw("next", *common, "--runs", "2", "--json")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)

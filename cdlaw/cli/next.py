@@ -68,10 +68,13 @@ def next_runs(
         )
     fitted = FitResult.read(fit_path)
     grid_path = grid or (runs / "sweep.toml" if runs.is_dir() else None)
-    if grid_path is None or not grid_path.is_file():
+    if grid_path is None:
         raise BadInput(
-            f"no sweep file for the grid and settings: give --grid SWEEP.toml (looked for {grid_path})"
+            f"{runs} is a table, with no sweep file of its own for the candidates' grid and "
+            "settings: give one with --grid, e.g. --grid sweeps/demo.toml"
         )
+    if not grid_path.is_file():
+        raise BadInput(f"no sweep file at {grid_path} for the grid and settings: give --grid")
     target = out_file or _default_out(runs)
     if target.suffix != ".toml":
         raise BadInput(f"--out {target} must name a .toml sweep file")
