@@ -194,3 +194,14 @@ def test_files_are_written_only_after_the_summary_is_printed(tmp_path, monkeypat
     code, _, err = run(monkeypatch, capsys, path, "--starts", "8")
     assert code == 1 and "the summary could not be printed" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.csv"]
+
+
+def test_the_model_floor_table_shows_a_dozen_sizes_of_a_long_table():
+    from cdlaw.cli.fit import SHOWN_SIZES, _shown_sizes
+
+    sizes = sorted(np.geomspace(1e7, 1e10, 140))
+    shown = _shown_sizes(sizes)
+    assert len(shown) == SHOWN_SIZES and shown == sorted(shown)
+    assert shown[0] == 0 and shown[-1] == len(sizes) - 1  # both ends
+    assert _shown_sizes([1e6, 2e6, 4e6]) == [0, 1, 2]  # a short table: every size
+    assert _shown_sizes([73.80e6, 73.81e6, 90e6]) == [0, 2]  # printed alike (73.8M): once

@@ -179,13 +179,21 @@ def _render(result) -> None:
                 r.add_row(s, f"{v['value']:.4g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
         out.print(r)
 
-    m = Table(title="E + A/N^alpha (stable even when E, A, alpha trade off)", box=box.SIMPLE)
+    mf = d["model_floor"]
+    sizes = _shown_sizes(mf["n_params"])
+    title = "E + A/N^alpha (stable even when E, A, alpha trade off)"
+    if len(sizes) < len(mf["n_params"]):
+        title += f": {len(sizes)} of the {len(mf['n_params'])} sizes (all in --json)"
+    m = Table(title=title, box=box.SIMPLE)
     for c in ("n_params", "loss", "95% CI"):
         m.add_column(c, justify="right")
-    mf = d["model_floor"]
-    for i, n in enumerate(mf["n_params"]):
+    for i in sizes:
         ci = mf.get("ci95", [None] * len(mf["n_params"]))[i]
-        m.add_row(fmt(n), f"{mf['loss'][i]:.4f}", f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+        m.add_row(
+            fmt(mf["n_params"][i]),
+            f"{mf['loss'][i]:.4f}",
+            f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "",
+        )
     out.print(m)
 
     o = d["optimizer"]
@@ -233,3 +241,18 @@ def _render(result) -> None:
         )
     for w in d["warnings"]:
         say("warning", w)
+
+
+SHOWN_SIZES = 12  # a table of hundreds of sizes (a published table's runs) is a wall
+
+
+def _shown_sizes(sizes: list[float]) -> list[int]:
+    """Indices of the sizes the terminal shows: each distinct printed size once, and at
+    most SHOWN_SIZES of them spread evenly over the sorted sizes (ends included)."""
+    from cdlaw.units import format_number as fmt
+
+    distinct = [i for i, n in enumerate(sizes) if i == 0 or fmt(n) != fmt(sizes[i - 1])]
+    if len(distinct) <= SHOWN_SIZES:
+        return distinct
+    step = (len(distinct) - 1) / (SHOWN_SIZES - 1)
+    return [distinct[round(j * step)] for j in range(SHOWN_SIZES)]
