@@ -114,3 +114,18 @@ def test_bad_input_writes_nothing(table, tmp_path):
     r = cdlaw("compare", path, "--unique-tokens", "5e9")
     assert r.returncode == 2 and "--budget-flops" in r.stderr
     assert not (tmp_path / "runs.compare.json").exists()
+
+
+def test_the_terminal_tables_fit_an_80_column_terminal(table, monkeypatch):
+    from cdlaw.cli import out
+    from cdlaw.cli.compare import _render
+
+    comparison = compare_laws(table, laws=("cd", "muennighoff"), n_starts=STARTS, select="none",
+                              budget_flops=1e21, unique_tokens=5e9)  # fmt: skip
+    monkeypatch.setattr(out, "width", 80)
+    with out.capture() as captured:
+        _render(comparison)
+    text = captured.get()
+    tables = text.splitlines()[:-1]  # the verdict after them is a sentence that wraps
+    assert "…" not in text and max(map(len, tables)) <= 80
+    assert "muennighoff" in text and "predicted loss" in text and "paraphrase" in text

@@ -104,36 +104,42 @@ def run_comparison(
 
 
 def _render(comparison) -> None:
+    """Two tables that each fit an 80-column terminal: how well each law fits and predicts
+    (best held-out first), then, with a budget, what each law would train."""
+    from rich import box
     from rich.table import Table
 
     from cdlaw.units import format_number as fmt
 
-    table = Table(
-        title=f"{comparison.n_rows} rows, Huber δ {comparison.huber_delta:g}", title_justify="left"
+    scores = sorted(comparison.scores, key=lambda s: s.heldout_rmse_log)
+    fits = Table(
+        title=f"{comparison.n_rows} rows, Huber δ {comparison.huber_delta:g}",
+        title_justify="left",
+        box=box.SIMPLE,
+        caption="held out: the largest size; LOSO: leave one size out (log-RMSE)",
+        caption_justify="left",
+        pad_edge=False,
     )
-    columns = ["law", "k", "log-RMSE", "objective", "AIC", "BIC", "held-out", "leave-one-size-out"]
-    planned = any(s.plan for s in comparison.scores)
-    if planned:
-        columns += ["plan N", "strategy", "epochs", "predicted loss"]
-    for c in columns:
-        table.add_column(c, justify="left" if c in ("law", "strategy") else "right")
-    for s in sorted(comparison.scores, key=lambda s: s.heldout_rmse_log):
-        row = [s.law, str(s.n_params), f"{s.rmse_log:.4f}", f"{s.objective:.4g}", f"{s.aic:.1f}",
-               f"{s.bic:.1f}", f"{s.heldout_rmse_log:.4f}", f"{s.loso_rmse_log:.4f}"]  # fmt: skip
-        if planned:
-            p = s.plan or {}
-            row += (
-                ["-", p["error"], "", ""]
-                if "error" in p
-                else [
-                    fmt(p["n_params"]),
-                    p["strategy"],
-                    f"{p['epochs']:.3g}",
-                    f"{p['predicted_loss']:.4f}",
-                ]
-            )
-        table.add_row(*row)
-    out.print(table)
+    for c in ("law", "k", "log-RMSE", "objective", "AIC", "BIC", "held out", "LOSO"):
+        fits.add_column(c, justify="left" if c == "law" else "right")
+    for s in scores:
+        fits.add_row(s.law, str(s.n_params), f"{s.rmse_log:.4f}", f"{s.objective:.4g}",
+                     f"{s.aic:.1f}", f"{s.bic:.1f}", f"{s.heldout_rmse_log:.4f}",
+                     f"{s.loso_rmse_log:.4f}")  # fmt: skip
+    out.print(fits)
+    if not any(s.plan for s in scores):
+        return
+    plans = Table(title="each law's plan", title_justify="left", box=box.SIMPLE, pad_edge=False)
+    for c in ("law", "N", "strategy", "D′", "epochs", "predicted loss"):
+        plans.add_column(c, justify="left" if c in ("law", "strategy") else "right")
+    for s in scores:
+        p = s.plan or {}
+        if "error" in p:
+            plans.add_row(s.law, "-", p["error"], "", "", "")
+        elif p:
+            plans.add_row(s.law, fmt(p["n_params"]), p["strategy"], fmt(p["derived_tokens"]),
+                          f"{p['epochs']:.3g}", f"{p['predicted_loss']:.4f}")  # fmt: skip
+    out.print(plans)
     for name, why in comparison.skipped.items():
         out.print(f"not fitted: {name}: {why}", highlight=False)
     out.print(comparison.verdict(), highlight=False)
