@@ -84,6 +84,17 @@ def test_noiseless_runs_are_the_law_and_are_accounted_like_trained_ones(tmp_path
     assert json.loads((run_dir / "config.json").read_text())["simulation"]["law"] == "qin2026"
 
 
+def test_a_simulated_sweep_run_again_skips_its_runs_and_finds_nothing_damaged(tmp_path, capsys):
+    from cdlaw.sweep.summary import run_state
+
+    first, df = simulate(tmp_path, text=SMALL)
+    capsys.readouterr()
+    again, _ = simulate(tmp_path, text=SMALL)  # nothing trained, so no model/ to look for
+    assert again.trained == [] and "damaged" not in capsys.readouterr().err
+    states = [run_state(tmp_path / "runs" / "sim" / rid) for rid in df["run_id"]]
+    assert all(s["state"] == "done" and "damaged" not in s for s in states)
+
+
 def test_noise_is_seeded_per_cell_and_per_run():
     runs = grid_runs(seeds=(0, 1))
 

@@ -31,9 +31,7 @@ from cdlaw.config import RunConfig, to_dict
 from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.shapes import count_params
-from cdlaw.train.result import result_row, run_facts
-
-SIMULATED_DEVICE = "simulated"
+from cdlaw.train.result import SIMULATED_DEVICE, result_row, run_facts
 
 
 @dataclass(frozen=True)

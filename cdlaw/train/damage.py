@@ -30,7 +30,7 @@ import struct
 import sys
 from pathlib import Path
 
-from cdlaw.train.result import read_result
+from cdlaw.train.result import SIMULATED_DEVICE, read_result
 
 SAY = "damaged:"
 # What the trainer writes into model/ (save_pretrained): config, generation config, weights.
@@ -131,15 +131,16 @@ def model_problems(model_dir: Path) -> dict[str, str]:
     return problems
 
 
-def finished_run_problems(run_dir: Path, status: str) -> dict[str, str]:
-    """{file relative to the run folder: problem} for the files a finished run keeps."""
+def finished_run_problems(run_dir: Path, status: str, trained: bool = True) -> dict[str, str]:
+    """{file relative to the run folder: problem} for the files a finished run keeps (a
+    simulated run, not `trained`, keeps no model/)."""
     run_dir = Path(run_dir)
     problems = {}
     if problem := json_problem(run_dir / "config.json"):
         problems["config.json"] = problem
     if status in ("done", "diverged") and (problem := parquet_problem(run_dir / "metrics.parquet")):
         problems["metrics.parquet"] = problem
-    if status == "done":
+    if status == "done" and trained:
         problems.update({f"model/{k}": v for k, v in model_problems(run_dir / "model").items()})
     return problems
 
@@ -154,7 +155,8 @@ def run_problems(run_dir: Path, result: dict | None) -> dict[str, str]:
         return {"result.json": json_problem(path) or "is unreadable"} if path.exists() else {}
     if result.get("status") == "failed":
         return {}  # a failed run is trained again: its files will be written anew
-    return finished_run_problems(run_dir, result.get("status", "done"))
+    trained = result.get("device") != SIMULATED_DEVICE  # a law's draw: nothing was trained
+    return finished_run_problems(run_dir, result.get("status", "done"), trained)
 
 
 def name_finished_run_damage(run_dir: Path, result: dict) -> None:

@@ -26,6 +26,7 @@ SUMMARY_COLUMNS = tuple(
     device corpus cdlaw_version""".split()
 )
 FINISHED = ("done", "diverged", "failed")
+SIMULATED_DEVICE = "simulated"  # the device of a run whose loss a law drew: nothing trained
 
 
 def run_facts(cfg: RunConfig) -> dict:
