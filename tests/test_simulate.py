@@ -87,7 +87,7 @@ def test_noiseless_runs_are_the_law_and_are_accounted_like_trained_ones(tmp_path
 def test_a_simulated_sweep_run_again_skips_its_runs_and_finds_nothing_damaged(tmp_path, capsys):
     from cdlaw.sweep.summary import run_state
 
-    first, df = simulate(tmp_path, text=SMALL)
+    _, df = simulate(tmp_path, text=SMALL)
     capsys.readouterr()
     again, _ = simulate(tmp_path, text=SMALL)  # nothing trained, so no model/ to look for
     assert again.trained == [] and "damaged" not in capsys.readouterr().err
