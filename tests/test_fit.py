@@ -319,6 +319,19 @@ def test_drop_outliers_removes_the_injected_outlier():
     assert abs(fit.law.alpha - TRUE.alpha) < 0.02
 
 
+def test_the_data_range_holds_each_strategys_own_derived_ratios():
+    from cdlaw.fit.summary import data_range
+
+    df = make_table(ratios=(1, 4, 16), n_derived=None)
+    df = df[~((df["strategy"] == "repetition") & (df["derived_tokens"] > 4 * df["fresh_tokens"]))]
+    fit = fit_law(df, n_starts=64)
+    assert fit.data_range["derived_ratio"] == [0.0, 16.0]
+    assert fit.data_range["repetition"] == {"derived_ratio": [0.0, 4.0]}
+    assert fit.data_range["paraphrase"] == {"derived_ratio": [0.0, 16.0]}
+    one_epoch = data_range(fit.rows[fit.rows["derived_tokens"] == 0])
+    assert set(one_epoch) == {"n_params", "fresh_tokens", "derived_ratio", "tokens_per_param"}
+
+
 def test_holdout_largest_fits_without_it_and_reports_its_error():
     df = make_table(seed=9)
     fit = fit_law(df, n_starts=64, holdout_largest=True)

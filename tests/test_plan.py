@@ -394,6 +394,22 @@ def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
     assert inside.warnings == ()
 
 
+def test_the_derived_ratio_is_checked_against_the_plans_own_strategys_runs(tmp_path):
+    # Paraphrase runs went to r = 40, repetition runs only to r = 4: a repetition plan at
+    # r ≈ 11 extrapolates repetition's R*, though the table's largest r covers it.
+    rng = {"derived_ratio": [0, 40], "repetition": {"derived_ratio": [0, 4]},
+           "paraphrase": {"derived_ratio": [0, 40]}}  # fmt: skip
+    law = load_law(write(tmp_path, qin_fit(data_range=rng)))
+    rep = plan(law, 1e21, 5e9, "repetition")
+    r = rep.derived_tokens / rep.fresh_tokens
+    assert 4 < r < 40
+    assert rep.warnings == (
+        f"D′/D = {r:.3g} is {r / 4:.3g}× the largest fitted repetition derived ratio (4)",
+    )
+    para = plan(law, 1e21, 5e9, "paraphrase")
+    assert para.derived_tokens / para.fresh_tokens < 40 and para.warnings == ()
+
+
 def test_bad_input_is_one_clear_sentence(tmp_path):
     cases = [
         (lambda: plan(QIN, 0), "--budget-flops must be a positive number"),

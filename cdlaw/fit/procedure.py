@@ -41,6 +41,7 @@ from cdlaw.fit.optim import (
 from cdlaw.fit.problem import Problem, build_problem
 from cdlaw.fit.starts import start_grid, warm_start_points
 from cdlaw.fit.summary import (
+    data_range,
     model_floor_at_sizes,
     params_at_bound,
     percentile_intervals,
@@ -386,10 +387,7 @@ def fit_law(
             "at_bound": at_bound,
             "bootstrap_converged": n_boot_ok,
         },
-        data_range={
-            c: [float(rows[c].min()), float(rows[c].max())]
-            for c in ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param")
-        },
+        data_range=data_range(rows),
         model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
         rstar=rstar,
         regime_counts={str(k): int(v) for k, v in table.loc[used, "regime"].value_counts().items()},

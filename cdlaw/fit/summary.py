@@ -39,6 +39,21 @@ def params_at_bound(z, problem: Problem, span, names) -> list[str]:
     return out
 
 
+RANGE_COLUMNS = ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param")
+
+
+def data_range(rows: pd.DataFrame) -> dict:
+    """[min, max] of each coordinate a plan is checked against, over the fitted rows, and
+    per strategy the derived ratios its own runs reached ([0, max]: the one-epoch runs
+    anchor r = 0). A plan of 47 repetition epochs extrapolates R* when only paraphrase
+    runs went past r = 7, whatever the table's largest r (cdlaw.plan.checks)."""
+    out: dict = {c: [float(rows[c].min()), float(rows[c].max())] for c in RANGE_COLUMNS}
+    derived = rows[rows["derived_tokens"] > 0]
+    for strategy, group in derived.groupby("strategy"):
+        out[str(strategy)] = {"derived_ratio": [0.0, float(group["derived_ratio"].max())]}
+    return out
+
+
 def percentile_intervals(names, boot) -> dict[str, list[float]]:
     if len(boot) == 0:
         return {}

@@ -144,8 +144,9 @@ def decision_spread(
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
     rng = dict(source.data_range or {})
-    if isinstance(rng.get(best.strategy), dict):  # a per-strategy range, if the fit has one
-        rng.update(rng[best.strategy])
+    own = rng.get(best.strategy)  # the plan's strategy's own runs, where the fit has them
+    own = own if isinstance(own, dict) else {}
+    rng.update(own)
     checks = [
         ("n_params", "N", best.n_params, "size"),
         ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),
@@ -159,6 +160,8 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
             continue
         lo, hi = (None if b is None else float(b) for b in bounds)
         shown = format_number(value)
+        if key in own:
+            what = f"{best.strategy} {what}"
         if hi is not None and value > hi * (1 + 1e-9):
             if hi > 0:
                 out.append(
