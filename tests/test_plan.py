@@ -638,3 +638,23 @@ def test_a_plan_chosen_among_noisy_refits_is_optimistic():
     assert same.optimism == pytest.approx(0.0, abs=1e-12)
     assert same.predicted_loss_ci95 == pytest.approx((same.predicted_loss,) * 2, rel=1e-12)
     assert plan(QIN, C, U).optimism is None  # no bootstrap, no estimate
+
+
+def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):
+    import dataclasses
+
+    from cdlaw.cli import out
+    from cdlaw.cli.plan import _render_plan
+    from cdlaw.report.answer import _decision_note
+
+    p = plan(QIN, 1e21, 5e9)
+    monkeypatch.setattr(out, "width", 200)
+    said = {}
+    for o in (-0.03, 0.03):
+        with out.capture() as captured:
+            _render_plan(dataclasses.replace(p, optimism=o))
+        said[o] = " ".join(captured.get().split())
+    assert "predict this much less than the fit" in said[-0.03] and "curse" not in said[-0.03]
+    assert "predict this much more than the fit" in said[0.03] and "errs low" not in said[0.03]
+    assert "biased low" in _decision_note({**p.to_dict(), "optimism": -0.03})
+    assert "biased low" not in _decision_note({**p.to_dict(), "optimism": 0.03})

@@ -198,11 +198,15 @@ def _render_plan(p) -> None:
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
     if p.optimism is not None:
+        how = (
+            "less than the fit expects at them (a plan lands where the fit errs low)"
+            if p.optimism < 0
+            else "more than the fit expects at them (no sign of the optimizer's curse)"
+        )
         t.add_row(
             "optimism",
-            f"{p.optimism:+.4f} nats: the bootstrap refits' own plans predict this much less "
-            "than the fit expects at them (a plan lands where the fit errs low); the band "
-            "is widened by it",
+            f"{p.optimism:+.4f} nats: the bootstrap refits' own plans predict this much {how}; "
+            "the band is widened by it",
         )
     if p.strategy_share:
         others = ", ".join(

@@ -161,7 +161,12 @@ def _decision_note(p: dict) -> str:
     if p.get("optimism") is not None:
         parts.append(
             f"their own predictions {format_cell(p['optimism'])} nats off the fit's there "
-            "(a plan's predicted loss is biased low; the band is widened by it)"
+            + (
+                "(a plan's predicted loss is biased low; the band is widened by it)"
+                if p["optimism"] < 0
+                else "(higher, not lower: no sign of the optimizer's curse; the band is "
+                "widened by it)"
+            )
         )
     if not parts:
         return ""
