@@ -225,6 +225,8 @@ def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
     # how settled the strategy is, as `cdlaw plan` on the round's fit says it
     last = load_law(str(res.folder / "fit.json"))
     shares = plan(last, 1e21, 5e9).strategy_share
+    # the last plan's extrapolation warnings come back with the loop (the CLI says them)
+    assert res.warnings == plan(last, 1e21, 5e9).warnings and res.warnings
     assert rounds["strategy_agreement"].iloc[-1] == shares[rounds["strategy"].iloc[-1]]
     assert rounds["strategy_agreement"].between(0, 1).all()
     # killed and restarted: the batch files are reused, no run trains again
@@ -280,6 +282,8 @@ def test_cli_sweep_adaptive_runs_its_rounds(tmp_path):
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert "narrower than 10" in got["stopped"] and len(got["rounds"]) == 1
+    assert got["warnings"] and all("fitted" in w for w in got["warnings"])
+    assert all(f"warning: the last plan: {w}" in r.stderr for w in got["warnings"])
     assert (tmp_path / "qin2026-seed" / "rounds.parquet").is_file()
 
 

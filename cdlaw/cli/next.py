@@ -152,6 +152,7 @@ def run_adaptive_command(
                 "folder": str(result.folder),
                 "stopped": result.stopped,
                 "rounds": [asdict(r) for r in result.rounds],
+                "warnings": list(result.warnings),
             }
         )
     else:
@@ -161,6 +162,8 @@ def run_adaptive_command(
             f"[{last.ci_low:.4g}, {last.ci_high:.4g}]; stopped: {result.stopped}",
             highlight=False,
         )
+    for w in result.warnings:  # the plan leaves the runs: say so before anyone bets on it
+        say("warning", f"the last plan: {w}")
     err.print(
         f"rounds: {result.folder / 'rounds.parquet'}; fit: {result.folder / 'fit.json'}",
         highlight=False,

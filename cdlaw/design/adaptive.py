@@ -67,6 +67,7 @@ class Adaptive:
     rounds: list[Round]
     stopped: str  # why the loop ended
     fit: FitResult
+    warnings: tuple[str, ...] = ()  # the last plan's: where it leaves the fitted range
 
 
 def check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds) -> None:
@@ -164,7 +165,7 @@ def run_adaptive(
                 break
             write_text_atomic(batch_file, batch.text)
         run_sweep(batch_file, folder, **sweep_kw)
-    return Adaptive(folder, rounds, stopped, fit)
+    return Adaptive(folder, rounds, stopped, fit, tuple(now.warnings))
 
 
 def _nan_if_none(x: float | None) -> float:
