@@ -658,3 +658,18 @@ def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):
     assert "predict this much more than the fit" in said[0.03] and "errs low" not in said[0.03]
     assert "biased low" in _decision_note({**p.to_dict(), "optimism": -0.03})
     assert "biased low" not in _decision_note({**p.to_dict(), "optimism": 0.03})
+
+
+def test_a_plan_warns_when_its_strategys_rstar_sits_at_a_bound_of_the_fit(tmp_path):
+    from cdlaw.units import format_number
+
+    at_bound = ["E (lower bound)", "repetition.sigma (lower bound)", "repetition.K (upper bound)",
+                "paraphrase.rho (outside the start grid)"]  # fmt: skip
+    law = load_law(write(tmp_path, qin_fit(optimizer={"success": True, "at_bound": at_bound})))
+    rep = plan(law, 1e21, 5e9, "repetition")
+    assert rep.warnings == (
+        "repetition's R* is not pinned by the fitted runs (repetition.sigma at its lower "
+        "bound, repetition.K at its upper bound), so the band leaves out how far it could be: train repetition runs nearer "
+        f"the plan (D′/D {format_number(rep.best.derived_ratio)}) before betting on it",
+    )
+    assert plan(law, 1e21, 5e9, "paraphrase").warnings == ()  # off the grid is not a bound

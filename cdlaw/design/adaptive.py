@@ -126,9 +126,7 @@ def run_adaptive(
         fit = fit_law(table, law, bootstrap=bootstrap, n_starts=n_starts, seed=seed,
                       source=str(folder), warm_starts=warm)  # fmt: skip
         write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
-        draws, _ = fit.bootstrap_laws()
-        now = plan(PlanningLaw(str(folder), fit.law, fit.data_range, tuple(draws)),
-                   budget_flops, unique_tokens)  # fmt: skip
+        now = plan(PlanningLaw.of_fit(fit, str(folder)), budget_flops, unique_tokens)
         lo, hi = now.predicted_loss_ci95 or (math.nan, math.nan)
         flops = trained_flops(table)
         row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,

@@ -146,7 +146,7 @@ def next_batch(
             f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
         )
     if current is None:
-        source = PlanningLaw(fit.source or "fit", fit.law, fit.data_range, tuple(draws))
+        source = PlanningLaw.of_fit(fit)
         current = plan(source, budget_flops, unique_tokens, strategy=strategy)
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name

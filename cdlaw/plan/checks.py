@@ -178,6 +178,24 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     return out
 
 
+def unpinned_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
+    """The plan's strategy's parameters that the fit's search left at a bound: its runs do
+    not pin that strategy's R*, and the bootstrap refits, which hit the same bound, cannot
+    show in the band how far it could be."""
+    mine = [  # "repetition.sigma (lower bound)" -> "repetition.sigma at its lower bound"
+        "{} at its {}".format(*p[:-1].split(" (", 1))
+        for p in source.at_bound
+        if p.startswith(f"{best.strategy}.") and p.endswith(("(lower bound)", "(upper bound)"))
+    ]  # fmt: skip
+    if not mine:
+        return []
+    return [
+        f"{best.strategy}'s R* is not pinned by the fitted runs ({', '.join(mine)}), so the "
+        f"band leaves out how far it could be: train {best.strategy} runs nearer the plan "
+        f"(D′/D {format_number(best.derived_ratio)}) before betting on it"
+    ]
+
+
 def _times(ratio: float) -> str:
     """7.38×, 126×, 2,710×: readable at any size."""
     return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"

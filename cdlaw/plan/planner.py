@@ -42,6 +42,7 @@ from cdlaw.plan.checks import (
     prefers_fewer_fresh_tokens,
     range_warnings,
     refit_plans,
+    unpinned_warnings,
 )
 
 # What a plan is (Allocation, Plan, Frontier and their JSON form): cdlaw.plan.result.
@@ -238,7 +239,7 @@ def plan(
     ci = loss_band(source, best, chosen, optimism)
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
-    warnings = [*source.notes, *range_warnings(source, best)]
+    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
     if on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "

@@ -42,6 +42,16 @@ class PlanningLaw:
     data_range: dict | None = None
     bootstrap: tuple[Law, ...] = ()  # one law per bootstrap sample: the 95% band
     notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
+    at_bound: tuple[str, ...] = ()  # the fit's parameters at a bound: what the runs left open
+
+    @classmethod
+    def of_fit(cls, fit: FitResult, name: str | None = None) -> PlanningLaw:
+        """A fit as the planner uses it: the law, its data range, its bootstrap laws and
+        the parameters its search left at a bound (the plan warns of its strategy's)."""
+        samples, notes = fit.bootstrap_laws()
+        at_bound = tuple(str(p) for p in (fit.optimizer or {}).get("at_bound", ()))
+        name = name or fit.source or "fit"
+        return cls(name, fit.law, fit.data_range, tuple(samples), tuple(notes), at_bound)
 
 
 def load_law(spec: str) -> PlanningLaw:
@@ -57,9 +67,7 @@ def load_law(spec: str) -> PlanningLaw:
                 f"or a preset ({valid})."
             )
         raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
-    fit = FitResult.read(path)
-    samples, notes = fit.bootstrap_laws()
-    return PlanningLaw(str(path), fit.law, fit.data_range, tuple(samples), tuple(notes))
+    return PlanningLaw.of_fit(FitResult.read(path), str(path))
 
 
 def as_planning_law(law: Law) -> PlanningLaw:
