@@ -242,6 +242,26 @@ def test_the_adaptive_loop_stops_when_the_interval_is_narrow_enough(tmp_path):
     assert len(res.rounds) == 1 and "narrower than 10" in res.stopped
 
 
+def test_a_narrow_interval_on_an_unpinned_rstar_does_not_end_the_loop(tmp_path, monkeypatch):
+    # As if every round's fit left both strategies' sigma at a bound: the refits then agree
+    # with each other for no reason, and a narrow interval proves nothing.
+    import dataclasses
+
+    import cdlaw.design.adaptive as adaptive
+
+    def unpinned(*args, **kwargs):
+        fit = fit_law(*args, **kwargs)
+        stuck = ["repetition.sigma (lower bound)", "paraphrase.sigma (upper bound)"]
+        return dataclasses.replace(fit, optimizer={**fit.optimizer, "at_bound": stuck})
+
+    monkeypatch.setattr(adaptive, "fit_law", unpinned)
+    res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,
+                       grid_path=GRID, executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+    assert len(res.rounds) == 2 and res.stopped == "1 rounds done"  # not "narrower than 10"
+    assert res.rounds[0].width_nats < 10
+    assert any("not pinned" in w for w in res.warnings)
+
+
 # ---------------------------------------------------------------------------------------
 # The CLI: one sentence and exit 2 for bad input, nothing written.
 # ---------------------------------------------------------------------------------------

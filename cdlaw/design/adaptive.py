@@ -31,6 +31,7 @@ from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
+from cdlaw.plan.checks import unpinned_warnings
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.runner import run_sweep
@@ -126,7 +127,8 @@ def run_adaptive(
         fit = fit_law(table, law, bootstrap=bootstrap, n_starts=n_starts, seed=seed,
                       source=str(folder), warm_starts=warm)  # fmt: skip
         write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
-        now = plan(PlanningLaw.of_fit(fit, str(folder)), budget_flops, unique_tokens)
+        source = PlanningLaw.of_fit(fit, str(folder))
+        now = plan(source, budget_flops, unique_tokens)
         lo, hi = now.predicted_loss_ci95 or (math.nan, math.nan)
         flops = trained_flops(table)
         row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,
@@ -137,7 +139,10 @@ def run_adaptive(
         write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
         if on_round is not None:
             on_round(row)
-        if np.isfinite(row.width_nats) and row.width_nats < until:
+        # A narrow interval ends the loop only where the fit pins the plan's strategy's R*:
+        # refits stuck at the same bound agree with each other and prove nothing.
+        narrow = np.isfinite(row.width_nats) and row.width_nats < until
+        if narrow and not unpinned_warnings(source, now.best):
             stopped = (
                 f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
             )
