@@ -138,15 +138,15 @@ def next_batch(
     plan this fit makes for the budget, when the caller has it already.
     """
     max_runs, max_flops = check_limits(max_runs, max_flops)
-    draws, notes = fit.bootstrap_laws()
+    source = PlanningLaw.of_fit(fit)  # the bootstrap refits as laws, built once
+    draws = list(source.bootstrap)
     if len(draws) < MIN_DRAWS:
-        why = f" ({notes[0]})" if notes else ""
+        why = f" ({source.notes[0]})" if source.notes else ""
         raise BadInput(
             f"the fit has {len(draws)} bootstrap refits{why}; cdlaw next needs at least "
             f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
         )
     if current is None:
-        source = PlanningLaw.of_fit(fit)
         current = plan(source, budget_flops, unique_tokens, strategy=strategy)
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
