@@ -74,6 +74,16 @@ def test_per_flop_picks_the_cheap_run_unless_a_budget_buys_a_much_better_one():
     assert budgeted[0].index in (0, 2) and budgeted[0].gain > 10 * per_flop[0].gain
 
 
+def test_a_forced_first_run_comes_first_and_conditions_the_rest():
+    ens = toy_ensemble(np.random.default_rng(3))
+    picks = choose(ens, 0.02, lambda picked: np.ones(3), max_runs=2, max_flops=10, first=(1,))
+    assert [p.index for p in picks] == [1, 2]  # the run the ensemble sees no value in, first
+    assert abs(picks[0].gain) < 0.05 * picks[1].gain
+    # a forced run that does not fit the budget is left out, not waited for
+    cost = lambda picked: np.array([1.0, 100.0, 1.0])  # noqa: E731
+    assert 1 not in [p.index for p in choose(ens, 0.02, cost, max_runs=2, max_flops=10, first=(1,))]
+
+
 def test_each_halving_of_the_plan_loss_sd_is_worth_the_same():
     # the loss term is information, ½·ln(Var/Var₀): a third halving counts as much as the
     # first, so the rounds keep narrowing the loss the team bets on
@@ -181,6 +191,58 @@ def test_a_flop_budget_is_kept(seeded):
     _, table, fit = seeded
     batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_flops=3e18)
     assert 0 < batch.flops <= 3e18
+
+
+def test_a_plan_beyond_its_strategys_runs_gets_the_cheapest_run_at_its_ratio_first(seeded):
+    # The seed's paraphrase runs stop at r = 4 and the plan for 1e20 wants r ≈ 7: the
+    # refits all extrapolate the same way, so the batch must start with a run that tests it.
+    _, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e20, 2e9, max_runs=3)
+    best = batch.plan.best
+    assert best.strategy == "paraphrase" and best.derived_ratio > 4.5
+    first = batch.chosen[0]
+    r = first.run.derived_tokens / first.run.fresh_tokens
+    assert first.origin == "plan paraphrase" and r == pytest.approx(best.derived_ratio, rel=1e-3)
+    assert first.run.fresh_tokens / first.n_params == pytest.approx(
+        best.fresh_tokens / best.n_params, rel=1e-3
+    )
+    assert (
+        "plan check" in batch.reasons[0]
+        and "beyond every paraphrase run (r ≤ 4)" in batch.reasons[0]
+    )
+    assert not any("plan check" in why for why in batch.reasons[1:])
+
+
+def test_the_plan_check_asks_for_nothing_inside_the_runs_and_names_an_unpinned_rstar(seeded):
+    import dataclasses
+
+    from cdlaw.design.batch import plan_check
+    from cdlaw.design.candidates import candidates, done_cells
+    from cdlaw.plan.source import PlanningLaw
+
+    _, table, fit = seeded
+    source = dataclasses.replace(PlanningLaw.of_fit(fit), at_bound=())
+    current = plan(source, 1e20, 2e9)
+    r = current.best.derived_ratio
+    cands = candidates(load_sweep(GRID), 100278, done_cells(table), current.candidates)
+    at_r = [c for c in cands if c.origin == "plan paraphrase"
+            and abs(c.run.derived_tokens / c.run.fresh_tokens - r) < 1e-3 * r]  # fmt: skip
+    check, beyond = plan_check(table, current, source, cands, 1e30)
+    assert len(at_r) >= 3 and cands[check].flops == min(c.flops for c in at_r)
+    # the cheapest that fits the batch's FLOPs, and none when none fits
+    second = sorted(c.flops for c in at_r)[1]
+    assert cands[plan_check(table, current, source, cands, second)[0]].flops <= second
+    assert plan_check(table, current, source, cands, 1.0) == (None, beyond)
+    # inside the paraphrase runs' ratios: nothing to check, unless its R* sits at a bound
+    wide = table.copy()
+    wide.loc[wide["strategy"] == "paraphrase", "derived_tokens"] *= 4  # runs up to r = 16
+    assert plan_check(wide, current, source, cands, 1e30) == (None, "")
+    stuck = dataclasses.replace(source, at_bound=("paraphrase.sigma (lower bound)",))
+    check, why = plan_check(wide, current, stuck, cands, 1e30)
+    assert check is not None and why == "paraphrase.sigma at a bound, paraphrase's R* is not pinned"
+    for other in ("E (lower bound)", "repetition.rho (upper bound)"):  # not the plan's R*
+        assert plan_check(wide, current, dataclasses.replace(source, at_bound=(other,)),
+                          cands, 1e30) == (None, "")  # fmt: skip
 
 
 def test_a_fit_without_bootstrap_says_how_to_get_one(seeded):

@@ -26,11 +26,12 @@ from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
+from cdlaw.law import DERIVED_STRATEGIES
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.grid import SweepConfig
-from cdlaw.units import plain
+from cdlaw.units import format_number, plain
 
 MIN_DRAWS = 10  # fewer bootstrap draws than this cannot say which runs matter
 DEFAULT_RUNS = 4  # with neither --runs nor --flops
@@ -88,16 +89,61 @@ class NextBatch:
         }
 
 
-def _reason(c: Candidate, p: Pick) -> str:
+def _reason(c: Candidate, p: Pick, check: str = "") -> str:
     b, a = p.before, p.after
     r = c.run.derived_tokens / c.run.fresh_tokens
     what = f"{c.run.model.size} {c.run.strategy} D={plain(c.run.fresh_tokens)} r={r:.3g}"
+    origin = f"{c.origin}; {check}" if check else c.origin
     parts = [f"plan-loss sd {b.loss_sd:.2%} → {a.loss_sd:.2%}"]
     if b.flip > 0.005 or a.flip > 0.005:
         parts.append(f"strategy flip {b.flip:.0%} → {a.flip:.0%}")
     if b.n_move > 0.005:
         parts.append(f"N* off >10% {b.n_move:.0%} → {a.n_move:.0%}")
-    return f"{what} ({c.origin}): {', '.join(parts)}; {p.flops:.3g} FLOPs"
+    return f"{what} ({origin}): {', '.join(parts)}; {p.flops:.3g} FLOPs"
+
+
+def plan_check(
+    table: pd.DataFrame,
+    current: Plan,
+    source: PlanningLaw,
+    cands: list[Candidate],
+    max_flops: float,
+) -> tuple[int | None, str]:
+    """The run a batch must include whatever the ensemble says, and why ("" when none).
+
+    Where the plan's D′/D lies beyond every run of its strategy, or the fit left a
+    parameter of that strategy's R* at a bound, the bootstrap refits cannot disagree about
+    it: they extrapolate with one shape or sit at the same bound. The ensemble then
+    values a run at the plan's ratio at nothing, though it is the one run that tests the
+    plan. So the batch starts with the cheapest candidate at the plan's tokens per
+    parameter and ratio (a "plan" cell at the grid's smallest size that fits), and each
+    later round checks its own plan while the doubt remains (one size up if the plan stays).
+    """
+    best = current.best
+    s = best.strategy
+    if s not in DERIVED_STRATEGIES or best.derived_tokens <= 0:
+        return None, ""
+    mine = table[(table["strategy"] == s) & (table["derived_tokens"] > 0)]
+    r_max = float((mine["derived_tokens"] / mine["fresh_tokens"]).max()) if len(mine) else 0.0
+    r = best.derived_ratio
+    stuck = [p.split(" (", 1)[0] for p in source.at_bound
+             if p.startswith(f"{s}.") and p.endswith("bound)")]  # fmt: skip
+    if r > r_max * (1 + 1e-6):
+        why = f"its D′/D {format_number(r)} is beyond every {s} run (r ≤ {format_number(r_max)})"
+    elif stuck:
+        why = f"{', '.join(stuck)} at a bound, {s}'s R* is not pinned"
+    else:
+        return None, ""
+    at_plan = [
+        i
+        for i, c in enumerate(cands)
+        if c.origin == f"plan {s}"
+        and abs(c.run.derived_tokens / c.run.fresh_tokens - r) <= 1e-3 * r
+        and c.flops <= max_flops
+    ]
+    if not at_plan:
+        return None, why
+    return min(at_plan, key=lambda i: cands[i].flops), why
 
 
 def check_limits(max_runs: int | None, max_flops: float | None) -> tuple[int | None, float | None]:
@@ -175,25 +221,32 @@ def next_batch(
         # almost nothing; a batch may cost what the runs so far cost (it at most doubles
         # the experiment), and within that the better of the two greedy batches wins.
         max_flops = max(trained_flops(table), cheapest)
+    check, check_why = plan_check(table, current, source, cands, max_flops)
     picks = choose(
         ens,
         noise,
         lambda picked: marginal_costs(cands, picked, parent.share),
         max_runs=max_runs,
         max_flops=max_flops,
+        first=() if check is None else (check,),
     )
     warnings = (
         [f"{dropped} bootstrap refits gave non-finite predictions and were left out"]
         if dropped
         else []
     )
+    if check_why and check is None:
+        warnings.append(f"{check_why}, but no run at the plan's D′/D fits this batch's FLOPs")
     if not picks:
         raise BadInput(
             "no candidate run would narrow the plan's uncertainty (the bootstrap refits agree "
             "on every candidate); the plan's interval is as narrow as these runs can make it"
         )
     chosen = [cands[p.index] for p in picks]
-    reasons = [_reason(c, p) for c, p in zip(chosen, picks, strict=True)]
+    reasons = [
+        _reason(c, p, f"plan check: {check_why}" if p.index == check else "")
+        for c, p in zip(chosen, picks, strict=True)
+    ]
     header = [
         f"`cdlaw next` batch for a budget of {budget_flops:.3g} FLOPs and {unique_tokens:.3g} unique tokens",
         f"from the fit {fit.source or ''} ({len(ens.targets)} bootstrap refits, residual sd {noise:.3g}).",

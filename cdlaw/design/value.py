@@ -123,9 +123,11 @@ def choose(
     cost: Callable[[list[int]], np.ndarray],
     max_runs: int | None = None,
     max_flops: float | None = None,
+    first: tuple[int, ...] = (),
 ) -> list[Pick]:
     """The batch: greedy by value per FLOP; with a FLOP budget, the better of that and
-    greedy by value alone.
+    greedy by value alone. Both start with the candidates in `first` (each taken if it
+    fits): runs chosen for a reason the ensemble cannot see (cdlaw.design.batch).
 
     Value per FLOP alone can spend a budget on many tiny runs that each tell little,
     while one large run near the plan would have told more; taking the better of the two
@@ -133,10 +135,10 @@ def choose(
     (Khuller, Moss, Naor 1999; Krause & Guestrin 2005), within a constant factor of the
     best batch.
     """
-    picks = greedy(ens, noise_sd, cost, max_runs, max_flops, per_flop=True)
+    picks = greedy(ens, noise_sd, cost, max_runs, max_flops, per_flop=True, first=first)
     if max_flops is None:
         return picks
-    other = greedy(ens, noise_sd, cost, max_runs, max_flops, per_flop=False)
+    other = greedy(ens, noise_sd, cost, max_runs, max_flops, per_flop=False, first=first)
     return other if sum(p.gain for p in other) > sum(p.gain for p in picks) else picks
 
 
@@ -147,13 +149,14 @@ def greedy(
     max_runs: int | None = None,
     max_flops: float | None = None,
     per_flop: bool = True,
+    first: tuple[int, ...] = (),
 ) -> list[Pick]:
     """Greedy batch: at each step the candidate with the most value gained (per FLOP).
 
     cost(picked) gives every candidate's FLOPs if added to `picked` (indices into the
-    candidates), so shared prefixes make a branch of a picked run cheap. Stops at
-    max_runs picks, when no candidate fits in what is left of max_flops, or when no
-    candidate gains anything.
+    candidates), so shared prefixes make a branch of a picked run cheap. The candidates
+    in `first` come first, whatever they gain, each if it fits. Stops at max_runs picks,
+    when no candidate fits in what is left of max_flops, or when no candidate gains anything.
     """
     if max_runs is None and max_flops is None:
         raise ValueError("choose needs max_runs or max_flops")
@@ -179,9 +182,14 @@ def greedy(
         loss_sd, _, flip, move = _after_each(cov, noise_var, ens.gap_mean, free + 3)
         gain = before.value(loss_var0) - plan_value(loss_sd**2, flip, move, loss_var0)
         score = np.where(fits, gain / flops if per_flop else gain, -np.inf)
-        best = int(np.argmax(score))
-        if not gain[best] > 1e-9 or not np.isfinite(score[best]):
-            break
+        forced = [k for k in first if not taken[k] and fits[np.searchsorted(free, k)]]
+        if forced:
+            best = int(np.searchsorted(free, forced[0]))
+        else:
+            first = ()  # a forced run that does not fit is not waited for
+            best = int(np.argmax(score))
+            if not gain[best] > 1e-9 or not np.isfinite(score[best]):
+                break
         j = int(free[best]) + 3
         col = cov[:, j].copy()
         cov = cov - np.outer(col, col) / (cov[j, j] + noise_var)
