@@ -299,9 +299,19 @@ def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
 
 
 def test_the_adaptive_loop_stops_when_the_interval_is_narrow_enough(tmp_path):
-    res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, grid_path=GRID,
+    # U 2e10: the plan's paraphrase ratio (≈ 0.4) lies inside the seed's paraphrase runs
+    res = run_adaptive(SEED, tmp_path, 1e21, 2e10, until=10.0, grid_path=GRID,
                        executor="simulate", simulation=SIM, **FAST)  # fmt: skip
     assert len(res.rounds) == 1 and "narrower than 10" in res.stopped
+
+
+def test_a_narrow_interval_beyond_the_strategys_runs_does_not_end_the_loop(tmp_path):
+    # U 5e9: the plan wants paraphrase r ≈ 4.5, past the seed's r ≤ 4, where every refit
+    # extrapolates alike; the loop goes on, and its round starts with the plan check
+    res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,
+                       grid_path=GRID, executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+    assert res.rounds[0].width_nats < 10 and len(res.rounds) == 2
+    assert "plan check" in (res.folder / "next-1.toml").read_text()
 
 
 def test_a_narrow_interval_on_an_unpinned_rstar_does_not_end_the_loop(tmp_path, monkeypatch):
@@ -358,7 +368,8 @@ def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
 
 def test_cli_sweep_adaptive_runs_its_rounds(tmp_path):
     # every option `cdlaw sweep` hands the loop must reach it (--pack once did not)
-    r = cdlaw("sweep", SEED, "--adaptive", "--budget-flops", "1e21", "--unique-tokens", "5e9",
+    # (U 2e10: the plan's ratio lies inside the seed's runs, so a wide --until stops it)
+    r = cdlaw("sweep", SEED, "--adaptive", "--budget-flops", "1e21", "--unique-tokens", "2e10",
               "--until", "10", "--executor", "simulate", "--law", "qin2026", "--noise", "0.02",
               "--out", tmp_path, "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -69,7 +69,7 @@ def sweep(
     adaptive: bool = typer.Option(False, "--adaptive", help="Seed grid, then fit → next → sweep rounds (docs/next.md)."),
     budget_flops: str = typer.Option(None, "--budget-flops", metavar=NUMBER, help="Adaptive: the plan's compute C."),
     unique_tokens: str = typer.Option(None, "--unique-tokens", metavar=NUMBER, help="Adaptive: the plan's unique tokens U."),
-    until: float = typer.Option(0.05, "--until", help="Adaptive: stop when the plan's 95% loss interval is this narrow (nats) and its strategy's R* is pinned."),
+    until: float = typer.Option(0.05, "--until", help="Adaptive: stop when the plan's 95% loss interval is this narrow (nats) and its ratio lies inside its strategy's runs with R* pinned."),
     experiment_flops: str = typer.Option(None, "--experiment-flops", metavar=NUMBER, help="Adaptive: FLOPs all rounds may train."),
     round_runs: int = typer.Option(16, "--round-runs", help="Adaptive: at most this many runs a round."),
     max_rounds: int = typer.Option(5, "--max-rounds", help="Adaptive: at most this many rounds after the seed grid."),

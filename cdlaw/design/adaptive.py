@@ -26,12 +26,11 @@ import pandas as pd
 
 from cdlaw.atomic import write_parquet_atomic, write_text_atomic
 from cdlaw.config import ExecConfig
-from cdlaw.design.batch import next_batch, trained_flops
+from cdlaw.design.batch import next_batch, plan_doubt, trained_flops
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
-from cdlaw.plan.checks import unpinned_warnings
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.runner import run_sweep
@@ -139,10 +138,11 @@ def run_adaptive(
         write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
         if on_round is not None:
             on_round(row)
-        # A narrow interval ends the loop only where the fit pins the plan's strategy's R*:
-        # refits stuck at the same bound agree with each other and prove nothing.
+        # A narrow interval ends the loop only where the plan's ratio is inside its
+        # strategy's runs and the fit pins that strategy's R*: refits that extrapolate
+        # alike, or sit at the same bound, agree with each other and prove nothing.
         narrow = np.isfinite(row.width_nats) and row.width_nats < until
-        if narrow and not unpinned_warnings(source, now.best):
+        if narrow and not plan_doubt(table, now, source):
             stopped = (
                 f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
             )

@@ -102,6 +102,30 @@ def _reason(c: Candidate, p: Pick, check: str = "") -> str:
     return f"{what} ({origin}): {', '.join(parts)}; {p.flops:.3g} FLOPs"
 
 
+def plan_doubt(table: pd.DataFrame, current: Plan, source: PlanningLaw) -> str:
+    """Why the bootstrap cannot be trusted about the plan's own ratio ("" when it can).
+
+    Where the plan's D′/D lies beyond every run of its strategy, the refits all extrapolate
+    R* with the same fitted shape; where the fit left a parameter of that strategy's R* at
+    a bound, they all sit at that bound. Either way they agree about the plan's ratio for
+    no reason: its interval is narrow and a run there looks worth nothing.
+    """
+    best = current.best
+    s = best.strategy
+    if s not in DERIVED_STRATEGIES or best.derived_tokens <= 0:
+        return ""
+    mine = table[(table["strategy"] == s) & (table["derived_tokens"] > 0)]
+    r_max = float((mine["derived_tokens"] / mine["fresh_tokens"]).max()) if len(mine) else 0.0
+    r = best.derived_ratio
+    stuck = [p.split(" (", 1)[0] for p in source.at_bound
+             if p.startswith(f"{s}.") and p.endswith("bound)")]  # fmt: skip
+    if r > r_max * (1 + 1e-6):
+        return f"its D′/D {format_number(r)} is beyond every {s} run (r ≤ {format_number(r_max)})"
+    if stuck:
+        return f"{', '.join(stuck)} at a bound, {s}'s R* is not pinned"
+    return ""
+
+
 def plan_check(
     table: pd.DataFrame,
     current: Plan,
@@ -111,29 +135,15 @@ def plan_check(
 ) -> tuple[int | None, str]:
     """The run a batch must include whatever the ensemble says, and why ("" when none).
 
-    Where the plan's D′/D lies beyond every run of its strategy, or the fit left a
-    parameter of that strategy's R* at a bound, the bootstrap refits cannot disagree about
-    it: they extrapolate with one shape or sit at the same bound. The ensemble then
-    values a run at the plan's ratio at nothing, though it is the one run that tests the
-    plan. So the batch starts with the cheapest candidate at the plan's tokens per
-    parameter and ratio (a "plan" cell at the grid's smallest size that fits), and each
-    later round checks its own plan while the doubt remains (one size up if the plan stays).
+    Where there is a plan_doubt, the one run that tests the plan is valued at nothing by
+    the ensemble, so the batch starts with the cheapest candidate at the plan's tokens per
+    parameter and ratio (a "plan" cell at the grid's smallest size that fits); each later
+    round checks its own plan while the doubt remains (one size up if the plan stays).
     """
-    best = current.best
-    s = best.strategy
-    if s not in DERIVED_STRATEGIES or best.derived_tokens <= 0:
+    why = plan_doubt(table, current, source)
+    if not why:
         return None, ""
-    mine = table[(table["strategy"] == s) & (table["derived_tokens"] > 0)]
-    r_max = float((mine["derived_tokens"] / mine["fresh_tokens"]).max()) if len(mine) else 0.0
-    r = best.derived_ratio
-    stuck = [p.split(" (", 1)[0] for p in source.at_bound
-             if p.startswith(f"{s}.") and p.endswith("bound)")]  # fmt: skip
-    if r > r_max * (1 + 1e-6):
-        why = f"its D′/D {format_number(r)} is beyond every {s} run (r ≤ {format_number(r_max)})"
-    elif stuck:
-        why = f"{', '.join(stuck)} at a bound, {s}'s R* is not pinned"
-    else:
-        return None, ""
+    s, r = current.best.strategy, current.best.derived_ratio
     at_plan = [
         i
         for i, c in enumerate(cands)
