@@ -394,6 +394,16 @@ def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
     assert inside.warnings == ()
 
 
+def test_a_plan_just_past_the_fitted_sizes_says_by_how_much(tmp_path):
+    # a plan at 1.0066× the largest size once read "is 1× the largest fitted size"
+    p0 = plan(QIN, 1e18, 2e9, "repetition")
+    top = p0.n_params / 1.0066
+    fit = qin_fit(data_range={"n_params": [1e6, top]})
+    p = plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition")
+    assert p.n_params == pytest.approx(p0.n_params, rel=1e-9)
+    assert len(p.warnings) == 1 and "is 1.0066× the largest fitted size" in p.warnings[0]
+
+
 def test_the_derived_ratio_is_checked_against_the_plans_own_strategys_runs(tmp_path):
     # Paraphrase runs went to r = 40, repetition runs only to r = 4: a repetition plan at
     # r ≈ 11 extrapolates repetition's R*, though the table's largest r covers it.

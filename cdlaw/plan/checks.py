@@ -197,5 +197,8 @@ def unpinned_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
 
 
 def _times(ratio: float) -> str:
-    """7.38×, 126×, 2,710×: readable at any size."""
+    """1.005×, 7.38×, 126×, 2,710×: readable at any size, and never a bare "1×" for a plan
+    just past the data (201K against 200K is 1.005×)."""
+    if ratio < 1.1:
+        return f"{ratio:.4f}".rstrip("0").rstrip(".") + "×"
     return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
