@@ -391,3 +391,35 @@ def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path
     assert {r.run_id for r in back} == {c.run.run_id for c in batch.chosen}
     assert all(r.train.lr == lr_of[r.model.size] for r in back)
     assert all(r.seed == 0 for r in back)
+
+
+def test_cells_around_the_plan_go_above_the_grid_where_its_lr_is_one_for_every_size(seeded):
+    from cdlaw.design.candidates import batch_sweep_text, candidates, done_cells, sizes_above
+    from cdlaw.plan.source import PlanningLaw
+    from cdlaw.shapes import count_params, named_shape
+
+    import dataclasses
+
+    _, table, fit = seeded
+    grid = dataclasses.replace(load_sweep(GRID), name="next-1")  # every size at lr 4e-3
+    top = count_params(named_shape("olmo3_600M"), 100278).n_params
+    above = sizes_above(grid, 100278, 5e9)
+    targets = [float(z[:-1]) * {"M": 1e6, "B": 1e9}[z[-1]] for z in above]
+    assert targets == pytest.approx([2 * top, 4 * top, 8 * top], rel=5e-3) and 16 * top > 5e9
+    assert sizes_above(grid, 100278, 1.5 * top) == []
+    # a grid whose lr changes with size gives a new size no lr to use: nothing above it
+    assert sizes_above(load_sweep(ROOT / "sweeps" / "demo.toml"), 512, 1e9) == []
+    # the cells there: at the plan's tokens per parameter, the grid's lr, a sweep file
+    # that gives them back
+    current = plan(PlanningLaw.of_fit(fit), 1e21, 5e9)
+    best = current.candidates["paraphrase"]
+    cands = candidates(grid, 100278, done_cells(table), current.candidates)
+    new = [c for c in cands if c.run.model.size in sizes_above(grid, 100278, best.n_params)]
+    assert new and all(c.origin.startswith("plan") and c.run.train.lr == 4e-3 for c in new)
+    para = [c for c in new if c.origin == "plan paraphrase"]
+    assert all(c.run.fresh_tokens / c.n_params == pytest.approx(
+        best.fresh_tokens / best.n_params, rel=1e-3) for c in para)  # fmt: skip
+    text = batch_sweep_text(grid, "next-1", para[:3], ["three runs above the grid"])
+    assert {r.run_id for r in parse_sweep(text, default_name="next-1").runs(100278)} == {
+        c.run.run_id for c in para[:3]
+    }

@@ -4,8 +4,9 @@ Candidates are (1) the cells of the sweep's grid that have not run yet, and (2) 
 around the current plan, scaled down to the sweep's model sizes: for each strategy the
 law's best allocation (N_s, D_s, D′_s) at the budget, kept at its tokens per parameter
 D_s/N_s and at its ratio r = D′_s/D_s, half and twice that ratio, and r = 0, at every
-size of the grid. R* depends on D/N and N, so runs at the plan's D/N and r are the
-closest a small run gets to the plan itself.
+size of the grid, and at sizes above it, doubling, up to the plan's N (when the grid
+has one lr for every size). R* depends on D/N and N, so runs at the plan's D/N and r are
+the closest a small run gets to the plan itself.
 
 A batch is written as an ordinary sweep file: the parent's [model], [data], [train] and
 `share`, and a grid whose size, fresh_tokens, strategy and derived_ratio axes are zipped,
@@ -28,6 +29,7 @@ from cdlaw.sweep.forest import plan_forest
 from cdlaw.sweep.grid import SweepConfig, cell_shape
 from cdlaw.sweep.spec import parse_sweep
 from cdlaw.sweep.toml import toml_text
+from cdlaw.units import format_number
 
 try:
     import tomllib
@@ -85,13 +87,38 @@ def size_settings(parent: SweepConfig) -> dict[str, tuple[float, float]]:
     return {size: next(iter(hp)) for size, hp in seen.items()}
 
 
+def one_setting(hp: dict[str, tuple[float, float]]) -> tuple[float, float] | None:
+    """The (lr, weight decay) every size shares, or None where they differ by size."""
+    values = set(hp.values())
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def sizes_above(parent: SweepConfig, vocab_size: int, plan_n: float) -> list[str]:
+    """Model sizes above the grid's largest, doubling, while below the plan's N: the cells
+    around the plan there extrapolate less than any grid cell can. Only where the grid
+    trains every size with one lr and weight decay, which a new size then uses too (where
+    the lr varies with size, cdlaw does not guess a new size's lr)."""
+    if one_setting(size_settings(parent)) is None:
+        return []
+    n_max = max(count_params(cell_shape(parent, z, vocab_size), vocab_size).n_params
+                for z in parent.sizes)  # fmt: skip
+    out, n = [], 2.0 * n_max
+    while n < plan_n:
+        out.append(format_number(n))
+        n *= 2.0
+    return out
+
+
 def zipped_sweep(
     parent: SweepConfig, name: str, cells: list[tuple[str, int, str, float]]
 ) -> SweepConfig:
     """A SweepConfig with one zipped entry per (size, D, strategy, r), each size with its own
-    lr and weight decay, the parent's other settings."""
+    lr and weight decay (a size beyond the grid: the one every grid size has), the
+    parent's other settings."""
     sizes, ds, strategies, ratios = (tuple(c[i] for c in cells) for i in range(4))
     hp = size_settings(parent)
+    shared = one_setting(hp)
+    hp = {**{z: shared for z in sizes if z not in hp and shared is not None}, **hp}
     return dataclasses.replace(
         parent,
         name=name,
@@ -133,12 +160,13 @@ def candidates(
                 out.append(Candidate(cfg, n, origin(cfg)))
 
     add(parent.runs(vocab_size), lambda cfg: "grid")
+    above = sizes_above(parent, vocab_size, max((b.n_params for b in plans.values()), default=0))
     for strategy, best in plans.items():
         if best.derived_tokens <= 0:
             continue
         r = best.derived_tokens / best.fresh_tokens
         cells = []
-        for size in (z for z in parent.sizes if z in hp):
+        for size in [*(z for z in parent.sizes if z in hp), *above]:
             n = count_params(cell_shape(parent, size, vocab_size), vocab_size).n_params
             d = round(n * best.fresh_tokens / best.n_params)
             if d < parent.model.get("seq_len", 2048):
