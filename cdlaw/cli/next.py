@@ -42,10 +42,12 @@ def next_runs(
     """Choose the runs that would narrow the plan for C FLOPs and U unique tokens most per FLOP.
 
     From the fit's bootstrap, each candidate (the grid's unrun cells and cells at the plan's
-    tokens per parameter and ratio, at the grid's sizes) is scored by how much it would
-    shrink the plan's loss interval and the chance its strategy or N changes; the best
-    batch is written as a sweep file that `cdlaw sweep` runs as is, into RUNS/next-K/,
-    where `cdlaw fit RUNS` reads it with the rest.
+    tokens per parameter and ratio, at the grid's sizes and, where the grid has one lr for
+    every size, at doubling sizes above it) is scored by how much it would shrink the plan's
+    loss interval and the chance its strategy or N changes; the best batch is written as a
+    sweep file that `cdlaw sweep` runs as is, into RUNS/next-K/, where `cdlaw fit RUNS`
+    reads it with the rest. A plan beyond its strategy's runs, or on an R* the fit left at
+    a bound, gets a plan check first: the cheapest run at its own ratio.
 
     Example: cdlaw fit runs/demo --bootstrap 50 && cdlaw next runs/demo --budget-flops 2e12
     --unique-tokens 96K --runs 4 && cdlaw sweep runs/demo/next-1.toml --out runs/demo
