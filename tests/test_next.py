@@ -211,6 +211,10 @@ def test_a_plan_beyond_its_strategys_runs_gets_the_cheapest_run_at_its_ratio_fir
         and "beyond every paraphrase run (r ≤ 4)" in batch.reasons[0]
     )
     assert not any("plan check" in why for why in batch.reasons[1:])
+    # a batch too small for that run says so instead
+    small = next_batch(table, fit, load_sweep(GRID), 1e20, 2e9, max_flops=0.5 * first.flops)
+    assert not any("plan check" in why for why in small.reasons)
+    assert any("no run at the plan's D′/D fits" in w for w in small.warnings)
 
 
 def test_the_plan_check_asks_for_nothing_inside_the_runs_and_names_an_unpinned_rstar(seeded):
