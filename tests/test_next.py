@@ -398,11 +398,11 @@ def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path
 
 
 def test_cells_around_the_plan_go_above_the_grid_where_its_lr_is_one_for_every_size(seeded):
+    import dataclasses
+
     from cdlaw.design.candidates import batch_sweep_text, candidates, done_cells, sizes_above
     from cdlaw.plan.source import PlanningLaw
     from cdlaw.shapes import count_params, named_shape
-
-    import dataclasses
 
     _, table, fit = seeded
     grid = dataclasses.replace(load_sweep(GRID), name="next-1")  # every size at lr 4e-3
