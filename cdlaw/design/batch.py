@@ -27,6 +27,7 @@ from cdlaw.design.value import Pick, choose
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.law import DERIVED_STRATEGIES
+from cdlaw.plan.checks import strategy_bounds
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
@@ -117,8 +118,7 @@ def plan_doubt(table: pd.DataFrame, current: Plan, source: PlanningLaw) -> str:
     mine = table[(table["strategy"] == s) & (table["derived_tokens"] > 0)]
     r_max = float((mine["derived_tokens"] / mine["fresh_tokens"]).max()) if len(mine) else 0.0
     r = best.derived_ratio
-    stuck = [p.split(" (", 1)[0] for p in source.at_bound
-             if p.startswith(f"{s}.") and p.endswith("bound)")]  # fmt: skip
+    stuck = [name for name, _ in strategy_bounds(source.at_bound, s)]
     if r > r_max * (1 + 1e-6):
         return f"its D′/D {format_number(r)} is beyond every {s} run (r ≤ {format_number(r_max)})"
     if stuck:

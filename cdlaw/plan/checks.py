@@ -178,15 +178,25 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     return out
 
 
+def strategy_bounds(at_bound: tuple[str, ...], strategy: str) -> list[tuple[str, str]]:
+    """(parameter, "lower bound" | "upper bound") for each of the strategy's parameters in a
+    fit's optimizer.at_bound notes ("repetition.sigma (lower bound)"); a vanishing term at
+    its floor and a start-grid note are not bounds."""
+    out = []
+    for note in at_bound:
+        if note.startswith(f"{strategy}.") and note.endswith(("(lower bound)", "(upper bound)")):
+            name, side = note[:-1].split(" (", 1)
+            out.append((name, side))
+    return out
+
+
 def unpinned_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """The plan's strategy's parameters that the fit's search left at a bound: its runs do
     not pin that strategy's R*, and the bootstrap refits, which hit the same bound, cannot
     show in the band how far it could be."""
-    mine = [  # "repetition.sigma (lower bound)" -> "repetition.sigma at its lower bound"
-        "{} at its {}".format(*p[:-1].split(" (", 1))
-        for p in source.at_bound
-        if p.startswith(f"{best.strategy}.") and p.endswith(("(lower bound)", "(upper bound)"))
-    ]  # fmt: skip
+    mine = [
+        f"{name} at its {side}" for name, side in strategy_bounds(source.at_bound, best.strategy)
+    ]
     if not mine:
         return []
     return [
