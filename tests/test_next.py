@@ -231,21 +231,26 @@ def test_the_plan_check_asks_for_nothing_inside_the_runs_and_names_an_unpinned_r
     cands = candidates(load_sweep(GRID), 100278, done_cells(table), current.candidates)
     at_r = [c for c in cands if c.origin == "plan paraphrase"
             and abs(c.run.derived_tokens / c.run.fresh_tokens - r) < 1e-3 * r]  # fmt: skip
-    check, beyond = plan_check(table, current, source, cands, 1e30)
+    check, beyond = plan_check(current, source, cands, 1e30)
     assert len(at_r) >= 3 and cands[check].flops == min(c.flops for c in at_r)
     # the cheapest that fits the batch's FLOPs, and none when none fits
     second = sorted(c.flops for c in at_r)[1]
-    assert cands[plan_check(table, current, source, cands, second)[0]].flops <= second
-    assert plan_check(table, current, source, cands, 1.0) == (None, beyond)
-    # inside the paraphrase runs' ratios: nothing to check, unless its R* sits at a bound
-    wide = table.copy()
-    wide.loc[wide["strategy"] == "paraphrase", "derived_tokens"] *= 4  # runs up to r = 16
-    assert plan_check(wide, current, source, cands, 1e30) == (None, "")
-    stuck = dataclasses.replace(source, at_bound=("paraphrase.sigma (lower bound)",))
-    check, why = plan_check(wide, current, stuck, cands, 1e30)
+    assert cands[plan_check(current, source, cands, second)[0]].flops <= second
+    assert plan_check(current, source, cands, 1.0) == (None, beyond)
+    # inside the paraphrase runs' ratios the fit saw: nothing to check, unless its R* sits
+    # at a bound; another strategy's runs reaching r = 16 do not count
+    rng = source.data_range
+    assert rng["paraphrase"]["derived_ratio"] == [0.0, 4.0]
+    other = dataclasses.replace(source, data_range={**rng, "derived_ratio": [0, 16],
+                                                    "repetition": {"derived_ratio": [0, 16]}})  # fmt: skip
+    assert plan_check(current, other, cands, 1e30)[1] == beyond
+    wide = dataclasses.replace(source, data_range={**rng, "paraphrase": {"derived_ratio": [0, 16]}})
+    assert plan_check(current, wide, cands, 1e30) == (None, "")
+    stuck = dataclasses.replace(wide, at_bound=("paraphrase.sigma (lower bound)",))
+    check, why = plan_check(current, stuck, cands, 1e30)
     assert check is not None and why == "paraphrase.sigma at a bound, paraphrase's R* is not pinned"
-    for other in ("E (lower bound)", "repetition.rho (upper bound)"):  # not the plan's R*
-        assert plan_check(wide, current, dataclasses.replace(source, at_bound=(other,)),
+    for note in ("E (lower bound)", "repetition.rho (upper bound)"):  # not the plan's R*
+        assert plan_check(current, dataclasses.replace(wide, at_bound=(note,)),
                           cands, 1e30) == (None, "")  # fmt: skip
 
 

@@ -142,7 +142,7 @@ def run_adaptive(
         # strategy's runs and the fit pins that strategy's R*: refits that extrapolate
         # alike, or sit at the same bound, agree with each other and prove nothing.
         narrow = np.isfinite(row.width_nats) and row.width_nats < until
-        if narrow and not plan_doubt(table, now, source):
+        if narrow and not plan_doubt(now, source):
             stopped = (
                 f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
             )

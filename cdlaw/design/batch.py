@@ -27,7 +27,7 @@ from cdlaw.design.value import Pick, choose
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.law import DERIVED_STRATEGIES
-from cdlaw.plan.checks import strategy_bounds
+from cdlaw.plan.checks import fitted_range, strategy_bounds
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
@@ -103,23 +103,24 @@ def _reason(c: Candidate, p: Pick, check: str = "") -> str:
     return f"{what} ({origin}): {', '.join(parts)}; {p.flops:.3g} FLOPs"
 
 
-def plan_doubt(table: pd.DataFrame, current: Plan, source: PlanningLaw) -> str:
+def plan_doubt(current: Plan, source: PlanningLaw) -> str:
     """Why the bootstrap cannot be trusted about the plan's own ratio ("" when it can).
 
-    Where the plan's D′/D lies beyond every run of its strategy, the refits all extrapolate
-    R* with the same fitted shape; where the fit left a parameter of that strategy's R* at
-    a bound, they all sit at that bound. Either way they agree about the plan's ratio for
-    no reason: its interval is narrow and a run there looks worth nothing.
+    Where the plan's D′/D lies beyond every run of its strategy the fit saw, the refits
+    all extrapolate R* with the same fitted shape; where the fit left a parameter of that
+    strategy's R* at a bound, they all sit at that bound. Either way they agree about the
+    plan's ratio for no reason: its interval is narrow and a run there looks worth nothing.
+    The range is the fit's own (the one the plan warns with): the ensemble knows no more.
     """
     best = current.best
     s = best.strategy
     if s not in DERIVED_STRATEGIES or best.derived_tokens <= 0:
         return ""
-    mine = table[(table["strategy"] == s) & (table["derived_tokens"] > 0)]
-    r_max = float((mine["derived_tokens"] / mine["fresh_tokens"]).max()) if len(mine) else 0.0
+    bounds = fitted_range(source, s).get("derived_ratio")
+    r_max = float(bounds[1]) if isinstance(bounds, (list, tuple)) and len(bounds) == 2 else None
     r = best.derived_ratio
     stuck = [name for name, _ in strategy_bounds(source.at_bound, s)]
-    if r > r_max * (1 + 1e-6):
+    if r_max is not None and r > r_max * (1 + 1e-6):
         return f"its D′/D {format_number(r)} is beyond every {s} run (r ≤ {format_number(r_max)})"
     if stuck:
         return f"{', '.join(stuck)} at a bound, {s}'s R* is not pinned"
@@ -127,7 +128,6 @@ def plan_doubt(table: pd.DataFrame, current: Plan, source: PlanningLaw) -> str:
 
 
 def plan_check(
-    table: pd.DataFrame,
     current: Plan,
     source: PlanningLaw,
     cands: list[Candidate],
@@ -140,7 +140,7 @@ def plan_check(
     parameter and ratio (a "plan" cell at the grid's smallest size that fits); each later
     round checks its own plan while the doubt remains (one size up if the plan stays).
     """
-    why = plan_doubt(table, current, source)
+    why = plan_doubt(current, source)
     if not why:
         return None, ""
     s, r = current.best.strategy, current.best.derived_ratio
@@ -231,7 +231,7 @@ def next_batch(
         # almost nothing; a batch may cost what the runs so far cost (it at most doubles
         # the experiment), and within that the better of the two greedy batches wins.
         max_flops = max(trained_flops(table), cheapest)
-    check, check_why = plan_check(table, current, source, cands, max_flops)
+    check, check_why = plan_check(current, source, cands, max_flops)
     picks = choose(
         ens,
         noise,

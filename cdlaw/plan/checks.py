@@ -141,12 +141,21 @@ def decision_spread(
     return shares, band
 
 
+def fitted_range(source: PlanningLaw, strategy: str) -> dict:
+    """The data the law was fitted on as a plan of `strategy` sees it: each coordinate's
+    [min, max] over every fitted run, with the strategy's own runs' derived ratios (where
+    the fit has them) in place of every run's. {} for a law without a data range."""
+    rng = dict(source.data_range or {})
+    own = rng.get(strategy)
+    rng.update(own if isinstance(own, dict) else {})
+    return rng
+
+
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
-    rng = dict(source.data_range or {})
-    own = rng.get(best.strategy)  # the plan's strategy's own runs, where the fit has them
+    rng = fitted_range(source, best.strategy)
+    own = (source.data_range or {}).get(best.strategy)
     own = own if isinstance(own, dict) else {}
-    rng.update(own)
     checks = [
         ("n_params", "N", best.n_params, "size"),
         ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),
