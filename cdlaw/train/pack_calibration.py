@@ -17,7 +17,7 @@ import torch
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.train.model import build_model
-from cdlaw.train.packed_model import PackedModels, packed_token_losses
+from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.steps import (
     autocast,
     autocast_dtype,
@@ -36,16 +36,16 @@ def pack_step_seconds(
     """Median seconds per step of a pack of `k` runs of cfg's model shape and batch."""
     device, amp, x, y = _setup(cfg, exec_cfg, k)
     train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
-    pack = PackedModels([build_model(cfg.model, seed=i) for i in range(k)], [train] * k, device)
+    nets = [build_model(cfg.model, seed=i) for i in range(k)]
+    pack = PackedModels(nets, [train] * k, device, exec_cfg.compile)
     lrs = [1e-4] * k
+    z_loss = torch.full((k,), train.z_loss, device=device)
+    n_targets = torch.full((k,), float(y[0].numel()), device=device)
 
     def step() -> None:
         for i in range(0, rows, micro):
             xb, yb = x[:, i : i + micro].to(device), y[:, i : i + micro].to(device)
-            with autocast(device, amp):
-                logits = pack.forward(xb)
-            ce, z = packed_token_losses(logits, yb)
-            ((ce + train.z_loss * z) / y[0].numel()).sum().backward()
+            pack.train_loss(xb, yb, z_loss, n_targets, amp)[0].backward()
         pack.clip_grads()
         pack.adamw_step(lrs)
         pack.zero_grad()

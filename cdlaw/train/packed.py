@@ -170,7 +170,9 @@ def train_pack(
                 run, net, optimizer, state, rows, started_from, total_steps, val, state["elapsed_s"]
             )
         )
-    pack = PackedModels([s.net for s in slots], [s.run.cfg.train for s in slots], device)
+    pack = PackedModels(
+        [s.net for s in slots], [s.run.cfg.train for s in slots], device, exec_cfg.compile
+    )
     for k, s in enumerate(slots):
         pack.load_from(k, s.net, s.optimizer)
     interval = torch.tensor([s.state["interval_loss"] for s in slots], device=device)
@@ -198,11 +200,9 @@ def train_pack(
             for i in range(0, x.shape[1], micro_rows):
                 xb = x[:, i : i + micro_rows].to(device, non_blocking=True)
                 yb = y[:, i : i + micro_rows].to(device, non_blocking=True)
-                with autocast(device, amp):
-                    logits = pack.forward(xb)
-                ce, z = packed_token_losses(logits, yb)
-                ((ce + z_loss * z) / n_targets).sum().backward()
-                interval += ce.detach()
+                loss, ce = pack.train_loss(xb, yb, z_loss, n_targets, amp)
+                loss.backward()
+                interval += ce
             norms = pack.clip_grads()
             pack.adamw_step(lrs, idle)
             pack.zero_grad()

@@ -23,6 +23,7 @@ weights turn NaN leaves the others' numbers untouched.
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -40,13 +41,16 @@ warnings.filterwarnings("ignore", message="grad and param do not obey the gradie
 class PackedModels:
     """K same-shape Olmo3ForCausalLM models and their AdamW states, stacked row-wise."""
 
-    def __init__(self, nets: list, trains: list[TrainConfig], device: torch.device):
+    def __init__(
+        self, nets: list, trains: list[TrainConfig], device: torch.device, compile: bool = False
+    ):
         net = nets[0]
         cfg = net.config
-        self.vocab, self.d = cfg.vocab_size, cfg.hidden_size
-        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
-        self.head_dim = self.d // self.n_heads
-        self.eps = cfg.rms_norm_eps
+        self.arch = Arch(
+            cfg.vocab_size, cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads,
+            cfg.rms_norm_eps,
+        )  # fmt: skip
+        self.compile = compile
         self.inv_freq = net.model.rotary_emb.full_attention_inv_freq.detach().clone().to(device)
         self._rope_cache: dict = {}
         named = dict(net.named_parameters())
@@ -151,28 +155,36 @@ class PackedModels:
     def forward(self, x: torch.Tensor, models: list[int] | None = None) -> torch.Tensor:
         """Logits (K, rows, seq, vocab) for input ids x (K, rows, seq); with `models`, of
         those models only (x then has one row per model listed; no gradient)."""
-        K, rows, seq = x.shape
-        p, H, hd = self.params, self.n_heads, self.head_dim
+        p = self.params
         if models is not None:
             p = {n: v.detach()[models] for n, v in p.items()}
-        embed = p[EMBED].reshape(K * self.vocab, self.d)
-        shift = torch.arange(K, device=x.device).view(K, 1, 1) * self.vocab
-        h = F.embedding(x + shift, embed).view(K, rows * seq, self.d)
-        cos, sin = self._rope(seq, x.device)
-        for i in range(self.n_layers):
-            w = lambda name, i=i: p[f"model.layers.{i}.{name}.weight"]  # noqa: E731
-            q = self._norm(_linear(h, w("self_attn.q_proj")), w("self_attn.q_norm"))
-            k = self._norm(_linear(h, w("self_attn.k_proj")), w("self_attn.k_norm"))
-            v = _linear(h, w("self_attn.v_proj"))
-            q, k, v = (t.view(K * rows, seq, H, hd).transpose(1, 2) for t in (q, k, v))
-            q, k = _rotary(q, cos, sin), _rotary(k, cos, sin)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd**-0.5)
-            a = a.transpose(1, 2).reshape(K, rows * seq, self.d)
-            h = h + self._norm(_linear(a, w("self_attn.o_proj")), w("post_attention_layernorm"))
-            m = F.silu(_linear(h, w("mlp.gate_proj"))) * _linear(h, w("mlp.up_proj"))
-            h = h + self._norm(_linear(m, w("mlp.down_proj")), w("post_feedforward_layernorm"))
-        h = self._norm(h, p["model.norm.weight"])
-        return _linear(h, p["lm_head.weight"]).view(K, rows, seq, self.vocab)
+        return packed_forward(p, x, *self._rope(x.shape[-1], x.device), self.arch)
+
+    def train_loss(
+        self, x: torch.Tensor, y: torch.Tensor, z_loss: torch.Tensor, n_targets: torch.Tensor, amp
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The objective to backpropagate for inputs x and targets y (K, rows, seq), and
+        each model's summed cross-entropy (K,): Σ_k (ce_k + z_loss_k·z_k) / n_targets_k,
+        each model's mean loss of its step, as a run alone's. Compiled when the pack was
+        built with compile=True (see `compiled_objective`)."""
+        cos, sin = self._rope(x.shape[-1], x.device)
+        if self.compile and _COMPILE["ok"]:
+            for t in (x, y, z_loss, n_targets, *self.params.values()):
+                torch._dynamo.maybe_mark_dynamic(t, 0)  # one graph for every K
+            try:
+                # Only K varies: other dims never turn dynamic (that slows every kernel), and a
+                # sweep's shapes each keep their own graph (the default limit is 8).
+                with torch._dynamo.config.patch(automatic_dynamic_shapes=False, recompile_limit=64):
+                    step = _compiled()
+                    return step(self.params, x, y, z_loss, n_targets, cos, sin, self.arch, amp)
+            except Exception as e:  # a compile that fails ran nothing: train eagerly
+                _COMPILE["ok"] = False
+                warnings.warn(
+                    f"torch.compile failed here ({type(e).__name__}: {str(e)[:200]}); "
+                    "packs train without it",
+                    stacklevel=2,
+                )
+        return objective(self.params, x, y, z_loss, n_targets, cos, sin, self.arch, amp)
 
     @torch.no_grad()
     def clip_grads(self) -> torch.Tensor:
@@ -227,13 +239,6 @@ class PackedModels:
 
     # --- pieces -----------------------------------------------------------------------------
 
-    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """Olmo3RMSNorm with per-model weights (K, n): fp32 inside, the input's dtype out."""
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (weight.unsqueeze(1) * x).to(dtype)
-
     def _rope(self, seq: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         """RoPE's cos, sin (seq, head_dim), fp32, as Olmo3RotaryEmbedding computes them."""
         if (seq, str(device)) not in self._rope_cache:
@@ -247,10 +252,82 @@ class PackedModels:
         return emb.cos(), emb.sin()
 
 
+class Arch(NamedTuple):
+    """What the packed forward needs of a model's shape (plain numbers: a compiled step is
+    specialised to them)."""
+
+    vocab: int
+    d: int
+    n_layers: int
+    n_heads: int
+    eps: float  # RMSNorm's
+
+
+def packed_forward(
+    p: dict[str, torch.Tensor], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, arch: Arch
+) -> torch.Tensor:
+    """Logits (K, rows, seq, vocab) of the stacked weights p (name -> (K, *shape)) for input
+    ids x (K, rows, seq): transformers' Olmo3ForCausalLM forward, op for op, for K models."""
+    K, rows, seq = x.shape
+    H, d = arch.n_heads, arch.d
+    hd = d // H
+    embed = p[EMBED].reshape(K * arch.vocab, d)
+    shift = torch.arange(K, device=x.device).view(K, 1, 1) * arch.vocab
+    h = F.embedding(x + shift, embed).view(K, rows * seq, d)
+    for i in range(arch.n_layers):
+        w = lambda name, i=i: p[f"model.layers.{i}.{name}.weight"]  # noqa: E731
+        q = _norm(_linear(h, w("self_attn.q_proj")), w("self_attn.q_norm"), arch.eps)
+        k = _norm(_linear(h, w("self_attn.k_proj")), w("self_attn.k_norm"), arch.eps)
+        v = _linear(h, w("self_attn.v_proj"))
+        q, k, v = (t.view(K * rows, seq, H, hd).transpose(1, 2) for t in (q, k, v))
+        q, k = _rotary(q, cos, sin), _rotary(k, cos, sin)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=hd**-0.5)
+        a = a.transpose(1, 2).reshape(K, rows * seq, d)
+        h = h + _norm(_linear(a, w("self_attn.o_proj")), w("post_attention_layernorm"), arch.eps)
+        m = F.silu(_linear(h, w("mlp.gate_proj"))) * _linear(h, w("mlp.up_proj"))
+        h = h + _norm(_linear(m, w("mlp.down_proj")), w("post_feedforward_layernorm"), arch.eps)
+    h = _norm(h, p["model.norm.weight"], arch.eps)
+    return _linear(h, p["lm_head.weight"]).view(K, rows, seq, arch.vocab)
+
+
+def objective(p, x, y, z_loss, n_targets, cos, sin, arch: Arch, amp):
+    """(Σ_k (ce_k + z_loss_k·z_k) / n_targets_k, ce (K,) detached): the packed step's loss,
+    with the logits under bf16 autocast when amp is set (PackedModels.train_loss)."""
+    if amp is None:
+        logits = packed_forward(p, x, cos, sin, arch)
+    else:
+        with torch.autocast(x.device.type, dtype=amp):
+            logits = packed_forward(p, x, cos, sin, arch)
+    ce, z = packed_token_losses(logits, y)
+    return ((ce + z_loss * z) / n_targets).sum(), ce.detach()
+
+
+# `objective` through torch.compile, made once per process and shared by every pack: the
+# first step of each shape compiles it (~15–30 s on a CPU, a few seconds from inductor's
+# on-disk cache), and K is a dynamic dimension, so a pack that shrinks as runs leave, or the
+# next pack of that shape, reuses the graph. "ok" turns False where compiling fails (no C++
+# compiler, say): packs then train eagerly, after one warning.
+_COMPILE: dict = {"ok": True, "fn": None}
+
+
+def _compiled():
+    if _COMPILE["fn"] is None:
+        _COMPILE["fn"] = torch.compile(objective)
+    return _COMPILE["fn"]
+
+
 def packed_token_losses(logits: torch.Tensor, targets: torch.Tensor):
     """Per model (dim 0): sums of cross-entropy and logsumexp² over the valid targets —
     cdlaw.train.steps.token_losses for each model at once, by the same arithmetic."""
     return token_losses(logits, targets, per_model=True)
+
+
+def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Olmo3RMSNorm with per-model weights (K, n): fp32 inside, the input's dtype out."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return (weight.unsqueeze(1) * x).to(dtype)
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
