@@ -21,10 +21,12 @@ after which doubling the pack gains under 10% ("flattens at"):
     .venv/bin/python benchmarks/bench_train.py --pack        # CPU, the demo's sizes and batch
     .venv/bin/python benchmarks/bench_train.py --pack --gpu  # 14M/30M/60M, seq 2048, bf16, MFU
     .venv/bin/python benchmarks/bench_train.py --pack --tiny # both, seconds on CPU (a test runs it)
+    .venv/bin/python benchmarks/bench_train.py --pack --compile  # packs through torch.compile
 
 Both sides train every run end to end as a sweep would (model build, the demo's WSD
 schedule, a metrics row every 10 steps, one evaluation on the validation set, model/ and
-result.json); packed runs are not compiled, so the GPU table's unpacked runs are not either.
+result.json). Runs alone are not compiled; with --compile the packs are (warmed up first,
+so compile time is not in the rates; docs/packing.md says what it costs).
 """
 
 from __future__ import annotations
@@ -197,7 +199,12 @@ def packed_rates(cfg: RunConfig, tokens: np.ndarray, val: np.ndarray, exec_cfg: 
         short = tokens[: 2 * cfg.train.batch_size * cfg.model.seq_len]
         warm = replace(cfg, fresh_tokens=len(short))
         train_run(warm, Path(root) / "warm", array_stream(short), val, exec_cfg)
-        train_pack([PackedRun(warm, Path(root) / "warm-pack", array_stream(short), val)], exec_cfg)
+        for k in (1, 2):  # with --compile: the graph of a pack of one, and the one of any K
+            warm_pack = [
+                PackedRun(replace(warm, seed=i), Path(root) / f"warm{k}" / str(i), array_stream(short), val)
+                for i in range(k)
+            ]  # fmt: skip
+            train_pack(warm_pack, exec_cfg)
         alone = []
         for i in range(2):  # best of two: the machine may be shared
             clock = Clock()
@@ -256,18 +263,21 @@ def pack_table(
 DEMO_TRAIN = dict(schedule="wsd", warmup_steps=30, decay_frac=0.2, eval_every=500, log_every=10)
 
 
-def pack_cpu(steps: int, threads: int, ks, tiny: bool = False) -> dict:
-    """The demo's sizes (vocab 512, batch 4×64, 2 threads, fp32 as precision auto picks)."""
+def pack_cpu(steps: int, threads: int, ks, tiny: bool = False, compile: bool = False) -> dict:
+    """The demo's sizes (vocab 512, batch 4×64, 2 threads, fp32 as precision auto picks);
+    compile: packs through torch.compile (the runs alone stay eager: the yardstick)."""
     torch.set_num_threads(threads)
     sizes = [2e4] if tiny else [2e4, 6e4, 2e5]
     shapes = [(f"{n / 1e3:.0f}K", shape_for_params(n, 512)) for n in sizes]
-    print(f"CPU, {torch.get_num_threads()} threads, batch 4×64, vocab 512, {steps} steps per run")
-    return pack_table(
-        shapes, 512, 64, 4, steps, ks, ExecConfig(device="cpu"), 16_384, lr=2e-2, **DEMO_TRAIN
+    print(
+        f"CPU, {torch.get_num_threads()} threads, batch 4×64, vocab 512, {steps} steps per run"
+        + (", packs compiled" if compile else "")
     )
+    exec_cfg = ExecConfig(device="cpu", compile=compile)
+    return pack_table(shapes, 512, 64, 4, steps, ks, exec_cfg, 16_384, lr=2e-2, **DEMO_TRAIN)
 
 
-def pack_gpu(steps: int, ks, peak_tflops: float, tiny: bool = False) -> dict:
+def pack_gpu(steps: int, ks, peak_tflops: float, tiny: bool = False, compile: bool = False) -> dict:
     """14M/30M/60M at seq 2048, bf16 (the CD paper's small sizes); --tiny: the same code on
     CPU at a toy shape, so CI keeps it working where there is no GPU."""
     if tiny:
@@ -278,7 +288,11 @@ def pack_gpu(steps: int, ks, peak_tflops: float, tiny: bool = False) -> dict:
             2,
             1,
         )
-        exec_cfg = ExecConfig(device="cpu", precision="bf16")
+        exec_cfg = ExecConfig(device="cpu", precision="bf16", compile=compile)
+        print(
+            "the GPU table's code on CPU at a toy shape, bf16"
+            + (", packs compiled" if compile else "")
+        )
     else:
         if not torch.cuda.is_available():
             print(
@@ -290,9 +304,10 @@ def pack_gpu(steps: int, ks, peak_tflops: float, tiny: bool = False) -> dict:
         # Micro-batches of 2 rows: a pack of 8 holds 8·2·2048·100,278 logits (~33 GB with
         # the loss's fp32 copy and gradient) at once.
         vocab, seq_len, batch, micro = 100_278, 2048, 16, 2
-        exec_cfg = ExecConfig(device="cuda", precision="bf16")
+        exec_cfg = ExecConfig(device="cuda", precision="bf16", compile=compile)
         print(
             f"GPU {torch.cuda.get_device_name()}, bf16, seq {seq_len}, batch {batch}, peak {peak_tflops} TFLOP/s"
+            + (", packs compiled" if compile else "")
         )
     return pack_table(
         shapes, vocab, seq_len, batch, steps, ks, exec_cfg, 4 * seq_len, peak_tflops,
@@ -306,6 +321,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="--pack: seconds-long, on CPU (CI)")
     parser.add_argument("--ks", default="", help="--pack: pack sizes (1,2,4,8,16; GPU 1,2,4,8)")
     parser.add_argument("--gpu", action="store_true", help="the GPU table instead of the CPU one")
+    parser.add_argument(
+        "--compile", action="store_true", help="--pack: packs through torch.compile"
+    )
     parser.add_argument(
         "--steps", type=int, default=0, help="steps per run (default 200 CPU, 300 GPU)"
     )
@@ -322,9 +340,11 @@ def main(argv: list[str] | None = None) -> None:
         default = "1,2" if args.tiny else "1,2,4,8" if args.gpu else "1,2,4,8,16"
         ks = [int(k) for k in (args.ks or default).split(",")]
         if args.gpu:
-            pack_gpu(args.steps or (3 if args.tiny else 30), ks, args.peak_tflops, args.tiny)
+            steps = args.steps or (3 if args.tiny else 30)
+            pack_gpu(steps, ks, args.peak_tflops, args.tiny, args.compile)
         else:
-            pack_cpu(args.steps or (4 if args.tiny else 200), args.threads, ks, args.tiny)
+            steps = args.steps or (4 if args.tiny else 200)
+            pack_cpu(steps, args.threads, ks, args.tiny, args.compile)
     elif args.gpu:
         gpu(args.steps or 300, args.peak_tflops)
     else:

@@ -285,3 +285,53 @@ def test_sigterm_checkpoints_every_run_of_the_pack_then_the_previous_handler_run
     for r in pack:
         alone_dir, alone_result = alone[r.cfg.run_id]
         assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)
+
+
+COMPILED_REL = 1e-5  # compiled: fused kernels round differently; measured ~3e-7 here
+
+
+@pytest.mark.slow  # compiles the packed step: ~40 s on a cold CPU, a few from inductor's cache
+def test_compiled_packed_runs_equal_runs_alone_within_1e_5(alone, tmp_path):
+    """--compile: the same three runs through the compiled packed step (K = 3, then 2 and 1
+    as runs leave): per-step losses within 1e-5 of the runs alone in fp32, and compiled for
+    real (graphs made, not the eager fallback)."""
+    from torch._dynamo.utils import counters
+
+    from cdlaw.config import ExecConfig
+
+    graphs = counters["stats"]["unique_graphs"]
+    pack = runs(tmp_path)
+    results = train_pack(pack, ExecConfig(device="cpu", compile=True))
+    assert counters["stats"]["unique_graphs"] > graphs
+    worst = 0.0
+    for r in pack:
+        alone_dir, alone_result = alone[r.cfg.run_id]
+        p, a = curve(r.run_dir), curve(alone_dir)
+        assert p.step.tolist() == a.step.tolist() and p.lr.tolist() == a.lr.tolist()
+        assert p.tokens_seen.tolist() == a.tokens_seen.tolist()
+        for column in ("train_loss", "val_loss"):
+            assert rel_diff(p[column], a[column]) <= COMPILED_REL, column
+            worst = max(worst, rel_diff(p[column], a[column]))
+        assert rel_diff(p.grad_norm, a.grad_norm) <= 1e-3
+        assert results[r.cfg.run_id]["steps"] == alone_result["steps"]
+        assert results[r.cfg.run_id]["loss"] == pytest.approx(
+            alone_result["loss"], rel=COMPILED_REL, nan_ok=True
+        )
+    print(f"max relative per-step loss difference, compiled fp32: {worst:.2e}")
+
+
+def test_a_pack_whose_compile_fails_warns_and_trains_eagerly(alone, tmp_path, monkeypatch):
+    import cdlaw.train.packed_model as packed_model
+    from cdlaw.config import ExecConfig
+
+    def no_compiler(*args):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setitem(packed_model._COMPILE, "fn", no_compiler)
+    monkeypatch.setitem(packed_model._COMPILE, "ok", True)
+    pack = runs(tmp_path)
+    with pytest.warns(UserWarning, match="torch.compile failed here .*no C\\+\\+ compiler"):
+        results = train_pack(pack, ExecConfig(device="cpu", compile=True))
+    for r in pack:  # eager: bit for bit again
+        alone_dir, alone_result = alone[r.cfg.run_id]
+        assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)

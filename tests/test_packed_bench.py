@@ -20,10 +20,15 @@ def bench():
     torch.set_num_threads(1)
 
 
-@pytest.mark.parametrize("gpu", [False, True])
-def test_the_pack_benchmark_runs_in_its_tiny_form(bench, capsys, gpu):
-    bench.main(["--pack", "--tiny", "--threads", "1", "--steps", "2"] + (["--gpu"] if gpu else []))
+@pytest.mark.parametrize(
+    "gpu, compile",
+    [(False, False), (True, False), pytest.param(True, True, marks=pytest.mark.slow)],
+)
+def test_the_pack_benchmark_runs_in_its_tiny_form(bench, capsys, gpu, compile):
+    flags = (["--gpu"] if gpu else []) + (["--compile"] if compile else [])
+    bench.main(["--pack", "--tiny", "--threads", "1", "--steps", "2", *flags])
     table = capsys.readouterr().out.splitlines()
+    assert ("packs compiled" in table[-3]) == compile
     assert "K=1 tok/s" in table[-2] and "K=2 tok/s" in table[-2] and "flattens at" in table[-2]
     assert ("MFU best" in table[-2]) == gpu
     size, n_params, *numbers = table[-1].split()

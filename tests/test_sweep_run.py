@@ -15,6 +15,7 @@ import pytest
 import torch
 from runhelpers import cdlaw
 
+from cdlaw.config import ExecConfig
 from cdlaw.data.prepare import corpus_key
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
@@ -157,6 +158,28 @@ def test_dry_run_estimates_and_writes_nothing(tiny, runs_root, write_sweep, one_
     done = dry_run_sweep(tiny["path"], runs_root, exec_cfg=one_thread)
     assert {r["state"] for r in done.rows} == {"done"}
     assert done.wall_seconds == 0 and done.calibration == []
+
+
+def test_calibration_rate_leaves_out_a_step_that_recompiles(monkeypatch):
+    """measure_throughput's rate is tokens over time of its steady steps: a step 500× the
+    others (a torch.compile recompile, say) is setup, not a slower rate. A fake clock reads
+    10 ms a step and 5 s after the 10th."""
+    from cdlaw.sweep import dryrun
+    from tests.test_train import make_cfg
+
+    calls = []
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            calls.append(None)
+            return 0.01 * len(calls) + (5.0 if len(calls) > 11 else 0.0)
+
+    monkeypatch.setattr(dryrun, "time", Clock)
+    cfg = make_cfg(30 * 8 * 32, log_every=1)  # 30 steps of 8 rows of 32 tokens
+    out = dryrun.measure_throughput(cfg, ExecConfig(device="cpu", threads=1), budget_s=100)
+    assert out["steps_timed"] == 29
+    assert out["tokens_per_second"] == pytest.approx(256 / 0.01)
 
 
 def test_status_reports_every_state(tiny, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -55,7 +56,8 @@ class _CalibrationDone(Exception):
 def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2.0) -> dict:
     """Train a few steps of cfg's model on random tokens: steady tokens/s and setup time.
 
-    The first step (allocation, kernel selection) is excluded from the rate. Stops after
+    The first step (allocation, kernel selection, a compile) is excluded from the rate and
+    counted as setup, and so is any later step over 5× the median (a recompile). Stops after
     `budget_s` seconds of steps (at least 3 steps) or 30 steps, whichever comes first.
     """
     import tempfile
@@ -98,8 +100,14 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
                 exec_cfg,
                 on_progress,
             )
-    (t1, n1), (tn, nn) = marks[0], marks[-1]
-    tps = (nn - n1) / max(tn - t1, 1e-9)
+    (t1, n1) = marks[0]
+    # Tokens over time of the steps after the first, less any step over 5× the median: with
+    # --compile a step may recompile (the final evaluation under no_grad does), and one such
+    # step would otherwise set the whole rate.
+    intervals = [(tb - ta, nb - na) for (ta, na), (tb, nb) in itertools.pairwise(marks)]
+    usual = 5 * float(np.median([dt for dt, _ in intervals]))
+    kept = [(dt, n) for dt, n in intervals if dt <= usual]
+    tps = sum(n for _, n in kept) / max(sum(dt for dt, _ in kept), 1e-9)
     return {
         "n_params": run_facts(cfg)["n_params"],
         "flops_per_token": run_facts(cfg)["flops_per_token"],
