@@ -44,7 +44,9 @@ def sweep(
         help="Filter runs, e.g. 'strategy=paraphrase|none' or 'n_params<1e6,seed=0'.",
     ),
     precision: str = typer.Option("auto", "--precision", help="auto, bf16 or fp32."),
-    compile: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    compile: bool = typer.Option(
+        False, "--compile", help="torch.compile the model (with --pack, the packed step)."
+    ),
     threads: int = typer.Option(0, "--threads", help="Torch threads per run (default: split)."),
     json_out: bool = typer.Option(False, "--json", help="Print the plan or outcome as JSON."),
     pack: str = typer.Option(

@@ -24,7 +24,9 @@ every run of the pack, then stop as train_run does.
 
 Shared prefixes work as in train_run: a trunk saves its fork checkpoints after the steps
 in its `fork_steps`, and a branch with no checkpoint of its own starts from `fork_from`.
-Not packed: torch.compile. The elapsed time a packed run records is the pack's wall time
+With exec_cfg.compile the pack's forward, loss and backward are compiled
+(PackedModels.train_loss): faster, but its numbers then drift from the run alone's by
+rounding (docs/packing.md). The elapsed time a packed run records is the pack's wall time
 while it was in it.
 """
 

@@ -1,8 +1,9 @@
 """K OLMo 3 models of one shape as one: stacked weights, one batched forward and backward.
 
     pack = PackedModels(nets, train_cfgs, device)  # nets: Olmo3ForCausalLM, one shape
+    loss, ce = pack.train_loss(x, y, z_loss, n)    # x, y (K, rows, seq); ce: (K,) sums
+    loss.backward()                                # (compile=True: compiled, K dynamic)
     logits = pack.forward(x)                       # x (K, rows, seq) → (K, rows, seq, vocab)
-    ce, z = packed_token_losses(logits, y)         # per model: sums of cross-entropy, z²
     norms = pack.clip_grads(); pack.adamw_step(lrs); pack.zero_grad()
     pack.copy_to(k, net, optimizer)                # model k back into a real model + AdamW
 
@@ -11,7 +12,7 @@ another, AdamW's moments in two more: each layer is one batched matmul over the 
 (`torch.bmm`) instead of K small steps that each pay Python and dispatch overhead.
 Clipping and AdamW are torch's own kernels (`torch._foreach_norm`, `torch._fused_adamw_`)
 on each model's parameter tensors, views of its rows, so a packed model's numbers are a
-model alone's bit for bit. The forward is transformers'
+model alone's bit for bit (eagerly; a compiled `train_loss` rounds its own way). The forward is transformers'
 Olmo3ForCausalLM written out for stacked weights (cdlaw.train.model builds the models,
 so their shape, init and names are the real ones): embedding, per layer QK-normed
 attention with RoPE and reordered RMSNorms, SwiGLU, final norm, untied LM head, with the
