@@ -182,6 +182,40 @@ def test_calibration_rate_leaves_out_a_step_that_recompiles(monkeypatch):
     assert out["tokens_per_second"] == pytest.approx(256 / 0.01)
 
 
+def test_calibration_with_compile_counts_the_compile_once_not_in_every_run(monkeypatch):
+    """With --compile the first run of a shape compiles and later ones reuse the graph: the
+    calibration trains the probe twice and reports the first one's extra setup as
+    compile_s, the second's as the setup every run pays. A fake train_run and clock: the
+    first run's first step comes 5 s late, every step takes 10 ms."""
+    from cdlaw.sweep import dryrun
+    from cdlaw.train import loop
+    from tests.test_train import make_cfg
+
+    now, calls = [0.0], []
+
+    class Clock:
+        @staticmethod
+        def perf_counter():
+            return now[0]
+
+    def fake_train_run(cfg, run_dir, stream, val_tokens, exec_cfg, on_progress):
+        calls.append(cfg.seed)
+        now[0] += 5.0 if len(calls) == 1 else 0.0  # the compile
+        for step in range(1, 31):
+            now[0] += 0.01
+            on_progress({"tokens_seen": step * 256})
+
+    monkeypatch.setattr(dryrun, "time", Clock)
+    monkeypatch.setattr(loop, "train_run", fake_train_run)
+    cfg = make_cfg(30 * 256)
+    out = dryrun.measure_throughput(cfg, ExecConfig(device="cpu", compile=True), budget_s=100)
+    assert calls == [0, 1]
+    assert out["compile_s"] == pytest.approx(5.0) and out["setup_s"] == pytest.approx(0.0)
+    assert out["tokens_per_second"] == pytest.approx(25_600)
+    eager = dryrun.measure_throughput(cfg, ExecConfig(device="cpu"), budget_s=100)
+    assert calls == [0, 1, 0] and eager["compile_s"] == 0.0
+
+
 def test_status_reports_every_state(tiny, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(tiny["dir"], copy)

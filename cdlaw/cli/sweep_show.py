@@ -77,7 +77,8 @@ def render_dry_run(plan) -> None:
     for c in plan.calibration:
         human.print(
             f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
-            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s",
+            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s"
+            + (f", compile {c['compile_s']:.1f}s once a shape" if c.get("compile_s") else ""),
             highlight=False,
         )
     human.print(
