@@ -12,13 +12,13 @@ another, AdamW's moments in two more: each layer is one batched matmul over the 
 (`torch.bmm`) instead of K small steps that each pay Python and dispatch overhead.
 Clipping and AdamW are torch's own kernels (`torch._foreach_norm`, `torch._fused_adamw_`)
 on each model's parameter tensors, views of its rows, so a packed model's numbers are a
-model alone's bit for bit (eagerly; a compiled `train_loss` rounds its own way). The forward is transformers'
-Olmo3ForCausalLM written out for stacked weights (cdlaw.train.model builds the models,
-so their shape, init and names are the real ones): embedding, per layer QK-normed
-attention with RoPE and reordered RMSNorms, SwiGLU, final norm, untied LM head, with the
-same operations in the same order and dtypes as transformers' (tests/test_packed.py
-checks its logits against the real model's). Rows are independent: a model whose
-weights turn NaN leaves the others' numbers untouched.
+model alone's bit for bit (eagerly; a compiled `train_loss` rounds its own way). The
+forward (`packed_forward`) is transformers' Olmo3ForCausalLM written out for stacked
+weights (cdlaw.train.model builds the models, so their shape, init and names are the real
+ones): embedding, per layer QK-normed attention with RoPE and reordered RMSNorms, SwiGLU,
+final norm, untied LM head, with the same operations in the same order and dtypes as
+transformers' (tests/test_packed.py checks its logits against the real model's). Rows are
+independent: a model whose weights turn NaN leaves the others' numbers untouched.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class PackedModels:
         """The objective to backpropagate for inputs x and targets y (K, rows, seq), and
         each model's summed cross-entropy (K,): Σ_k (ce_k + z_loss_k·z_k) / n_targets_k,
         each model's mean loss of its step, as a run alone's. Compiled when the pack was
-        built with compile=True (see `compiled_objective`)."""
+        built with compile=True (see `_COMPILE`)."""
         cos, sin = self._rope(x.shape[-1], x.device)
         if self.compile and _COMPILE["ok"]:
             for t in (x, y, z_loss, n_targets, *self.params.values()):
@@ -306,7 +306,7 @@ def objective(p, x, y, z_loss, n_targets, cos, sin, arch: Arch, amp):
 # `objective` through torch.compile, made once per process and shared by every pack: the
 # first step of each shape compiles it (~15–30 s on a CPU, a few seconds from inductor's
 # on-disk cache), and K is a dynamic dimension, so a pack that shrinks as runs leave, or the
-# next pack of that shape, reuses the graph. "ok" turns False where compiling fails (no C++
+# next pack of that shape, reuses the graph (a pack of one gets a graph of its own). "ok" turns False where compiling fails (no C++
 # compiler, say): packs then train eagerly, after one warning.
 _COMPILE: dict = {"ok": True, "fn": None}
 
