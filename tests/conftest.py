@@ -1,9 +1,14 @@
 """Shared fixtures: the tiny sweep that the sweep, fault and Ray tests train, and the one
 runs folder they share (so every sweep test reuses one tokenised-corpus cache)."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+# torch.compile's C++ builds in one process, not a pool as wide as the machine: tests run two
+# at a time (xdist) and some time steps, so a compile must not take the other core too.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 # 2 sizes × D = 2,048 × (r = 0 shared, r = 1 for each strategy): 6 runs of 8–16 steps,
 # checkpointing every 2 steps. `extra_grid` adds [grid] keys; `sizes` replaces the sizes.

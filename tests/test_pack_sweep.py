@@ -139,7 +139,9 @@ def test_the_dry_run_shows_the_packs_and_the_time_with_and_without_them(tmp_path
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["packs"] == {"20K": 4} and plan["pack_probes"] == []  # K given: not chosen
-    assert plan["wall_seconds"] < plan["wall_seconds_unpacked"]
+    # The estimate follows the gain measured now, whichever way a busy machine makes it go.
+    gain = plan["pack_gains"]["20K"]
+    assert gain > 0 and (plan["wall_seconds"] < plan["wall_seconds_unpacked"]) == (gain > 1)
     assert not (out / "dry").exists()
     line = pack_line({"20K": 4, "200K": 2}, {"20K": 3.14})
     assert line == "packs (most runs per pack): 20K ×4 (3.1× tokens/s measured), 200K ×2"

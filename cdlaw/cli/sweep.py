@@ -192,6 +192,7 @@ def sweep(
                     "wall_seconds_alone": plan.wall_seconds_alone,
                     "packs": plan.packs,
                     "pack_probes": plan.pack_probes,
+                    "pack_gains": plan.pack_gains,
                     "wall_seconds_unpacked": plan.wall_seconds_unpacked,
                 }
             )
