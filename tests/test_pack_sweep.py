@@ -139,9 +139,11 @@ def test_the_dry_run_shows_the_packs_and_the_time_with_and_without_them(tmp_path
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["packs"] == {"20K": 4} and plan["pack_probes"] == []  # K given: not chosen
-    # The estimate follows the gain measured now, whichever way a busy machine makes it go.
+    # The estimate divides each run's time by the gain measured now (whichever way a busy
+    # machine makes it go): with one job, packing saves serial × (gain − 1) seconds.
     gain = plan["pack_gains"]["20K"]
-    assert gain > 0 and (plan["wall_seconds"] < plan["wall_seconds_unpacked"]) == (gain > 1)
+    saved = plan["wall_seconds_unpacked"] - plan["wall_seconds"]
+    assert gain > 0 and saved == pytest.approx(plan["serial_seconds"] * (gain - 1), rel=1e-9)
     assert not (out / "dry").exists()
     line = pack_line({"20K": 4, "200K": 2}, {"20K": 3.14})
     assert line == "packs (most runs per pack): 20K ×4 (3.1× tokens/s measured), 200K ×2"

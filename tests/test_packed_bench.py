@@ -25,10 +25,14 @@ def bench():
     [(False, False), (True, False), pytest.param(True, True, marks=pytest.mark.slow)],
 )
 def test_the_pack_benchmark_runs_in_its_tiny_form(bench, capsys, gpu, compile):
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"]["unique_graphs"]
     flags = (["--gpu"] if gpu else []) + (["--compile"] if compile else [])
     bench.main(["--pack", "--tiny", "--threads", "1", "--steps", "2", *flags])
     table = capsys.readouterr().out.splitlines()
     assert ("packs compiled" in table[-3]) == compile
+    assert (counters["stats"]["unique_graphs"] > graphs) == compile  # compiled for real
     assert "K=1 tok/s" in table[-2] and "K=2 tok/s" in table[-2] and "flattens at" in table[-2]
     assert ("MFU best" in table[-2]) == gpu
     size, n_params, *numbers = table[-1].split()

@@ -120,7 +120,7 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
         "flops_per_token": run_facts(cfg)["flops_per_token"],
         "tokens_per_second": tps,
         "setup_s": setups[-1],
-        "compile_s": setups[0] - setups[-1],  # once per shape and process; 0 without compile
+        "compile_s": max(0.0, setups[0] - setups[-1]),  # once a shape and process
         "steps_timed": len(marks) - 1,
     }
 
@@ -236,18 +236,15 @@ def dry_run_sweep(
     if executor == "ray":
         notes.append("the estimate is for this machine; a Ray cluster spreads runs wider")
     calibration = []
+    pending = {row["run_id"] for row in todo}
+    pending_cfgs = [r for r in plan.runs if r.run_id in pending]
     if calibrate and todo:  # the smallest and the largest model still to train
         probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
-        pending = {row["run_id"] for row in todo}
-        by_cost = sorted(
-            (r for r in plan.runs if r.run_id in pending),
-            key=lambda r: run_facts(r)["flops_per_token"],
-        )
+        by_cost = sorted(pending_cfgs, key=lambda r: run_facts(r)["flops_per_token"])
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
     packs, pack_probes, gains, pack_gains = {}, [], {}, {}
     if calibrate and todo and pack != 1:
-        pending_cfgs = [r for r in plan.runs if r.run_id in pending]
         packing, probes = choose_packing(pending_cfgs, pack, probe_exec, n_jobs)
         if packing is not None:
             by_key = measure_gains(pending_cfgs, packing, probe_exec, probes)
@@ -276,11 +273,11 @@ def dry_run_sweep(
         else 0.0
     )
     if calibration and exec_cfg.compile:
-        n_shapes = len({r.model for r in plan.runs if r.run_id in pending})
+        n_shapes = len({cfg.model for cfg in pending_cfgs})
         startup += n_shapes * max(c.get("compile_s", 0.0) for c in calibration)
     order = sorted(todo, key=lambda r: -forest.critical[r["run_id"]]) if n_jobs > 1 else todo
     alone = sorted(todo, key=lambda r: -r["est_seconds_alone"]) if n_jobs > 1 else todo
-    pending_forks = {b: f for b, f in forest.forks.items() if b in {r["run_id"] for r in todo}}
+    pending_forks = {b: f for b, f in forest.forks.items() if b in pending}
     wall = forest_makespan(order, pending_forks, n_jobs) + startup if todo else 0.0
     wall_unpacked = wall
     if gains:  # every run sped up by its full pack's measured gain

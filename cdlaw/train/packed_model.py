@@ -89,6 +89,8 @@ class PackedModels:
             b = a + _numel(self.shapes[n])
             view = self.param[:, a:b].view(K, *self.shapes[n]).requires_grad_()
             view.grad = self.grad[:, a:b].view(K, *self.shapes[n])
+            if self.compile:  # K is the compiled step's one dynamic dimension: one graph, any K
+                torch._dynamo.maybe_mark_dynamic(view, 0)
             self.params[n] = view
             self.grads_of[n] = view.grad
             self.exp_avg_views[n] = self.exp_avg[:, a:b].view(K, *self.shapes[n])
@@ -170,8 +172,8 @@ class PackedModels:
         built with compile=True (see `_COMPILE`)."""
         cos, sin = self._rope(x.shape[-1], x.device)
         if self.compile and _COMPILE["ok"]:
-            for t in (x, y, z_loss, n_targets, *self.params.values()):
-                torch._dynamo.maybe_mark_dynamic(t, 0)  # one graph for every K
+            for t in (x, y, z_loss, n_targets):  # the weights' K was marked in _views
+                torch._dynamo.maybe_mark_dynamic(t, 0)
             try:
                 # Only K varies: other dims never turn dynamic (that slows every kernel), and a
                 # sweep's shapes each keep their own graph (the default limit is 8).
