@@ -1,0 +1,135 @@
+"""How well could any set of runs costing F FLOPs know the plan's loss? A lower bound.
+
+Near the true law θ, a fit's prediction at the plan moves linearly with its parameters,
+and a least-squares fit of runs x_1…x_n, each observed with log-noise σ, knows it with
+
+    Var(log L̂(plan)) ≈ σ² · gᵀ (Σ_j J_j J_jᵀ)⁻¹ g,   J_j = ∂ log L(x_j)/∂θ,  g = ∂ log L(plan)/∂θ
+
+(the delta method; Cramér–Rao for Gaussian noise). Choosing the runs that make it small
+within a FLOP budget is c-optimal design (Elfving 1952; Pukelsheim, *Optimal Design of
+Experiments*, 1993, ch. 2). Let each candidate enter with a weight 0 ≤ w_j ≤ 1 instead of
+0 or 1: the problem becomes convex (the matrix-fractional function gᵀM(w)⁻¹g is convex in
+w), Frank–Wolfe solves it with a fractional knapsack at each step, and its duality gap
+certifies how far the relaxed optimum can lie below the last iterate. No 0/1 design
+within the budget, however chosen, has a smaller linearised variance than that certified
+bound: it is what an experimenter who knew the true law could reach, at best, with those
+candidates. (Replicates are not a way around it where each cell's noise is shared by its
+seeds, as in `cdlaw sweep --executor simulate`.)
+
+Pure numpy. Used by benchmarks/bound_next.py to say what `cdlaw sweep --adaptive` could
+have reached at 3% of a grid's FLOPs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdlaw.law import Law
+
+Cell = tuple[float, float, float, str]  # (N, D, D′, strategy)
+REL_STEP = 1e-5  # central differences: step 1e-5·|θ_i| (1e-5 near 0)
+
+
+def parameter_names(law: Law) -> list[tuple[str, str]]:
+    """("", name) for each shared parameter, (strategy, name) for each strategy's."""
+    return [("", k) for k in law.params] + [(s, k) for s, p in law.strategies.items() for k in p]
+
+
+def _shifted(law: Law, name: tuple[str, str], delta: float) -> Law:
+    group, key = name
+    params = dict(law.params)
+    strategies = {s: dict(p) for s, p in law.strategies.items()}
+    target = params if group == "" else strategies[group]
+    target[key] += delta
+    return Law(law.form, params=params, strategies=strategies, source=law.source)
+
+
+def _log_losses(law: Law, cells: list[Cell]) -> np.ndarray:
+    return np.array(
+        [math.log(float(law.loss(n, d, dp, s if dp > 0 else "none"))) for n, d, dp, s in cells]
+    )
+
+
+def log_loss_jacobian(law: Law, cells: list[Cell]) -> np.ndarray:
+    """∂ log L(cell)/∂θ for every cell (rows) and parameter of parameter_names (columns),
+    by central differences. Parameterisation does not change the bound: it is invariant
+    under any smooth one-to-one change of θ."""
+    names = parameter_names(law)
+    out = np.empty((len(cells), len(names)))
+    for i, name in enumerate(names):
+        value = law.params[name[1]] if name[0] == "" else law.strategies[name[0]][name[1]]
+        h = REL_STEP * max(abs(float(value)), 1.0)
+        up = _log_losses(_shifted(law, name, h), cells)
+        down = _log_losses(_shifted(law, name, -h), cells)
+        out[:, i] = (up - down) / (2 * h)
+    return out
+
+
+def design_variance(jac: np.ndarray, g: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """gᵀ (Σ_j w_j J_j J_jᵀ)⁺ g: the plan's log-loss variance in units of σ². inf where g
+    leans on a direction the runs leave unmeasured (it is not estimable from them)."""
+    w = np.ones(len(jac)) if weights is None else np.asarray(weights, dtype=float)
+    values, vectors = np.linalg.eigh((jac * w[:, None]).T @ jac)
+    seen = values > 1e-10 * max(float(values.max()), 1e-300)
+    proj = vectors.T @ g
+    if np.any(np.abs(proj[~seen]) > 1e-8 * max(float(np.linalg.norm(g)), 1e-300)):
+        return math.inf
+    return float(np.sum(proj[seen] ** 2 / values[seen]))
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The relaxed c-optimal design within a budget, in units of σ (multiply by the noise)."""
+
+    sd: float  # sqrt of the variance of the last relaxed design (an upper bound on the optimum)
+    lower_sd: float  # certified: no design within the budget has a smaller sd
+    weights: np.ndarray  # the relaxed design, one weight per candidate
+    iterations: int
+
+
+def _knapsack(score: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
+    """argmax Σ score·w over 0 ≤ w ≤ 1, cost·w ≤ budget: best score per FLOP first."""
+    w = np.zeros(len(score))
+    left = budget
+    for j in np.argsort(-score / cost, kind="stable"):
+        if score[j] <= 0 or left <= 0:
+            break
+        w[j] = min(1.0, left / cost[j])
+        left -= w[j] * cost[j]
+    return w
+
+
+def c_optimal_bound(
+    jac: np.ndarray,
+    g: np.ndarray,
+    cost: np.ndarray,
+    budget: float,
+    iterations: int = 3000,
+    start: np.ndarray | None = None,
+) -> Bound:
+    """Frank–Wolfe on min gᵀM(w)⁻¹g, 0 ≤ w ≤ 1, cost·w ≤ budget (module doc).
+
+    The gradient of the variance in w_j is −(J_jᵀM⁻¹g)², so each step moves toward the
+    fractional knapsack that maximises Σ w_j (J_jᵀM⁻¹g)². The start must make M
+    invertible (default: every candidate at the weight the budget allows uniformly)."""
+    cost = np.asarray(cost, dtype=float)
+    if start is None:
+        w = np.full(len(cost), min(1.0, budget / cost.sum()))
+    else:
+        w = np.asarray(start, dtype=float).copy()
+    var, u = math.inf, np.zeros(len(cost))
+    k = 0
+    for k in range(iterations):
+        m = (jac * w[:, None]).T @ jac
+        mg = np.linalg.solve(m, g)
+        var, u = float(g @ mg), jac @ mg
+        w = w + 2.0 / (k + 3) * (_knapsack(u**2, cost, budget) - w)
+    m = (jac * w[:, None]).T @ jac
+    mg = np.linalg.solve(m, g)
+    var, u = float(g @ mg), jac @ mg
+    # convexity: f(w*) ≥ f(w) + ∇f(w)·(s − w) for the minimiser s of the linearisation
+    gap = float((u**2) @ (_knapsack(u**2, cost, budget) - w))
+    return Bound(math.sqrt(var), math.sqrt(max(var - gap, 0.0)), w, k + 1)
