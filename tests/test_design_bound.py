@@ -64,3 +64,17 @@ def test_an_unmeasured_direction_has_infinite_variance():
     jac = np.array([[1.0, 0.0], [2.0, 0.0]])
     assert design_variance(jac, np.array([0.0, 1.0])) == math.inf
     assert design_variance(jac, np.array([1.0, 0.0])) == pytest.approx(0.2)
+
+
+def test_a_parameter_on_a_tiny_scale_still_counts():
+    # the CD paper's paraphrase K is 4.7e11, so ∂ log L/∂K is ~1e-12: the same design with
+    # that column (and g's entry) scaled must give the same variance, not drop the direction
+    rng = np.random.default_rng(0)
+    jac, g = rng.normal(size=(20, 4)), rng.normal(size=4)
+    tiny = np.array([1.0, 1.0, 1.0, 1e-12])
+    # θ₄ = 1e12·θ₄′: ∂/∂θ₄ = 1e-12·∂/∂θ₄′, for the runs and the plan alike
+    assert design_variance(jac * tiny, g * tiny) == pytest.approx(design_variance(jac, g), rel=1e-9)
+    cost = rng.uniform(1, 2, size=20)
+    a = c_optimal_bound(jac * tiny, g * tiny, cost, budget=8.0, iterations=300)
+    b = c_optimal_bound(jac, g, cost, budget=8.0, iterations=300)
+    assert a.sd == pytest.approx(b.sd, rel=1e-6)

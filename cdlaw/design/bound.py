@@ -68,14 +68,24 @@ def log_loss_jacobian(law: Law, cells: list[Cell]) -> np.ndarray:
     return out
 
 
+def _column_scale(jac: np.ndarray) -> np.ndarray:
+    """1/‖column‖ (1 for a zero column). Parameters live on wildly different scales (the
+    CD paper's paraphrase K is 4.7e11, so ∂/∂K is ~1e-12): rescaling the columns leaves
+    gᵀM⁻¹g unchanged and keeps M's eigenvalues comparable."""
+    norms = np.linalg.norm(jac, axis=0)
+    return np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 1.0)
+
+
 def design_variance(jac: np.ndarray, g: np.ndarray, weights: np.ndarray | None = None) -> float:
     """gᵀ (Σ_j w_j J_j J_jᵀ)⁺ g: the plan's log-loss variance in units of σ². inf where g
     leans on a direction the runs leave unmeasured (it is not estimable from them)."""
     w = np.ones(len(jac)) if weights is None else np.asarray(weights, dtype=float)
-    values, vectors = np.linalg.eigh((jac * w[:, None]).T @ jac)
-    seen = values > 1e-10 * max(float(values.max()), 1e-300)
-    proj = vectors.T @ g
-    if np.any(np.abs(proj[~seen]) > 1e-8 * max(float(np.linalg.norm(g)), 1e-300)):
+    scale = _column_scale(jac)
+    js, gs = jac * scale, g * scale
+    values, vectors = np.linalg.eigh((js * w[:, None]).T @ js)
+    seen = values > 1e-12 * max(float(values.max()), 1e-300)
+    proj = vectors.T @ gs
+    if np.any(np.abs(proj[~seen]) > 1e-8 * max(float(np.linalg.norm(gs)), 1e-300)):
         return math.inf
     return float(np.sum(proj[seen] ** 2 / values[seen]))
 
@@ -116,6 +126,8 @@ def c_optimal_bound(
     fractional knapsack that maximises Σ w_j (J_jᵀM⁻¹g)². The start must make M
     invertible (default: every candidate at the weight the budget allows uniformly)."""
     cost = np.asarray(cost, dtype=float)
+    scale = _column_scale(jac)  # the same variance, better conditioned
+    jac, g = jac * scale, g * scale
     if start is None:
         w = np.full(len(cost), min(1.0, budget / cost.sum()))
     else:
