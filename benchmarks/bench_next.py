@@ -47,6 +47,7 @@ NOISE = 0.02
 SHARE = 0.03  # of the grid's FLOPs
 BUDGETS = [(1e21, 5e9), (1e20, 2e9)]
 STARTS, BOOTSTRAP, ROUNDS = 256, 50, 4
+ROUND_RUNS = 128  # at most per round: enough that FLOPs, not a run count, end a round
 
 
 def truths() -> dict[str, Law]:
@@ -64,8 +65,10 @@ def truths() -> dict[str, Law]:
     return {"qin2026": q, "qin2026-overfit": over}
 
 
-def judged(method: str, truth: Law, table: pd.DataFrame, form: str, budget, seed: int) -> dict:
-    fit = fit_law(table, form, n_starts=STARTS, bootstrap=BOOTSTRAP, seed=seed)
+def judged(method: str, truth: Law, table: pd.DataFrame, form: str, budget, seed: int,
+           fit=None) -> dict:  # fmt: skip
+    """`method`'s plan for `budget` from its runs, against the truth; `fit` if done already."""
+    fit = fit or fit_law(table, form, n_starts=STARTS, bootstrap=BOOTSTRAP, seed=seed)
     draws, _ = fit.bootstrap_laws()
     p = plan(PlanningLaw(method, fit.law, fit.data_range, tuple(draws)), *budget)
     s = p.strategy if p.strategy != "none" else "repetition"
@@ -100,14 +103,15 @@ def one(task) -> list[dict]:
     sim = Simulation(truth, truth_name, noise=NOISE, noise_seed=seed)
     grid = pd.DataFrame([simulated_result(sim, r) for r in load_sweep(GRID).runs(VOCAB)])
     out = []
+    grid_fit = fit_law(grid, form, n_starts=STARTS, bootstrap=BOOTSTRAP, seed=seed)  # both budgets
     for budget in budgets:
         base = {"truth": truth_name, "seed": seed, "budget": budget[0], "unique": budget[1]}
-        out.append({**base, **judged("grid", truth, grid, form, budget, seed)})
+        out.append({**base, **judged("grid", truth, grid, form, budget, seed, grid_fit)})
         tmp = Path(tempfile.mkdtemp(prefix="bench-next-"))
         try:
             t = time.time()
             res = run_adaptive(SEED, tmp, *budget, until=0.02, max_flops=SHARE * grid["flops"].sum(),
-                               round_runs=32, max_rounds=ROUNDS, law=form, grid_path=GRID, bootstrap=BOOTSTRAP,
+                               round_runs=ROUND_RUNS, max_rounds=ROUNDS, law=form, grid_path=GRID, bootstrap=BOOTSTRAP,
                                n_starts=STARTS, seed=seed, executor="simulate", simulation=sim)  # fmt: skip
             from cdlaw.fit.table import load_runs
 
