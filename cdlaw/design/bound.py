@@ -112,6 +112,12 @@ def _knapsack(score: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
     return w
 
 
+def _variance_and_gradient(jac: np.ndarray, g: np.ndarray, w: np.ndarray):
+    """gᵀM(w)⁻¹g and u = J·M(w)⁻¹g (the variance's gradient in w is −u²)."""
+    mg = np.linalg.solve((jac * w[:, None]).T @ jac, g)
+    return float(g @ mg), jac @ mg
+
+
 def c_optimal_bound(
     jac: np.ndarray,
     g: np.ndarray,
@@ -132,16 +138,10 @@ def c_optimal_bound(
         w = np.full(len(cost), min(1.0, budget / cost.sum()))
     else:
         w = np.asarray(start, dtype=float).copy()
-    var, u = math.inf, np.zeros(len(cost))
-    k = 0
     for k in range(iterations):
-        m = (jac * w[:, None]).T @ jac
-        mg = np.linalg.solve(m, g)
-        var, u = float(g @ mg), jac @ mg
+        _, u = _variance_and_gradient(jac, g, w)
         w = w + 2.0 / (k + 3) * (_knapsack(u**2, cost, budget) - w)
-    m = (jac * w[:, None]).T @ jac
-    mg = np.linalg.solve(m, g)
-    var, u = float(g @ mg), jac @ mg
+    var, u = _variance_and_gradient(jac, g, w)
     # convexity: f(w*) ≥ f(w) + ∇f(w)·(s − w) for the minimiser s of the linearisation
     gap = float((u**2) @ (_knapsack(u**2, cost, budget) - w))
-    return Bound(math.sqrt(var), math.sqrt(max(var - gap, 0.0)), w, k + 1)
+    return Bound(math.sqrt(var), math.sqrt(max(var - gap, 0.0)), w, iterations)
