@@ -68,7 +68,8 @@ def truths() -> dict[str, Law]:
 def judged(method: str, truth: Law, table: pd.DataFrame, form: str, budget, seed: int,
            fit=None) -> dict:  # fmt: skip
     """`method`'s plan for `budget` from its runs, against the truth; `fit` if done already."""
-    fit = fit or fit_law(table, form, n_starts=STARTS, bootstrap=BOOTSTRAP, seed=seed)
+    if fit is None:
+        fit = fit_law(table, form, n_starts=STARTS, bootstrap=BOOTSTRAP, seed=seed)
     draws, _ = fit.bootstrap_laws()
     p = plan(PlanningLaw(method, fit.law, fit.data_range, tuple(draws)), *budget)
     s = p.strategy if p.strategy != "none" else "repetition"

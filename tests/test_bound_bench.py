@@ -1,5 +1,6 @@
 """benchmarks/bound_next.py in a short form, so the benchmark cannot rot: it prints one
-line per truth and budget, and a bound below the whole grid's sd only where it can be."""
+line per truth and budget, and with the whole grid's FLOPs to spend its certified floor is
+no higher than the grid's own sd (the grid is one of the designs it bounds)."""
 
 from __future__ import annotations
 

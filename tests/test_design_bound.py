@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from cdlaw.design.bound import c_optimal_bound, design_variance, log_loss_jacobian
-from cdlaw.law import PRESETS
+from cdlaw.fit.vector import fit_vector_names
+from cdlaw.law import PRESETS, Law
 
 
 def test_relaxed_design_has_the_closed_form_optimum():
@@ -21,6 +22,9 @@ def test_relaxed_design_has_the_closed_form_optimum():
     assert b.sd == pytest.approx(math.sqrt(4.5), rel=2e-3)
     assert b.lower_sd == pytest.approx(math.sqrt(4.5), rel=2e-3)
     assert b.weights == pytest.approx([2 / 3, 1 / 3], abs=0.02)
+    # stopped early, the design is worse than the optimum, yet the certified floor is not above it
+    rough = c_optimal_bound(jac, g, np.array([1.0, 4.0]), budget=2.0, iterations=1)
+    assert rough.lower_sd <= math.sqrt(4.5) < rough.sd
 
 
 def test_no_design_within_the_budget_beats_the_certified_bound():
@@ -48,16 +52,29 @@ def test_jacobian_of_log_loss_is_the_laws_derivative():
     n, d = 1e8, 2e9
     cells = [(n, d, 0.0, "none"), (n, d, 4 * d, "repetition")]
     jac = log_loss_jacobian(law, cells)
-    names = [k for k in law.params] + [f"{s}.{k}" for s, p in law.strategies.items() for k in p]
-    col = {name: i for i, name in enumerate(names)}
+    col = {name: i for i, name in enumerate(fit_vector_names(law.form, list(law.strategies)))}
     loss = float(law.loss(n, d))
     data_term = law.B / d**law.beta
-    assert jac[0, col["E"]] == pytest.approx(1 / loss, rel=1e-6)
+    # the fit's coordinates: log E (so ∂ log L/∂ log E = E/L), β as it is
+    assert jac[0, col["E"]] == pytest.approx(law.E / loss, rel=1e-6)
     assert jac[0, col["beta"]] == pytest.approx(-math.log(d) * data_term / loss, rel=1e-6)
     # a run without derived tokens tells nothing about R*; a repetition run nothing of paraphrase's
     assert np.all(jac[0, 5:] == 0)
     assert jac[1, col["repetition.K"]] != 0
     assert np.all(jac[1, [col[f"paraphrase.{k}"] for k in ("K", "rho", "sigma")]] == 0)
+
+
+def test_a_tied_parameter_is_one_column():
+    # muennighoff's R*_N is one value for every strategy, as the fit has it: a column each
+    # strategy would add a freedom no fit has, and lower the bound for nothing
+    m = PRESETS["muennighoff2023"]
+    rep = m.strategies["repetition"]
+    law = Law(m.form, params=m.params, strategies={"repetition": rep, "paraphrase": dict(rep)})
+    cells = [(1e9, 1e8, 4e8, "repetition"), (1e9, 1e8, 4e8, "paraphrase")]  # excess N: R*_N acts
+    jac = log_loss_jacobian(law, cells)
+    names = fit_vector_names(law.form, list(law.strategies))
+    assert jac.shape == (2, len(names)) and names.count("rstar_n") == 1
+    assert np.all(jac[:, names.index("rstar_n")] != 0)
 
 
 def test_an_unmeasured_direction_has_infinite_variance():

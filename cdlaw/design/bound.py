@@ -27,62 +27,52 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cdlaw.design.targets import candidate_log_losses
+from cdlaw.fit.vector import fit_vector_to_public, law_from_public_vector, law_to_fit_vector
 from cdlaw.law import Law
 
 Cell = tuple[float, float, float, str]  # (N, D, D′, strategy)
 REL_STEP = 1e-5  # central differences: step 1e-5·|θ_i| (1e-5 near 0)
 
 
-def parameter_names(law: Law) -> list[tuple[str, str]]:
-    """("", name) for each shared parameter, (strategy, name) for each strategy's."""
-    return [("", k) for k in law.params] + [(s, k) for s, p in law.strategies.items() for k in p]
-
-
-def _shifted(law: Law, name: tuple[str, str], delta: float) -> Law:
-    group, key = name
-    params = dict(law.params)
-    strategies = {s: dict(p) for s, p in law.strategies.items()}
-    target = params if group == "" else strategies[group]
-    target[key] += delta
-    return Law(law.form, params=params, strategies=strategies, source=law.source)
-
-
-def _log_losses(law: Law, cells: list[Cell]) -> np.ndarray:
-    return np.array(
-        [math.log(float(law.loss(n, d, dp, s if dp > 0 else "none"))) for n, d, dp, s in cells]
-    )
-
-
 def log_loss_jacobian(law: Law, cells: list[Cell]) -> np.ndarray:
-    """∂ log L(cell)/∂θ for every cell (rows) and parameter of parameter_names (columns),
-    by central differences. Parameterisation does not change the bound: it is invariant
-    under any smooth one-to-one change of θ."""
-    names = parameter_names(law)
-    out = np.empty((len(cells), len(names)))
-    for i, name in enumerate(names):
-        value = law.params[name[1]] if name[0] == "" else law.strategies[name[0]][name[1]]
-        h = REL_STEP * max(abs(float(value)), 1.0)
-        up = _log_losses(_shifted(law, name, h), cells)
-        down = _log_losses(_shifted(law, name, -h), cells)
-        out[:, i] = (up - down) / (2 * h)
+    """∂ log L(cell)/∂θ for every cell (rows) and entry of the law's fit vector (columns,
+    in fit_vector_names order: log E, log A, …, a tied parameter once), by central
+    differences. The fit's own parameters, so the bound counts the freedom a fit has; and
+    the variance is the same in any smooth one-to-one parameterisation."""
+    strategies = list(law.strategies)
+    theta = law_to_fit_vector(law, strategies)
+
+    def log_losses(t: np.ndarray) -> np.ndarray:
+        public = fit_vector_to_public(law.form_decl, strategies, t)
+        return candidate_log_losses(
+            law_from_public_vector(law.form_decl, strategies, public), cells
+        )
+
+    out = np.empty((len(cells), len(theta)))
+    for i in range(len(theta)):
+        h = REL_STEP * max(abs(float(theta[i])), 1.0)
+        step = np.zeros(len(theta))
+        step[i] = h
+        out[:, i] = (log_losses(theta + step) - log_losses(theta - step)) / (2 * h)
     return out
 
 
 def _column_scale(jac: np.ndarray) -> np.ndarray:
     """1/‖column‖ (1 for a zero column). Parameters live on wildly different scales (the
-    CD paper's paraphrase K is 4.7e11, so ∂/∂K is ~1e-12): rescaling the columns leaves
+    CD paper's paraphrase K is 4.7e11, so ∂/∂K is ~1e-12 for a caller that differentiates
+    in K rather than log K): rescaling the columns leaves
     gᵀM⁻¹g unchanged and keeps M's eigenvalues comparable."""
     norms = np.linalg.norm(jac, axis=0)
     return np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 1.0)
 
 
-def design_variance(jac: np.ndarray, g: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """gᵀ (Σ_j w_j J_j J_jᵀ)⁺ g: the plan's log-loss variance in units of σ². inf where g
+def design_variance(jac: np.ndarray, g: np.ndarray) -> float:
+    """gᵀ (Σ_j J_j J_jᵀ)⁺ g: the plan's log-loss variance in units of σ². inf where g
     leans on a direction the runs leave unmeasured (it is not estimable from them)."""
-    w = np.ones(len(jac)) if weights is None else np.asarray(weights, dtype=float)
     scale = _column_scale(jac)
     js, gs = jac * scale, g * scale
-    values, vectors = np.linalg.eigh((js * w[:, None]).T @ js)
+    values, vectors = np.linalg.eigh(js.T @ js)
     seen = values > 1e-12 * max(float(values.max()), 1e-300)
     proj = vectors.T @ gs
     if np.any(np.abs(proj[~seen]) > 1e-8 * max(float(np.linalg.norm(gs)), 1e-300)):
@@ -97,7 +87,6 @@ class Bound:
     sd: float  # sqrt of the variance of the last relaxed design (an upper bound on the optimum)
     lower_sd: float  # certified: no design within the budget has a smaller sd
     weights: np.ndarray  # the relaxed design, one weight per candidate
-    iterations: int
 
 
 def _knapsack(score: np.ndarray, cost: np.ndarray, budget: float) -> np.ndarray:
@@ -124,24 +113,21 @@ def c_optimal_bound(
     cost: np.ndarray,
     budget: float,
     iterations: int = 3000,
-    start: np.ndarray | None = None,
 ) -> Bound:
     """Frank–Wolfe on min gᵀM(w)⁻¹g, 0 ≤ w ≤ 1, cost·w ≤ budget (module doc).
 
     The gradient of the variance in w_j is −(J_jᵀM⁻¹g)², so each step moves toward the
-    fractional knapsack that maximises Σ w_j (J_jᵀM⁻¹g)². The start must make M
-    invertible (default: every candidate at the weight the budget allows uniformly)."""
+    fractional knapsack that maximises Σ w_j (J_jᵀM⁻¹g)². It starts from every candidate
+    at the weight the budget allows uniformly, so the candidates must measure every
+    parameter."""
     cost = np.asarray(cost, dtype=float)
     scale = _column_scale(jac)  # the same variance, better conditioned
     jac, g = jac * scale, g * scale
-    if start is None:
-        w = np.full(len(cost), min(1.0, budget / cost.sum()))
-    else:
-        w = np.asarray(start, dtype=float).copy()
+    w = np.full(len(cost), min(1.0, budget / cost.sum()))
     for k in range(iterations):
         _, u = _variance_and_gradient(jac, g, w)
         w = w + 2.0 / (k + 3) * (_knapsack(u**2, cost, budget) - w)
     var, u = _variance_and_gradient(jac, g, w)
     # convexity: f(w*) ≥ f(w) + ∇f(w)·(s − w) for the minimiser s of the linearisation
     gap = float((u**2) @ (_knapsack(u**2, cost, budget) - w))
-    return Bound(math.sqrt(var), math.sqrt(max(var - gap, 0.0)), w, iterations)
+    return Bound(math.sqrt(var), math.sqrt(max(var - gap, 0.0)), w)

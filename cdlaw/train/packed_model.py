@@ -308,8 +308,9 @@ def objective(p, x, y, z_loss, n_targets, cos, sin, arch: Arch, amp):
 # `objective` through torch.compile, made once per process and shared by every pack: the
 # first step of each shape compiles it (~15–30 s on a CPU, a few seconds from inductor's
 # on-disk cache), and K is a dynamic dimension, so a pack that shrinks as runs leave, or the
-# next pack of that shape, reuses the graph (a pack of one gets a graph of its own). "ok" turns False where compiling fails (no C++
-# compiler, say): packs then train eagerly, after one warning.
+# next pack of that shape, reuses the graph (a pack of one gets a graph of its own). "ok"
+# turns False where compiling fails (no C++ compiler, say): packs then train eagerly, after
+# one warning.
 _COMPILE: dict = {"ok": True, "fn": None}
 
 
