@@ -13,7 +13,7 @@ comma      := ,
 # One stamp per set of extras, so `make test EXTRAS=dev,ray` installs ray even after a plain setup.
 STAMP      := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-fast demo bench lint typecheck format clean
+.PHONY: setup test test-all test-fast demo bench lint typecheck format clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,10 @@ TEST_WORKERS ?= 2
 
 test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+
+# Every optional extra installed (Ray, the trackers), so no test skips for a missing package.
+test-all:
+	$(MAKE) test EXTRAS=dev,ray,trackers
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"

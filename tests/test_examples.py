@@ -74,7 +74,13 @@ def test_extraction_script_rebuilds_the_table_and_matches_their_printout(tmp_pat
 
 
 # What a command writes next to a table it reads (docs/files.md), so a later line may name it.
-OUTPUT_SUFFIXES = (".fit.json", ".fit_rows.parquet", ".compare.json", ".compare_rows.parquet")
+OUTPUT_SUFFIXES = (
+    ".fit.json",
+    ".fit_rows.parquet",
+    ".compare.json",
+    ".compare_rows.parquet",
+    ".report.html",
+)
 EXAMPLE_PATH = re.compile(r"examples/[\w.\-/]*\w")
 
 

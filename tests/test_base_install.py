@@ -1,0 +1,72 @@
+"""The base install (`pip install .`, no [train] extra): its dependencies bring no torch, and
+fit, plan and plot run in an interpreter where torch, transformers, datasets, tokenizers
+and safetensors cannot be imported, while `cdlaw sweep` names the extra it needs (exit 2)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "datasets", "tokenizers", "safetensors")
+
+
+def cdlaw_without_train(*args, cwd=ROOT) -> subprocess.CompletedProcess:
+    """`cdlaw ARGS` in a subprocess where every [train] package is hidden (not installed)."""
+    hide = "; ".join(f"sys.modules[{m!r}] = None" for m in HEAVY)
+    argv = ["cdlaw", *map(str, args)]
+    code = f"import sys; {hide}; sys.argv = {argv!r}; from cdlaw.cli import main; main()"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "1000", "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_the_base_dependencies_bring_no_training_package():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [
+        dep.split(";")[0].split(">")[0].split("=")[0].split("<")[0].strip().lower()
+        for dep in project["dependencies"]
+    ]
+    assert not set(names) & set(HEAVY), names
+    assert {"torch", "transformers"} <= {
+        d.split(">")[0].split("=")[0].strip() for d in project["optional-dependencies"]["train"]
+    }
+
+
+def test_fit_plan_and_plot_run_without_torch_and_sweep_names_its_extra(tmp_path):
+    fit = tmp_path / "fit.json"
+    proc = cdlaw_without_train(
+        "fit",
+        ROOT / "examples/demo-runs.csv",
+        "--select",
+        "mean",
+        "--starts",
+        "256",
+        "--out",
+        fit,
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = cdlaw_without_train(
+        "plan", "--law", fit, "--budget-flops", "2e12", "--unique-tokens", "96K", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["n_params"] > 0
+    proc = cdlaw_without_train("plot", fit, "--kind", "rstar", "--out", tmp_path / "figures")
+    assert proc.returncode == 0, proc.stderr
+    assert list((tmp_path / "figures").glob("*.png"))
+
+    out = tmp_path / "runs"
+    proc = cdlaw_without_train("sweep", ROOT / "sweeps/smoke.toml", "--out", out)
+    assert proc.returncode == 2, proc.stderr
+    assert "[train]" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
