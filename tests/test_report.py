@@ -49,7 +49,7 @@ def page(report, runs):
 
 
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (CI installs it: apt-get install chromium)"
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
 )
 
 

@@ -116,7 +116,7 @@ def test_answer_leads_and_the_toml_comes_last(page, report):
 
 
 needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (CI installs it: apt-get install chromium)"
+    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"
 )
 
 FIRST_SCREEN = """(() => {

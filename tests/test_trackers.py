@@ -3,9 +3,9 @@ the tracker's own reader, hold the run's config, every metrics.parquet row on th
 axis, and the result; metrics.parquet names its run; a log gets plain progress lines; a
 missing tracker package is bad input before anything runs; a resumed run logs no step twice.
 
-One tiny run (8 steps) trains once with every tracker that is installed (CI installs all
-three: `make test-all`), and once more stopped at step 5 and resumed;
-a tracker that is not installed skips."""
+One tiny run (8 steps) trains once with every tracker that is installed (`make test-all`
+installs all three), and once more stopped at step 5 and resumed; a tracker that is not
+installed skips."""
 
 import importlib.util
 import json
