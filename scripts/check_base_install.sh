@@ -24,7 +24,11 @@ set +e
 "$bin/cdlaw" sweep sweeps/smoke.toml --out "$tmp/runs" 2> "$tmp/sweep.err"
 rc=$?
 set -e
-if [ "$rc" -ne 2 ] || ! grep -q "cdlaw\[train\]" "$tmp/sweep.err"; then
-  echo "base install: cdlaw sweep should exit 2 naming cdlaw[train]; it exited $rc:"; cat "$tmp/sweep.err"; exit 1
+# The advice: the train extra, installed from the clone with the Makefile's CPU torch pinned.
+torch_spec=$(sed -n 's/^TORCH_SPEC *?= *//p' Makefile)
+advice="pip install -e '.[train]' $torch_spec --extra-index-url https://download.pytorch.org/whl/cpu"
+if [ "$rc" -ne 2 ] || ! grep -qF "the train extra" "$tmp/sweep.err" || ! grep -qF "$advice" "$tmp/sweep.err"; then
+  echo "base install: cdlaw sweep should exit 2 naming the train extra and \`$advice\`; it exited $rc:"
+  cat "$tmp/sweep.err"; exit 1
 fi
 echo "base install: fit, plan and plot without torch; sweep names the [train] extra"
