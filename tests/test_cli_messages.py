@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cdlaw.extras import install_advice
+from cdlaw.extras import DATASETS_SPEC, install_advice
 from cdlaw.sweep.spec import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,3 +93,14 @@ def test_install_advice_is_a_command_the_clone_runs():
         else:
             assert pips[0][4:] == [] and "torch" not in advice, advice
 
+
+def test_the_endpoint_backend_asks_only_for_the_corpus_reader(tmp_path):
+    """`paraphrase --endpoint` without datasets: the one package, as the train extra pins
+    it, and no torch."""
+    hide = "import sys; sys.modules['datasets'] = None; "
+    args = ["paraphrase", "c.jsonl", "--endpoint", "http://127.0.0.1:9/v1", "--model", "m"]
+    r = run(hide + CLI, *args, "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"pip install '{DATASETS_SPEC}'" in r.stderr and "torch==" not in r.stderr
+    train = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert DATASETS_SPEC in train["train"] and not (tmp_path / "out").exists()

@@ -116,6 +116,20 @@ def require_train_extra(command: str) -> None:
         )
 
 
+def require_corpus_reader(command: str) -> None:
+    """Raise BadInput when `datasets`, which reads every corpus (cdlaw.data.sources), is
+    missing: a command that reads a corpus but trains nothing needs only that package."""
+    import importlib.util
+
+    from cdlaw.extras import DATASETS_SPEC
+
+    if importlib.util.find_spec("datasets") is None:
+        raise BadInput(
+            f"`cdlaw {command}` reads CORPUS with the datasets package, which this install "
+            f"lacks: run `pip install '{DATASETS_SPEC}'` (it needs no torch)."
+        )
+
+
 def require_ray_extra() -> None:
     """Raise BadInput naming the extra when `--executor ray` cannot import Ray."""
     from cdlaw.extras import install_advice
