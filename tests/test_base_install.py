@@ -3,6 +3,7 @@ fit, plan and plot run in an interpreter where torch, transformers, datasets, to
 and safetensors cannot be imported, while `cdlaw sweep` names the extra it needs (exit 2)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,5 +69,11 @@ def test_fit_plan_and_plot_run_without_torch_and_sweep_names_its_extra(tmp_path)
     out = tmp_path / "runs"
     proc = cdlaw_without_train("sweep", ROOT / "sweeps/smoke.toml", "--out", out)
     assert proc.returncode == 2, proc.stderr
-    assert "[train]" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    # The advice: the train extra from the clone, with the Makefile's CPU torch pinned.
+    torch = re.search(r"^TORCH_SPEC\s*\?=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+    advice = (
+        f"pip install -e '.[train]' {torch} --extra-index-url https://download.pytorch.org/whl/cpu"
+    )
+    assert "the train extra" in proc.stderr and advice in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
     assert not out.exists()

@@ -133,5 +133,6 @@ def test_dry_run_on_ray_without_ray_names_the_extra(tmp_path):
         "sweep", "sweeps/smoke.toml", "--dry-run", "--executor", "ray", "--out", out, prefix=hide
     )
     assert code == 2, err
-    assert err.count("\n") == 1 and "pip install 'cdlaw[ray]'" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "make setup EXTRAS=dev,ray" in err and "Traceback" not in err
+    assert "pip install -e '.[ray]' torch==" in err
     assert stdout == "" and not out.exists()

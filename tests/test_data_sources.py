@@ -2,6 +2,7 @@
 tokenizer, and paraphrase files aligned by id (nothing is downloaded)."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -35,7 +36,7 @@ def jsonl(tmp_path_factory, texts):
 
 
 def data(corpus, **kw):
-    return DataConfig(corpus=str(corpus), vocab_size=300, val_tokens=2000, **kw)
+    return DataConfig(corpus=str(corpus), **{"vocab_size": 300, "val_tokens": 2000, **kw})
 
 
 def test_text_files_split_into_documents(tmp_path):
@@ -124,12 +125,56 @@ def test_a_real_corpus_is_split_shuffled_and_counted_exactly(tmp_path, jsonl, te
     assert val_docs and not set(val_docs) & {by_id[i] for i in train_ids}
     assert all(v in texts for v in val_docs)
     # Too little text for fresh_tokens: one sentence naming the corpus and the numbers.
-    with pytest.raises(BadInput, match=r"too small: it has \d+ training tokens"):
-        prepare_corpus(data(jsonl), tmp_path, pc.train_tokens_available + 1)
+    fresh = pc.train_tokens_available + 1
+    with pytest.raises(BadInput, match=rf"too small: .*val_tokens=2000 .*fresh_tokens={fresh}"):
+        prepare_corpus(data(jsonl), tmp_path, fresh)
     with pytest.raises(BadInput, match="too small"):
         prepare_corpus(
             DataConfig(corpus=str(jsonl), vocab_size=300, val_tokens=10**7), tmp_path, 10
         )
+
+
+def test_a_small_corpus_holds_out_what_validation_needs(tmp_path, jsonl, texts, monkeypatch):
+    """A corpus with fewer than 8 bytes per validation token (this one: ~72 KB for 12,000
+    validation tokens at ~1.5 bytes a token) keeps the rest for training, and its BPE
+    still never sees a validation document."""
+    from cdlaw.data import file_corpus
+
+    trained = []
+
+    def train_bpe(sample, *args, **kw):
+        trained.append(list(sample))
+        return bpe(sample, *args, **kw)
+
+    bpe = file_corpus.tokenizer.train_bpe
+    monkeypatch.setattr(file_corpus.tokenizer, "train_bpe", train_bpe)
+    assert 8 * 12_000 > sum(len(t.encode()) for t in texts)
+    pc = prepare_corpus(data(jsonl, val_tokens=12_000), tmp_path, 20_000)
+    assert len(pc.val_tokens) == 12_000 and pc.train_tokens_available >= 20_000
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(pc.tokenizer_path))
+    val_text = tok.decode(np.asarray(pc.val_tokens).tolist(), skip_special_tokens=False)
+    val_docs = set(val_text.split("<|endoftext|>")[:-1])  # the last one is cut
+    assert val_docs and not val_docs & set(trained[-1])  # the BPE kept is the last trained
+
+
+def test_a_corpus_too_small_for_validation_says_what_to_change(tmp_path, jsonl):
+    small = write_jsonl(tmp_path / "small.jsonl", [{"text": t} for t in read_texts(jsonl)[:60]])
+    with pytest.raises(BadInput) as e:
+        prepare_corpus(data(small, val_tokens=20_000), tmp_path, 2000)
+    message = str(e.value)
+    assert "\n" not in message and "val_tokens=20000" in message
+    assert "fresh_tokens=2000" in message
+    holds = int(re.search(r"holds about (\d+)", message).group(1))
+    suggested = int(re.search(r"\[data\] val_tokens = (\d+)", message).group(1))
+    assert 1024 <= suggested < holds - 2000  # the suggestion leaves room for the run
+    pc = prepare_corpus(data(small, val_tokens=suggested), tmp_path, 2000)  # and it is enough
+    assert len(pc.val_tokens) == suggested
+
+
+def read_texts(path):
+    return [json.loads(line)["text"] for line in path.read_text().splitlines()]
 
 
 def test_a_duplicate_of_a_validation_document_is_not_trained_on(tmp_path, texts):

@@ -51,10 +51,12 @@ def training_order(passes, seed=0):
     return [(f"doc{i}", k) for i in order for k in range(1, passes + 1)]
 
 
+ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+
+
 def cli(*args):
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     argv = [sys.executable, "-m", "cdlaw", "paraphrase", *map(str, args)]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=120)
 
 
 def test_endpoint_job_retries_overlaps_and_matches_the_local_model(tmp_path, models, corpus):
@@ -94,6 +96,39 @@ def test_endpoint_job_retries_overlaps_and_matches_the_local_model(tmp_path, mod
     assert (recorded["passes"], recorded["max_new_tokens"], recorded["temperature"]) == (2, 6, 0)
     with pytest.raises(BadInput, match="another temperature"):
         job.paraphrase_corpus(str(corpus), models["chat"], local, passes=2, max_new_tokens=6)
+
+
+def test_the_endpoint_backend_runs_without_torch_or_transformers(tmp_path, models, corpus):
+    """A base install plus `datasets` (the corpus reader): the endpoint job needs none of
+    the train extra's model packages, each not installed as far as the CLI's process sees."""
+    out = tmp_path / "out"
+    with TinyServer(models["chat"]) as server:
+        args = ["paraphrase", corpus, "--endpoint", server.url, "--model", "tiny", "--out", out,
+                "--max-new-tokens", 4, "--json"]  # fmt: skip
+        p = subprocess.run([sys.executable, "-c", NOT_INSTALLED, *map(str, args)], env=ENV,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["written"] == N_DOCS == len(rows(out))
+
+
+# The CLI in a process where torch, transformers, tokenizers and safetensors are not
+# installed: no finder finds them, so importing one raises and find_spec says None.
+NOT_INSTALLED = """
+import sys
+from importlib.machinery import PathFinder
+
+class WithoutModels(PathFinder):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name.partition(".")[0] in ("torch", "transformers", "tokenizers", "safetensors"):
+            return None
+        return super().find_spec(name, path, target)
+
+sys.meta_path[:] = [WithoutModels if f is PathFinder else f for f in sys.meta_path]
+from cdlaw.cli import main
+sys.argv = ["cdlaw", *sys.argv[1:]]
+main()
+"""
 
 
 def test_a_failed_job_resumes_to_the_rows_of_an_unbroken_one(tmp_path, models, corpus):

@@ -180,7 +180,11 @@ def test_the_cli_simulates_without_torch(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["counts"] == {"done": out["runs"]} and "simulated" in r.stderr
+    assert out["counts"] == {"done": out["runs"]}
+    # The summary line: simulated runs, and no training jobs or threads (none ran)
+    line = next(x for x in r.stderr.splitlines() if "summary:" in x)
+    assert f"simulated {out['runs']} from qin2026 in " in line, line
+    assert "job" not in line and "thread" not in line, line
     r = subprocess.run(
         [sys.executable, "-c", code, "sweep", str(path), "--law", "qin2026"],
         capture_output=True,

@@ -41,7 +41,7 @@ def clean_env() -> dict:
 def tracked(runs_root, write_sweep):
     """One 8-step run trained by `cdlaw sweep --tracker <every installed tracker>`."""
     if not INSTALLED:
-        pytest.skip("no tracker package installed (pip install 'cdlaw[trackers]')")
+        pytest.skip("no tracker package installed (pip install -e '.[trackers]')")
     path = write_sweep(runs_root, SWEEP, sizes='"20K"')
     args = [sys.executable, "-m", "cdlaw", "sweep", path, "--out", runs_root, "--restart"]
     args += ["--only", "derived_ratio=0", "--device", "cpu", "--threads", "1", "--jobs", "1"]
@@ -260,7 +260,7 @@ def test_a_missing_tracker_package_is_bad_input_before_anything_runs(tmp_path, d
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=clean_env()
     )
     assert proc.returncode == 2, proc.stderr
-    assert "pip install 'cdlaw[wandb]'" in proc.stderr and "Traceback" not in proc.stderr
+    assert "pip install -e '.[wandb]'" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
     proc = cdlaw("sweep", path, "--out", out, "--tracker", "neptune", "--dry-run")
     assert proc.returncode == 2 and "--tracker must be one of" in proc.stderr, proc.stderr

@@ -98,7 +98,7 @@ def print_json(obj) -> None:
     sys.stdout.write(json.dumps(json_safe(obj), indent=2) + "\n")
 
 
-# What `pip install 'cdlaw[train]'` adds to the base install: training and data preparation.
+# What the train extra adds to the base install: training and data preparation.
 TRAIN_MODULES = ("torch", "transformers", "datasets", "tokenizers", "safetensors")
 
 
@@ -106,22 +106,40 @@ def require_train_extra(command: str) -> None:
     """Raise BadInput naming the extra when a command that trains lacks its packages."""
     import importlib.util
 
+    from cdlaw.extras import install_advice
+
     missing = [m for m in TRAIN_MODULES if importlib.util.find_spec(m) is None]
     if missing:
         raise BadInput(
-            f"`cdlaw {command}` trains models and needs {', '.join(missing)}, which this "
-            "install lacks: pip install 'cdlaw[train]' (or `make setup` in a clone)."
+            f"`cdlaw {command}` needs {', '.join(missing)}, which this install lacks; "
+            f"install {install_advice('train')}."
+        )
+
+
+def require_corpus_reader(command: str) -> None:
+    """Raise BadInput when `datasets`, which reads every corpus (cdlaw.data.sources), is
+    missing: a command that reads a corpus but trains nothing needs only that package."""
+    import importlib.util
+
+    from cdlaw.extras import DATASETS_SPEC
+
+    if importlib.util.find_spec("datasets") is None:
+        raise BadInput(
+            f"`cdlaw {command}` reads CORPUS with the datasets package, which this install "
+            f"lacks: run `pip install '{DATASETS_SPEC}'` (it needs no torch)."
         )
 
 
 def require_ray_extra() -> None:
     """Raise BadInput naming the extra when `--executor ray` cannot import Ray."""
+    from cdlaw.extras import install_advice
+
     try:
         import ray  # noqa: F401
     except ImportError:
         raise BadInput(
-            "--executor ray needs Ray, which this install cannot import: "
-            "pip install 'cdlaw[ray]' (or `make setup EXTRAS=dev,ray` in a clone)."
+            f"--executor ray needs Ray, which this install cannot import; install "
+            f"{install_advice('ray')}."
         ) from None
 
 
@@ -160,9 +178,11 @@ def main() -> None:
         root = (e.name or "").partition(".")[0]
         if debug or root not in (*TRAIN_MODULES, "ray"):
             raise
-        extra = "ray" if root == "ray" else "train"
+        from cdlaw.extras import install_advice
+
+        advice = install_advice("ray" if root == "ray" else "train")
         err.print(
-            f"[bold red]error:[/] {root} is not installed: pip install 'cdlaw\\[{extra}]'.",
+            f"[bold red]error:[/] {root} is not installed; install {escape(advice)}.",
             highlight=False,
         )
         sys.exit(2)

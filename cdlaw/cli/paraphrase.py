@@ -71,9 +71,12 @@ def paraphrase(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-    from cdlaw.cli import require_train_extra
+    from cdlaw.cli import require_corpus_reader, require_train_extra
 
-    require_train_extra("paraphrase")
+    if endpoint:  # the server generates: requests use the standard library, no torch
+        require_corpus_reader("paraphrase --endpoint")
+    else:
+        require_train_extra("paraphrase")
     from cdlaw.data.paraphrase import paraphrase_corpus
 
     names = tuple(s.strip() for s in styles.split(",") if s.strip())

@@ -245,15 +245,17 @@ def sweep(
             }
         )
     parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    how = (
-        f"simulated {len(outcome.trained)} from {simulation.law_name}"
-        if simulation
-        else f"trained {len(outcome.trained)} here"
-    )
+    took = duration(outcome.wall_seconds)
+    if simulation:  # drawn from the law in this process: no jobs or threads to report
+        how = f"simulated {len(outcome.trained)} from {simulation.law_name} in {took}"
+    else:
+        how = (
+            f"trained {len(outcome.trained)} here in {took} with {outcome.jobs} job(s) × "
+            f"{outcome.threads} thread(s)"
+        )
     err.print(
-        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how} in "
-        f"{duration(outcome.wall_seconds)} with {outcome.jobs} job(s) × {outcome.threads} "
-        f"thread(s); summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
+        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how}; "
+        f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
         highlight=False,
     )
     for failure in outcome.failures:

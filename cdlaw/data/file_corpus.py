@@ -18,11 +18,19 @@ from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
 BPE_SAMPLE_BYTES = 32 << 20  # a real corpus's BPE is trained on at most this much text
+# Bytes held out per validation token before the BPE is trained, when the corpus has room:
+# more than a byte-level BPE packs into a token of ordinary text, so one training suffices.
+WORST_BYTES_PER_TOKEN = 8
+HOLDOUT_MARGIN = 1.05  # a measured hold-out's slack for the BPE trained on a little less text
+SMALLEST_VAL_TOKENS = 1024  # the least data.val_tokens a too-small corpus is told to try
 SHUFFLE_TAG = 11  # seeds the document shuffle; ordering.py holds 12 and 13
 
 
-def prepare_files(data: DataConfig, cache_dir: Path) -> cache.PreparedCorpus:
-    """Tokenizer, validation set and every training block of a real corpus, cached."""
+def prepare_files(data: DataConfig, cache_dir: Path, fresh_tokens: int = 1) -> cache.PreparedCorpus:
+    """Tokenizer, validation set and every training block of a real corpus, cached.
+
+    fresh_tokens (the most a run will read) only words the message of a corpus too small
+    to leave any training text; the cache is the same for every value."""
     if data.tokenizer != "bpe":
         tokenizer.tokenizer_file(data.tokenizer)  # a bad path is bad input before any work
     if data.paraphrases:
@@ -38,7 +46,7 @@ def prepare_files(data: DataConfig, cache_dir: Path) -> cache.PreparedCorpus:
             if not (root / "meta.json").is_file():
                 if docs is None:
                     docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
-                _build_files(data, root, docs)
+                _build_files(data, root, docs, fresh_tokens)
     if data.paraphrases:
         _build_file_paraphrases(data, root)
     meta = json.loads((root / "meta.json").read_text())
@@ -71,7 +79,7 @@ def cheap_fingerprint(data: DataConfig) -> str | None:
     return f"{loader}:{digest}:{data.text_column}:{data.id_column}"
 
 
-def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
+def _build_files(data: DataConfig, root: Path, docs: sources.Documents, fresh_tokens: int) -> None:
     """Shuffle, split off validation, train the BPE on training text, tokenise everything."""
     n = len(docs.texts)
     order = np.random.default_rng([data.corpus_seed, SHUFFLE_TAG]).permutation(n).tolist()
@@ -80,32 +88,7 @@ def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
     where = f"data.corpus {data.corpus!r}"
 
     if data.tokenizer == "bpe":
-        # The BPE must not see validation text, but which documents validate depends on
-        # the tokenizer: hold out a prefix big enough for sure (bytes ≥ 8 per validation
-        # token, doubled until it holds enough tokens) and train on the rest.
-        factor = 8
-        while True:
-            need, reserve = factor * data.val_tokens, 0
-            total = 0
-            while reserve < n and total < need:
-                total += len(texts[reserve].encode())
-                reserve += 1
-            if reserve >= n:
-                raise BadInput(
-                    f"{where} is too small: its {n} documents leave no training text after "
-                    f"holding out data.val_tokens={data.val_tokens} for validation"
-                )
-            sample, size = [], 0
-            for t in texts[reserve:]:
-                if size >= BPE_SAMPLE_BYTES:
-                    break
-                sample.append(t)
-                size += len(t)
-            tok = tokenizer.train_bpe(sample, data.vocab_size)
-            n_val = _count_docs_for(tok, texts[:reserve], data.val_tokens)
-            if n_val is not None:
-                break
-            factor *= 2
+        tok, n_val = _hold_out_for_bpe(data, texts, where, fresh_tokens)
         cache.save_tokenizer(root, tok)
         eos_id = tok.token_to_id(tokenizer.EOS)
     else:
@@ -114,23 +97,17 @@ def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
         eos_id = tokenizer.find_eos(tok, path)
         root.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, root / "tokenizer.json")
-        n_val = _count_docs_for(tok, texts, data.val_tokens, eos_id)
+        n_val, held = _count_docs_for(tok, texts, data.val_tokens)
         if n_val is None:
-            raise BadInput(
-                f"{where} is too small: all of it is fewer than data.val_tokens={data.val_tokens} "
-                "tokens, so nothing is left for training"
-            )
+            raise too_small(where, held, data.val_tokens, fresh_tokens)
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     dtype = tokenizer.token_dtype(vocab_size)
     val, _ = tokenizer.encode_documents(tok, texts[:n_val], eos_id, dtype)
     # Validation documents never appear in training, not even as an exact duplicate.
     val_texts = set(texts[:n_val])
     train = [i for i in range(n_val, n) if texts[i] not in val_texts]
-    if not train:
-        raise BadInput(
-            f"{where} is too small: nothing is left for training after holding out "
-            f"data.val_tokens={data.val_tokens} for validation"
-        )
+    if not train:  # every other document is a copy of a validation one
+        raise too_small(where, len(val), data.val_tokens, fresh_tokens)
     total = 0
     for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
         block = [texts[i] for i in train[lo : lo + BLOCK_DOCS]]
@@ -155,9 +132,9 @@ def _build_files(data: DataConfig, root: Path, docs: sources.Documents) -> None:
     write_json_atomic(root / "meta.json", meta)  # last: its presence means "complete"
 
 
-def _count_docs_for(tok, texts, n_tokens: int, eos_id: int | None = None) -> int | None:
-    """How many leading documents hold at least n_tokens tokens (None if all do not)."""
-    eos_id = tok.token_to_id(tokenizer.EOS) if eos_id is None else eos_id
+def _count_docs_for(tok, texts, n_tokens: int) -> tuple[int | None, int]:
+    """(how many leading documents hold at least n_tokens tokens, each ended by EOS, or None
+    if all of them do not; the tokens counted)."""
     have, i, step = 0, 0, 256
     while i < len(texts):
         encs = tok.encode_batch(texts[i : i + step], add_special_tokens=False)
@@ -165,8 +142,69 @@ def _count_docs_for(tok, texts, n_tokens: int, eos_id: int | None = None) -> int
             have += len(enc.ids) + 1
             i += 1
             if have >= n_tokens:
-                return i
-    return None
+                return i, have
+    return None, have
+
+
+def _hold_out_for_bpe(data: DataConfig, texts: list[str], where: str, fresh_tokens: int):
+    """(the BPE, how many leading documents validate): the BPE never sees a validation text.
+
+    Which documents validate depends on the BPE (the first that hold data.val_tokens of its
+    tokens), so a prefix sure to hold them is set aside and the BPE trained on the rest.
+    With room, the prefix holds WORST_BYTES_PER_TOKEN bytes per validation token (doubled
+    while too few); a corpus without that room holds out what the bytes per token of a BPE
+    trained on the rest say it needs, grown until it is enough. BadInput (too_small) when
+    no prefix leaves training text.
+    """
+    val, n = data.val_tokens, len(texts)
+    need, measured = WORST_BYTES_PER_TOKEN * val, False
+    while True:
+        reserve, held_bytes = 0, 0
+        while reserve < n and held_bytes < need:
+            held_bytes += len(texts[reserve].encode())
+            reserve += 1
+        if reserve >= n:
+            if measured:
+                break
+            # Every token but a document's EOS holds a byte or more: fewer bytes never do.
+            need, measured = math.ceil(val / 2), True
+            continue
+        sample, size = [], 0
+        for t in texts[reserve:]:
+            if size >= BPE_SAMPLE_BYTES:
+                break
+            sample.append(t)
+            size += len(t)
+        tok = tokenizer.train_bpe(sample, data.vocab_size)
+        n_val, held = _count_docs_for(tok, texts[:reserve], val)
+        if n_val is not None:
+            return tok, n_val
+        if measured:  # more bytes than held_bytes, so the prefix grows every round
+            need = max(held_bytes + 1, math.ceil(HOLDOUT_MARGIN * val * held_bytes / held))
+        else:
+            need *= 2
+    # The corpus cannot hold both: count its tokens with a BPE trained on all of it.
+    encs = tokenizer.train_bpe(texts, data.vocab_size).encode_batch(texts, add_special_tokens=False)
+    corpus_tokens = sum(len(enc.ids) + 1 for enc in encs)
+    raise too_small(where, corpus_tokens, val, fresh_tokens)
+
+
+def too_small(where: str, corpus_tokens: int, val_tokens: int, fresh_tokens: int) -> BadInput:
+    """The one sentence for a corpus that cannot hold its validation set and a run's fresh
+    tokens: what each needs, what the corpus holds, and what to change. fresh_tokens ≤ 1
+    means the runs' D is not known here."""
+    needs = f"validation needs data.val_tokens={val_tokens} tokens"
+    if fresh_tokens > 1:
+        needs += f" and the largest run's fresh_tokens={fresh_tokens} more"
+    room = corpus_tokens - max(fresh_tokens, 1)  # tokens validation could have
+    fit = 0  # the largest power of two below val_tokens that leaves room, with slack
+    if room > SMALLEST_VAL_TOKENS and val_tokens > SMALLEST_VAL_TOKENS:
+        fit = 1 << int(math.log2(min(room / HOLDOUT_MARGIN, val_tokens - 1)))
+    if fit >= SMALLEST_VAL_TOKENS:
+        fix = f"set [data] val_tokens = {fit} (or fewer) or use a larger corpus"
+    else:
+        fix = "use a larger corpus or fewer fresh tokens"
+    return BadInput(f"{where} is too small: {needs}, but it holds about {corpus_tokens}; {fix}")
 
 
 def _build_file_paraphrases(data: DataConfig, root: Path) -> None:

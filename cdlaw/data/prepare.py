@@ -17,7 +17,7 @@ from cdlaw.config import DataConfig
 from cdlaw.data import render, world
 from cdlaw.data.corpus_cache import PreparedCorpus, block_path, cache_lock, key_digest, load_block
 from cdlaw.data.embedded_corpus import build_embedded_block, embedded_digest, prepare_embedded
-from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files
+from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
 from cdlaw.errors import BadInput
 
 # The most paraphrase passes (D′/D) a paraphrase run may ask for. The embedded corpus renders
@@ -62,7 +62,7 @@ def prepare_corpus(
     else:
         if data.world:
             raise BadInput(f"data.world only applies to the embedded corpus, not {data.corpus!r}")
-        pc = prepare_files(data, Path(cache_dir))
+        pc = prepare_files(data, Path(cache_dir), fresh_tokens)
     blocks = train_blocks(pc, fresh_tokens)
     pc.train_tokens_available = max(pc.train_tokens_available, sum(int(e[-1]) for _, e in blocks))
     n_docs = docs_inside(blocks, fresh_tokens)
@@ -111,12 +111,9 @@ def train_blocks(pc: PreparedCorpus, n_tokens: int) -> list[tuple[np.ndarray, np
     blocks, have = [], 0
     while have < n_tokens:
         block = _block(pc, len(blocks))
-        if block is None:
-            raise BadInput(
-                f"corpus {pc.name!r} is too small: it has {have} training tokens after holding "
-                f"out data.val_tokens={pc.data.val_tokens} for validation, fewer than "
-                f"fresh_tokens={n_tokens}; use a larger corpus or fewer fresh tokens"
-            )
+        if block is None:  # a real corpus (the embedded one is unbounded), all of it read
+            val = pc.data.val_tokens
+            raise too_small(f"corpus {pc.name!r}", have + len(pc.val_tokens), val, n_tokens)
         blocks.append(block)
         have += int(block[1][-1])
     return blocks

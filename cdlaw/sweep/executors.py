@@ -248,8 +248,11 @@ class RayExecutor:
             import ray
             from ray.util.queue import Queue
         except ImportError:
+            from cdlaw.extras import install_advice
+
             raise BadInput(
-                "--executor ray needs Ray: pip install 'cdlaw[ray]' (or 'ray[default]')"
+                f"--executor ray needs Ray, which this install cannot import; install "
+                f"{install_advice('ray')}."
             ) from None
         self.ray = ray
         self._started = False

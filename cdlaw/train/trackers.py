@@ -14,7 +14,7 @@ Local and offline only, everything inside the runs folder OUT:
 A sweep is one group (W&B) or experiment (MLflow) named after the sweep; a run is one run
 named by its run_id, its config flattened ("train.lr"), its metrics on the training step
 axis, its result's numbers as "result/<name>". Each tracker's package is an extra
-(`pip install 'cdlaw[tensorboard]'`), imported only when asked for. A resumed run logs
+(`pip install -e '.[tensorboard]'` in the clone), imported only when asked for. A resumed run logs
 only the steps it trains anew: TensorBoard drops what the interrupted session logged past
 the checkpoint, MLflow continues the same run and skips steps it has, W&B starts another
 offline folder with the same id that `wandb sync` merges. A tracker that fails says so in
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from cdlaw.config import TRACKERS, RunConfig, to_dict
 from cdlaw.errors import BadInput
+from cdlaw.extras import install_advice
 from cdlaw.train.result import run_facts
 
 # tracker -> the module its extra installs (mlflow-skinny provides `mlflow`)
@@ -58,7 +59,7 @@ def require_trackers(kinds: tuple[str, ...]) -> None:
         if importlib.util.find_spec(PACKAGES[kind]) is None:
             raise BadInput(
                 f"--tracker {kind} needs the {PACKAGES[kind]} package, which this install "
-                f"lacks: pip install 'cdlaw[{kind}]'"
+                f"lacks; install {install_advice(kind)}"
             )
 
 
