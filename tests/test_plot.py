@@ -383,6 +383,25 @@ def test_external_table_with_a_fit(tmp_path):
     assert available_kinds(load_inputs(fit)) == ["rstar", "frontier"]
 
 
+def test_two_tables_in_one_folder_keep_their_own_figures(tmp_path):
+    import shutil
+
+    csv, fit = plotdata.write_external(tmp_path)
+    other = csv.with_name("other.csv")
+    shutil.copy(csv, other)
+    shutil.copy(fit, other.with_name("other.fit.json"))
+    first = plot(csv, ["loss", "residuals"])
+    second = plot(other, ["loss", "residuals"])
+    # named per table, as `cdlaw fit` names t.fit.json
+    assert [p.parent.name for p in first] == ["published.figures"] * 2
+    assert [p.parent.name for p in second] == ["other.figures"] * 2
+    assert not set(first) & set(second)
+    assert all(p.is_file() for p in first + second)
+    # the table's fit and comparison draw into the table's folder too
+    assert load_inputs(fit).out_dir == csv.with_name("published.figures")
+    assert load_inputs(csv).out_dir == csv.with_name("published.figures")
+
+
 def test_bad_input_is_refused_before_writing(runs, tmp_path):
     out = tmp_path / "none"
     with pytest.raises(BadInput, match=r"'los' is not a figure kind.*did you mean 'loss'"):
