@@ -250,8 +250,36 @@ def test_frontier_from_a_frontier_json(tmp_path):
     # (the brute-force grid is 0.4% apart in N, so allow 1e-5 nats)
     assert np.all(loss_lines[0].get_ydata() <= loss_lines[1].get_ydata() + 1e-5)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert {"CD-law plan", "naive Chinchilla plan", "four-epoch rule"} <= set(labels)
+    assert {"plan with the cd law", "naive Chinchilla plan", "four-epoch rule"} <= set(labels)
     assert "cd law" in caption(fig) and "qin2026" in caption(fig)
+    # the CD plan repeats once the unique tokens run out: its D′ is drawn
+    (derived,) = by_gid(ax_d, "plan:derived_tokens")
+    np.testing.assert_allclose(derived.get_ydata(), [r["derived_tokens"] for r in fr["rows"]])
+
+
+def test_frontier_of_a_chinchilla_law_names_it_and_plans_no_derived_tokens(tmp_path):
+    import json
+
+    from cdlaw.figures.plot import compute_frontier
+    from cdlaw.law import PRESETS
+
+    # U = 300B runs out past ~1e23 FLOPs: the contrasts repeat, the plan grows N instead
+    # (its rows keep a few thousand derived tokens of rounding where D reaches U)
+    fr = compute_frontier(PRESETS["chinchilla-besiroglu"], 3e11, np.geomspace(1e20, 1e25, 8))
+    path = tmp_path / "chinchilla-frontier.json"
+    path.write_text(json.dumps(fr))
+    fig = make_figure("frontier", load_inputs(path))
+    ax_n, ax_d, _, ax_l = data_axes(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "plan with the chinchilla law (no derived tokens)" in labels
+    assert not [lab for lab in labels if "CD" in lab or "uses repetition" in lab]
+    assert not by_gid(ax_d, "plan:derived_tokens")  # the plan's D′ is not drawn ...
+    assert by_gid(ax_d, "naive:derived_tokens")  # ... the naive plan's repeats are
+    assert not ax_d.collections  # no strategy markers
+    (n_star,) = by_gid(ax_n, "plan:n_params")
+    np.testing.assert_allclose(n_star.get_ydata(), [r["n_params"] for r in fr["rows"]])
+    assert by_gid(ax_l, "plan:predicted_loss")
+    assert "fit: chinchilla law" in caption(fig)
 
 
 def test_frontier_from_runs_uses_the_planner(figures, inputs):
