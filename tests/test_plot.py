@@ -178,6 +178,37 @@ def test_eta_points_and_fitted_curves(figures, inputs):
     assert "rmse_log" in caption(fig)
 
 
+def test_eta_axes_hold_every_point_however_far_out(tmp_path):
+    import pandas as pd
+
+    csv, _ = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    # two runs far off the law: one whose derived tokens were worth 1.6 fresh ones, one
+    # that lost more than the derived tokens' worth (η < 0: loss above one epoch)
+    planted = {}
+    ratio = table["derived_tokens"] / table["fresh_tokens"]
+    for r, eta in ((3.0, 1.6), (1.0, -0.4)):  # D + ηD′ stays positive
+        i = table.index[np.isclose(ratio, r)][1]
+        n, d, dp = table.loc[i, ["n_params", "fresh_tokens", "derived_tokens"]]
+        table.loc[i, "loss"] = LAW.E + LAW.A / n**LAW.alpha + LAW.B / (d + eta * dp) ** LAW.beta
+        planted[i] = eta
+    table.to_csv(csv, index=False)
+    inputs = load_inputs(csv)
+    for i, eta in planted.items():
+        assert inputs.rows.loc[i, "empirical_eta"] == pytest.approx(eta, rel=1e-6)
+    fig = make_figure("eta", inputs)
+    shown = 0
+    for ax in data_axes(fig):
+        lo, hi = ax.get_ylim()
+        assert lo < 0.0 and 1.0 < hi  # η = 0 and the η = 1 reference stay in view
+        for coll in ax.collections:
+            y = np.asarray(coll.get_offsets())[:, 1] if len(coll.get_offsets()) else []
+            shown += len(y)
+            # inside, with a margin: no marker is cut by an edge
+            assert np.all(y > lo + 0.02 * (hi - lo)) and np.all(y < hi - 0.02 * (hi - lo))
+    assert shown == (inputs.rows["derived_tokens"] > 0).sum()
+
+
 def test_rstar_marks_where_paraphrase_beats_repetition(figures):
     from cdlaw.figures.rstar import paraphrase_wins
 

@@ -14,6 +14,17 @@ from cdlaw.figures import style
 from cdlaw.law import Law
 
 
+def eta_limits(etas, margin: float = 0.06) -> tuple[float, float]:
+    """y-limits holding every finite η drawn, η = 0 and the η = 1 reference, with a margin
+    of `margin` times that span on each side so no point sits on an edge."""
+    etas = np.asarray(etas, dtype=float)
+    etas = etas[np.isfinite(etas)]
+    lo = min(0.0, float(etas.min())) if len(etas) else 0.0
+    hi = max(1.0, float(etas.max())) if len(etas) else 1.0
+    pad = margin * (hi - lo)
+    return lo - pad, hi + pad
+
+
 def eta_figure(law: Law, rows, fit: dict | None = None):
     """Empirical η against r with the fitted η curves, one panel per strategy."""
     import matplotlib as mpl
@@ -83,11 +94,8 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
         ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
         ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
         ax.tick_params(labelsize=7)
-    etas = derived["empirical_eta"].to_numpy()
-    etas = etas[np.isfinite(etas)]
-    top = max(1.1, float(np.percentile(etas, 98)) + 0.05) if len(etas) else 1.1
-    bottom = min(0.0, float(np.percentile(etas, 2)) - 0.05) if len(etas) else 0.0
-    axes[0, 0].set_ylim(bottom, top)
+    drawn = derived[derived["strategy"].isin(strategies)]["empirical_eta"].to_numpy()
+    axes[0, 0].set_ylim(*eta_limits(drawn))
 
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
     cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)
