@@ -145,6 +145,77 @@ def test_loss_legend_names_the_bands_and_floors(figures):
 # ---------------------------------------------------------------------------------------
 
 
+def _sizes_figure_parts(fig):
+    """The one axis of a loss figure drawn per model size: its fitted lines by the N in
+    their gid, and every point drawn (x, y)."""
+    (ax,) = data_axes(fig)
+    lines = {float(ln.get_gid()[4:]): ln for ln in ax.lines if ln.get_gid().startswith("fit:")}
+    points = np.concatenate(
+        [c.get_offsets() for c in ax.collections if len(c.get_offsets())], axis=0
+    )
+    return ax, lines, points
+
+
+def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from cdlaw.law import PRESETS
+
+    # 245 runs of 142 model sizes, none with derived tokens, most (N, D) cells one run
+    csv = tmp_path / "chinchilla.csv"
+    shutil.copy(Path(__file__).parents[1] / "examples" / "chinchilla-besiroglu.csv", csv)
+    law = PRESETS["chinchilla-besiroglu"]
+    fit = tmp_path / "chinchilla.fit.json"
+    fit.write_text(json.dumps({**law.to_dict(), "n_rows": 245, "rmse_log": 0.01}))
+    inputs = load_inputs(csv)
+    fig = make_figure("loss", inputs)
+    ax, lines, points = _sizes_figure_parts(fig)
+    rows = inputs.rows
+    assert len(rows) == 245
+    # every run, once, at (D, loss)
+    want = rows[["fresh_tokens", "loss"]].to_numpy()
+    np.testing.assert_allclose(
+        points[np.lexsort(points.T[::-1])], want[np.lexsort(want.T[::-1])], rtol=1e-12
+    )
+    assert "not shown" not in caption(fig) and "142 model sizes in 8 colours" in caption(fig)
+    # a readable number of colours, small to large N, each line the fitted law at its N
+    assert len(lines) == 8
+    colours = [tuple(lines[n].get_color()) for n in sorted(lines)]
+    assert len(set(colours)) == 8
+    assert rows["n_params"].min() < min(lines) and max(lines) < rows["n_params"].max()
+    for n, line in lines.items():
+        x = line.get_xdata()
+        np.testing.assert_allclose(
+            line.get_ydata(), law.E + law.A / n**law.alpha + law.B / x**law.beta
+        )
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "fresh tokens, D (tokens)"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0].startswith("N = 57.3M–") and "sizes, fit at" in labels[0]
+    assert "fitted law" in labels
+
+
+def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path):
+    import pandas as pd
+
+    csv, _ = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    table[table["strategy"] == "none"].to_csv(csv, index=False)  # 4 sizes × 2 D, D′ = 0
+    fig = make_figure("loss", load_inputs(csv))
+    _, lines, points = _sizes_figure_parts(fig)
+    assert sorted(lines) == list(plotdata.SIZES)
+    for n, line in lines.items():
+        x = line.get_xdata()
+        np.testing.assert_allclose(
+            line.get_ydata(), LAW.E + LAW.A / n**LAW.alpha + LAW.B / x**LAW.beta
+        )
+    assert len(points) == len(plotdata.SIZES) * len(plotdata.TOKENS_PER_PARAM)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [lab for lab in labels if lab.startswith("N = ")] == ["N = 14M", "N = 30M",
+                                                               "N = 60M", "N = 100M"]  # fmt: skip
+
+
 def test_eta_points_and_fitted_curves(figures, inputs):
     fig = figures["eta"]
     axes = data_axes(fig)
