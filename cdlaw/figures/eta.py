@@ -62,29 +62,16 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             p = pts[pts["n_params"] == n]
             if not len(p):
                 continue
-            hollow = ~p["used"].to_numpy()
-            colors = cmap(norm(p["tokens_per_param"].to_numpy()))
-            ax.scatter(
-                p["derived_ratio"][~hollow],
-                p["empirical_eta"][~hollow],
-                c=colors[~hollow],
-                marker=marker_of[n],
-                s=34,
-                edgecolor="black",
-                linewidth=0.5,
-                zorder=4,
-                gid=f"runs:{n:g}",
-            )
-            ax.scatter(
-                p["derived_ratio"][hollow],
-                p["empirical_eta"][hollow],
-                facecolor="white",
-                edgecolor=colors[hollow],
-                marker=marker_of[n],
-                s=34,
-                linewidth=1.3,
-                zorder=4,
-                gid=f"unused:{n:g}",
+            style.scatter_runs(
+                ax,
+                p["derived_ratio"],
+                p["empirical_eta"],
+                p["used"],
+                cmap(norm(p["tokens_per_param"].to_numpy())),
+                marker_of[n],
+                34,
+                f"{n:g}",
+                ring=1.3,
             )
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
         ax.set_xscale("log")
@@ -126,15 +113,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             markeredgecolor="black",
             label=r"empirical $\eta$ of a run",
         ),
-        Line2D(
-            [],
-            [],
-            linestyle="",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor="0.3",
-            label="run not used in the fit",
-        ),
+        style.unused_handle("run not used in the fit", ring=None),
         Line2D([], [], color="0.35", linewidth=1.3, label=r"fitted $\eta(r)$ of the run's (N, D)"),
         Line2D(
             [],

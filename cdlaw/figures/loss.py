@@ -190,31 +190,17 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
                 gid=f"fit:{s}",
             )
         pts = cell[cell["strategy"] == s]
-        fitted = pts[pts["used"]]
-        other = pts[~pts["used"]]
-        ax.scatter(
-            fitted["tokens_trained"],
-            fitted["loss"],
-            color=st["color"],
-            marker=st["marker"],
-            s=30,
-            edgecolor="black",
-            linewidth=0.5,
-            zorder=5,
+        style.scatter_runs(
+            ax,
+            pts["tokens_trained"],
+            pts["loss"],
+            pts["used"],
+            st["color"],
+            st["marker"],
+            30,
+            s,
             label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
-            gid=f"runs:{s}",
-        )
-        ax.scatter(
-            other["tokens_trained"],
-            other["loss"],
-            facecolor="white",
-            edgecolor=st["color"],
-            marker=st["marker"],
-            s=30,
-            linewidth=1.2,
             zorder=5,
-            label="_not used",
-            gid=f"unused:{s}",
         )
 
     ax.set_xscale("log")
@@ -255,20 +241,8 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     handles, labels = style.dedupe(handles, labels)
     shown = rows[rows["n_params"].isin(list(grid))]
     if (~shown["used"]).any():
-        from matplotlib.lines import Line2D
-
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="",
-                marker="o",
-                markerfacecolor="white",
-                markeredgecolor="0.3",
-                markeredgewidth=1.2,
-            )
-        )
-        labels.append("hollow: not used in the fit (held out or dropped)")
+        handles.append(style.unused_handle())
+        labels.append(style.UNUSED_LABEL)
     extra = "bands use the lowest L_D of the strategies shown"
     if left_out:
         extra += f" · {left_out} more (N, D) cell(s) not shown"
@@ -343,29 +317,9 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
         )
         for s in strategies:
             pts = runs[runs["strategy"] == s]
-            used = pts["used"].to_numpy(bool)
             marker = style.strategy_style(s)["marker"]
-            ax.scatter(
-                pts["tokens_trained"][used],
-                pts["loss"][used],
-                color=colour,
-                marker=marker,
-                s=22,
-                edgecolor="black",
-                linewidth=0.4,
-                zorder=4,
-                gid=f"runs:{s}:{g}",
-            )
-            ax.scatter(
-                pts["tokens_trained"][~used],
-                pts["loss"][~used],
-                facecolor="white",
-                edgecolor=colour,
-                marker=marker,
-                s=22,
-                linewidth=1.1,
-                zorder=4,
-                gid=f"unused:{s}:{g}",
+            style.scatter_runs(
+                ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
             )
         handles.append(
             Line2D(
@@ -409,18 +363,7 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
         )
     )
     if (~rows["used"]).any():
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="",
-                marker="o",
-                markerfacecolor="white",
-                markeredgecolor="0.3",
-                markeredgewidth=1.1,
-                label="hollow: not used in the fit (held out or dropped)",
-            )
-        )
+        handles.append(style.unused_handle())
     n_sizes = rows["n_params"].nunique()
     extra = f"{len(rows)} runs, {n_sizes} model sizes"
     if n_sizes > len(groups):
