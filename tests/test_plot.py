@@ -145,6 +145,77 @@ def test_loss_legend_names_the_bands_and_floors(figures):
 # ---------------------------------------------------------------------------------------
 
 
+def _sizes_figure_parts(fig):
+    """The one axis of a loss figure drawn per model size: its fitted lines by the N in
+    their gid, and every point drawn (x, y)."""
+    (ax,) = data_axes(fig)
+    lines = {float(ln.get_gid()[4:]): ln for ln in ax.lines if ln.get_gid().startswith("fit:")}
+    points = np.concatenate(
+        [c.get_offsets() for c in ax.collections if len(c.get_offsets())], axis=0
+    )
+    return ax, lines, points
+
+
+def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from cdlaw.law import PRESETS
+
+    # 245 runs of 142 model sizes, none with derived tokens, most (N, D) cells one run
+    csv = tmp_path / "chinchilla.csv"
+    shutil.copy(Path(__file__).parents[1] / "examples" / "chinchilla-besiroglu.csv", csv)
+    law = PRESETS["chinchilla-besiroglu"]
+    fit = tmp_path / "chinchilla.fit.json"
+    fit.write_text(json.dumps({**law.to_dict(), "n_rows": 245, "rmse_log": 0.01}))
+    inputs = load_inputs(csv)
+    fig = make_figure("loss", inputs)
+    ax, lines, points = _sizes_figure_parts(fig)
+    rows = inputs.rows
+    assert len(rows) == 245
+    # every run, once, at (D, loss)
+    want = rows[["fresh_tokens", "loss"]].to_numpy()
+    np.testing.assert_allclose(
+        points[np.lexsort(points.T[::-1])], want[np.lexsort(want.T[::-1])], rtol=1e-12
+    )
+    assert "not shown" not in caption(fig) and "142 model sizes in 8 colours" in caption(fig)
+    # a readable number of colours, small to large N, each line the fitted law at its N
+    assert len(lines) == 8
+    colours = [tuple(lines[n].get_color()) for n in sorted(lines)]
+    assert len(set(colours)) == 8
+    assert rows["n_params"].min() < min(lines) and max(lines) < rows["n_params"].max()
+    for n, line in lines.items():
+        x = line.get_xdata()
+        np.testing.assert_allclose(
+            line.get_ydata(), law.E + law.A / n**law.alpha + law.B / x**law.beta
+        )
+    assert ax.get_xscale() == "log" and ax.get_xlabel() == "fresh tokens, D (tokens)"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels[0].startswith("N = 57.3M–") and "sizes, fit at" in labels[0]
+    assert "fitted law" in labels
+
+
+def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path):
+    import pandas as pd
+
+    csv, _ = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    table[table["strategy"] == "none"].to_csv(csv, index=False)  # 4 sizes × 2 D, D′ = 0
+    fig = make_figure("loss", load_inputs(csv))
+    _, lines, points = _sizes_figure_parts(fig)
+    assert sorted(lines) == list(plotdata.SIZES)
+    for n, line in lines.items():
+        x = line.get_xdata()
+        np.testing.assert_allclose(
+            line.get_ydata(), LAW.E + LAW.A / n**LAW.alpha + LAW.B / x**LAW.beta
+        )
+    assert len(points) == len(plotdata.SIZES) * len(plotdata.TOKENS_PER_PARAM)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [lab for lab in labels if lab.startswith("N = ")] == ["N = 14M", "N = 30M",
+                                                               "N = 60M", "N = 100M"]  # fmt: skip
+
+
 def test_eta_points_and_fitted_curves(figures, inputs):
     fig = figures["eta"]
     axes = data_axes(fig)
@@ -176,6 +247,37 @@ def test_eta_points_and_fitted_curves(figures, inputs):
     cbar = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
     assert len(cbar) == 1 and "D/N" in cbar[0].get_ylabel()
     assert "rmse_log" in caption(fig)
+
+
+def test_eta_axes_hold_every_point_however_far_out(tmp_path):
+    import pandas as pd
+
+    csv, _ = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    # two runs far off the law: one whose derived tokens were worth 1.6 fresh ones, one
+    # that lost more than the derived tokens' worth (η < 0: loss above one epoch)
+    planted = {}
+    ratio = table["derived_tokens"] / table["fresh_tokens"]
+    for r, eta in ((3.0, 1.6), (1.0, -0.4)):  # D + ηD′ stays positive
+        i = table.index[np.isclose(ratio, r)][1]
+        n, d, dp = table.loc[i, ["n_params", "fresh_tokens", "derived_tokens"]]
+        table.loc[i, "loss"] = LAW.E + LAW.A / n**LAW.alpha + LAW.B / (d + eta * dp) ** LAW.beta
+        planted[i] = eta
+    table.to_csv(csv, index=False)
+    inputs = load_inputs(csv)
+    for i, eta in planted.items():
+        assert inputs.rows.loc[i, "empirical_eta"] == pytest.approx(eta, rel=1e-6)
+    fig = make_figure("eta", inputs)
+    shown = 0
+    for ax in data_axes(fig):
+        lo, hi = ax.get_ylim()
+        assert lo < 0.0 and 1.0 < hi  # η = 0 and the η = 1 reference stay in view
+        for coll in ax.collections:
+            y = np.asarray(coll.get_offsets())[:, 1] if len(coll.get_offsets()) else []
+            shown += len(y)
+            # inside, with a margin: no marker is cut by an edge
+            assert np.all(y > lo + 0.02 * (hi - lo)) and np.all(y < hi - 0.02 * (hi - lo))
+    assert shown == (inputs.rows["derived_tokens"] > 0).sum()
 
 
 def test_rstar_marks_where_paraphrase_beats_repetition(figures):
@@ -250,8 +352,36 @@ def test_frontier_from_a_frontier_json(tmp_path):
     # (the brute-force grid is 0.4% apart in N, so allow 1e-5 nats)
     assert np.all(loss_lines[0].get_ydata() <= loss_lines[1].get_ydata() + 1e-5)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert {"CD-law plan", "naive Chinchilla plan", "four-epoch rule"} <= set(labels)
+    assert {"plan with the cd law", "naive Chinchilla plan", "four-epoch rule"} <= set(labels)
     assert "cd law" in caption(fig) and "qin2026" in caption(fig)
+    # the CD plan repeats once the unique tokens run out: its D′ is drawn
+    (derived,) = by_gid(ax_d, "plan:derived_tokens")
+    np.testing.assert_allclose(derived.get_ydata(), [r["derived_tokens"] for r in fr["rows"]])
+
+
+def test_frontier_of_a_chinchilla_law_names_it_and_plans_no_derived_tokens(tmp_path):
+    import json
+
+    from cdlaw.figures.plot import compute_frontier
+    from cdlaw.law import PRESETS
+
+    # U = 300B runs out past ~1e23 FLOPs: the contrasts repeat, the plan grows N instead
+    # (its rows keep a few thousand derived tokens of rounding where D reaches U)
+    fr = compute_frontier(PRESETS["chinchilla-besiroglu"], 3e11, np.geomspace(1e20, 1e25, 8))
+    path = tmp_path / "chinchilla-frontier.json"
+    path.write_text(json.dumps(fr))
+    fig = make_figure("frontier", load_inputs(path))
+    ax_n, ax_d, _, ax_l = data_axes(fig)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "plan with the chinchilla law (no derived tokens)" in labels
+    assert not [lab for lab in labels if "CD" in lab or "uses repetition" in lab]
+    assert not by_gid(ax_d, "plan:derived_tokens")  # the plan's D′ is not drawn ...
+    assert by_gid(ax_d, "naive:derived_tokens")  # ... the naive plan's repeats are
+    assert not ax_d.collections  # no strategy markers
+    (n_star,) = by_gid(ax_n, "plan:n_params")
+    np.testing.assert_allclose(n_star.get_ydata(), [r["n_params"] for r in fr["rows"]])
+    assert by_gid(ax_l, "plan:predicted_loss")
+    assert "fit: chinchilla law" in caption(fig)
 
 
 def test_frontier_from_runs_uses_the_planner(figures, inputs):
@@ -381,6 +511,25 @@ def test_external_table_with_a_fit(tmp_path):
     )
     # a fit.json alone: the law's own figures
     assert available_kinds(load_inputs(fit)) == ["rstar", "frontier"]
+
+
+def test_two_tables_in_one_folder_keep_their_own_figures(tmp_path):
+    import shutil
+
+    csv, fit = plotdata.write_external(tmp_path)
+    other = csv.with_name("other.csv")
+    shutil.copy(csv, other)
+    shutil.copy(fit, other.with_name("other.fit.json"))
+    first = plot(csv, ["loss", "residuals"])
+    second = plot(other, ["loss", "residuals"])
+    # named per table, as `cdlaw fit` names t.fit.json
+    assert [p.parent.name for p in first] == ["published.figures"] * 2
+    assert [p.parent.name for p in second] == ["other.figures"] * 2
+    assert not set(first) & set(second)
+    assert all(p.is_file() for p in first + second)
+    # the table's fit and comparison draw into the table's folder too
+    assert load_inputs(fit).out_dir == csv.with_name("published.figures")
+    assert load_inputs(csv).out_dir == csv.with_name("published.figures")
 
 
 def test_bad_input_is_refused_before_writing(runs, tmp_path):

@@ -27,7 +27,11 @@ def plot(
         show_default=False,
     ),
     out: Path = typer.Option(
-        None, "--out", help="Folder for the figures. Default: RUNS/figures.", show_default=False
+        None,
+        "--out",
+        help="Folder for the figures. Default: RUNS/figures for a runs folder; T.figures "
+        "beside a table T.csv (and beside its T.fit.json or T.compare.json).",
+        show_default=False,
     ),
     fmt: str = typer.Option("png", "--format", help="png, svg or pdf."),
     fit: Path = typer.Option(

@@ -14,6 +14,17 @@ from cdlaw.figures import style
 from cdlaw.law import Law
 
 
+def eta_limits(etas, margin: float = 0.06) -> tuple[float, float]:
+    """y-limits holding every finite η drawn, η = 0 and the η = 1 reference, with a margin
+    of `margin` times that span on each side so no point sits on an edge."""
+    etas = np.asarray(etas, dtype=float)
+    etas = etas[np.isfinite(etas)]
+    lo = min(0.0, float(etas.min())) if len(etas) else 0.0
+    hi = max(1.0, float(etas.max())) if len(etas) else 1.0
+    pad = margin * (hi - lo)
+    return lo - pad, hi + pad
+
+
 def eta_figure(law: Law, rows, fit: dict | None = None):
     """Empirical η against r with the fitted η curves, one panel per strategy."""
     import matplotlib as mpl
@@ -51,29 +62,16 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             p = pts[pts["n_params"] == n]
             if not len(p):
                 continue
-            hollow = ~p["used"].to_numpy()
-            colors = cmap(norm(p["tokens_per_param"].to_numpy()))
-            ax.scatter(
-                p["derived_ratio"][~hollow],
-                p["empirical_eta"][~hollow],
-                c=colors[~hollow],
-                marker=marker_of[n],
-                s=34,
-                edgecolor="black",
-                linewidth=0.5,
-                zorder=4,
-                gid=f"runs:{n:g}",
-            )
-            ax.scatter(
-                p["derived_ratio"][hollow],
-                p["empirical_eta"][hollow],
-                facecolor="white",
-                edgecolor=colors[hollow],
-                marker=marker_of[n],
-                s=34,
-                linewidth=1.3,
-                zorder=4,
-                gid=f"unused:{n:g}",
+            style.scatter_runs(
+                ax,
+                p["derived_ratio"],
+                p["empirical_eta"],
+                p["used"],
+                cmap(norm(p["tokens_per_param"].to_numpy())),
+                marker_of[n],
+                34,
+                f"{n:g}",
+                ring=1.3,
             )
         ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
         ax.set_xscale("log")
@@ -83,11 +81,8 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
         ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
         ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
         ax.tick_params(labelsize=7)
-    etas = derived["empirical_eta"].to_numpy()
-    etas = etas[np.isfinite(etas)]
-    top = max(1.1, float(np.percentile(etas, 98)) + 0.05) if len(etas) else 1.1
-    bottom = min(0.0, float(np.percentile(etas, 2)) - 0.05) if len(etas) else 0.0
-    axes[0, 0].set_ylim(bottom, top)
+    drawn = derived[derived["strategy"].isin(strategies)]["empirical_eta"].to_numpy()
+    axes[0, 0].set_ylim(*eta_limits(drawn))
 
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
     cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)
@@ -118,15 +113,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             markeredgecolor="black",
             label=r"empirical $\eta$ of a run",
         ),
-        Line2D(
-            [],
-            [],
-            linestyle="",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor="0.3",
-            label="run not used in the fit",
-        ),
+        style.unused_handle("run not used in the fit", ring=None),
         Line2D([], [], color="0.35", linewidth=1.3, label=r"fitted $\eta(r)$ of the run's (N, D)"),
         Line2D(
             [],

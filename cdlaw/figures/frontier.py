@@ -1,9 +1,11 @@
 """The compute frontier from `cdlaw plan --frontier`: the best plan at each budget.
 
-Four panels against the budget C (FLOPs): model size N*, tokens (fresh D and derived
-D′), passes over the unique data, and predicted loss. The CD plan is drawn against the
-same budget planned naively (Chinchilla, repeats counted as fresh) and by the
-four-epoch rule, each scored by the CD law, so the gap is the value of planning with it.
+Four panels against the budget C (FLOPs): model size N*, derived tokens D′, passes over
+the unique data, and predicted loss. The plan, made with the law of the frontier's fit
+(named in the legend), is drawn against the same budget planned naively (Chinchilla,
+repeats counted as fresh) and by the four-epoch rule, each scored by that law, so the gap
+is the value of planning with it. The plan's derived tokens are drawn only when it has
+some: a law that gives them no worth (chinchilla) never plans any.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.figures import style
+from cdlaw.laws import LAWS
 
+# "plan" is labelled with its law's name in the figure (plan_label).
 PLANS = {
-    "cd": {"label": "CD-law plan", "color": style.BLACK, "linestyle": "-", "marker": "o"},
+    "plan": {"label": "plan", "color": style.BLACK, "linestyle": "-", "marker": "o"},
     "naive": {
         "label": "naive Chinchilla plan",
         "color": style.VERMILLION,
@@ -39,8 +43,29 @@ def _num(x) -> float:
     return float("nan") if x is None else float(x)
 
 
+def plan_law(frontier: dict, fit: dict | None = None) -> str:
+    """The name of the law the frontier was planned with, as fit.json's "law" spells it."""
+    named = frontier.get("law")
+    for d in (frontier.get("law_params"), named if isinstance(named, dict) else None):
+        if isinstance(d, dict) and d.get("law"):
+            return str(d["law"])
+    rows = frontier.get("rows") or []
+    if rows and isinstance(rows[0], dict) and rows[0].get("law_form"):
+        return str(rows[0]["law_form"])
+    return str((fit or {}).get("law") or "cd")
+
+
+def plan_has_derived(law: str, plan: dict[str, np.ndarray]) -> bool:
+    """Whether the plan spends any budget on derived tokens. A law that gives them no
+    worth never does: what its rows carry is rounding left when D reaches U."""
+    form = LAWS.get(law)
+    if form is not None and not form.uses_derived:
+        return False
+    return bool((plan["derived_tokens"] > 0).any())
+
+
 def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
-    """Per plan kind (cd, naive, four_epoch): arrays of budget, N, D, D′, passes, loss.
+    """Per plan kind (plan, naive, four_epoch): arrays of budget, N, D, D′, passes, loss.
 
     Fresh tokens of the contrast plans are recomputed from the budget when a row omits
     them: D = min(U, C/(6N)), D′ = C/(6N) − D (docs/plan.md).
@@ -50,7 +75,7 @@ def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
     for row in frontier["rows"]:
         C = float(row["budget_flops"])
         for kind in PLANS:
-            p = row if kind == "cd" else row.get(kind)
+            p = row if kind == "plan" else row.get(kind)
             if not p:
                 continue
             n = _num(p.get("n_params"))
@@ -75,36 +100,48 @@ def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
 
 
 def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
-    """N*, D′*, passes and predicted loss against budget, CD plan vs naive and four-epoch."""
+    """N*, D′*, passes and predicted loss against budget: the plan vs naive and four-epoch.
+
+    Each plan's line in a panel has the gid "<kind>:<column>" (plan:n_params, naive:…).
+    """
     from matplotlib.lines import Line2D
 
     table = frontier_table(frontier)
     U = _unique(frontier)
+    law = plan_law(frontier, fit)
+    plan = table.get("plan")
+    with_derived = plan is not None and plan_has_derived(law, plan)
     fig, axes = style.new_figure(2, 2, panel=(3.8, 2.9), sharex=True)
     ax_n, ax_d, ax_e, ax_l = axes.flat
+    panels = (
+        (ax_n, "n_params"),
+        (ax_d, "derived_tokens"),
+        (ax_e, "passes"),
+        (ax_l, "predicted_loss"),
+    )
     for kind, t in table.items():
         ps = PLANS[kind]
         line = {"color": ps["color"], "linestyle": ps["linestyle"], "linewidth": 1.5}
-        C = t["budget_flops"]
-        ax_n.plot(C, t["n_params"], marker=ps["marker"], markersize=3.5, **line)
-        ax_d.plot(C, t["derived_tokens"], marker=ps["marker"], markersize=3.5, **line)
-        ax_e.plot(C, t["passes"], marker=ps["marker"], markersize=3.5, **line)
-        ax_l.plot(C, t["predicted_loss"], marker=ps["marker"], markersize=3.5, **line)
-    cd = table.get("cd")
-    if cd is not None:
-        # The CD plan's chosen strategy, as coloured markers on its own line.
-        for s in style.strategy_order(set(cd["strategy"])):
-            m = cd["strategy"] == s
+        for ax, key in panels:
+            if kind == "plan" and key == "derived_tokens" and not with_derived:
+                continue
+            ax.plot(
+                t["budget_flops"],
+                t[key],
+                marker=ps["marker"],
+                markersize=3.5,
+                gid=f"{kind}:{key}",
+                **line,
+            )
+    if with_derived:
+        # The plan's chosen strategy, as coloured markers on its own line.
+        for s in style.strategy_order(set(plan["strategy"])):
+            m = plan["strategy"] == s
             st = style.strategy_style(s)
-            for ax, key in (
-                (ax_n, "n_params"),
-                (ax_d, "derived_tokens"),
-                (ax_e, "passes"),
-                (ax_l, "predicted_loss"),
-            ):
+            for ax, key in panels:
                 ax.scatter(
-                    cd["budget_flops"][m],
-                    cd[key][m],
+                    plan["budget_flops"][m],
+                    plan[key][m],
                     color=st["color"],
                     marker=st["marker"],
                     s=26,
@@ -160,12 +197,12 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
             linestyle=p["linestyle"],
             marker=p["marker"],
             markersize=4,
-            label=p["label"],
+            label=plan_label(law, with_derived) if k == "plan" else p["label"],
         )
         for k, p in PLANS.items()
         if k in table
     ]
-    if cd is not None:
+    if with_derived:
         handles += [
             Line2D(
                 [],
@@ -174,9 +211,9 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
                 color=style.strategy_style(s)["color"],
                 marker=style.strategy_style(s)["marker"],
                 markeredgecolor="black",
-                label=f"CD plan uses {s}" if s != "none" else "CD plan: fresh tokens only",
+                label=f"plan uses {s}" if s != "none" else "plan: fresh tokens only",
             )
-            for s in style.strategy_order(set(cd["strategy"]))
+            for s in style.strategy_order(set(plan["strategy"]))
         ]
     if np.isfinite(U):
         handles.append(
@@ -196,9 +233,9 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         # A frontier JSON from a preset: name the law it was planned with.
         params = frontier.get("law_params") or {}
         name = frontier.get("law")
-        fit = {"law": params.get("law", "cd"), "source": params.get("source") or name}
+        fit = {"law": law, "source": params.get("source") or name}
         if isinstance(name, dict):
-            fit = {"law": name.get("law", "cd"), "source": name.get("source")}
+            fit = {"law": law, "source": name.get("source")}
     u_text = "unlimited" if not np.isfinite(U) else style.tokens(U)
     return style.finish(
         fig,
@@ -207,3 +244,8 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         handles,
         [h.get_label() for h in handles],
     )
+
+
+def plan_label(law: str, with_derived: bool) -> str:
+    """The legend's name of the plan: the law it was made with."""
+    return f"plan with the {law} law" + ("" if with_derived else " (no derived tokens)")

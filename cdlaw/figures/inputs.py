@@ -41,9 +41,31 @@ class PlotInputs:
 
     @property
     def out_dir(self) -> Path:
-        """Where figures go by default: <runs>/figures, or figures/ beside the input file."""
-        base = self.runs_dir if self.runs_dir is not None else self.path.parent
-        return base / "figures"
+        """Where figures go by default (figures_dir)."""
+        return self.runs_dir / "figures" if self.runs_dir is not None else figures_dir(self.path)
+
+
+# The files a runs folder holds under fixed names: their figures go to <runs>/figures.
+RUNS_FOLDER_FILES = frozenset(
+    ("fit.json", "fit_rows.parquet", "compare.json", "compare_rows.parquet", "summary.parquet")
+)
+# What `cdlaw fit` and `cdlaw compare` append to a table's stem (t.fit.json, t.compare.json).
+TABLE_OUTPUT_SUFFIXES = (".fit_rows", ".compare_rows", ".fit", ".compare")
+
+
+def figures_dir(path: Path) -> Path:
+    """The default folder for the figures of an input file, named per table as `cdlaw fit`
+    names its outputs: t.csv, t.fit.json and t.compare.json → t.figures/ beside them; a
+    frontier f.json → f.figures/; a runs folder's own files (fit.json, …) → figures/ beside
+    them, as for the runs folder itself. Two tables in one folder never share a folder."""
+    if path.name in RUNS_FOLDER_FILES:
+        return path.parent / "figures"
+    stem = path.stem
+    for suffix in TABLE_OUTPUT_SUFFIXES:
+        if stem.endswith(suffix) and len(stem) > len(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return path.with_name(stem + ".figures")
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""The CD paper's signature figure: loss against tokens trained, inside the regime bands.
+"""Loss against tokens: the CD paper's panels in the regime bands, or one axis per table.
 
-One panel per (model size N, fresh tokens D) cell: rows are model sizes, columns the
-cell's fresh-token budgets from small to large. In a panel every run starts at D tokens
-(one epoch, L_1ep) and derived tokens move it right and down towards the data floor
-L_D; L_N is the floor of the model size itself. The bands (docs/regimes.md):
+Which layout a table gets (is_sweep): a CD sweep (an (N, D) cell holds several runs, some
+with derived tokens) gets the CD paper's signature figure; any other table (a Chinchilla
+table: no derived tokens, or one run per cell) gets loss against tokens on one axis, one
+colour per model size (sizes_figure, at the end of this module).
+
+The CD figure: one panel per (model size N, fresh tokens D) cell: rows are model sizes,
+columns the cell's fresh-token budgets from small to large. In a panel every run starts
+at D tokens (one epoch, L_1ep) and derived tokens move it right and down towards the
+data floor L_D; L_N is the floor of the model size itself. The bands (docs/regimes.md):
 
     compute-bound   L_D < L ≤ L_1ep   more derived tokens (compute) still help
     data-bound      L_N < L ≤ L_D     only more fresh data helps
@@ -23,6 +28,14 @@ from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
 
 MAX_ROWS, MAX_COLS = 5, 4
+MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
+
+
+def is_sweep(rows) -> bool:
+    """Whether rows are a CD sweep: some (N, D) cell holds more than one run, one of them
+    with derived tokens. Only then do panels per (N, D) cell have curves to show."""
+    cells = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].agg(["max", "size"])
+    return bool(((cells["max"] > 0) & (cells["size"] > 1)).any())
 
 
 def _spread(values, k: int) -> list:
@@ -177,31 +190,17 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
                 gid=f"fit:{s}",
             )
         pts = cell[cell["strategy"] == s]
-        fitted = pts[pts["used"]]
-        other = pts[~pts["used"]]
-        ax.scatter(
-            fitted["tokens_trained"],
-            fitted["loss"],
-            color=st["color"],
-            marker=st["marker"],
-            s=30,
-            edgecolor="black",
-            linewidth=0.5,
-            zorder=5,
+        style.scatter_runs(
+            ax,
+            pts["tokens_trained"],
+            pts["loss"],
+            pts["used"],
+            st["color"],
+            st["marker"],
+            30,
+            s,
             label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
-            gid=f"runs:{s}",
-        )
-        ax.scatter(
-            other["tokens_trained"],
-            other["loss"],
-            facecolor="white",
-            edgecolor=st["color"],
-            marker=st["marker"],
-            s=30,
-            linewidth=1.2,
             zorder=5,
-            label="_not used",
-            gid=f"unused:{s}",
         )
 
     ax.set_xscale("log")
@@ -215,7 +214,10 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
 
 
 def loss_figure(law: Law, rows, fit: dict | None = None):
-    """Loss against tokens trained per (N, D) cell, with fitted curves and regime bands."""
+    """Loss against tokens trained per (N, D) cell, with fitted curves and regime bands;
+    for a table that is no CD sweep (is_sweep), sizes_figure."""
+    if not is_sweep(rows):
+        return sizes_figure(law, rows, fit)
     grid, left_out = loss_cells(rows)
     n_cols = max(len(v) for v in grid.values())
     fig, axes = style.new_figure(len(grid), n_cols, panel=(3.4, 2.7))
@@ -239,20 +241,8 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     handles, labels = style.dedupe(handles, labels)
     shown = rows[rows["n_params"].isin(list(grid))]
     if (~shown["used"]).any():
-        from matplotlib.lines import Line2D
-
-        handles.append(
-            Line2D(
-                [],
-                [],
-                linestyle="",
-                marker="o",
-                markerfacecolor="white",
-                markeredgecolor="0.3",
-                markeredgewidth=1.2,
-            )
-        )
-        labels.append("hollow: not used in the fit (held out or dropped)")
+        handles.append(style.unused_handle())
+        labels.append(style.UNUSED_LABEL)
     extra = "bands use the lowest L_D of the strategies shown"
     if left_out:
         extra += f" · {left_out} more (N, D) cell(s) not shown"
@@ -262,4 +252,126 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
         style.fit_caption(fit, extra),
         handles,
         labels,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# A table that is no CD sweep: loss against tokens, one colour per model size
+# ---------------------------------------------------------------------------------------
+
+
+def size_bins(n_params, k: int = MAX_SIZE_COLOURS) -> list[np.ndarray]:
+    """The distinct model sizes in at most k groups, one colour each: one size per group
+    when there are k or fewer, else k log-even spans of N (empty spans dropped)."""
+    sizes = np.unique(np.asarray(n_params, dtype=float))
+    if len(sizes) <= k:
+        return [sizes[i : i + 1] for i in range(len(sizes))]
+    edges = np.geomspace(sizes[0], sizes[-1], k + 1)
+    span = np.clip(np.searchsorted(edges, sizes, side="right") - 1, 0, k - 1)
+    return [sizes[span == i] for i in range(k) if (span == i).any()]
+
+
+def _size_label(sizes: np.ndarray, n_line: float) -> str:
+    if len(sizes) == 1:
+        return f"N = {style.size(sizes[0])}"
+    return (
+        f"N = {style.size(sizes[0])}–{style.size(sizes[-1])} "
+        f"({len(sizes)} sizes, fit at {style.size(n_line)})"
+    )
+
+
+def sizes_figure(law: Law, rows, fit: dict | None = None):
+    """Loss against tokens trained, every run a point coloured by its model size N, and
+    the fitted law at D′ = 0 as one line per size (or per span of sizes, when there are
+    more than MAX_SIZE_COLOURS: the line at the span's geometric-mean size).
+
+    Line gids: "fit:<N>" at the N it is drawn for; point gids "runs:<strategy>:<group>"
+    and "unused:<strategy>:<group>", group counting the size groups from the smallest.
+    """
+    from matplotlib.lines import Line2D
+
+    fig, axes = style.new_figure(1, 1, panel=(6.4, 4.6))
+    ax = axes[0, 0]
+    groups = size_bins(rows["n_params"])
+    cmap = style.sequential_cmap()
+    colours = (
+        [cmap(x) for x in np.linspace(0.0, 1.0, len(groups))] if len(groups) > 1 else [cmap(0.5)]
+    )
+    strategies = style.strategy_order(rows["strategy"].unique())
+    derived = bool((rows["derived_tokens"] > 0).any())
+    handles = []
+    for g, (sizes, colour) in enumerate(zip(groups, colours, strict=True)):
+        runs = rows[rows["n_params"].isin(sizes)]
+        n_line = float(sizes[0] if len(sizes) == 1 else np.exp(np.log(sizes).mean()))
+        # Across every run of the group, held out and dropped ones too: how far each
+        # lies from the law is what the reader compares.
+        x = runs["tokens_trained"]
+        grid = np.geomspace(x.min() / 1.5, x.max() * 1.5, 100)
+        ax.plot(
+            grid,
+            law.loss_one_epoch(n_line, grid),
+            color=colour,
+            linewidth=1.4,
+            zorder=2,
+            gid=f"fit:{n_line!r}",
+        )
+        for s in strategies:
+            pts = runs[runs["strategy"] == s]
+            marker = style.strategy_style(s)["marker"]
+            style.scatter_runs(
+                ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
+            )
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=colour,
+                marker="o",
+                markeredgecolor="black",
+                markersize=5,
+                label=_size_label(sizes, n_line),
+            )
+        )
+    ax.set_xscale("log")
+    style.log_axis(ax, "x")
+    axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
+    ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
+    ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+    if len(strategies) > 1:
+        handles += [
+            Line2D(
+                [],
+                [],
+                linestyle="",
+                color="0.5",
+                marker=style.strategy_style(s)["marker"],
+                markeredgecolor="black",
+                label=f"runs, {s}",
+            )
+            for s in strategies
+        ]
+    fitted = "fitted law, every token counted as fresh" if is_naive(fit) else "fitted law"
+    handles.append(
+        Line2D(
+            [],
+            [],
+            color="0.35",
+            linewidth=1.4,
+            label=fitted + (" (D′ = 0)" if derived and not is_naive(fit) else ""),
+        )
+    )
+    if (~rows["used"]).any():
+        handles.append(style.unused_handle())
+    n_sizes = rows["n_params"].nunique()
+    extra = f"{len(rows)} runs, {n_sizes} model sizes"
+    if n_sizes > len(groups):
+        extra += f" in {len(groups)} colours"
+    return style.finish(
+        fig,
+        f"Loss against {axis.split(',')[0]}, one colour per model size",
+        style.fit_caption(fit, extra),
+        handles,
+        [h.get_label() for h in handles],
     )

@@ -7,6 +7,7 @@ per kind; each returns a matplotlib Figure.
     inputs = load_inputs("runs/demo")
     fig = make_figure("loss", inputs)          # a matplotlib Figure, to inspect or save
     plot("runs/demo", ["loss", "eta"])         # → runs/demo/figures/loss.png, eta.png
+    plot("t.csv", ["loss"])                    # → t.figures/loss.png (the fit t.fit.json)
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def plot(
     fit_path: str | Path | None = None,
     options: FigureOptions = FigureOptions(),
 ) -> list[Path]:
-    """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>.
+    """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>;
+    out defaults to <runs>/figures, or t.figures/ beside a table t.csv (figures_dir).
 
     options: --no-title, --caption, --dpi, --style (cdlaw.figures.output). Every input is
     checked before any file is written.

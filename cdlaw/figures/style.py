@@ -162,6 +162,60 @@ def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int =
     return fig
 
 
+UNUSED_LABEL = "hollow: not used in the fit (held out or dropped)"
+
+
+def scatter_runs(
+    ax, x, y, used, color, marker, size, gid, edge=0.5, ring=1.2, label=None, zorder=4
+):
+    """Runs as points: filled and edged in black where the fit used them, hollow rings in
+    their colour where it did not (held out or dropped). color is one colour or one per
+    point; the two collections have the gids "runs:<gid>" and "unused:<gid>"."""
+    used = np.asarray(used, dtype=bool)
+    x, y = np.asarray(x), np.asarray(y)
+    per_point = not isinstance(color, str) and np.ndim(color) == 2
+    ax.scatter(
+        x[used],
+        y[used],
+        facecolor=color[used] if per_point else color,
+        marker=marker,
+        s=size,
+        edgecolor="black",
+        linewidth=edge,
+        zorder=zorder,
+        label=label,
+        gid=f"runs:{gid}",
+    )
+    ax.scatter(
+        x[~used],
+        y[~used],
+        facecolor="white",
+        edgecolor=color[~used] if per_point else color,
+        marker=marker,
+        s=size,
+        linewidth=ring,
+        zorder=zorder,
+        label="_not used",
+        gid=f"unused:{gid}",
+    )
+
+
+def unused_handle(label: str = UNUSED_LABEL, ring: float | None = 1.2):
+    """The legend's entry for the hollow points of scatter_runs."""
+    from matplotlib.lines import Line2D
+
+    return Line2D(
+        [],
+        [],
+        linestyle="",
+        marker="o",
+        markerfacecolor="white",
+        markeredgecolor="0.3",
+        markeredgewidth=ring,
+        label=label,
+    )
+
+
 def dedupe(handles, labels):
     """Keep the first handle of each label, in order."""
     seen: dict[str, object] = {}

@@ -259,8 +259,9 @@ def regimes_section(report: Report) -> str:
 
 
 FIGURE_TEXT = {
-    "loss": "Loss against tokens trained per (N, D), with the fitted curves and the "
-    "compute-, data- and model-bound bands.",
+    "loss": "Loss against tokens trained with the fitted curves: per (N, D) in the "
+    "compute-, data- and model-bound bands for a sweep with derived tokens, else one "
+    "colour per model size.",
     "eta": "Empirical η (worth of a derived token) against r = D′/D, with the fitted η(r).",
     "rstar": "R* over model size and D/N, and where paraphrasing beats repetition.",
     "frontier": "The best plan over a range of budgets, against the naive Chinchilla and "
