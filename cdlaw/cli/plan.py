@@ -68,7 +68,7 @@ def plan(
     saturation: float = typer.Option(
         0.9, "--saturation", help="Regime threshold (docs/regimes.md)."
     ),
-    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (§9)."),
+    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Plan N, D′, strategy and epochs for a FLOP budget and a corpus, with the predicted loss.
