@@ -404,6 +404,23 @@ def test_a_plan_just_past_the_fitted_sizes_says_by_how_much(tmp_path):
     assert len(p.warnings) == 1 and "is 1.0066× the largest fitted size" in p.warnings[0]
 
 
+def test_a_range_warning_never_shows_a_ratio_beside_two_equal_numbers(tmp_path):
+    # "318B is 1.0008× the largest fitted (318B)": the numbers get the digits to differ
+    import re
+
+    p0 = plan(QIN, 1e18, 2e9, "repetition")
+    for excess in (1.0008, 1.03, 2.0):
+        fit = qin_fit(data_range={"n_params": [1e6, p0.n_params / excess]})
+        (w,) = plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition").warnings
+        shown, ratio, bound = re.fullmatch(
+            r"N = (\S+) is (\S+)× the largest fitted size \((\S+)\)", w
+        ).groups()
+        assert shown != bound and float(ratio) == pytest.approx(excess, rel=1e-3), w
+    # an excess below rounding is no extrapolation: no warning
+    fit = qin_fit(data_range={"n_params": [1e6, p0.n_params / 1.00001]})
+    assert plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition").warnings == ()
+
+
 def test_the_derived_ratio_is_checked_against_the_plans_own_strategys_runs(tmp_path):
     # Paraphrase runs went to r = 40, repetition runs only to r = 4: a repetition plan at
     # r ≈ 11 extrapolates repetition's R*, though the table's largest r covers it.

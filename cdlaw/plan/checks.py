@@ -151,6 +151,11 @@ def fitted_range(source: PlanningLaw, strategy: str) -> dict:
     return rng
 
 
+# An excess over the fitted range smaller than this share of the bound is rounding, not an
+# extrapolation: 1e-4 is still told apart at the 6 significant digits _distinct allows.
+RANGE_TOLERANCE = 1e-4
+
+
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
     rng = fitted_range(source, best.strategy)
@@ -168,21 +173,22 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
         if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
             continue
         lo, hi = (None if b is None else float(b) for b in bounds)
-        shown = format_number(value)
         if key in own:
             what = f"{best.strategy} {what}"
-        if hi is not None and value > hi * (1 + 1e-9):
+        if hi is not None and value > hi * (1 + RANGE_TOLERANCE):
             if hi > 0:
+                shown, bound = _distinct(value, hi)
                 out.append(
                     f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
-                    f"({format_number(hi)})"
+                    f"({bound})"
                 )
             else:
-                out.append(f"{symbol} = {shown} but the fit saw only {symbol} = 0")
-        elif lo is not None and lo > 0 and 0 < value < lo * (1 - 1e-9):
+                out.append(f"{symbol} = {format_number(value)} but the fit saw only {symbol} = 0")
+        elif lo is not None and lo > 0 and 0 < value < lo * (1 - RANGE_TOLERANCE):
+            shown, bound = _distinct(value, lo)
             out.append(
                 f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
-                f"({format_number(lo)})"
+                f"({bound})"
             )
     return out
 
@@ -221,3 +227,14 @@ def _times(ratio: float) -> str:
     if ratio < 1.1:
         return f"{ratio:.4f}".rstrip("0").rstrip(".") + "×"
     return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
+
+
+def _distinct(value: float, bound: float) -> tuple[str, str]:
+    """value and bound at 3 significant digits, or at as many more (up to 6) as it takes to
+    tell them apart: a plan 0.08% past the data reads "318.25B … (318B)", never "318B is
+    1.0008× … (318B)"."""
+    for digits in range(3, 7):
+        shown, limit = format_number(value, digits), format_number(bound, digits)
+        if shown != limit:
+            break
+    return shown, limit
