@@ -43,24 +43,38 @@ def loss_band(
     source: PlanningLaw, best: Allocation, chosen: str, optimism: float | None = None
 ) -> tuple[float, float] | None:
     """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles,
-    widened on one side by the plan's optimism (below) when there is one: [min(lo, lo − o),
-    max(hi, hi − o)]. Widened, not shifted: where runs are few the estimate of the optimism
-    overshoots (docs/plan.md), and a band that moves by it would cover less, not more."""
+    widened on one side by the plan's optimism o (below) when there is one. Widened, not
+    shifted: where runs are few the estimate of the optimism overshoots (docs/plan.md), and
+    a band that moves by it would cover less, not more.
+
+    Every bound stays a loss the law family can give, above the floor E of the refits it
+    comes from. An optimistic plan (o < 0) raises the upper bound by |o|, which no floor
+    limits. A pessimistic one (o > 0) lowers the lower bound, and there o nats is applied
+    on each refit's log(L − E) scale, where the law is unbounded: its loss E_b + R_b at the
+    plan becomes E_b + R_b·e^(−o/R_b), which is E_b + R_b − o to first order while o ≪ R_b
+    and never reaches E_b however large o is (an additive o, far from the data, gave
+    bounds below E and below zero)."""
     if len(source.bootstrap) < 2:
         return None
     s = law_strategy(best.strategy, chosen)
-    losses = np.array(
+    losses, floors = np.array(
         [
-            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
+            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.E)
             for b in source.bootstrap
         ]
-    )
-    losses = losses[np.isfinite(losses)]
+    ).T
+    keep = np.isfinite(losses)
+    losses, floors = losses[keep], floors[keep]
     if losses.size < 2:
         return None
     lo, hi = np.percentile(losses, [2.5, 97.5])
-    if optimism is not None:
-        lo, hi = min(lo, lo - optimism), max(hi, hi - optimism)
+    if optimism is not None and optimism < 0:
+        hi -= optimism
+    elif optimism is not None and optimism > 0:
+        reducible = np.maximum(losses - floors, 0.0)
+        with np.errstate(divide="ignore"):
+            lowered = floors + reducible * np.exp(-optimism / reducible)
+        lo = np.percentile(lowered, 2.5)  # below lo: each refit's loss is lowered
     return float(lo), float(hi)
 
 
