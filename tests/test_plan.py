@@ -433,6 +433,34 @@ def test_a_range_warning_never_shows_a_ratio_beside_two_equal_numbers(tmp_path):
     assert plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition").warnings == ()
 
 
+@pytest.mark.parametrize(
+    "coordinate",
+    ["n_params above", "n_params below", "tokens_per_param below", "derived_ratio above"],
+)
+def test_a_plan_past_30x_its_fitted_range_is_refused_unless_insisted_on(tmp_path, coordinate):
+    # the demo's fit planned N = 33.2B, 165,767× its largest run, with no more than a warning
+    key, side = coordinate.split()
+    p0 = plan(QIN, 1e21, 5e9, "repetition")
+    value = {"n_params": p0.n_params, "tokens_per_param": p0.fresh_tokens / p0.n_params,
+             "derived_ratio": p0.best.derived_ratio}[key]  # fmt: skip
+
+    def fitted(factor):
+        bounds = [0, value / factor] if side == "above" else [value * factor, 1e30]
+        return load_law(write(tmp_path, qin_fit(data_range={key: bounds})))
+
+    inside = plan(fitted(29), 1e21, 5e9, "repetition", extrapolate=False)  # 29×: a warning
+    assert inside.extrapolated == () and len(inside.warnings) == 1
+    assert inside.to_dict()["extrapolated"] == []
+    with pytest.raises(BadInput) as e:
+        plan(fitted(31), 1e21, 5e9, "repetition", extrapolate=False)
+    message = str(e.value)
+    assert "beyond the 30× extrapolation limit" in message and "--extrapolate" in message
+    assert message.count(". ") == 0  # one sentence
+    insisted = plan(fitted(31), 1e21, 5e9, "repetition", extrapolate=True)
+    assert insisted.extrapolated == (insisted.warnings[0],) and "31×" in insisted.warnings[0]
+    assert Plan.from_dict(insisted.to_dict()).extrapolated == insisted.extrapolated
+
+
 def test_the_derived_ratio_is_checked_against_the_plans_own_strategys_runs(tmp_path):
     # Paraphrase runs went to r = 40, repetition runs only to r = 4: a repetition plan at
     # r ≈ 11 extrapolates repetition's R*, though the table's largest r covers it.

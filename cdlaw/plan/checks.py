@@ -2,18 +2,21 @@
 
 This module's one job is to judge a chosen allocation rather than to find it: score it under
 the fit's bootstrap laws (the 95% band of its loss), say how often those laws would decide
-otherwise (strategy, N) and how optimistic a plan's own prediction is, say where it leaves the data the law was fitted on
-and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
+otherwise (strategy, N) and how optimistic a plan's own prediction is, say where it leaves
+the data the law was fitted on and by how much (and where past the extrapolation limit:
+beyond_limit), and notice when the law would rather swap fresh tokens for derived ones (an
 extrapolation artifact). cdlaw.plan.planner calls these; they never import it at run time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from cdlaw.law import Law
+from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.units import format_number
@@ -172,6 +175,31 @@ RANGE_TOLERANCE = 1e-4
 
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
+    return [text for _, _, text in range_excess(source, best)]
+
+
+# The coordinates EXTRAPOLATION_LIMIT applies to; D follows from N and D/N.
+LIMITED = ("n_params", "tokens_per_param", "derived_ratio")
+
+
+def beyond_limit(source: PlanningLaw, best: Allocation) -> list[str]:
+    """The range warnings of the plan's N, D/N and D′/D that lie more than
+    EXTRAPOLATION_LIMIT times beyond the fitted range; D′/D only for a law that gives
+    derived tokens a value (a chinchilla law extrapolates nothing by them)."""
+    uses_derived = source.law.form_decl.uses_derived
+    return [
+        text
+        for key, factor, text in range_excess(source, best)
+        if key in LIMITED
+        and factor > EXTRAPOLATION_LIMIT
+        and (key != "derived_ratio" or uses_derived)
+    ]
+
+
+def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float, str]]:
+    """(coordinate, factor beyond the fitted range, sentence) for each of the plan's N, D/N,
+    D and D′/D outside the data the law was fitted on; the factor is ∞ for a coordinate
+    the fit saw only at 0."""
     rng = fitted_range(source, best.strategy)
     own = (source.data_range or {}).get(best.strategy)
     own = own if isinstance(own, dict) else {}
@@ -192,18 +220,21 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
         if hi is not None and value > hi * (1 + RANGE_TOLERANCE):
             if hi > 0:
                 shown, bound = _distinct(value, hi)
-                out.append(
+                text = (
                     f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
                     f"({bound})"
                 )
+                out.append((key, value / hi, text))
             else:
-                out.append(f"{symbol} = {format_number(value)} but the fit saw only {symbol} = 0")
+                text = f"{symbol} = {format_number(value)} but the fit saw only {symbol} = 0"
+                out.append((key, math.inf, text))
         elif lo is not None and lo > 0 and 0 < value < lo * (1 - RANGE_TOLERANCE):
             shown, bound = _distinct(value, lo)
-            out.append(
+            text = (
                 f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
                 f"({bound})"
             )
+            out.append((key, lo / value, text))
     return out
 
 

@@ -105,6 +105,9 @@ class Plan:
     # the bootstrap's estimate of how much lower the predicted loss is than the loss the
     # plan will get (nats, negative: optimistic); the band is widened by it
     optimism: float | None = None
+    # where the plan lies beyond the extrapolation limit of its fitted range (a sentence per
+    # coordinate; empty inside it): a plan `cdlaw plan --extrapolate` insisted on
+    extrapolated: tuple[str, ...] = ()
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -181,6 +184,7 @@ class Plan:
             "four_epoch": self.four_epoch.to_dict(),
             "memory": self.memory,
             "warnings": list(self.warnings),
+            "extrapolated": list(self.extrapolated),
         }
 
     @classmethod
@@ -215,6 +219,7 @@ class Plan:
             four_epoch=Allocation.from_dict(d["four_epoch"]),
             memory=d.get("memory"),
             warnings=tuple(d.get("warnings") or ()),
+            extrapolated=tuple(d.get("extrapolated") or ()),
         )
 
 
