@@ -155,6 +155,19 @@ def test_a_plan_far_beyond_its_fit_needs_extrapolate_and_then_says_so(
     ]
 
 
+def test_a_plan_without_a_band_says_why(monkeypatch, capsys, tmp_path):
+    args = ("--budget-flops", "1e21", "--unique-tokens", "5e9")
+    code, out, _ = run(monkeypatch, capsys, *args, "--law", "qin2026")
+    text = " ".join(out.split()).replace("│ │", "")
+    assert code == 0 and "95% band none: a preset carries no bootstrap refits; fit a table " in text
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({**QIN.to_dict(), "method": "joint"}))
+    code, out, _ = run(monkeypatch, capsys, *args, "--law", str(fit), "--json")
+    got = json.loads(out)
+    assert got["predicted_loss_ci95"] is None
+    assert got["no_band_reason"].startswith("the fit has no bootstrap refits; refit with")
+
+
 def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
     fit = tmp_path / "fit.json"
     fit.write_text(json.dumps({**QIN.to_dict(), "data_range": {"n_params": [1e7, 6e8]}}))

@@ -227,6 +227,8 @@ def _render_plan(p) -> None:
         "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.no_band_reason:
+        t.add_row("95% band", f"none: {escape(p.no_band_reason)}")
     if p.optimism is not None:
         how = (
             "less than the fit expects at them (a plan lands where the fit errs low)"

@@ -246,6 +246,9 @@ def plan(
     shares, n_band = decision_spread(own, tried, chosen)
     optimism = plan_optimism(own, law)
     ci = loss_band(source, best, chosen, optimism)
+    no_band = None
+    if ci is None:
+        no_band = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
     warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
@@ -294,6 +297,7 @@ def plan(
         n_params_fixed=n_params is not None,
         best=best,
         predicted_loss_ci95=ci,
+        no_band_reason=no_band,
         optimism=optimism,
         strategy_share=shares,
         n_params_ci95=n_band,
