@@ -92,6 +92,26 @@ def test_numeric_options_show_as_numbers(command):
         assert not (kind == "<str>" and NUMERIC_EXAMPLE.search(words)), (option, kind, words)
 
 
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_flags_show_no_value_in_help(command):
+    # a flag (--json, --frontier, -h) takes no value, so its row has no type column:
+    # `--json <bool>` would read as if `--json true` were expected
+    text = help_text(command) if command else CliRunner().invoke(app, ["-h"]).output
+    assert "<bool>" not in text, command
+    cmd = typer.main.get_command(app).commands[command] if command else None
+    if cmd is not None and any("--json" in p.opts for p in cmd.params):
+        assert re.search(r"│\s+--json {2,}[A-Z]", text), command
+    if command == "plan":  # a flag, so `true` is an extra argument
+        code, _, err = cdlaw("plan", "--budget-flops", "1e21", "--json", "true")
+        assert code == 2 and "unexpected extra argument" in err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_cites_no_section_a_user_cannot_open(command):
+    # "(§9)" points into a design document that does not ship; docs/ are named by file
+    assert "§" not in help_text(command), command
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_text_keeps_its_placeholders(command):
     # --help renders markdown, where <sweep> is an HTML tag and vanishes ("OUT//.")

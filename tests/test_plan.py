@@ -305,6 +305,17 @@ def write(tmp_path, obj, name="fit.json"):
     return str(path)
 
 
+def widened_band(losses, floors, o) -> tuple[float, float]:
+    """docs/plan.md's band: the refits' losses at the plan, 2.5–97.5 percentiles, widened by
+    the optimism o on its side: up by |o|, or down on each refit's log(L − E) scale."""
+    losses, floors = np.asarray(losses), np.asarray(floors)
+    lo, hi = np.percentile(losses, [2.5, 97.5])
+    if o < 0:
+        return lo, hi - o
+    reducible = losses - floors
+    return np.percentile(floors + reducible * np.exp(-o / reducible), 2.5), hi
+
+
 def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
     rng = np.random.default_rng(0)
     names = ["E", "A", "B", "alpha", "beta", "repetition.K", "repetition.rho", "repetition.sigma"]
@@ -312,7 +323,7 @@ def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
     vectors = [list(np.array(point) * (1 + 0.02 * rng.standard_normal(8))) for _ in range(200)]
     fit = qin_fit(bootstrap=vectors, bootstrap_params=names)
     p = plan(load_law(write(tmp_path, fit)), 1e21, 5e9, "repetition")
-    losses = []
+    losses, floors = [], []
     for v in vectors:
         d = dict(zip(names, v, strict=True))
         law = Law(
@@ -324,9 +335,10 @@ def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
             },
         )
         losses.append(float(law.loss(p.n_params, p.fresh_tokens, p.derived_tokens, "repetition")))
-    lo, hi = np.percentile(losses, [2.5, 97.5])
-    o = p.optimism  # widened by the plan's optimism, on its side (test_optimism_… below)
-    assert p.predicted_loss_ci95 == pytest.approx((min(lo, lo - o), max(hi, hi - o)), rel=1e-14)
+        floors.append(law.E)
+    # widened by the plan's optimism, on its side (test_optimism_… below)
+    want = widened_band(losses, floors, p.optimism)
+    assert p.predicted_loss_ci95 == pytest.approx(want, rel=1e-14)
     assert p.predicted_loss_ci95[0] < p.predicted_loss < p.predicted_loss_ci95[1]
 
     # names cdlaw never writes (log-space e, a, b): no band, and the plan names the parameter
@@ -371,9 +383,9 @@ def test_bootstrap_band_reads_the_fit_vector_names_of_a_muennighoff_fit(tmp_path
         )
         for v in vectors
     ]
-    lo, hi = np.percentile(losses, [2.5, 97.5])
-    o = p.optimism
-    assert p.predicted_loss_ci95 == pytest.approx((min(lo, lo - o), max(hi, hi - o)), rel=1e-14)
+    floors = [v[0] for v in vectors]  # E
+    want = widened_band(losses, floors, p.optimism)
+    assert p.predicted_loss_ci95 == pytest.approx(want, rel=1e-14)
 
 
 def test_warns_when_the_plan_leaves_the_fitted_range(tmp_path):
@@ -402,6 +414,51 @@ def test_a_plan_just_past_the_fitted_sizes_says_by_how_much(tmp_path):
     p = plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition")
     assert p.n_params == pytest.approx(p0.n_params, rel=1e-9)
     assert len(p.warnings) == 1 and "is 1.0066× the largest fitted size" in p.warnings[0]
+
+
+def test_a_range_warning_never_shows_a_ratio_beside_two_equal_numbers(tmp_path):
+    # "318B is 1.0008× the largest fitted (318B)": the numbers get the digits to differ
+    import re
+
+    p0 = plan(QIN, 1e18, 2e9, "repetition")
+    for excess in (1.0008, 1.03, 2.0):
+        fit = qin_fit(data_range={"n_params": [1e6, p0.n_params / excess]})
+        (w,) = plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition").warnings
+        shown, ratio, bound = re.fullmatch(
+            r"N = (\S+) is (\S+)× the largest fitted size \((\S+)\)", w
+        ).groups()
+        assert shown != bound and float(ratio) == pytest.approx(excess, rel=1e-3), w
+    # an excess below rounding is no extrapolation: no warning
+    fit = qin_fit(data_range={"n_params": [1e6, p0.n_params / 1.00001]})
+    assert plan(load_law(write(tmp_path, fit)), 1e18, 2e9, "repetition").warnings == ()
+
+
+@pytest.mark.parametrize(
+    "coordinate",
+    ["n_params above", "n_params below", "tokens_per_param below", "derived_ratio above"],
+)
+def test_a_plan_past_30x_its_fitted_range_is_refused_unless_insisted_on(tmp_path, coordinate):
+    # the demo's fit planned N = 33.2B, 165,767× its largest run, with no more than a warning
+    key, side = coordinate.split()
+    p0 = plan(QIN, 1e21, 5e9, "repetition")
+    value = {"n_params": p0.n_params, "tokens_per_param": p0.fresh_tokens / p0.n_params,
+             "derived_ratio": p0.best.derived_ratio}[key]  # fmt: skip
+
+    def fitted(factor):
+        bounds = [0, value / factor] if side == "above" else [value * factor, 1e30]
+        return load_law(write(tmp_path, qin_fit(data_range={key: bounds})))
+
+    inside = plan(fitted(29), 1e21, 5e9, "repetition", extrapolate=False)  # 29×: a warning
+    assert inside.extrapolated == () and len(inside.warnings) == 1
+    assert inside.to_dict()["extrapolated"] == []
+    with pytest.raises(BadInput) as e:
+        plan(fitted(31), 1e21, 5e9, "repetition", extrapolate=False)
+    message = str(e.value)
+    assert "beyond the 30× extrapolation limit" in message and "--extrapolate" in message
+    assert message.count(". ") == 0  # one sentence
+    insisted = plan(fitted(31), 1e21, 5e9, "repetition", extrapolate=True)
+    assert insisted.extrapolated == (insisted.warnings[0],) and "31×" in insisted.warnings[0]
+    assert Plan.from_dict(insisted.to_dict()).extrapolated == insisted.extrapolated
 
 
 def test_the_derived_ratio_is_checked_against_the_plans_own_strategys_runs(tmp_path):
@@ -648,6 +705,28 @@ def test_a_plan_chosen_among_noisy_refits_is_optimistic():
     assert same.optimism == pytest.approx(0.0, abs=1e-12)
     assert same.predicted_loss_ci95 == pytest.approx((same.predicted_loss,) * 2, rel=1e-12)
     assert plan(QIN, C, U).optimism is None  # no bootstrap, no estimate
+
+
+def test_the_band_stays_above_the_floor_of_the_refits_it_comes_from():
+    """Refits that predict far more than the fit at their own plans (an optimism larger
+    than the reducible loss at the plan, as far from the runs) once pushed the band's lower
+    bound below every refit's E, and on the demo's fit below zero: no law gives that."""
+    from cdlaw.plan.source import PlanningLaw
+
+    C, U = 1e21, 5e9
+    draws = [
+        Law("cd", QIN.E + 2 + 0.01 * k, QIN.A, QIN.B, QIN.alpha, QIN.beta, QIN.strategies)
+        for k in range(-5, 5)
+    ]
+    p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
+    assert p.optimism > p.predicted_loss - QIN.E  # o exceeds the reducible loss
+    lo, hi = p.predicted_loss_ci95
+    at_plan = [float(d.loss(p.n_params, p.fresh_tokens, p.derived_tokens, p.strategy))
+               for d in draws]  # fmt: skip
+    assert min(d.E for d in draws) < lo < min(at_plan) and hi == pytest.approx(
+        np.percentile(at_plan, 97.5), rel=1e-12
+    )
+    assert (lo, hi) == pytest.approx(widened_band(at_plan, [d.E for d in draws], p.optimism))
 
 
 def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):

@@ -112,10 +112,12 @@ def test_frontier_json_has_the_keys_the_plot_reads(monkeypatch, capsys):
         "5",
         "--unique-tokens",
         "5e9",
+        "--extrapolate",  # qin2026's plan at 1e22 is 47× its largest fitted size
         "--json",
     )
     assert code == 0
     got = json.loads(out)
+    assert got["rows"][0]["extrapolated"] == [] and got["rows"][-1]["extrapolated"]
     assert got["law"] == "qin2026" and got["unique_tokens"] == 5e9 and got["strategy"] == "auto"
     assert got["law_params"] == QIN.to_dict()
     budgets = [r["budget_flops"] for r in got["rows"]]
@@ -130,6 +132,40 @@ def test_frontier_human_table(monkeypatch, capsys):
     assert code == 0
     assert "frontier: law chinchilla-hoffmann, U = unlimited" in out
     assert out.count("none") >= 3
+
+
+def test_a_plan_far_beyond_its_fit_needs_extrapolate_and_then_says_so(
+    monkeypatch, capsys, tmp_path
+):
+    # as the demo's fit (runs of 26K–200K parameters) planning C = 1e21: N 22,000× its runs
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({**QIN.to_dict(), "data_range": {"n_params": [26328, 2e5]}}))
+    args = ("--budget-flops", "1e21", "--unique-tokens", "5e9", "--law", str(fit))
+    code, out, err = run(monkeypatch, capsys, *args)
+    message = " ".join(err.split())
+    assert code == 2 and out == "" and message.startswith("error: the plan is beyond the 30×")
+    assert "pass --extrapolate to plan it anyway" in message and message.count(". ") == 0
+    code, out, err = run(monkeypatch, capsys, *args, "--extrapolate")
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("extrapolated beyond 30× the fitted range (--extrapolate): N = 4.43B")
+    code, out, _ = run(monkeypatch, capsys, *args, "--extrapolate", "--json")
+    assert code == 0 and json.loads(out)["extrapolated"] == [
+        "N = 4.43B is 22,142× the largest fitted size (200K)"
+    ]
+
+
+def test_a_plan_without_a_band_says_why(monkeypatch, capsys, tmp_path):
+    args = ("--budget-flops", "1e21", "--unique-tokens", "5e9")
+    code, out, _ = run(monkeypatch, capsys, *args, "--law", "qin2026")
+    text = " ".join(out.split()).replace("│ │", "")
+    assert code == 0 and "95% band none: a preset carries no bootstrap refits; fit a table " in text
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({**QIN.to_dict(), "method": "joint"}))
+    code, out, _ = run(monkeypatch, capsys, *args, "--law", str(fit), "--json")
+    got = json.loads(out)
+    assert got["predicted_loss_ci95"] is None
+    assert got["no_band_reason"].startswith("the fit has no bootstrap refits; refit with")
 
 
 def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
@@ -177,6 +213,14 @@ def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
         (["--budget-flops", "1e21", "--mfu", "0.5"], "needs --gpu-flops"),
         (["--frontier", "--frontier-range", "1e22:1e18"], "the end must exceed the start"),
         (["--frontier", "--budget-flops", "1e21"], "--budget-flops would be ignored"),
+        (
+            ["--budget-flops", "1e21", "--unique-tokens", "5"],
+            "--unique-tokens 5 is fewer tokens than one training sequence (--seq-len 4096)",
+        ),
+        (
+            ["--frontier", "--unique-tokens", "5e9"],
+            "the plan at C = 1e+22 is beyond the 30× extrapolation limit",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_sentence(monkeypatch, capsys, args, text):

@@ -33,6 +33,20 @@ app = typer.Typer(
 NUMBER = "<number>"
 
 
+def _flag_type_rich(option: typer.core.TyperOption, ctx) -> str | None:
+    """The type column of an option's row in rich --help: none for a flag (--json,
+    --frontier, -h), which takes no value; typer's own shows `<bool>` there, which reads as
+    if `--json true` were expected."""
+    if option.is_flag or option.count:
+        return None
+    return _typer_type_rich(option, ctx)
+
+
+# One place for every command's flags: their declarations stay plain typer.Option(False, …).
+_typer_type_rich = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type_rich  # type: ignore[method-assign,assignment]
+
+
 def _print_version(value: bool) -> None:
     if value:
         from cdlaw import __version__

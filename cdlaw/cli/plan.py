@@ -6,11 +6,13 @@ import math
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
 from cdlaw.errors import BadInput
+from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
 
 
@@ -68,7 +70,18 @@ def plan(
     saturation: float = typer.Option(
         0.9, "--saturation", help="Regime threshold (docs/regimes.md)."
     ),
-    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (§9)."),
+    tolerance: float = typer.Option(
+        0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."
+    ),
+    extrapolate: bool = typer.Option(
+        False,
+        "--extrapolate",
+        help=f"Plan even beyond {EXTRAPOLATION_LIMIT:g}× the fitted range: N or tokens per "
+        f"parameter D/N above {EXTRAPOLATION_LIMIT:g}× the largest fitted or below "
+        f"1/{EXTRAPOLATION_LIMIT:g} the smallest, or D′/D above {EXTRAPOLATION_LIMIT:g}× the "
+        "largest of its strategy's runs (refused otherwise); the plan then says it is "
+        "extrapolated.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:
     """Plan N, D′, strategy and epochs for a FLOP budget and a corpus, with the predicted loss.
@@ -93,6 +106,7 @@ def plan(
         seq_len=seq_len,
         micro_batch=micro_batch,
         vocab_size=vocab_size,
+        extrapolate=extrapolate,
     )
     for name, value in (
         ("--seq-len", seq_len),
@@ -102,6 +116,11 @@ def plan(
         if value < 1:
             raise BadInput(f"{name} {value} must be a positive whole number.")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    if unique is not None and 0 < unique < seq_len:
+        raise BadInput(
+            f"--unique-tokens {unique_tokens} is fewer tokens than one training sequence "
+            f"(--seq-len {seq_len}): give the corpus's unique token count, e.g. 5e9."
+        )
 
     if frontier:
         if budget_flops is not None:
@@ -171,7 +190,18 @@ REGIME_WHY = {
 }
 
 
+def _extrapolated(where: str) -> None:
+    """The first line of an insisted plan's output: it is beyond the limit, and where."""
+    out.print(
+        f"[bold red]extrapolated[/] beyond {EXTRAPOLATION_LIMIT:g}× the fitted range "
+        f"(--extrapolate): {escape(where)}",
+        highlight=False,
+    )
+
+
 def _render_plan(p) -> None:
+    if p.extrapolated:
+        _extrapolated("; ".join(p.extrapolated))
     band = ""
     if p.predicted_loss_ci95:
         lo, hi = p.predicted_loss_ci95
@@ -197,6 +227,8 @@ def _render_plan(p) -> None:
         "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.no_band_reason:
+        t.add_row("95% band", f"none: {escape(p.no_band_reason)}")
     if p.optimism is not None:
         how = (
             "less than the fit expects at them (a plan lands where the fit errs low)"
@@ -324,6 +356,9 @@ def _render_memory(m: dict) -> None:
 
 
 def _render_frontier(plans, law: str, unique, strategy: str) -> None:
+    beyond = [f"{p.budget_flops:.3g}" for p in plans if p.extrapolated]
+    if beyond:
+        _extrapolated(f"the plans at C = {', '.join(beyond)} (see their warnings)")
     same_d = len({p.fresh_tokens for p in plans}) == 1
     title = (
         f"frontier: law {law}, U = {_tokens(math.inf if unique is None else unique)} unique tokens"

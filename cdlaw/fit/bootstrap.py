@@ -1,4 +1,5 @@
-"""`cdlaw fit --bootstrap B`: refits on rows resampled with replacement (docs/fit.md §7).
+"""`cdlaw fit --bootstrap B`: refits on rows resampled with replacement (docs/fit.md,
+"Outliers, bootstrap, holdout").
 
 Each resample is refitted from every start it is given — the fit's best minimum and the
 search's other distinct minima — and keeps the lowest objective it reaches. Starting only

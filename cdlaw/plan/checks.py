@@ -2,18 +2,21 @@
 
 This module's one job is to judge a chosen allocation rather than to find it: score it under
 the fit's bootstrap laws (the 95% band of its loss), say how often those laws would decide
-otherwise (strategy, N) and how optimistic a plan's own prediction is, say where it leaves the data the law was fitted on
-and by how much, and notice when the law would rather swap fresh tokens for derived ones (an
+otherwise (strategy, N) and how optimistic a plan's own prediction is, say where it leaves
+the data the law was fitted on and by how much (and where past the extrapolation limit:
+beyond_limit), and notice when the law would rather swap fresh tokens for derived ones (an
 extrapolation artifact). cdlaw.plan.planner calls these; they never import it at run time.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
 from cdlaw.law import Law
+from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.units import format_number
@@ -43,24 +46,38 @@ def loss_band(
     source: PlanningLaw, best: Allocation, chosen: str, optimism: float | None = None
 ) -> tuple[float, float] | None:
     """95% band: the plan's (N, D, D′) scored under each bootstrap law, 2.5–97.5 percentiles,
-    widened on one side by the plan's optimism (below) when there is one: [min(lo, lo − o),
-    max(hi, hi − o)]. Widened, not shifted: where runs are few the estimate of the optimism
-    overshoots (docs/plan.md), and a band that moves by it would cover less, not more."""
+    widened on one side by the plan's optimism o (below) when there is one. Widened, not
+    shifted: where runs are few the estimate of the optimism overshoots (docs/plan.md), and
+    a band that moves by it would cover less, not more.
+
+    Every bound stays a loss the law family can give, above the floor E of the refits it
+    comes from. An optimistic plan (o < 0) raises the upper bound by |o|, which no floor
+    limits. A pessimistic one (o > 0) lowers the lower bound, and there o nats is applied
+    on each refit's log(L − E) scale, where the law is unbounded: its loss E_b + R_b at the
+    plan becomes E_b + R_b·e^(−o/R_b), which is E_b + R_b − o to first order while o ≪ R_b
+    and never reaches E_b however large o is (an additive o, far from the data, gave
+    bounds below E and below zero)."""
     if len(source.bootstrap) < 2:
         return None
     s = law_strategy(best.strategy, chosen)
-    losses = np.array(
+    losses, floors = np.array(
         [
-            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
+            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.E)
             for b in source.bootstrap
         ]
-    )
-    losses = losses[np.isfinite(losses)]
+    ).T
+    keep = np.isfinite(losses)
+    losses, floors = losses[keep], floors[keep]
     if losses.size < 2:
         return None
     lo, hi = np.percentile(losses, [2.5, 97.5])
-    if optimism is not None:
-        lo, hi = min(lo, lo - optimism), max(hi, hi - optimism)
+    if optimism is not None and optimism < 0:
+        hi -= optimism
+    elif optimism is not None and optimism > 0:
+        reducible = np.maximum(losses - floors, 0.0)
+        with np.errstate(divide="ignore"):
+            lowered = floors + reducible * np.exp(-optimism / reducible)
+        lo = np.percentile(lowered, 2.5)  # below lo: each refit's loss is lowered
     return float(lo), float(hi)
 
 
@@ -151,8 +168,38 @@ def fitted_range(source: PlanningLaw, strategy: str) -> dict:
     return rng
 
 
+# An excess over the fitted range smaller than this share of the bound is rounding, not an
+# extrapolation: 1e-4 is still told apart at the 6 significant digits _distinct allows.
+RANGE_TOLERANCE = 1e-4
+
+
 def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
     """Say where the plan leaves the data the law was fitted on, and by how much."""
+    return [text for _, _, text in range_excess(source, best)]
+
+
+# The coordinates EXTRAPOLATION_LIMIT applies to; D follows from N and D/N.
+LIMITED = ("n_params", "tokens_per_param", "derived_ratio")
+
+
+def beyond_limit(source: PlanningLaw, best: Allocation) -> list[str]:
+    """The range warnings of the plan's N, D/N and D′/D that lie more than
+    EXTRAPOLATION_LIMIT times beyond the fitted range; D′/D only for a law that gives
+    derived tokens a value (a chinchilla law extrapolates nothing by them)."""
+    uses_derived = source.law.form_decl.uses_derived
+    return [
+        text
+        for key, factor, text in range_excess(source, best)
+        if key in LIMITED
+        and factor > EXTRAPOLATION_LIMIT
+        and (key != "derived_ratio" or uses_derived)
+    ]
+
+
+def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float, str]]:
+    """(coordinate, factor beyond the fitted range, sentence) for each of the plan's N, D/N,
+    D and D′/D outside the data the law was fitted on; the factor is ∞ for a coordinate
+    the fit saw only at 0."""
     rng = fitted_range(source, best.strategy)
     own = (source.data_range or {}).get(best.strategy)
     own = own if isinstance(own, dict) else {}
@@ -168,22 +215,26 @@ def range_warnings(source: PlanningLaw, best: Allocation) -> list[str]:
         if not isinstance(bounds, (list, tuple)) or len(bounds) != 2:
             continue
         lo, hi = (None if b is None else float(b) for b in bounds)
-        shown = format_number(value)
         if key in own:
             what = f"{best.strategy} {what}"
-        if hi is not None and value > hi * (1 + 1e-9):
+        if hi is not None and value > hi * (1 + RANGE_TOLERANCE):
             if hi > 0:
-                out.append(
+                shown, bound = _distinct(value, hi)
+                text = (
                     f"{symbol} = {shown} is {_times(value / hi)} the largest fitted {what} "
-                    f"({format_number(hi)})"
+                    f"({bound})"
                 )
+                out.append((key, value / hi, text))
             else:
-                out.append(f"{symbol} = {shown} but the fit saw only {symbol} = 0")
-        elif lo is not None and lo > 0 and 0 < value < lo * (1 - 1e-9):
-            out.append(
+                text = f"{symbol} = {format_number(value)} but the fit saw only {symbol} = 0"
+                out.append((key, math.inf, text))
+        elif lo is not None and lo > 0 and 0 < value < lo * (1 - RANGE_TOLERANCE):
+            shown, bound = _distinct(value, lo)
+            text = (
                 f"{symbol} = {shown} is {_times(lo / value)} below the smallest fitted {what} "
-                f"({format_number(lo)})"
+                f"({bound})"
             )
+            out.append((key, lo / value, text))
     return out
 
 
@@ -221,3 +272,14 @@ def _times(ratio: float) -> str:
     if ratio < 1.1:
         return f"{ratio:.4f}".rstrip("0").rstrip(".") + "×"
     return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
+
+
+def _distinct(value: float, bound: float) -> tuple[str, str]:
+    """value and bound at 3 significant digits, or at as many more (up to 6) as it takes to
+    tell them apart: a plan 0.08% past the data reads "318.25B … (318B)", never "318B is
+    1.0008× … (318B)"."""
+    for digits in range(3, 7):
+        shown, limit = format_number(value, digits), format_number(bound, digits)
+        if shown != limit:
+            break
+    return shown, limit

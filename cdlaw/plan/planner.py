@@ -32,9 +32,11 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
+from cdlaw.plan import EXTRAPOLATION_LIMIT
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
+    beyond_limit,
     decision_spread,
     law_strategy,
     loss_band,
@@ -174,12 +176,16 @@ def plan(
     seq_len: int | None = None,
     micro_batch: int | None = None,
     vocab_size: int | None = None,
+    extrapolate: bool = True,
 ) -> Plan:
     """The loss-minimising (N, D, D′, strategy) for budget_flops FLOPs and unique_tokens.
 
     unique_tokens None means unlimited fresh data. With n_params given only the split
     (and, under "auto", the strategy) is decided. The memory / GPU-hours estimate is
     added when any of gpu_memory_gib, gpu_flops, mfu is given (see cdlaw.plan.memory).
+    A plan beyond EXTRAPOLATION_LIMIT of the fitted range (checks.beyond_limit) says so in
+    Plan.extrapolated; with extrapolate False (`cdlaw plan` without --extrapolate) it is
+    refused instead, before the bootstrap refits plan.
     """
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
     law = source.law
@@ -206,6 +212,9 @@ def plan(
 
     for s, a in candidates.items():
         candidates[s] = _with_gap(a, best.predicted_loss)
+    extrapolated = beyond_limit(source, best)
+    if extrapolated and not extrapolate:
+        raise BadInput(refusal(extrapolated))
 
     t = classify(
         law,
@@ -237,6 +246,9 @@ def plan(
     shares, n_band = decision_spread(own, tried, chosen)
     optimism = plan_optimism(own, law)
     ci = loss_band(source, best, chosen, optimism)
+    no_band = None
+    if ci is None:
+        no_band = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
     warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
@@ -285,6 +297,7 @@ def plan(
         n_params_fixed=n_params is not None,
         best=best,
         predicted_loss_ci95=ci,
+        no_band_reason=no_band,
         optimism=optimism,
         strategy_share=shares,
         n_params_ci95=n_band,
@@ -303,6 +316,20 @@ def plan(
         four_epoch=four,
         memory=memory,
         warnings=tuple(warnings),
+        extrapolated=tuple(extrapolated),
+    )
+
+
+def refusal(extrapolated, budget_flops: float | None = None) -> str:
+    """The one sentence that refuses a plan beyond the extrapolation limit (a frontier's
+    names its budget)."""
+    at, narrow = "", ""
+    if budget_flops is not None:
+        at, narrow = f"at C = {budget_flops:.3g} ", "narrow --frontier-range, "
+    return (
+        f"the plan {at}is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
+        f"range its law was fitted on ({'; '.join(extrapolated)}): fit runs nearer it, "
+        f"{narrow}or pass --extrapolate to plan it anyway"
     )
 
 
@@ -313,11 +340,18 @@ def frontier(
     strategy: str = "auto",
     **options,
 ) -> Frontier:
-    """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan()."""
+    """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan(), and
+    with extrapolate False the first budget beyond the limit is refused, naming it."""
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
-    plans = tuple(plan(source, float(c), unique_tokens, strategy, **options) for c in budgets)
+    extrapolate = options.pop("extrapolate", True)
+    plans = []
+    for c in budgets:
+        p = plan(source, float(c), unique_tokens, strategy, **options)
+        if p.extrapolated and not extrapolate:
+            raise BadInput(refusal(p.extrapolated, float(c)))
+        plans.append(p)
     unique = None if unique_tokens is None else float(unique_tokens)
-    return Frontier(source.name, source.law.to_dict(), unique, strategy, plans)
+    return Frontier(source.name, source.law.to_dict(), unique, strategy, tuple(plans))
 
 
 def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:

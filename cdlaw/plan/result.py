@@ -105,6 +105,11 @@ class Plan:
     # the bootstrap's estimate of how much lower the predicted loss is than the loss the
     # plan will get (nats, negative: optimistic); the band is widened by it
     optimism: float | None = None
+    # where the plan lies beyond the extrapolation limit of its fitted range (a sentence per
+    # coordinate; empty inside it): a plan `cdlaw plan --extrapolate` insisted on
+    extrapolated: tuple[str, ...] = ()
+    # why predicted_loss_ci95 is None, as a clause naming the fix (None with a band)
+    no_band_reason: str | None = None
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -164,6 +169,7 @@ class Plan:
             "predicted_loss_ci95": list(self.predicted_loss_ci95)
             if self.predicted_loss_ci95
             else None,
+            "no_band_reason": self.no_band_reason,
             "optimism": self.optimism,
             "strategy_share": self.strategy_share,
             "n_params_ci95": list(self.n_params_ci95) if self.n_params_ci95 else None,
@@ -181,6 +187,7 @@ class Plan:
             "four_epoch": self.four_epoch.to_dict(),
             "memory": self.memory,
             "warnings": list(self.warnings),
+            "extrapolated": list(self.extrapolated),
         }
 
     @classmethod
@@ -199,6 +206,7 @@ class Plan:
             n_params_fixed=d["n_params_fixed"],
             best=best,
             predicted_loss_ci95=tuple(ci) if ci else None,
+            no_band_reason=d.get("no_band_reason"),
             optimism=d.get("optimism"),
             strategy_share=d.get("strategy_share"),
             n_params_ci95=tuple(d["n_params_ci95"]) if d.get("n_params_ci95") else None,
@@ -215,6 +223,7 @@ class Plan:
             four_epoch=Allocation.from_dict(d["four_epoch"]),
             memory=d.get("memory"),
             warnings=tuple(d.get("warnings") or ()),
+            extrapolated=tuple(d.get("extrapolated") or ()),
         )
 
 

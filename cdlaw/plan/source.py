@@ -44,6 +44,20 @@ class PlanningLaw:
     notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
     at_bound: tuple[str, ...] = ()  # the fit's parameters at a bound: what the runs left open
 
+    def why_no_band(self) -> str | None:
+        """Why a plan under this law has no 95% band, as a clause naming the fix; None when
+        it has bootstrap refits to score the plan under."""
+        if len(self.bootstrap) >= 2:
+            return None
+        if self.name in PRESETS:
+            return (
+                "a preset carries no bootstrap refits; fit a table with "
+                "`cdlaw fit --bootstrap 100` for one"
+            )
+        if self.notes:
+            return "the fit's bootstrap refits cannot be read (see the warning)"
+        return "the fit has no bootstrap refits; refit with `cdlaw fit --bootstrap 100` for one"
+
     @classmethod
     def of_fit(cls, fit: FitResult, name: str | None = None) -> PlanningLaw:
         """A fit as the planner uses it: the law, its data range, its bootstrap laws and
