@@ -195,6 +195,20 @@ def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
     assert got == json.loads(json.dumps(want))
 
 
+def test_a_frontier_leaves_out_the_budgets_beyond_the_limit_and_names_them(monkeypatch, capsys):
+    """qin2026 (fitted up to 600M) plans 1e18–1e24 by default: from 1e22 on its N is beyond
+    30× 600M, so those budgets are left out, named on stderr and in the JSON."""
+    code, out, err = run(monkeypatch, capsys, "--frontier", "--unique-tokens", "5e9", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    np.testing.assert_allclose(got["beyond_limit"], np.logspace(22, 24, 5), rtol=1e-12)
+    budgets = [r["budget_flops"] for r in got["rows"]]
+    np.testing.assert_allclose(budgets, np.logspace(18, 21.5, 8), rtol=1e-12)
+    assert all(r["extrapolated"] == [] and r["n_params"] < 30 * 600e6 for r in got["rows"])
+    assert "5 budget(s) (1e+22, 3.16e+22, 1e+23, 3.16e+23, 1e+24 FLOPs) left out" in err
+    assert "pass --extrapolate" in err
+
+
 @pytest.mark.parametrize(
     "args,text",
     [
@@ -218,8 +232,8 @@ def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
             "--unique-tokens 5 is fewer tokens than one training sequence (--seq-len 4096)",
         ),
         (
-            ["--frontier", "--unique-tokens", "5e9"],
-            "the plan at C = 1e+22 is beyond the 30× extrapolation limit",
+            ["--frontier", "--unique-tokens", "5e9", "--frontier-range", "1e23:1e24"],
+            "the plan at C = 1e+23 is beyond the 30× extrapolation limit",
         ),
     ],
 )

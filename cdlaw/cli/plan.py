@@ -137,6 +137,14 @@ def plan(
             frontier_points,
         )
         result = planner.frontier(source, budgets, unique, strategy, **options)
+        if result.beyond_limit:
+            say(
+                "note",
+                f"{len(result.beyond_limit)} budget(s) "
+                f"({', '.join(f'{c:.3g}' for c in result.beyond_limit)} FLOPs) left out: their "
+                f"plans lie beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
+                "fitted range; pass --extrapolate to plan them anyway",
+            )
         if json_out:
             print_json(result.to_dict())
         else:

@@ -340,18 +340,25 @@ def frontier(
     strategy: str = "auto",
     **options,
 ) -> Frontier:
-    """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan(), and
-    with extrapolate False the first budget beyond the limit is refused, naming it."""
+    """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan(). With
+    extrapolate False, budgets whose plan is beyond the extrapolation limit are left out
+    (Frontier.beyond_limit names them), and a range with no budget inside it is refused."""
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
     extrapolate = options.pop("extrapolate", True)
-    plans = []
+    plans, beyond, first_refusal = [], [], ""
     for c in budgets:
         p = plan(source, float(c), unique_tokens, strategy, **options)
         if p.extrapolated and not extrapolate:
-            raise BadInput(refusal(p.extrapolated, float(c)))
+            beyond.append(float(c))
+            first_refusal = first_refusal or refusal(p.extrapolated, float(c))
+            continue
         plans.append(p)
+    if not plans:
+        raise BadInput(first_refusal)
     unique = None if unique_tokens is None else float(unique_tokens)
-    return Frontier(source.name, source.law.to_dict(), unique, strategy, tuple(plans))
+    return Frontier(
+        source.name, source.law.to_dict(), unique, strategy, tuple(plans), tuple(beyond)
+    )
 
 
 def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:

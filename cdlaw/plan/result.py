@@ -241,6 +241,9 @@ class Frontier:
     unique_tokens: float | None
     strategy: str
     plans: tuple[Plan, ...]
+    # Budgets left out because their plan lies beyond the extrapolation limit (empty with
+    # --extrapolate, which plans them all and marks each plan's `extrapolated`).
+    beyond_limit: tuple[float, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -249,4 +252,5 @@ class Frontier:
             "unique_tokens": self.unique_tokens,
             "strategy": self.strategy,
             "rows": [p.to_dict() for p in self.plans],
+            "beyond_limit": list(self.beyond_limit),
         }
