@@ -7,6 +7,7 @@ Each command lives in its own module here and registers itself on `app`. Heavy i
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -74,6 +75,21 @@ def say(label: str, message: str, style: str = "yellow") -> None:
     err.print(f"[{style}]{label}:[/] {escape(str(message))}", highlight=False)
 
 
+class _Notes(logging.Handler):
+    """What the library notes on logger "cdlaw" (how a table's columns were read), as plain
+    lines on stderr, each once per command however often the table is read."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text not in self.said:
+            self.said.add(text)
+            err.print(escape(text), highlight=False)
+
+
 def number(text: str, what: str) -> float:
     """A CLI number (1e21, 25M, 3B); bad text raises BadInput naming the option."""
     from cdlaw.units import parse_number
@@ -138,6 +154,9 @@ def main() -> None:
     """Entry point: run the app, turning BadInput into one sentence and exit code 2."""
     register_commands()
     debug = os.environ.get("CDLAW_DEBUG") == "1"
+    notes, logger = _Notes(), logging.getLogger("cdlaw")
+    logger.addHandler(notes)
+    logger.setLevel(logging.INFO)
     try:
         # prog_name: `python -m cdlaw` is the same program, with the same completion script
         code = app(prog_name="cdlaw", standalone_mode=False)
@@ -178,3 +197,5 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(1)
+    finally:
+        logger.removeHandler(notes)

@@ -21,8 +21,6 @@ from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws import LAWS
 
-TABLE_COLUMNS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
-
 
 @dataclass
 class PlotInputs:
@@ -76,26 +74,12 @@ def _law_from_fit(fit: dict, where: Path) -> Law:
 
 
 def read_table(path: Path):
-    """A CSV or parquet table of runs, checked for the columns every table needs (docs/files.md)."""
-    import pandas as pd
+    """A CSV or parquet table of runs with cdlaw's column names, read as `cdlaw fit` reads
+    it (cdlaw.fit.table.read_columns: the spellings of docs/files.md, 70M as a number)."""
+    from cdlaw.fit.table import read_columns
+    from cdlaw.fit.table import read_table as read_file
 
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".parquet":
-            df = pd.read_parquet(path)
-        elif suffix in (".csv", ".tsv"):
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        else:
-            raise BadInput(f"{path}: unknown table type {suffix!r}; use .csv or .parquet")
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path} could not be read as a table ({e})") from None
-    missing = [c for c in TABLE_COLUMNS if c not in df.columns]
-    if missing:
-        raise BadInput(
-            f"{path} lacks the column(s) {', '.join(missing)}; a table of runs needs "
-            f"{', '.join(TABLE_COLUMNS)}"
-        )
-    return df
+    return read_columns(read_file(path), str(path))
 
 
 def _read_comparison(inputs: PlotInputs, path: Path, rows_path: Path) -> None:
@@ -243,6 +227,8 @@ def rows_of_fit(fit_path: Path) -> Path:
 
 def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
     """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs."""
+    from cdlaw.fit.table import REQUIRED, TABLE_SUFFIXES
+
     path = Path(path)
     if not path.exists():
         raise BadInput(
@@ -295,7 +281,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                 f"{path} is neither a fit.json (no 'params') nor a frontier JSON (no 'rows'); "
                 "write one with `cdlaw fit` or `cdlaw plan --frontier --json`"
             )
-    elif path.suffix.lower() in (".csv", ".tsv", ".parquet"):
+    elif path.suffix.lower() in TABLE_SUFFIXES:
         table = read_table(path)
         fit_path = fit_path or _fit_beside(path)
         if fit_path is None:
@@ -316,7 +302,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
         if rows_of_fit(fit_path).exists():
             table = read_table(rows_of_fit(fit_path))
     if table is not None and len(table):
-        missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+        missing = [c for c in REQUIRED if c not in table.columns]
         if missing:
             raise BadInput(f"the runs table of {path} lacks column(s) {', '.join(missing)}")
         inputs.rows = prepare_rows(table, inputs.law, inputs.fit)
