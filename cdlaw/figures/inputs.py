@@ -29,9 +29,10 @@ class PlotInputs:
     path: Path
     runs_dir: Path | None = None
     fit: dict | None = None  # fit.json as a dict
+    fit_path: Path | None = None  # the file `fit` was read from; None for none, or one made here
     law: Law | None = None
     rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
-    summary: object = None  # pandas DataFrame: summary.parquet
+    summary: object = None  # pandas DataFrame: summary.parquet, or the table of runs as given
     metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
@@ -204,8 +205,11 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
     return df
 
 
-def _fit_beside(path: Path) -> Path | None:
-    """The fit of a table t.csv: t.fit.json (what `cdlaw fit t.csv` writes), or fit.json."""
+def fit_beside(path: Path) -> Path | None:
+    """The fit found for PATH when none is named: a runs folder's fit.json; for a table
+    t.csv, t.fit.json (what `cdlaw fit t.csv` writes) or the fit.json beside it."""
+    if path.is_dir():
+        return path / "fit.json" if (path / "fit.json").is_file() else None
     for candidate in (path.with_name(path.stem + ".fit.json"), path.parent / "fit.json"):
         if candidate.exists() and candidate != path:
             return candidate
@@ -225,8 +229,13 @@ def rows_of_fit(fit_path: Path) -> Path:
     return fit_path.with_name(fit_path.stem + "_rows.parquet")
 
 
-def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
-    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs."""
+def load_inputs(
+    path: str | Path, fit_path: str | Path | None = None, need_fit: bool = True
+) -> PlotInputs:
+    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs.
+
+    A table must have a fit (fit_path, or fit_beside) unless need_fit is False (`cdlaw
+    report`, which fits one in memory)."""
     from cdlaw.fit.table import REQUIRED, TABLE_SUFFIXES
 
     path = Path(path)
@@ -246,7 +255,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
             _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
         inputs.summary = _read_runs_summary(path)
         inputs.metrics = _read_metrics(path)
-        fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
+        fit_path = fit_path or fit_beside(path)
         table = inputs.summary
         if inputs.summary is None and not inputs.metrics and fit_path is None:
             raise BadInput(
@@ -282,9 +291,9 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                 "write one with `cdlaw fit` or `cdlaw plan --frontier --json`"
             )
     elif path.suffix.lower() in TABLE_SUFFIXES:
-        table = read_table(path)
-        fit_path = fit_path or _fit_beside(path)
-        if fit_path is None:
+        table = inputs.summary = read_table(path)
+        fit_path = fit_path or fit_beside(path)
+        if fit_path is None and need_fit:
             raise BadInput(
                 f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`) "
                 "or name the fit with --fit FIT.json"
@@ -296,6 +305,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
         )
 
     if fit_path is not None:
+        inputs.fit_path = fit_path
         inputs.fit = _read_json(fit_path)
         inputs.law = _law_from_fit(inputs.fit, fit_path)
         # The fit's own rows carry what the fit did (cells reduced, used, held out).
