@@ -132,6 +132,37 @@ def test_bad_options_exit_2(tmp_path, monkeypatch, capsys, args, words):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
 
 
+def test_a_table_in_papers_columns_fits_as_cdlaw_columns_and_says_how_it_was_read(
+    tmp_path, monkeypatch, capsys
+):
+    df = table()
+    df = df[df["strategy"] != "paraphrase"]
+    df.to_csv(tmp_path / "cdlaw.csv", index=False)
+    papers = pd.DataFrame(
+        {
+            "params": [f"{n / 1e6:g}M" for n in df["n_params"]],  # 14M, as the command line
+            "tokens": df["fresh_tokens"] + df["derived_tokens"],
+            "unique_tokens": df["fresh_tokens"],
+            "loss": df["loss"],
+        }
+    )
+    papers.to_csv(tmp_path / "papers.csv", index=False)
+    fits = {}
+    for name in ("cdlaw", "papers"):
+        code, _, err = run(monkeypatch, capsys, tmp_path / f"{name}.csv", "--starts", "8")
+        assert code == 0, err
+        fits[name] = json.loads((tmp_path / f"{name}.fit.json").read_text())
+        fits[name][name] = [ln for ln in err.splitlines() if ln.startswith("read ")]
+    assert fits["cdlaw"]["cdlaw"] == []  # cdlaw's own names: nothing to say
+    assert fits["papers"]["papers"] == [
+        f"read {tmp_path / 'papers.csv'}: N ← params, D ← unique_tokens, D′ ← tokens − "
+        "unique_tokens, strategy ← repetition (no strategy column; the tokens beyond D repeat "
+        "it), loss ← loss"
+    ]
+    assert fits["papers"]["params"] == fits["cdlaw"]["params"]
+    assert fits["papers"]["strategies"] == fits["cdlaw"]["strategies"]
+
+
 def test_entry_point_help_and_exit_code(tmp_path):
     help_text = subprocess.run(
         [sys.executable, "-m", "cdlaw", "fit", "--help"], capture_output=True, text=True

@@ -134,7 +134,15 @@ csv_fields = st.one_of(
 @FUZZ
 @given(
     st.lists(st.lists(csv_fields, min_size=0, max_size=7), max_size=6),
-    st.sampled_from([",".join(REQUIRED), ",".join(REQUIRED) + ",status,seed", "loss,n_params"]),
+    st.sampled_from(
+        [
+            ",".join(REQUIRED),
+            ",".join(REQUIRED) + ",status,seed",
+            "loss,n_params",
+            "params,tokens,unique_tokens,loss",
+            "N,D,D',epochs,loss,status",
+        ]
+    ),
 )
 def test_load_runs_parses_or_refuses_any_csv_text(lines, header):
     text = header + "\n" + "\n".join(",".join(fields) for fields in lines)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import plotdata
 import pytest
 
@@ -532,6 +533,18 @@ def test_two_tables_in_one_folder_keep_their_own_figures(tmp_path):
     assert load_inputs(csv).out_dir == csv.with_name("published.figures")
 
 
+def test_a_table_under_the_names_papers_print_draws_the_same_rows(tmp_path):
+    csv, fit = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    papers = tmp_path / "papers.csv"
+    table.assign(tokens=table["fresh_tokens"] + table["derived_tokens"]).rename(
+        columns={"n_params": "params", "fresh_tokens": "unique_tokens"}
+    ).drop(columns="derived_tokens").to_csv(papers, index=False)
+    cols = ["n_params", "fresh_tokens", "derived_tokens", "strategy", "loss", "predicted_loss"]
+    got, want = load_inputs(papers, fit).rows, load_inputs(csv).rows
+    pd.testing.assert_frame_equal(got[cols], want[cols])
+
+
 def test_bad_input_is_refused_before_writing(runs, tmp_path):
     out = tmp_path / "none"
     with pytest.raises(BadInput, match=r"'los' is not a figure kind.*did you mean 'loss'"):
@@ -540,7 +553,7 @@ def test_bad_input_is_refused_before_writing(runs, tmp_path):
         plot(runs, None, out, "gif")
     table = tmp_path / "t.csv"
     table.write_text("n_params,fresh_tokens,loss\n1e7,1e8,3.0\n")
-    with pytest.raises(BadInput, match=r"lacks the column.*derived_tokens, strategy"):
+    with pytest.raises(BadInput, match=r"lacks the column\(s\) derived_tokens;"):
         plot(table, None, out)
     ok = tmp_path / "ok.csv"
     ok.write_text("n_params,fresh_tokens,derived_tokens,strategy,loss\n1e7,1e8,0,none,3.0\n")

@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 
+import pandas as pd
 import plotdata
 import pytest
 from reportbrowser import CHROMIUM, open_in_chromium
@@ -144,6 +145,70 @@ def test_held_out_check_and_seed_noise_are_shown(tmp_path):
     assert re.search(r"held out</td><td[^>]*>N ≥ 200K, rmse_log 0.0829<", render(gather(runs)))
 
 
+def test_the_headline_says_what_the_seeds_show(tmp_path):
+    # Replicates that agree exactly (a simulated sweep without --seed-noise: sd 0) are
+    # still replicates; only a table with no two runs differing in seed alone has none.
+    runs = plotdata.write_runs(tmp_path / "r")
+    fit = json.loads((runs / "fit.json").read_text())
+
+    def headline(noise) -> str:
+        (runs / "fit.json").write_text(json.dumps({**fit, "seed_noise": noise}))
+        text = render(gather(runs))
+        return re.sub(
+            "<[^>]+>", "", text[text.index('id="fit-headline"') : text.index('id="plan"')]
+        )
+
+    same = headline({"sd_log": 0.0, "n_groups": 12, "n_runs": 24})
+    assert "no replicate seeds" not in same
+    assert "the replicate seeds (24 runs in 12 cells) have identical losses" in same
+    assert "the seed noise (0.0234 between replicate seeds, 24 runs in 12 cells)" in headline(
+        {"sd_log": 0.0234, "n_groups": 12, "n_runs": 24}
+    )
+    assert "no runs that differ only in seed" in headline(None)
+
+
+def test_a_table_of_runs_is_reported_with_the_fit_beside_it(tmp_path):
+    csv, fit = plotdata.write_external(tmp_path)  # published.csv, published.fit.json
+    report = gather(csv)
+    assert report.inputs.fit_path == fit and report.fit_note == f"From {fit}."
+    assert set(report.figures) == {"loss", "eta", "rstar", "frontier", "residuals"}
+    assert report.plan is not None
+    text = render(report)
+    assert "is a table of runs, not a sweep" in text and "No fit" not in text
+    assert text.count("<tr>") > 72  # every run of the table in the runs section
+    # the page goes beside the table, as the fit did
+    done = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "report", str(csv)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    path = csv.with_name("published.report.html")
+    assert done.stdout.strip() == str(path) and path.is_file()
+    # another fit, named
+    other = tmp_path / "other.json"
+    other.write_text(fit.read_text())
+    assert gather(csv, fit_path=other).inputs.fit_path == other
+    # a table without a fit: fitted in memory, or as here, why it cannot be
+    few = tmp_path / "few.csv"
+    pd.read_csv(csv).iloc[:2].to_csv(few, index=False)
+    report = gather(few)
+    assert report.inputs.fit is None and "No fit beside" in report.fit_note
+    assert f"`cdlaw fit {few}`" in report.fit_note
+
+
+def test_the_advice_to_fit_names_options_report_has(tmp_path):
+    import typer
+
+    from cdlaw.cli import app, register_commands
+
+    register_commands()
+    command = typer.main.get_command(app).commands["report"]
+    options = {o for p in command.params for o in p.opts}
+    report = gather(few_runs(tmp_path))
+    advice = report.skipped["loss"]
+    assert re.findall(r"--[a-z-]+", advice) and set(re.findall(r"--[a-z-]+", advice)) <= options
+    assert "--fit" in options
+
+
 def test_default_plan_is_the_largest_budget_inside_the_fitted_range(report, runs):
     from cdlaw.plan.planner import plan
 
@@ -230,7 +295,7 @@ def test_cli_report_and_bad_input(tmp_path):
     code, _, stderr = run(str(runs), "--out", str(tmp_path / "x.html"), "--budget-flops", "lots")
     assert code == 2 and "--budget-flops" in stderr and "Traceback" not in stderr
     code, _, stderr = run(str(tmp_path / "nope"), "--out", str(tmp_path / "x.html"))
-    assert code == 2 and "is not a folder" in stderr
+    assert code == 2 and "is neither a runs folder nor a .csv/.parquet table" in stderr
     assert not (tmp_path / "x.html").exists()
     with pytest.raises(BadInput, match="--unique-tokens must be a positive"):
         gather(runs, unique_tokens=-1.0)

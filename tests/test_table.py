@@ -45,17 +45,17 @@ def test_status_filters_unfinished_runs_and_counts_them():
 @pytest.mark.parametrize(
     "change, words",
     [
-        (dict(n_params=[1e7, -1, 1e7, 2e7, 2e7]), ["row 1", "n_params", "positive"]),
-        (dict(loss=[3.2, 3.0, np.nan, 2.9, 2.7]), ["row 2", "loss"]),
-        (dict(loss=[3.2, 3.0, 0.0, 2.9, 2.7]), ["row 2", "loss", "positive"]),
-        (dict(fresh_tokens=[1e9, 1e9, 1e9, np.inf, 2e9]), ["row 3", "fresh_tokens"]),
-        (dict(derived_tokens=[0, 0, -5, 0, 0]), ["row 2", "derived_tokens", "≥ 0"]),
+        (dict(n_params=[1e7, -1, 1e7, 2e7, 2e7]), ["row 2", "n_params", "positive"]),
+        (dict(loss=[3.2, 3.0, np.nan, 2.9, 2.7]), ["row 3", "loss"]),
+        (dict(loss=[3.2, 3.0, 0.0, 2.9, 2.7]), ["row 3", "loss", "positive"]),
+        (dict(fresh_tokens=[1e9, 1e9, 1e9, np.inf, 2e9]), ["row 4", "fresh_tokens"]),
+        (dict(derived_tokens=[0, 0, -5, 0, 0]), ["row 3", "derived_tokens", "≥ 0"]),
         (
             dict(strategy=["none", "none", "epochs", "none", "none"]),
-            ["row 2", "'epochs'", "paraphrase"],
+            ["row 3", "'epochs'", "paraphrase"],
         ),
-        (dict(derived_tokens=[0, 7e8, 0, 0, 0]), ["row 1", "strategy is none", "derived_tokens"]),
-        (dict(loss=["3.2", "x", "2", "2", "2"]), ["row 1", "loss must be a number", "'x'"]),
+        (dict(derived_tokens=[0, 7e8, 0, 0, 0]), ["row 2", "strategy is none", "derived_tokens"]),
+        (dict(loss=["3.2", "x", "2", "2", "2"]), ["row 2", "loss must be a number", "'x'"]),
     ],
 )
 def test_bad_values_are_one_sentence_naming_row_and_column(change, words):
@@ -198,3 +198,127 @@ def test_bad_numbers_are_shown_plainly():
         prepare_runs(runs(fresh_tokens=[1e9, -3e-3, 1e9, 2e9, 2e9]), "t.csv")
     with pytest.raises(BadInput, match=r"loss must be a number, got 'abc'$"):
         prepare_runs(runs(loss=[3.2, "abc", 2.8, 2.9, 2.7]), "t.csv")
+
+
+def canonical():
+    """Repetition and one-epoch runs as cdlaw names their columns."""
+    return pd.DataFrame(
+        {
+            "n_params": [7e7, 7e7, 7e7, 1.6e8],
+            "fresh_tokens": [1.4e9, 1.4e9, 1.4e9, 3.2e9],
+            "derived_tokens": [0.0, 1.4e9, 4.2e9, 0.0],
+            "strategy": ["none", "repetition", "repetition", "none"],
+            "loss": [3.1, 2.9, 2.8, 2.7],
+        }
+    )
+
+
+def named(*names):
+    """canonical()'s runs without a strategy column, its columns named N, D, D′, loss."""
+    return canonical().drop(columns="strategy").set_axis(list(names), axis=1)
+
+
+_C = canonical()
+SAME_RUNS = {
+    # the columns papers print: total tokens trained and the unique ones
+    "papers": pd.DataFrame(
+        {
+            "params": _C.n_params,
+            "tokens": _C.fresh_tokens + _C.derived_tokens,
+            "unique_tokens": _C.fresh_tokens,
+            "loss": _C.loss,
+        }
+    ),
+    "N D D'": named("N", "D", "D'", "loss"),
+    "n d Dprime": named("n", "d", "Dprime", "Loss"),
+    "D_prime, case and spaces": named(" Params ", "Unique_Tokens", "D_PRIME", "loss"),
+    "D′": named("n_params", "fresh_tokens", "D′", "loss"),
+    "epochs": _C.assign(epochs=1 + _C.derived_tokens / _C.fresh_tokens).drop(
+        columns=["derived_tokens", "strategy"]
+    ),
+    "no strategy": _C.drop(columns="strategy"),
+    "70M and 1.4B as text": _C.assign(
+        n_params=["70M", "70M", "70m", "160M"], fresh_tokens=["1.4B", "1.4B", "1.4e9", "3.2B"]
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(SAME_RUNS))
+def test_tables_under_other_column_names_read_as_the_same_runs(tmp_path, kind):
+    path = tmp_path / "t.csv"
+    SAME_RUNS[kind].to_csv(path, index=False)
+    got = load_runs(path)
+    want = prepare_runs(canonical())
+    cols = ["n_params", "fresh_tokens", "derived_tokens", "strategy", "loss"]
+    pd.testing.assert_frame_equal(got[cols], want[cols])
+
+
+def test_how_a_table_was_read_is_one_line_and_only_when_not_as_named(tmp_path, caplog):
+    caplog.set_level("INFO", logger="cdlaw")
+    for kind in ("papers", "epochs", "no strategy"):
+        caplog.clear()
+        prepare_runs(SAME_RUNS[kind], "x.csv")
+        (line,) = [r.getMessage() for r in caplog.records]
+        assert line.startswith("read x.csv: N ← ") and "strategy ← repetition" in line, line
+    caplog.clear()
+    prepare_runs(SAME_RUNS["papers"], "x.csv")
+    assert caplog.records[0].getMessage() == (
+        "read x.csv: N ← params, D ← unique_tokens, D′ ← tokens − unique_tokens, strategy ← "
+        "repetition (no strategy column; the tokens beyond D repeat it), loss ← loss"
+    )
+    caplog.clear()
+    prepare_runs(SAME_RUNS["N D D'"], "x.csv")
+    assert "D′ read as repeated tokens" in caplog.records[0].getMessage()
+    caplog.clear()
+    # cdlaw's own names, with tokens_trained and epochs beside them (a summary): nothing
+    prepare_runs(canonical().assign(tokens_trained=lambda d: d.fresh_tokens + d.derived_tokens,
+                                    epochs=[1.0, 2.0, 4.0, 1.0]), "x.csv")  # fmt: skip
+    assert not caplog.records
+
+
+@pytest.mark.parametrize(
+    "table, words",
+    [
+        (canonical().assign(params=1e8), "2 columns that each read as N (n_params): 'n_params', 'params'"),
+        (SAME_RUNS["N D D'"].assign(n=1e8), "'N', 'n'"),
+        (canonical().assign(epochs=[1.0, 3.0, 4.0, 1.0]), "row 2: epochs is 3 but (fresh_tokens + derived_tokens)/fresh_tokens is 2;"),
+        (canonical().assign(tokens=[1.4e9, 2.8e9, 5.6e9, 1e9]), "row 4: tokens is 1e+09 but fresh_tokens + derived_tokens is 3.2e+09;"),
+        (SAME_RUNS["epochs"].assign(strategy="paraphrase"), "for repetition only"),
+        (SAME_RUNS["epochs"].assign(epochs=0.5), "epochs must be at least 1"),
+        (SAME_RUNS["papers"].assign(tokens=1e9), "tokens must be at least unique_tokens"),
+        (canonical().drop(columns="derived_tokens"), "lacks the column(s) derived_tokens"),
+    ],
+)  # fmt: skip
+def test_columns_that_disagree_or_mean_the_same_are_refused(table, words):
+    with pytest.raises(BadInput) as e:
+        prepare_runs(table, "t.parquet")
+    msg = str(e.value)
+    assert words in msg and msg.startswith("t.parquet") and "\n" not in msg, msg
+
+
+def test_epochs_beside_derived_tokens_may_round_and_mean_passes_for_paraphrase():
+    # epochs printed to 3 digits agree; a paraphrase run's epochs (passes over D, as cdlaw's
+    # summary has them) say nothing of its D′
+    df = canonical().assign(derived_tokens=[0.0, 1.4e9, 2.8e9 + 1e6, 0.0], epochs=[1, 2, 3.0, 1])
+    df.loc[1, "strategy"] = "paraphrase"
+    df.loc[1, "epochs"] = 1.0
+    assert prepare_runs(df)["derived_tokens"].tolist() == [0.0, 1.4e9, 2.8e9 + 1e6, 0.0]
+
+
+def test_a_bad_cell_names_its_line_in_a_csv_and_its_row_in_a_parquet(tmp_path):
+    df = SAME_RUNS["papers"].assign(params=["70M", "70M", "lots", "160M"])
+    df.to_csv(tmp_path / "t.csv", index=False)
+    df.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(BadInput) as e:
+        load_runs(tmp_path / "t.csv")  # header on line 1: the third run is line 4
+    assert str(e.value) == (
+        f"{tmp_path / 't.csv'} line 4: params must be a number such as 3e9 or 70M, got 'lots'"
+    )
+    with pytest.raises(BadInput, match=r"t\.parquet row 3: params must be a number"):
+        load_runs(tmp_path / "t.parquet")
+    # an empty line is skipped but counted; every check names the line
+    lines = (tmp_path / "t.csv").read_text().splitlines()
+    lines[3] = "160M,6.4e9,3.2e9,-2"  # the third run, after the empty line below
+    (tmp_path / "t.csv").write_text("\n".join([lines[0], "", *lines[1:]]) + "\n")
+    with pytest.raises(BadInput, match=r"t\.csv line 5: loss must be a positive"):
+        load_runs(tmp_path / "t.csv")

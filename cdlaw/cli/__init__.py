@@ -7,6 +7,7 @@ Each command lives in its own module here and registers itself on `app`. Heavy i
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -86,6 +87,21 @@ def say(label: str, message: str, style: str = "yellow") -> None:
     """One labelled line on stderr (`warning: …`); the message prints as given, never as
     rich markup, so paths and values with brackets keep them."""
     err.print(f"[{style}]{label}:[/] {escape(str(message))}", highlight=False)
+
+
+class _Notes(logging.Handler):
+    """What the library notes on logger "cdlaw" (how a table's columns were read), as plain
+    lines on stderr, each once per command however often the table is read."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.said: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if text not in self.said:
+            self.said.add(text)
+            err.print(escape(text), highlight=False)
 
 
 def number(text: str, what: str) -> float:
@@ -170,6 +186,9 @@ def main() -> None:
     """Entry point: run the app, turning BadInput into one sentence and exit code 2."""
     register_commands()
     debug = os.environ.get("CDLAW_DEBUG") == "1"
+    notes, logger = _Notes(), logging.getLogger("cdlaw")
+    logger.addHandler(notes)
+    logger.setLevel(logging.INFO)
     try:
         # prog_name: `python -m cdlaw` is the same program, with the same completion script
         code = app(prog_name="cdlaw", standalone_mode=False)
@@ -212,3 +231,5 @@ def main() -> None:
             highlight=False,
         )
         sys.exit(1)
+    finally:
+        logger.removeHandler(notes)

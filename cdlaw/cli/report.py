@@ -1,4 +1,4 @@
-"""`cdlaw report`: one self-contained HTML page for a sweep."""
+"""`cdlaw report`: one self-contained HTML page for a sweep or a table of runs."""
 
 from __future__ import annotations
 
@@ -11,13 +11,23 @@ from cdlaw.cli import app, err, number, print_json
 
 @app.command()
 def report(
-    runs_dir: Path = typer.Argument(
-        ..., metavar="RUNS_DIR", help="The runs folder of a sweep (runs/SWEEP).", show_default=False
+    path: Path = typer.Argument(
+        ...,
+        metavar="PATH",
+        help="The runs folder of a sweep (runs/SWEEP), or a CSV/parquet table of runs.",
+        show_default=False,
     ),
     out: Path = typer.Option(
         None,
         "--out",
-        help="The HTML file to write. Default: RUNS_DIR/report.html.",
+        help="The HTML file to write. Default: RUNS/report.html, or t.report.html beside a "
+        "table t.csv.",
+        show_default=False,
+    ),
+    fit: Path = typer.Option(
+        None,
+        "--fit",
+        help="The fit.json to report (default: RUNS/fit.json, or t.fit.json beside a table).",
         show_default=False,
     ),
     budget_flops: str = typer.Option(
@@ -42,28 +52,31 @@ def report(
     """Write one self-contained HTML report: the fit's headline and the plan first, then
     figures, fit details, regimes, runs and the sweep's settings.
 
-    Figures are embedded (no network needed to view it). Runs the fit in memory when there
-    is no fit.json yet, or says how to make one.
+    Figures are embedded (no network needed to view it). A table of runs is read as `cdlaw
+    fit` reads it, with the fit `cdlaw fit` wrote beside it. Runs the fit in memory when
+    there is no fit yet, or says how to make one.
 
     Example: cdlaw report runs/demo --budget-flops 1e20
     """
+    from cdlaw.figures.inputs import fit_beside
     from cdlaw.report.page import write_report
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    if runs_dir.is_dir() and not (runs_dir / "fit.json").exists():
+    if fit is None and path.exists() and fit_beside(path) is None:
+        none = f"no fit.json in {path}" if path.is_dir() else f"no fit beside {path}"
         err.print(
-            f"no fit.json in {runs_dir} yet: fitting the runs for this report (not saved; "
-            f"`cdlaw fit {runs_dir}` saves one)",
+            f"{none} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` "
+            "saves one)",
             highlight=False,
         )
-    path, report = write_report(runs_dir, out, budget, unique)
-    err.print(f"wrote the report of {runs_dir}", highlight=False)
+    written, report = write_report(path, out, budget, unique, fit)
+    err.print(f"wrote the report of {path}", highlight=False)
     if json_out:
         keys = ("strategy", "n_params", "fresh_tokens", "derived_tokens", "predicted_loss")
         print_json(
             {
-                "written": [str(path)],
+                "written": [str(written)],
                 "budget_flops": report.budget_flops,
                 "unique_tokens": report.unique_tokens,
                 "plan": {k: report.plan[k] for k in keys} if report.plan else None,
@@ -72,4 +85,4 @@ def report(
             }
         )
     else:
-        print(path)
+        print(written)

@@ -21,8 +21,6 @@ from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws import LAWS
 
-TABLE_COLUMNS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
-
 
 @dataclass
 class PlotInputs:
@@ -31,9 +29,10 @@ class PlotInputs:
     path: Path
     runs_dir: Path | None = None
     fit: dict | None = None  # fit.json as a dict
+    fit_path: Path | None = None  # the file `fit` was read from; None for none, or one made here
     law: Law | None = None
     rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
-    summary: object = None  # pandas DataFrame: summary.parquet
+    summary: object = None  # pandas DataFrame: summary.parquet, or the table of runs as given
     metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
@@ -98,26 +97,12 @@ def _law_from_fit(fit: dict, where: Path) -> Law:
 
 
 def read_table(path: Path):
-    """A CSV or parquet table of runs, checked for the columns every table needs (docs/files.md)."""
-    import pandas as pd
+    """A CSV or parquet table of runs with cdlaw's column names, read as `cdlaw fit` reads
+    it (cdlaw.fit.table.read_columns: the spellings of docs/files.md, 70M as a number)."""
+    from cdlaw.fit.table import read_columns
+    from cdlaw.fit.table import read_table as read_file
 
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".parquet":
-            df = pd.read_parquet(path)
-        elif suffix in (".csv", ".tsv"):
-            df = pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-        else:
-            raise BadInput(f"{path}: unknown table type {suffix!r}; use .csv or .parquet")
-    except (OSError, ValueError) as e:
-        raise BadInput(f"{path} could not be read as a table ({e})") from None
-    missing = [c for c in TABLE_COLUMNS if c not in df.columns]
-    if missing:
-        raise BadInput(
-            f"{path} lacks the column(s) {', '.join(missing)}; a table of runs needs "
-            f"{', '.join(TABLE_COLUMNS)}"
-        )
-    return df
+    return read_columns(read_file(path), str(path))
 
 
 def _read_comparison(inputs: PlotInputs, path: Path, rows_path: Path) -> None:
@@ -242,8 +227,11 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
     return df
 
 
-def _fit_beside(path: Path) -> Path | None:
-    """The fit of a table t.csv: t.fit.json (what `cdlaw fit t.csv` writes), or fit.json."""
+def fit_beside(path: Path) -> Path | None:
+    """The fit found for PATH when none is named: a runs folder's fit.json; for a table
+    t.csv, t.fit.json (what `cdlaw fit t.csv` writes) or the fit.json beside it."""
+    if path.is_dir():
+        return path / "fit.json" if (path / "fit.json").is_file() else None
     for candidate in (path.with_name(path.stem + ".fit.json"), path.parent / "fit.json"):
         if candidate.exists() and candidate != path:
             return candidate
@@ -263,8 +251,15 @@ def rows_of_fit(fit_path: Path) -> Path:
     return fit_path.with_name(fit_path.stem + "_rows.parquet")
 
 
-def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInputs:
-    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs."""
+def load_inputs(
+    path: str | Path, fit_path: str | Path | None = None, need_fit: bool = True
+) -> PlotInputs:
+    """Read PATH (runs folder, fit.json, table, or frontier JSON) into PlotInputs.
+
+    A table must have a fit (fit_path, or fit_beside) unless need_fit is False (`cdlaw
+    report`, which fits one in memory)."""
+    from cdlaw.fit.table import REQUIRED, TABLE_SUFFIXES
+
     path = Path(path)
     if not path.exists():
         raise BadInput(
@@ -282,7 +277,7 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
             _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
         inputs.summary = _read_runs_summary(path)
         inputs.metrics = _read_metrics(path)
-        fit_path = fit_path or (path / "fit.json" if (path / "fit.json").exists() else None)
+        fit_path = fit_path or fit_beside(path)
         table = inputs.summary
         if inputs.summary is None and not inputs.metrics and fit_path is None:
             raise BadInput(
@@ -317,10 +312,10 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
                 f"{path} is neither a fit.json (no 'params') nor a frontier JSON (no 'rows'); "
                 "write one with `cdlaw fit` or `cdlaw plan --frontier --json`"
             )
-    elif path.suffix.lower() in (".csv", ".tsv", ".parquet"):
-        table = read_table(path)
-        fit_path = fit_path or _fit_beside(path)
-        if fit_path is None:
+    elif path.suffix.lower() in TABLE_SUFFIXES:
+        table = inputs.summary = read_table(path)
+        fit_path = fit_path or fit_beside(path)
+        if fit_path is None and need_fit:
             raise BadInput(
                 f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`) "
                 "or name the fit with --fit FIT.json"
@@ -332,13 +327,14 @@ def load_inputs(path: str | Path, fit_path: str | Path | None = None) -> PlotInp
         )
 
     if fit_path is not None:
+        inputs.fit_path = fit_path
         inputs.fit = _read_json(fit_path)
         inputs.law = _law_from_fit(inputs.fit, fit_path)
         # The fit's own rows carry what the fit did (cells reduced, used, held out).
         if rows_of_fit(fit_path).exists():
             table = read_table(rows_of_fit(fit_path))
     if table is not None and len(table):
-        missing = [c for c in TABLE_COLUMNS if c not in table.columns]
+        missing = [c for c in REQUIRED if c not in table.columns]
         if missing:
             raise BadInput(f"the runs table of {path} lacks column(s) {', '.join(missing)}")
         inputs.rows = prepare_rows(table, inputs.law, inputs.fit)

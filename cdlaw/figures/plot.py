@@ -34,7 +34,8 @@ FORMATS = ("png", "svg", "pdf")
 def why_not(kind: str, inputs: PlotInputs) -> str | None:
     """None when `kind` can be drawn from inputs, else the reason it cannot."""
     law, rows = inputs.law, inputs.rows
-    need_fit = "it needs a fit: run `cdlaw fit` on the runs first, or pass --fit FIT.json"
+    # Both commands that draw (plot, report) take --fit.
+    need_fit = f"it needs a fit: run `cdlaw fit {inputs.path}` first, or pass --fit FIT.json"
     if kind == "loss" or kind == "residuals":
         if law is None:
             return need_fit

@@ -19,22 +19,29 @@ from cdlaw.report.tables import cell, format_cell, html_table
 from cdlaw.units import format_number
 
 
-def holdout_beside(runs_dir: Path) -> dict:
+def holdout_beside(path: Path) -> dict:
     """The held-out check of a separate `cdlaw fit --holdout-largest --out fit_holdout.json`
-    (what `make demo` writes), when fit.json itself was fitted on every size."""
+    in a runs folder (what `make demo` writes), when fit.json itself was fitted on every size."""
     try:
-        return json.loads((Path(runs_dir) / "fit_holdout.json").read_text()).get("holdout") or {}
+        return json.loads((Path(path) / "fit_holdout.json").read_text()).get("holdout") or {}
     except (OSError, ValueError, AttributeError):
         return {}
 
 
 def _noise(fit: dict, rmse) -> str:
+    """The log-RMSE against the seed noise; replicates that agree exactly (a simulated
+    sweep without --seed-noise) have no noise to compare with, but they are replicates."""
     noise = fit.get("seed_noise")
-    if not noise or not noise.get("sd_log"):
-        return "no replicate seeds to compare it with"
+    if not noise or noise.get("sd_log") is None:
+        return "no runs that differ only in seed to compare it with"
     sd = float(noise["sd_log"])
+    runs = f"{noise.get('n_runs')} runs in {noise.get('n_groups')} cells"
+    if sd == 0:
+        return (
+            f"no seed noise to compare it with: the replicate seeds ({runs}) have identical losses"
+        )
     ratio = f"{float(rmse) / sd:.2g}× " if rmse is not None else ""
-    return f"{ratio}the seed noise ({format_cell(sd)} between replicate seeds)"
+    return f"{ratio}the seed noise ({format_cell(sd)} between replicate seeds, {runs})"
 
 
 def fit_headline(report: Report) -> str:
@@ -44,7 +51,7 @@ def fit_headline(report: Report) -> str:
     if fit is None or law is None:
         return f'<p id="fit-headline"><b>No fit.</b> {e(report.fit_note)}</p>'
     rmse = fit.get("rmse_log")
-    holdout = fit.get("holdout") or holdout_beside(report.runs_dir)
+    holdout = fit.get("holdout") or holdout_beside(report.path)
     if holdout.get("n_params") and holdout.get("rmse_log") is not None:
         held = (
             f"held out, the sizes N ≥ {format_number(holdout['n_params'])} are predicted with "
@@ -64,7 +71,7 @@ def fit_headline(report: Report) -> str:
         if opt and not opt.get("success")
         else ""
     )
-    made = "" if (report.runs_dir / "fit.json").exists() else f" {e(report.fit_note)}"
+    made = "" if report.inputs.fit_path is not None else f" {e(report.fit_note)}"
     return (
         f'<p id="fit-headline"><b>Fit</b>: the {e(str(fit.get("law", law.form)))} law{source} '
         f"on {rows}: log-RMSE <b>{format_cell(rmse)}</b>, {_noise(fit, rmse)}; {held}."

@@ -1,7 +1,8 @@
-"""Gathering a `cdlaw report`: read a sweep's runs folder into a Report.
+"""Gathering a `cdlaw report`: read a sweep's runs folder, or a table of runs, into a Report.
 
-The Report holds the runs and the fit (fitted in memory with cdlaw's defaults when there is
-no fit.json), the plan for a default budget, and every figure `cdlaw plot` can draw, as
+The runs and their fit are read as `cdlaw plot` reads them (cdlaw.figures.inputs.load_inputs:
+the runs folder's fit.json, the fit beside a table, or the one named). The Report holds
+them (the fit made in memory with cdlaw's defaults when there is none), the plan for a default budget, and every figure `cdlaw plot` can draw, as
 base64 PNG, or why it was not drawn. cdlaw.report.page renders it as HTML.
 
 Default plan (stated on the page): the largest budget, up to the compute of the sweep's
@@ -42,7 +43,7 @@ FIGURE_DPI = 110  # enough for a screen; keeps the page a few MB at most
 class Report:
     """What the page is built from (kept so tests and callers can inspect it)."""
 
-    runs_dir: Path
+    path: Path  # the runs folder or table of runs
     inputs: PlotInputs
     fit_note: str = ""  # how the fit was obtained, or why there is none
     plan: dict | None = None
@@ -54,25 +55,26 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
 
 
-def _fit_now(runs_dir: Path, inputs: PlotInputs) -> str:
-    """No fit.json: fit in memory with cdlaw's defaults, and say how to save a fit."""
-    how = f"create one with `cdlaw fit {runs_dir}`, then run `cdlaw report {runs_dir}` again"
+def _fit_now(path: Path, inputs: PlotInputs) -> str:
+    """No fit: fit in memory with cdlaw's defaults, and say how to save a fit."""
+    how = f"create one with `cdlaw fit {path}`, then run `cdlaw report {path}` again"
+    none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
     try:
-        table = load_runs(runs_dir)
-        result = fit_law(table, source=str(runs_dir))
+        table = load_runs(path)
+        result = fit_law(table, source=str(path))
     except BadInput as e:
-        return f"No fit.json in {runs_dir}, and the runs cannot be fitted yet ({e}); {how}."
+        return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict()
     inputs.fit = fit
     inputs.law = result.law
     inputs.rows = prepare_rows(result.rows, inputs.law, fit)
     return (
-        f"No fit.json in {runs_dir}: this fit was made for the report with cdlaw's defaults "
+        f"{none}: this fit was made for the report with cdlaw's defaults "
         f"and not saved; {how.replace('create one', 'save it')}."
     )
 
 
-def _plan(runs_dir: Path, report: Report, budget_flops, unique_tokens) -> None:
+def _plan(report: Report, budget_flops, unique_tokens) -> None:
     """Plan for the given budget, or for the default one (cdlaw.report.budget)."""
     inputs = report.inputs
     compute = run_compute(inputs)
@@ -93,13 +95,12 @@ def _plan(runs_dir: Path, report: Report, budget_flops, unique_tokens) -> None:
     if inputs.law is None:
         report.plan_note, report.budget_note = "No plan without a fit.", note()
         return
-    fit_path = runs_dir / "fit.json"
     # The planner reads the fit.json itself when there is one, for the bootstrap 95% band;
     # a fit made for the report brings its data range, for the range warnings.
-    if fit_path.exists():
-        source = load_law(str(fit_path))
+    if inputs.fit_path is not None:
+        source = load_law(str(inputs.fit_path))
     else:
-        source = PlanningLaw(str(runs_dir), inputs.law, (inputs.fit or {}).get("data_range"))
+        source = PlanningLaw(str(report.path), inputs.law, (inputs.fit or {}).get("data_range"))
     try:
         if budget_flops is None and compute is not None:
             report.budget_flops, inside = budget_inside_range(
@@ -120,24 +121,31 @@ def _png(fig) -> str:
 
 
 def gather(
-    runs_dir: str | Path,
+    path: str | Path,
     budget_flops: float | None = None,
     unique_tokens: float | None = None,
+    fit_path: str | Path | None = None,
 ) -> Report:
-    """Read the runs folder, fit if needed, plan, and draw every figure it allows."""
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        raise BadInput(f"{runs_dir} is not a folder; pass a runs folder written by `cdlaw sweep`")
+    """Read the runs folder or table (and its fit: fit_path, or the one beside it, as `cdlaw
+    plot` finds it), fit if there is none, plan, and draw every figure it allows."""
+    from cdlaw.fit.table import TABLE_SUFFIXES
+
+    path = Path(path)
+    if not (path.is_dir() or (path.is_file() and path.suffix.lower() in TABLE_SUFFIXES)):
+        raise BadInput(
+            f"{path} is neither a runs folder nor a .csv/.parquet table of runs; pass the "
+            "folder `cdlaw sweep` wrote (runs/SWEEP) or a table"
+        )
     for value, what in ((budget_flops, "--budget-flops"), (unique_tokens, "--unique-tokens")):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise BadInput(f"{what} must be a positive number like 1e21 or 5e9, not {value:g}")
-    inputs = load_inputs(runs_dir)
-    report = Report(runs_dir, inputs)
+    inputs = load_inputs(path, fit_path, need_fit=False)
+    report = Report(path, inputs)
     if inputs.fit is None:
-        report.fit_note = _fit_now(runs_dir, inputs)
+        report.fit_note = _fit_now(path, inputs)
     else:
-        report.fit_note = f"From {runs_dir / 'fit.json'}."
-    _plan(runs_dir, report, budget_flops, unique_tokens)
+        report.fit_note = f"From {inputs.fit_path}."
+    _plan(report, budget_flops, unique_tokens)
     for kind in KINDS:
         reason = why_not(kind, inputs)
         if reason is not None:

@@ -1,4 +1,4 @@
-"""`cdlaw report`: one self-contained HTML page for a sweep, rendered and written.
+"""`cdlaw report`: one self-contained HTML page for a sweep or a table of runs, rendered and written.
 
 The page leads with the answer (cdlaw.report.answer): the fit's headline and the plan for
 a default budget, in the first screen, then the loss, η and R* figures. The rest follows:
@@ -55,7 +55,7 @@ def render(report: Report) -> str:
     from cdlaw import __version__
 
     e = html.escape
-    runs = report.runs_dir
+    runs = report.path
     name = runs.resolve().name
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [
@@ -83,18 +83,28 @@ def render(report: Report) -> str:
     )
 
 
+def report_path(path: str | Path) -> Path:
+    """Where the report of PATH goes by default: <runs>/report.html in a runs folder,
+    t.report.html beside a table t.csv (as `cdlaw fit t.csv` writes t.fit.json)."""
+    path = Path(path)
+    return path / "report.html" if path.is_dir() else path.with_name(f"{path.stem}.report.html")
+
+
 def write_report(
-    runs_dir: str | Path,
+    path: str | Path,
     out: str | Path | None = None,
     budget_flops: float | None = None,
     unique_tokens: float | None = None,
+    fit_path: str | Path | None = None,
 ) -> tuple[Path, Report]:
-    """Build the report and write it atomically to out (default <runs>/report.html);
-    return the path and what the page was built from."""
+    """Build the report of a runs folder or table and write it atomically to out (default
+    report_path); return the path and what the page was built from."""
     from cdlaw.atomic import write_text_atomic
 
-    path = Path(out) if out is not None else Path(runs_dir) / "report.html"
-    if path.is_dir():
-        raise BadInput(f"--out {path} is a folder; give a file name such as {path / 'report.html'}")
-    report = gather(runs_dir, budget_flops, unique_tokens)
-    return write_text_atomic(path, render(report)), report
+    target = Path(out) if out is not None else report_path(path)
+    if target.is_dir():
+        raise BadInput(
+            f"--out {target} is a folder; give a file name such as {target / 'report.html'}"
+        )
+    report = gather(path, budget_flops, unique_tokens, fit_path)
+    return write_text_atomic(target, render(report)), report

@@ -39,11 +39,15 @@ RUN_COLUMNS = (
 )
 
 
-def settings_section(runs_dir: Path) -> str:
-    sweep = runs_dir / "sweep.toml"
+def settings_section(path: Path) -> str:
+    if not path.is_dir():
+        return (
+            f'<p class="note">None: {html.escape(str(path))} is a table of runs, not a sweep.</p>'
+        )
+    sweep = path / "sweep.toml"
     if sweep.exists():
         return f"<pre>{html.escape(sweep.read_text())}</pre>"
-    return f'<p class="note">No sweep.toml in {html.escape(str(runs_dir))}.</p>'
+    return f'<p class="note">No sweep.toml in {html.escape(str(path))}.</p>'
 
 
 def runs_section(inputs: PlotInputs) -> str:
@@ -83,7 +87,7 @@ def fit_section(report: Report) -> str:
         for k, v in p.items():
             rows.append([f"{s}.{k}", format_cell(v), *_ci(fit, f"{s}.{k}")])
     parts.append(html_table(["parameter", "value", "95% CI low", "95% CI high"], rows, {0}))
-    holdout = fit.get("holdout") or holdout_beside(report.runs_dir)
+    holdout = fit.get("holdout") or holdout_beside(report.path)
     opt = fit.get("optimizer") or {}
     facts = [
         ("law", fit.get("law")),
