@@ -24,7 +24,6 @@ from cdlaw.law import Law
 
 SATURATION = 0.9  # share of the derived-token gain that counts as "saturated" (docs/regimes.md)
 TOLERANCE = 0.01  # nats of fresh-data gain below which data "no longer binds" (docs/regimes.md)
-REGIMES = ("compute-bound", "data-bound", "model-bound", "overfit")
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from scipy.stats import norm
 N_MOVE = math.log(1.1)  # "N* changes": it moves by more than 10%
 N_WEIGHT = 0.5  # a wrong N costs less than a wrong loss or strategy: the optimum is flat in N
 MIN_REL = 1e-12  # Var/Var₀ floor: a run that pins the loss exactly is worth 13.8 nats, not ∞
-TARGETS = ("loss", "n", "gap")
 
 
 @dataclass(frozen=True)

@@ -51,11 +51,9 @@ from cdlaw.fit.summary import (
 )
 from cdlaw.fit.table import duplicate_rows, prepare_runs, seed_noise, select_cells
 from cdlaw.fit.threads import with_single_threaded_blas
-from cdlaw.laws import LAWS, as_law_form
+from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
 
-# Each form declares its default δ (the CD paper's 0.1; Chinchilla's 1e-3).
-HUBER_DELTA = {name: form.huber_delta for name, form in LAWS.items()}
 DEFAULT_STARTS = 6144  # the CD paper's grid
 N_POLISH = 5  # distinct best minima polished with scipy
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum

@@ -24,7 +24,6 @@ from cdlaw.units import parse_number, plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
-HYPERPARAMETERS = ("lr", "weight_decay", "seed")  # what may vary inside a cell
 SELECT = ("min", "mean", "none")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 

@@ -67,23 +67,6 @@ def cd_overfit_loss(N, D, Dp, E, A, B, alpha, beta, K, rho, sigma, lam, mu):
     )
 
 
-def cd_overfit_dloss_dratio(N, D, r, E, A, B, alpha, beta, K, rho, sigma, lam, mu):
-    """∂L/∂r at fixed (N, D, strategy), r = D′/D:
-
-        λ·(N/D)^μ − β·B·D^(−β)·(1 + G)^(−β−1)·e^(−r/R*),     G = R*(1 − e^(−r/R*))
-
-    The penalty's cost per pass is constant; the data term's gain per pass falls with r.
-    E, A, α are unused (kept so that one set of parameters fits every function here).
-    """
-    N, D, r = (np.asarray(x, dtype=float) for x in (N, D, r))
-    R = K * (D / N) ** rho * N**sigma
-    with np.errstate(invalid="ignore", over="ignore"):
-        G = R * -np.expm1(-r / R)
-        gain = beta * B * D**-beta * (1.0 + G) ** (-beta - 1.0) * np.exp(-r / R)
-        cost = lam * (N / D) ** mu
-    return cost - gain
-
-
 def cd_overfit_best_ratio(N, D, E, A, B, alpha, beta, K, rho, sigma, lam, mu, iterations=200):
     """The derived ratio r* = D′/D that minimises L at fixed (N, D, strategy).
 

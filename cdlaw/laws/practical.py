@@ -81,15 +81,6 @@ def practical_fit_vector(E, a, b, alpha, beta, c, gamma, delta) -> np.ndarray:
     )
 
 
-def practical_public(theta) -> dict[str, float]:
-    """One log-space fit vector → public values by name (E, a, b, alpha, ...)."""
-    theta = np.asarray(theta, dtype=float)
-    out = dict(zip(PRACTICAL_PARAMS, (float(v) for v in theta), strict=True))
-    for k in PRACTICAL_LOG_PARAMS:
-        out[k] = float(np.exp(out[k]))
-    return out
-
-
 def practical_batched_log_loss(theta, logN, logD, ratio, L0):
     """log L of the Practical law for S fit vectors at n rows, and its vector–Jacobian product.
 
