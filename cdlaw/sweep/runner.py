@@ -6,7 +6,7 @@
     runs/.cache/                      tokenised corpora, shared by every sweep in runs/
 
 Resumes by default: finished runs are skipped, interrupted ones continue from their
-checkpoint. The parts, each in its own module (their API re-exported here, see __all__):
+checkpoint. The parts, each in its own module:
 
     cdlaw.sweep.selection   validation against the corpus, --only, the facts of each run
     cdlaw.sweep.locks        the per-run lock file (two processes never train one run)
