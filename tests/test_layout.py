@@ -12,7 +12,18 @@ ROOT = Path(__file__).resolve().parents[1] / "cdlaw"
 
 # Each stage may import only the stages listed for it (and itself).
 # cdlaw.laws (one declaration per law form) sits under cdlaw.law, beside it in the foundation.
-FOUNDATION = {"errors", "units", "atomic", "law", "laws", "regimes", "config", "shapes", "schedule"}
+FOUNDATION = {
+    "errors",
+    "extras",
+    "units",
+    "atomic",
+    "law",
+    "laws",
+    "regimes",
+    "config",
+    "shapes",
+    "schedule",
+}
 ALLOWED = {
     "foundation": {"foundation"},
     "data": {"foundation", "data"},

@@ -98,9 +98,9 @@ def _law_from_fit(fit: dict, where: Path) -> Law:
 
 def read_table(path: Path):
     """A CSV or parquet table of runs with cdlaw's column names, read as `cdlaw fit` reads
-    it (cdlaw.fit.table.read_columns: the spellings of docs/files.md, 70M as a number)."""
-    from cdlaw.fit.table import read_columns
-    from cdlaw.fit.table import read_table as read_file
+    it (cdlaw.fit.columns.read_columns: the spellings of docs/files.md, 70M as a number)."""
+    from cdlaw.fit.columns import read_columns
+    from cdlaw.fit.columns import read_table as read_file
 
     return read_columns(read_file(path), str(path))
 

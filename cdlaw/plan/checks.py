@@ -196,6 +196,19 @@ def beyond_limit(source: PlanningLaw, best: Allocation) -> list[str]:
     ]
 
 
+def refusal(extrapolated, budget_flops: float | None = None) -> str:
+    """The one sentence that refuses a plan beyond the extrapolation limit (a frontier's
+    names its budget)."""
+    at, narrow = "", ""
+    if budget_flops is not None:
+        at, narrow = f"at C = {budget_flops:.3g} ", "narrow --frontier-range, "
+    return (
+        f"the plan {at}is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
+        f"range its law was fitted on ({'; '.join(extrapolated)}): fit runs nearer it, "
+        f"{narrow}or pass --extrapolate to plan it anyway"
+    )
+
+
 def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float, str]]:
     """(coordinate, factor beyond the fitted range, sentence) for each of the plan's N, D/N,
     D and D′/D outside the data the law was fitted on; the factor is ∞ for a coordinate

@@ -32,7 +32,6 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
-from cdlaw.plan import EXTRAPOLATION_LIMIT
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
@@ -44,6 +43,7 @@ from cdlaw.plan.checks import (
     prefers_fewer_fresh_tokens,
     range_warnings,
     refit_plans,
+    refusal,
     unpinned_warnings,
 )
 
@@ -317,19 +317,6 @@ def plan(
         memory=memory,
         warnings=tuple(warnings),
         extrapolated=tuple(extrapolated),
-    )
-
-
-def refusal(extrapolated, budget_flops: float | None = None) -> str:
-    """The one sentence that refuses a plan beyond the extrapolation limit (a frontier's
-    names its budget)."""
-    at, narrow = "", ""
-    if budget_flops is not None:
-        at, narrow = f"at C = {budget_flops:.3g} ", "narrow --frontier-range, "
-    return (
-        f"the plan {at}is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
-        f"range its law was fitted on ({'; '.join(extrapolated)}): fit runs nearer it, "
-        f"{narrow}or pass --extrapolate to plan it anyway"
     )
 
 

@@ -1,0 +1,269 @@
+"""cdlaw's columns in a table of runs, under whatever names the table gives them
+(docs/files.md, "Tables that `cdlaw fit` accepts").
+
+    df = read_columns(read_table(Path("runs.csv")), "runs.csv")
+
+`read_table` reads a CSV / TSV / parquet file with each row indexed by where it is in the
+file (its line, or its 1-based row), so that every message can point at it; `read_columns`
+finds cdlaw's columns under any of SPELLINGS (`params`, `unique_tokens`, `D'`, …), derives
+D′ from `epochs` or total `tokens` when the table has no D′ column, and reads numbers as
+the command line does (`70M`). cdlaw.fit.table checks and shapes the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw.errors import BadInput
+from cdlaw.units import parse_number, plain
+
+# The names a table may give each column, compared ignoring case and surrounding spaces
+# (docs/files.md). The first is cdlaw's own; a table's column is renamed to it.
+SPELLINGS = {
+    "n_params": ("n_params", "params", "parameters", "n"),
+    "fresh_tokens": ("fresh_tokens", "unique_tokens", "d"),
+    "derived_tokens": ("derived_tokens", "d_prime", "dprime", "d'", "d′"),
+    "strategy": ("strategy",),
+    "loss": ("loss",),
+    "lr": ("lr", "learning_rate"),
+    "weight_decay": ("weight_decay", "wd"),
+    "seed": ("seed",),
+    "status": ("status",),
+}
+# Columns that give D′ when the table has none, kept under their own names: every token
+# trained (D + D′, whatever the strategy), or passes over D (D′ = (epochs − 1)·D, which
+# only repetition means). With a D′ column too, they must agree with it.
+TOKENS = ("tokens", "total_tokens", "tokens_trained")
+EPOCHS = ("epochs",)
+AGREE = 0.01  # relative tolerance of that agreement: tables print rounded epochs
+SYMBOL = {"n_params": "N", "fresh_tokens": "D", "derived_tokens": "D′"}
+NUMERIC = ("n_params", "fresh_tokens", "derived_tokens", "loss")
+
+READING = ("rows_are", "cdlaw_columns", "spelled")  # attrs of a table being read
+log = logging.getLogger("cdlaw.table")
+
+
+def read_table(file: Path) -> pd.DataFrame:
+    """A .csv, .tsv or .parquet file as a frame whose index is where each row is in the
+    file: its line for text (the header is line 1; empty lines are skipped but counted),
+    its 1-based row for parquet. BadInput (one sentence) if it cannot be read."""
+    suffix = file.suffix.lower()
+    try:
+        if suffix in (".csv", ".tsv"):
+            df = pd.read_csv(file, sep="\t" if suffix == ".tsv" else ",", skip_blank_lines=False)
+            df.index = df.index + 2
+            df = df.dropna(how="all")  # an empty line holds no run
+            df.attrs["rows_are"] = "line"
+        elif suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(file)
+            df.index = np.arange(1, len(df) + 1)
+            df.attrs["rows_are"] = "row"
+        else:
+            raise BadInput(
+                f"{file} is neither a runs folder nor a .csv/.parquet table (got {suffix or 'no suffix'!r})"
+            )
+    except BadInput:
+        raise
+    except Exception as e:  # a damaged or unreadable file is the user's input too
+        detail = " ".join(str(e).split())[:200]  # one line, however the reader put it
+        raise BadInput(f"cannot read {file}: {type(e).__name__}: {detail}") from None
+    return df
+
+
+def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
+    """The table with cdlaw's columns (n_params, fresh_tokens, derived_tokens, strategy,
+    loss, and lr, weight_decay, seed, status where given) found under any of SPELLINGS,
+    the four numbers read as floats as the command line reads them (25M, 3B), and D′ and
+    the strategy made where the table lacks them. Idempotent.
+
+    D′ comes from the table's D′ column, else from total tokens − D, else from
+    (epochs − 1)·D (repetition rows only). Without a strategy column a run with D′ = 0 is
+    strategy none and one with D′ > 0 repetition: the repeated tokens of the CD paper and
+    Muennighoff et al. How each column was read is logged (logger "cdlaw.table", one line)
+    when it was not as named. Raises BadInput for two columns of one meaning, epochs or
+    tokens that disagree with D′, a cell that is not a number, or a column lacking.
+    """
+    if df.attrs.get("cdlaw_columns"):
+        return df
+    if not df.attrs.get("rows_are"):  # a frame, not a file: rows by their 1-based place
+        df = df.set_axis(np.arange(1, len(df) + 1), axis=0)
+        df.attrs["rows_are"] = "row"
+    found = {key: _columns_named(df, key, names, name) for key, names in SPELLINGS.items()}
+    sources = {
+        "tokens": _columns_named(df, "tokens (D + D′)", TOKENS, name),
+        "epochs": _columns_named(df, "epochs", EPOCHS, name),
+    }
+    df = df.rename(columns={col: key for key, col in found.items() if col not in (None, key)})
+    missing = [k for k in ("n_params", "fresh_tokens") if found[k] is None]
+    if found["derived_tokens"] is None and not any(sources.values()):
+        missing.append("derived_tokens")
+    missing += ["loss"] if found["loss"] is None else []
+    if missing:
+        raise BadInput(
+            f"{name} lacks the column(s) {', '.join(missing)}; a run table needs N "
+            "(n_params or params), D (fresh_tokens or unique_tokens), D′ (derived_tokens, "
+            "epochs, or total tokens; derived_tokens = 0 for one-epoch runs) and loss, "
+            "under the names docs/files.md lists"
+        )
+    done = (
+        df["status"].astype(str).str.strip().str.lower() == "done"
+        if "status" in df.columns
+        else pd.Series(True, index=df.index)
+    ).to_numpy()
+    for col in [c for c in NUMERIC if c in df.columns]:
+        df[col] = _numeric(df, col, found[col] or col, name, done)
+    # The column D′ comes from must hold numbers; one only checked against it need not.
+    source = found["derived_tokens"] or sources["tokens"] or sources["epochs"]
+    given = {
+        col: _numeric(df, col, col, name, done) if col == source else numbers(df[col])
+        for col in sources.values()
+        if col is not None
+    }
+    how = _derive(df, found, sources, given, done, name)
+    renamed = [k for k, col in found.items() if col not in (None, k)]
+    if "strategy" not in df.columns:
+        Dp = df["derived_tokens"].to_numpy(float)
+        df["strategy"] = np.where(Dp > 0, "repetition", "none")
+        said = (
+            "none (no strategy column; every run has D′ = 0)"
+            if not (Dp > 0).any()
+            else "repetition (no strategy column; the tokens beyond D repeat it)"
+            if found["derived_tokens"] is None
+            else "repetition (no strategy column; D′ read as repeated tokens, as in the CD "
+            "paper and Muennighoff et al.)"
+        )
+    elif renamed or found["derived_tokens"] is None:
+        said = str(found["strategy"])
+    else:  # every column as cdlaw names it: nothing to say
+        said = None
+    if said is not None:
+        parts = [f"{SYMBOL[k]} ← {found[k]}" for k in ("n_params", "fresh_tokens")]
+        parts += [f"D′ ← {how}", f"strategy ← {said}", f"loss ← {found['loss']}"]
+        parts += [f"{k} ← {found[k]}" for k in renamed if k not in (*SYMBOL, "strategy", "loss")]
+        log.info("read %s: %s", name, ", ".join(parts))
+    df.attrs["cdlaw_columns"] = True
+    df.attrs["spelled"] = {k: str(col) for k, col in found.items() if col is not None}
+    if found["derived_tokens"] is None:
+        df.attrs["spelled"]["derived_tokens"] = f"D′ = {how}"
+    return df
+
+
+def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, name: str) -> str:
+    """Fill in df["derived_tokens"] from total tokens or epochs when the table has no D′
+    column, check that those columns agree with D′ where both are given (within AGREE),
+    and return how D′ was read, for the note."""
+    D = df["fresh_tokens"].to_numpy(float)
+    fresh, tokens, epochs = found["fresh_tokens"], sources["tokens"], sources["epochs"]
+    strategy = (
+        df["strategy"].astype(str).str.strip().str.lower().to_numpy()
+        if "strategy" in df.columns
+        else np.full(len(df), "repetition")
+    )
+    repeats = np.isin(strategy, ("repetition", "none"))  # where epochs say what D′ is
+    if found["derived_tokens"] is not None:
+        how = str(found["derived_tokens"])
+    elif tokens is not None:
+        short = done & (given[tokens].to_numpy() < D)
+        if short.any():
+            raise BadInput(
+                f"{name} {where(df, short)}: {tokens} must be at least {fresh} (every "
+                f"token trained, D + D′), got {given[tokens][short].iloc[0]:g}"
+            )
+        df["derived_tokens"] = given[tokens].to_numpy() - D
+        how = f"{tokens} − {fresh}"
+    else:
+        e = given[epochs].to_numpy()
+        other = done & ~repeats & np.isfinite(e)
+        if other.any():
+            raise BadInput(
+                f"{name} {where(df, other)}: epochs give D′ = (epochs − 1)·D for repetition "
+                f"only, and this run is {plain(df['strategy'][other].iloc[0])}; give its "
+                "derived tokens in a derived_tokens column"
+            )
+        low = done & (e < 1)
+        if low.any():
+            raise BadInput(
+                f"{name} {where(df, low)}: epochs must be at least 1 (one pass over D), "
+                f"got {given[epochs][low].iloc[0]:g}"
+            )
+        df["derived_tokens"] = (e - 1) * D
+        how = f"(epochs − 1) · {fresh}"
+    Dp = df["derived_tokens"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for col, total, rows in ((tokens, D + Dp, done), (epochs, (D + Dp) / D, done & repeats)):
+            if col is None:
+                continue
+            v = given[col].to_numpy()
+            off = rows & np.isfinite(v) & np.isfinite(total) & (abs(v - total) > AGREE * total)
+            if off.any():
+                i = np.flatnonzero(off)[0]
+                what = f"{fresh} + {how}" if col == tokens else f"({fresh} + {how})/{fresh}"
+                raise BadInput(
+                    f"{name} {where(df, off)}: {col} is {v[i]:g} but {what} is "
+                    f"{total[i]:g}; the two columns disagree, so drop one or correct it"
+                )
+    return how
+
+
+def _columns_named(df: pd.DataFrame, what: str, names, name: str):
+    """The one column of df spelled as one of names (case and spaces aside), or None;
+    BadInput when two are."""
+    cols = [c for c in df.columns if str(c).strip().lower() in names]
+    label = f"{SYMBOL[what]} ({what})" if what in SYMBOL else what
+    if len(cols) > 1:
+        raise BadInput(
+            f"{name} has {len(cols)} columns that each read as {label}: "
+            f"{', '.join(map(repr, cols))}; keep one of them"
+        )
+    return cols[0] if cols else None
+
+
+def _numeric(df: pd.DataFrame, col: str, shown: str, name: str, done) -> pd.Series:
+    """df[col] as floats (25M and 3B as the command line reads them); BadInput naming the
+    first finished run whose cell is not a number (shown: the column as the table names it)."""
+    values = numbers(df[col])
+    bad = (values.isna() & df[col].notna()).to_numpy() & done
+    if bad.any():
+        like = "" if col == "loss" else " such as 3e9 or 70M"
+        raise BadInput(
+            f"{name} {where(df, bad)}: {shown} must be a number{like}, got "
+            f"{plain(df[col][bad].iloc[0])}"
+        )
+    return values
+
+
+def numbers(col: pd.Series) -> pd.Series:
+    """The column as floats, NaN where a cell is not a number (any cell, any type); text
+    such as 70M or 3B is read as the command line reads it (cdlaw.units.parse_number)."""
+    try:
+        values = pd.to_numeric(col, errors="coerce").astype(float)
+    except (TypeError, ValueError, OverflowError):  # e.g. an int beyond float's range
+        values = pd.Series([_number(v) for v in col], index=col.index, dtype=float)
+    text = (values.isna() & col.map(lambda v: isinstance(v, str))).to_numpy()
+    if text.any():
+        values[text] = np.array([_number(v) for v in col[text]], dtype=float)
+    return values
+
+
+def _number(v) -> float:
+    if isinstance(v, str):
+        try:
+            return parse_number(v)
+        except BadInput:
+            return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def where(df: pd.DataFrame, bad) -> str:
+    """Where the first bad row is in the input, for a message: "line 7" of a CSV file,
+    "row 6" (1-based) of a parquet file or a frame (read_table, read_columns)."""
+    i = np.flatnonzero(np.asarray(bad, bool))[0]
+    return f"{df.attrs.get('rows_are', 'row')} {df.index[i]}"
