@@ -16,11 +16,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import cdlaw.shapes
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.data.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
+from cdlaw.shapes import loss_chunk_tokens
 from cdlaw.train.loop import RunInterrupted, train_run
-from cdlaw.train.steps import IGNORE, lr_at, make_batch, token_losses, validation_loss
+from cdlaw.train.model import build_model
+from cdlaw.train.steps import (
+    IGNORE,
+    lm_losses,
+    lr_at,
+    make_batch,
+    token_losses,
+    validation_loss,
+)
 
 torch.set_num_threads(1)
 
@@ -124,6 +134,43 @@ def test_token_losses_match_torch(dtype):
     assert z.item() == pytest.approx(ref_z.item(), rel=tol)
     torch.testing.assert_close(ours, base.grad, rtol=tol * 10, atol=tol)
     assert ours[1, 2:].abs().max() == 0  # padding gets no gradient
+
+
+def lm_losses_and_grads(net, x, y, amp):
+    net.zero_grad(set_to_none=True)
+    ce, z = lm_losses(net, x, y, amp)
+    (ce + 0.1 * z).backward()
+    return ce.detach(), z.detach(), {n: p.grad.clone() for n, p in net.named_parameters()}
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_the_chunked_lm_head_loss_equals_the_whole_logits(monkeypatch, amp):
+    """The LM head and its loss in chunks of tokens (CHUNK_LOGITS lowered: 4 × 32 tokens
+    in chunks of 27, the last short; padded targets) against the whole logits, which are
+    transformers' model's own: cross-entropy and z sums bit for bit, and every gradient but
+    the LM head's (each token's logits and softmax gradient are the same numbers); the LM
+    head's gradient, a sum over the chunks, within fp32's rounding (bf16's under bf16)."""
+    net = build_model(MODEL, seed=0)
+    x = torch.from_numpy(TRAIN_TOKENS[: 4 * SEQ].reshape(4, SEQ))
+    y = torch.from_numpy(TRAIN_TOKENS[1 : 4 * SEQ + 1].reshape(4, SEQ)).clone()
+    y[3, 20:] = IGNORE
+    whole = lm_losses_and_grads(net, x, y, amp)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
+        logits = net(input_ids=x, use_cache=False).logits
+    ce, z = token_losses(logits, y)  # what train_run computed before it chunked
+    assert torch.equal(whole[0], ce.detach()) and torch.equal(whole[1], z.detach())
+    monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
+    assert loss_chunk_tokens(4 * SEQ, VOCAB) == 27 and loss_chunk_tokens(27, VOCAB) is None
+    chunked = lm_losses_and_grads(net, x, y, amp)
+    assert torch.equal(chunked[0], whole[0]) and torch.equal(chunked[1], whole[1])
+    for name, grad in whole[2].items():
+        if name == "lm_head.weight":
+            tol = 1e-6 if amp is None else 1e-2
+            torch.testing.assert_close(
+                chunked[2][name], grad, rtol=tol, atol=tol * grad.abs().max()
+            )
+        else:
+            assert torch.equal(chunked[2][name], grad), name
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -331,7 +378,6 @@ def test_the_z_loss_term_reaches_the_gradient_of_the_logits():
 
 def test_weight_decay_is_on_the_matrices_only():
     """Decay on every ≥2-D weight but the input embedding; none on it, the norms, 1-D params."""
-    from cdlaw.train.model import build_model
     from cdlaw.train.steps import make_optimizer
 
     net = build_model(MODEL, seed=0)
