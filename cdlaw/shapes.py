@@ -158,6 +158,40 @@ def flops_per_token(n_params: float, n_layers: int = 0, d_model: int = 0, seq_le
 
 
 # ---------------------------------------------------------------------------------------
+# The LM head's loss in chunks.
+# ---------------------------------------------------------------------------------------
+
+# The most logits (tokens × vocabulary values) a micro-batch's loss makes at once, per
+# model. A micro-batch with more goes through the LM head and its loss in chunks of
+# CHUNK_LOGITS // vocab tokens (cdlaw.train.steps.head_losses) and never holds its whole
+# logits: 2^24 values are 64 MiB in fp32, where a micro-batch of 4 × 2048 tokens at a 32K
+# vocabulary holds 1 GiB, and the gradient of its softmax as much again. At or below it the
+# logits are made whole, as transformers' model makes them, and the numbers are those of a
+# model that never chunks, bit for bit (chunked, the LM head's gradient is a sum over the
+# chunks, which rounds its own way).
+CHUNK_LOGITS = 2**24
+# Bytes per logit held (logits_held), for memory estimates: at most two fp32 copies at once,
+# the logits and the gradient of their softmax (bf16 logits with them: 2 + 4 + 2).
+LOGIT_BYTES = 8
+
+
+def loss_chunk_tokens(n_tokens: int, vocab_size: int) -> int | None:
+    """Tokens per chunk of the LM head and its loss, for a micro-batch of n_tokens tokens
+    (of one model), or None when its logits are made whole (see CHUNK_LOGITS)."""
+    if n_tokens * vocab_size <= CHUNK_LOGITS:
+        return None
+    return max(1, CHUNK_LOGITS // vocab_size)
+
+
+def logits_held(n_tokens: int, vocab_size: int) -> int:
+    """The most logits (values) a micro-batch of n_tokens tokens holds at once: all of
+    them, or one chunk's (loss_chunk_tokens). Memory estimates count these, not
+    n_tokens × vocab_size."""
+    chunk = loss_chunk_tokens(n_tokens, vocab_size)
+    return (n_tokens if chunk is None else chunk) * vocab_size
+
+
+# ---------------------------------------------------------------------------------------
 # The ladder.
 # ---------------------------------------------------------------------------------------
 

@@ -94,6 +94,30 @@ def test_a_pack_too_big_for_memory_is_refused_before_anything_is_written(tmp_pat
     assert not out.exists()
 
 
+def test_a_packs_memory_counts_one_chunk_of_logits_whatever_its_micro_batch():
+    """olmo3_14M at seq 2048 and a 32K vocabulary: 4 or 32 rows a micro-batch hold one
+    chunk of 2^24 logits at once (the loss goes in chunks), so a run's estimate grows
+    with its rows by the layers' activations alone, and by no seq_len² attention scores
+    (flash attention, on CPU as on GPU); a pack of k needs k runs' worth."""
+    from dataclasses import replace
+
+    from cdlaw.config import DataConfig, RunConfig, TrainConfig
+    from cdlaw.shapes import count_params, named_shape
+
+    model = named_shape("olmo3_14M").model_config(vocab_size=32768, seq_len=2048)
+    four = RunConfig(
+        sweep="mem", strategy="none", fresh_tokens=10**6, derived_tokens=0, model=model,
+        data=DataConfig(vocab_size=32768), train=TrainConfig(batch_size=32, micro_batch_size=4),
+    )  # fmt: skip
+    many = replace(four, train=replace(four.train, micro_batch_size=32))
+    per_token = model.n_layers * (14 * model.d_model + 4 * model.mlp_hidden) * 4
+    assert pack_size.pack_bytes(many, 1) - pack_size.pack_bytes(four, 1) == 28 * 2048 * per_token
+    assert pack_size.pack_bytes(four, 1) == (
+        28 * count_params(model).n_params_total + 4 * 2048 * per_token + 8 * 2**24
+    )
+    assert pack_size.pack_bytes(four, 3) == 3 * pack_size.pack_bytes(four, 1)
+
+
 def test_jobs_spread_over_gpus_size_their_packs_by_one_gpus_memory(tmp_path, monkeypatch):
     """Jobs go round-robin over the GPUs, so a pack shares its GPU only with the jobs on
     that GPU: four jobs on four GPUs each have a whole GPU, eight have half of one."""

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 import torch
 
+import cdlaw.shapes
 from cdlaw.data.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
 from cdlaw.train.loop import RunInterrupted, train_run
@@ -29,7 +30,7 @@ from cdlaw.train.model import build_model
 from cdlaw.train.packed import PackedRun, train_pack
 from cdlaw.train.packed_model import PackedModels, packed_token_losses
 from cdlaw.train.steps import token_losses
-from tests.test_train import TRAIN_TOKENS, VAL_TOKENS, make_cfg
+from tests.test_train import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 torch.set_num_threads(1)
 
@@ -253,6 +254,30 @@ def test_bf16_packed_runs_equal_runs_alone(tmp_path):
     assert worst == 0.0  # the same ops in the same dtypes: bit for bit in bf16 too
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_packed_runs_equal_runs_alone_with_the_loss_in_chunks(tmp_path, monkeypatch, precision):
+    """CHUNK_LOGITS lowered so that every micro-batch's LM head and loss go in chunks (of
+    27 tokens, the last short), in training and in evaluation: packed runs still equal the
+    runs alone bit for bit, and the chunks change the loss by fp32 rounding at most."""
+    from cdlaw.config import ExecConfig
+
+    exec_cfg = ExecConfig(device="cpu", precision=precision)
+    whole = {}
+    for r in runs(tmp_path / "whole")[:2]:
+        whole[r.cfg.run_id] = train_run(r.cfg, r.run_dir, r.stream, VAL_TOKENS, exec_cfg)
+    monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
+    assert cdlaw.shapes.loss_chunk_tokens(4 * SEQ, VOCAB) == 27
+    pack = runs(tmp_path / "packed")[:2]
+    results = train_pack(pack, exec_cfg)
+    for r in pack:
+        alone_dir = tmp_path / "alone" / r.cfg.run_id
+        alone_result = train_run(r.cfg, alone_dir, r.stream, VAL_TOKENS, exec_cfg)
+        assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)
+        first = curve(alone_dir).train_loss.iloc[0]
+        assert first == curve(tmp_path / "whole" / r.cfg.run_id).train_loss.iloc[0]
+        assert alone_result["loss"] == pytest.approx(whole[r.cfg.run_id]["loss"], rel=1e-5)
+
+
 def test_sigterm_checkpoints_every_run_of_the_pack_then_the_previous_handler_runs(
     alone, tmp_path, monkeypatch
 ):
@@ -291,14 +316,18 @@ COMPILED_REL = 1e-5  # compiled: fused kernels round differently; measured ~3e-7
 
 
 @pytest.mark.slow  # compiles the packed step: ~40 s on a cold CPU, a few from inductor's cache
-def test_compiled_packed_runs_equal_runs_alone_within_1e_5(alone, tmp_path):
+@pytest.mark.parametrize("chunks", [False, True])
+def test_compiled_packed_runs_equal_runs_alone_within_1e_5(alone, tmp_path, monkeypatch, chunks):
     """--compile: the same three runs through the compiled packed step (K = 3, then 2 and 1
     as runs leave): per-step losses within 1e-5 of the runs alone in fp32, compiled for real
-    (graphs made, not the eager fallback) and once for every pack size above one."""
+    (graphs made, not the eager fallback) and once for every pack size above one. chunks:
+    with the LM head and loss in chunks (CHUNK_LOGITS lowered; the runs alone are whole)."""
     from torch._dynamo.utils import counters
 
     from cdlaw.config import ExecConfig
 
+    if chunks:
+        monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
     graphs = counters["stats"]["unique_graphs"]
     pack = runs(tmp_path)
     results = train_pack(pack, ExecConfig(device="cpu", compile=True))

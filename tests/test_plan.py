@@ -8,7 +8,7 @@ import pytest
 
 from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS, Law, chinchilla_loss
-from cdlaw.plan.memory import GIB, activation_bytes_per_token, model_shape, training_cost
+from cdlaw.plan.memory import GIB, activation_bytes, model_shape, training_cost
 from cdlaw.plan.planner import budget_loss, chinchilla_optimal_n_params, frontier, plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import load_law
@@ -519,9 +519,10 @@ def test_memory_and_gpu_hours_by_hand():
     assert c.weights_gib == pytest.approx(2 * c.n_params_total / GIB)
     assert c.gradients_gib == pytest.approx(2 * c.n_params_total / GIB)
     assert c.optimizer_gib == pytest.approx(12 * c.n_params_total / GIB)  # fp32 master + m + v
-    per_token = s.n_layers * 2 * (10 * s.d_model + 4 * s.mlp_hidden) + 4 * s.d_model + 6 * V
-    assert activation_bytes_per_token(s, V) == per_token
-    assert c.activations_gib == pytest.approx(per_token * 4096 / GIB)
+    per_token = s.n_layers * 2 * (10 * s.d_model + 4 * s.mlp_hidden) + 4 * s.d_model
+    chunk = 2**24 // V  # tokens per chunk of the LM head and its loss (cdlaw.shapes)
+    assert activation_bytes(s, V, 4096) == per_token * 4096 + 8 * chunk * V
+    assert c.activations_gib == pytest.approx(activation_bytes(s, V, 4096) / GIB)
     assert c.total_gib == pytest.approx(16 * c.n_params_total / GIB + c.activations_gib)
     assert c.fits is False and c.total_gib > 80
     states = 16 * c.n_params_total / GIB
@@ -533,6 +534,23 @@ def test_memory_and_gpu_hours_by_hand():
     )
     assert training_cost(1e8, 2e9, gpu_memory_gib=80).fits is True
     assert training_cost(1e8, 2e9, gpu_memory_gib=80).gpu_hours is None
+
+
+def test_the_logits_in_memory_are_one_chunk_whatever_the_micro_batch():
+    """The loss goes through the LM head in chunks (cdlaw.shapes.CHUNK_LOGITS): from one
+    micro-batch row to 32 the activations grow by the layers' per-token bytes alone, and
+    the logits are one chunk's, 8 bytes each (128 MiB), not 32 × 4096 tokens' of a 100k
+    vocabulary (24 GiB in bf16 alone); a micro-batch whose logits fit in one chunk holds
+    them whole."""
+    one, many = (training_cost(1e8, 2e9, micro_batch=m) for m in (1, 32))
+    s, V = one.shape, one.vocab_size
+    per_token = s.n_layers * 2 * (10 * s.d_model + 4 * s.mlp_hidden) + 4 * s.d_model
+    grown = (many.activations_gib - one.activations_gib) * GIB
+    assert grown == pytest.approx(31 * 4096 * per_token)
+    logits = many.activations_gib * GIB - 32 * 4096 * per_token
+    assert logits == pytest.approx(8 * (2**24 // V) * V) and logits < 2**27
+    small = activation_bytes(s, 512, 64)  # 64 tokens × 512: one chunk's worth, held whole
+    assert small == 64 * per_token + 8 * 64 * 512
 
 
 def test_model_shape_uses_the_sweep_ladder_and_falls_back_to_aspect_ratio():

@@ -16,11 +16,21 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import cdlaw.shapes
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.data.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
+from cdlaw.shapes import loss_chunk_tokens
 from cdlaw.train.loop import RunInterrupted, train_run
-from cdlaw.train.steps import IGNORE, lr_at, make_batch, token_losses, validation_loss
+from cdlaw.train.model import build_model
+from cdlaw.train.steps import (
+    IGNORE,
+    lm_losses,
+    lr_at,
+    make_batch,
+    token_losses,
+    validation_loss,
+)
 
 torch.set_num_threads(1)
 
@@ -124,6 +134,43 @@ def test_token_losses_match_torch(dtype):
     assert z.item() == pytest.approx(ref_z.item(), rel=tol)
     torch.testing.assert_close(ours, base.grad, rtol=tol * 10, atol=tol)
     assert ours[1, 2:].abs().max() == 0  # padding gets no gradient
+
+
+def lm_losses_and_grads(net, x, y, amp):
+    net.zero_grad(set_to_none=True)
+    ce, z = lm_losses(net, x, y, amp)
+    (ce + 0.1 * z).backward()
+    return ce.detach(), z.detach(), {n: p.grad.clone() for n, p in net.named_parameters()}
+
+
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_the_chunked_lm_head_loss_equals_the_whole_logits(monkeypatch, amp):
+    """The LM head and its loss in chunks of tokens (CHUNK_LOGITS lowered: 4 × 32 tokens
+    in chunks of 27, the last short; padded targets) against the whole logits, which are
+    transformers' model's own: cross-entropy and z sums bit for bit, and every gradient but
+    the LM head's (each token's logits and softmax gradient are the same numbers); the LM
+    head's gradient, a sum over the chunks, within fp32's rounding (bf16's under bf16)."""
+    net = build_model(MODEL, seed=0)
+    x = torch.from_numpy(TRAIN_TOKENS[: 4 * SEQ].reshape(4, SEQ))
+    y = torch.from_numpy(TRAIN_TOKENS[1 : 4 * SEQ + 1].reshape(4, SEQ)).clone()
+    y[3, 20:] = IGNORE
+    whole = lm_losses_and_grads(net, x, y, amp)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp is not None):
+        logits = net(input_ids=x, use_cache=False).logits
+    ce, z = token_losses(logits, y)  # what train_run computed before it chunked
+    assert torch.equal(whole[0], ce.detach()) and torch.equal(whole[1], z.detach())
+    monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
+    assert loss_chunk_tokens(4 * SEQ, VOCAB) == 27 and loss_chunk_tokens(27, VOCAB) is None
+    chunked = lm_losses_and_grads(net, x, y, amp)
+    assert torch.equal(chunked[0], whole[0]) and torch.equal(chunked[1], whole[1])
+    for name, grad in whole[2].items():
+        if name == "lm_head.weight":
+            tol = 1e-6 if amp is None else 1e-2
+            torch.testing.assert_close(
+                chunked[2][name], grad, rtol=tol, atol=tol * grad.abs().max()
+            )
+        else:
+            assert torch.equal(chunked[2][name], grad), name
 
 
 # --- runs -------------------------------------------------------------------------------
@@ -331,7 +378,6 @@ def test_the_z_loss_term_reaches_the_gradient_of_the_logits():
 
 def test_weight_decay_is_on_the_matrices_only():
     """Decay on every ≥2-D weight but the input embedding; none on it, the norms, 1-D params."""
-    from cdlaw.train.model import build_model
     from cdlaw.train.steps import make_optimizer
 
     net = build_model(MODEL, seed=0)
@@ -392,3 +438,72 @@ def test_a_run_resumed_before_its_first_evaluation_reports_nan_not_none(tmp_path
     first = seen[0]
     assert first["step"] == 4 and isinstance(first["val_loss"], float)
     assert math.isnan(first["val_loss"]) and math.isfinite(seen[-1]["val_loss"])
+
+
+# --- the CD paper's model shapes, in memory --------------------------------------------
+
+AT_14M = dict(size="olmo3_14M", vocab=32768, seq_len=2048, micro_batch=4, threads=2)
+PACK_ESTIMATE_FACTOR = 1.5  # pack_bytes against a measured pack of one run, either way
+
+
+@pytest.fixture(scope="module")
+def at_14M():
+    """Measured in fresh processes by benchmarks/bench_loss.py (peak RSS growth, per-step
+    losses): olmo3_14M at seq 2048, a 32K vocabulary, one micro-batch of 4 rows a step, fp32
+    on CPU, on random token ids; train_run's step with the loss in chunks and whole (two
+    steps each), and a packed step of one run with the loss in chunks."""
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "benchmarks" / "bench_loss.py"
+    spec = importlib.util.spec_from_file_location("bench_loss", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return {
+        "chunked": bench.measure_in_subprocess(**AT_14M, steps=2, chunked=True, pack=False),
+        "full": bench.measure_in_subprocess(**AT_14M, steps=2, chunked=False, pack=False),
+        "pack": bench.measure_in_subprocess(**AT_14M, steps=1, chunked=True, pack=True),
+        "config": bench.run_config(**{k: v for k, v in AT_14M.items() if k != "threads"}),
+    }
+
+
+@pytest.mark.slow  # ~3 min on 2 cores: five steps of a 14M model at 8,192 tokens
+def test_olmo3_14M_at_seq_2048_trains_in_a_fraction_of_the_memory_with_the_same_loss(at_14M):
+    """The loss in chunks: the first step's mean cross-entropy equals the whole logits'
+    bit for bit (same weights, same batch), the second within fp32 rounding (the LM head's
+    gradient, summed over chunks, rounded its own way); the peak memory is under half of
+    what whole logits take (4 × 2048 × 32K fp32 logits are 1 GiB, and their gradient)."""
+    chunked, full = at_14M["chunked"], at_14M["full"]
+    print({k: (at_14M[k]["peak_bytes"] / 2**30, at_14M[k]["losses"]) for k in ("chunked", "full")})
+    assert chunked["losses"][0] == full["losses"][0]
+    assert chunked["losses"][1] == pytest.approx(full["losses"][1], rel=1e-6, abs=0)
+    assert chunked["peak_bytes"] < 0.5 * full["peak_bytes"]
+    assert full["peak_bytes"] - chunked["peak_bytes"] > 2**30
+
+
+@pytest.mark.slow
+def test_the_memory_estimates_hold_at_olmo3_14M(at_14M, monkeypatch):
+    """pack_bytes (fp32, what `--pack K` is refused on) is within PACK_ESTIMATE_FACTOR of a
+    measured pack of one run. plan --gpu-memory's activation_bytes (bf16 GPU accounting)
+    puts the saving of the chunks within 10% of the measured one, and its whole estimate
+    (16 bytes per parameter, bf16 activations) under this fp32 run's peak but above 40% of
+    it (fp32 holds each activation in twice bf16's bytes)."""
+    from cdlaw.plan.memory import BYTES_PER_PARAM, ModelShape, activation_bytes
+    from cdlaw.shapes import count_params
+    from cdlaw.sweep.pack_size import pack_bytes
+
+    cfg = at_14M["config"]
+    m, tokens = cfg.model, AT_14M["micro_batch"] * AT_14M["seq_len"]
+    estimate, measured = pack_bytes(cfg, 1), at_14M["pack"]["peak_bytes"]
+    print(f"pack_bytes {estimate / 2**30:.3f} GiB, measured {measured / 2**30:.3f} GiB")
+    assert 1 / PACK_ESTIMATE_FACTOR < estimate / measured < PACK_ESTIMATE_FACTOR
+    shape = ModelShape(m.d_model, m.n_layers, m.n_heads, m.mlp_hidden, "olmo3_14M")
+    chunked = activation_bytes(shape, m.vocab_size, tokens)
+    monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 2**62)
+    saving = activation_bytes(shape, m.vocab_size, tokens) - chunked
+    measured_saving = at_14M["full"]["peak_bytes"] - at_14M["chunked"]["peak_bytes"]
+    print(f"chunks save {saving / 2**30:.3f} GiB, measured {measured_saving / 2**30:.3f} GiB")
+    assert saving == pytest.approx(measured_saving, rel=0.1)
+    total = sum(BYTES_PER_PARAM.values()) * count_params(m).n_params_total + chunked
+    alone = at_14M["chunked"]["peak_bytes"]
+    print(f"plan's estimate {total / 2**30:.3f} GiB, fp32 measured {alone / 2**30:.3f} GiB")
+    assert 0.4 < total / alone < 1

@@ -18,11 +18,17 @@ an OLMo-style block (QK-norm, SwiGLU MLP of width m, norms on the sub-layer outp
     MLP:       block input, gate, up, silu(gate), silu(gate)·up,
                down-projection result                           2·d_model + 4·m values
 
-and per token the logits once in bf16 and once in fp32 for the cross-entropy
-(6·vocab_size bytes), which dominate for small models with a 100k vocabulary. This is
-the usual accounting of Korthikanti et al. 2022 ("Reducing Activation Recomputation in
-Large Transformer Models", arXiv 2205.05198, §4.1) redone for this block; it ignores the
-CUDA context and allocator fragmentation (typically 1–3 GiB).
+and per token 4·d_model bytes more (the final norm's input and output). This is the usual accounting of
+Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+arXiv 2205.05198, §4.1) redone for this block; it ignores the CUDA context and allocator
+fragmentation (typically 1–3 GiB).
+
+The logits are not per token: the LM head and its loss go through a micro-batch in
+chunks (cdlaw.shapes.CHUNK_LOGITS, 2^24 logits at most at once), so a micro-batch holds
+LOGIT_BYTES per logit of one chunk (cdlaw.shapes.logits_held), whatever its size: the
+logits and the fp32 softmax gradient made from them. Whole, the logits would dominate
+for small models: at a 100k vocabulary a micro-batch of 32 × 2048 tokens has 12 GiB of
+them in bf16 alone.
 
 GPU hours use the law's compute, 6·N·(D + D′), and also the same plus attention,
 12·n_layers·d_model·seq_len FLOPs per token (docs/names.md), at the given peak FLOP/s and MFU.
@@ -34,6 +40,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from cdlaw.errors import BadInput
+from cdlaw.shapes import LOGIT_BYTES, logits_held
 
 VOCAB_SIZE = 100278  # the CD paper's / OLMo's dolma2 tokenizer (docs/names.md)
 SEQ_LEN = 4096
@@ -127,10 +134,12 @@ class TrainingCost:
         return d
 
 
-def activation_bytes_per_token(shape: ModelShape, vocab_size: int) -> float:
-    """Bytes one token keeps for the backward pass (see the module docstring)."""
+def activation_bytes(shape: ModelShape, vocab_size: int, tokens: int) -> float:
+    """Bytes one micro-batch of `tokens` tokens keeps for the backward pass, its logits'
+    chunk included (see the module docstring)."""
     per_layer = 2 * (10 * shape.d_model + 4 * shape.mlp_hidden)
-    return shape.n_layers * per_layer + 4 * shape.d_model + 6 * vocab_size
+    per_token = shape.n_layers * per_layer + 4 * shape.d_model
+    return tokens * per_token + LOGIT_BYTES * logits_held(tokens, vocab_size)
 
 
 def training_cost(
@@ -151,7 +160,7 @@ def training_cost(
     shape = model_shape(n_params, vocab_size)
     n_total = n_params + vocab_size * shape.d_model  # the input embedding
     weights, grads, optim = (n_total * BYTES_PER_PARAM[k] / GIB for k in BYTES_PER_PARAM)
-    acts = activation_bytes_per_token(shape, vocab_size) * seq_len * micro_batch / GIB
+    acts = activation_bytes(shape, vocab_size, seq_len * micro_batch) / GIB
     total = weights + grads + optim + acts
     fits = min_gpus = None
     if gpu_memory_gib is not None:

@@ -17,9 +17,11 @@ when no pack gains). Small models gain most: their step is overhead that a pack 
 Memory of a pack, per run (fp32 training, as the packed trainer holds it): weights,
 gradients and AdamW's two moments in the pack's buffers, plus the run's own model and
 AdamW state for loading and saving, 28 bytes per parameter; and one micro-batch's
-activations, estimated per token as layers × (14·d_model + 4·mlp_hidden) values plus
-4·vocab values of logits and their softmax, and per layer and row the seq_len² attention
-scores (a CPU or math attention keeps them), all 4 bytes.
+activations, estimated per token as layers × (14·d_model + 4·mlp_hidden) values of 4
+bytes, plus the logits it holds at once (cdlaw.shapes.logits_held: one chunk's, of at
+most 2^24, when the loss goes in chunks) at 8 bytes each (the logits and their softmax
+gradient). Attention keeps no seq_len² scores: torch's scaled_dot_product_attention runs
+a flash kernel on CPU as on GPU.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
-from cdlaw.shapes import count_params
+from cdlaw.shapes import LOGIT_BYTES, count_params, logits_held
 from cdlaw.train import packed_groups
 from cdlaw.train.packed_groups import Packing, pack_key
 
@@ -57,9 +59,9 @@ def pack_bytes(cfg: RunConfig, k: int) -> int:
     n_total = count_params(m).n_params_total
     rows = t.micro_batch_size or t.batch_size
     tokens = rows * m.seq_len
-    per_token = m.n_layers * (14 * m.d_model + 4 * m.mlp_hidden) + 4 * m.vocab_size
-    scores = m.n_layers * rows * m.n_heads * m.seq_len**2
-    return k * (28 * n_total + 4 * (tokens * per_token + scores))
+    per_token = m.n_layers * (14 * m.d_model + 4 * m.mlp_hidden)
+    logits = LOGIT_BYTES * logits_held(tokens, m.vocab_size)
+    return k * (28 * n_total + 4 * tokens * per_token + logits)
 
 
 def available_bytes(device: str) -> int:

@@ -55,15 +55,13 @@ from cdlaw.train.run_parts import (
 from cdlaw.train.run_parts import save_hf_model as save_hf_model
 from cdlaw.train.steps import (
     IGNORE,
-    autocast,
     autocast_dtype,
-    forward_logits,
+    lm_losses,
     loss_on_batches,
     lr_at,
     make_batch,
     make_optimizer,
     resolve_device,
-    token_losses,
 )
 
 
@@ -115,7 +113,7 @@ def train_run(
     net = build_model(model_cfg, seed=cfg.seed).to(device)
     net.train()
     optimizer = make_optimizer(net, train, device)
-    lm = torch.compile(net) if exec_cfg.compile else net
+    body = torch.compile(net.model) if exec_cfg.compile else net.model  # all but the LM head
     assert non_embedding_params(net) == count_params(model_cfg).n_params
 
     batch_tokens = train.batch_size * seq_len
@@ -170,9 +168,7 @@ def train_run(
                 for i in range(0, x.shape[0], micro_rows):
                     xb = x[i : i + micro_rows].to(device, non_blocking=True)
                     yb = y[i : i + micro_rows].to(device, non_blocking=True)
-                    with autocast(device, amp):
-                        logits = forward_logits(lm, xb)
-                    ce, z = token_losses(logits, yb)
+                    ce, z = lm_losses(net, xb, yb, amp, body)
                     ((ce + train.z_loss * z) / n_targets).backward()
                     interval_loss += ce.detach()
                 grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
@@ -196,7 +192,7 @@ def train_run(
                 interval_loss=interval_loss,
                 grad_norm=grad_norm,
                 total_steps=total_steps,
-                evaluate=lambda: loss_on_batches(lm, val_x, val_y, micro_rows, amp),
+                evaluate=lambda: loss_on_batches(net, val_x, val_y, micro_rows, amp, body),
                 elapsed=elapsed,
                 rate=lambda tokens=session_tokens: tokens / (time.perf_counter() - session_start),
                 on_row=on_row,

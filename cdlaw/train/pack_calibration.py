@@ -2,6 +2,7 @@
 
     pack_step_seconds(cfg, k, exec_cfg) -> seconds of one step of a pack of k runs of cfg's shape
     alone_step_seconds(cfg, exec_cfg)   -> seconds of one step of the run alone (train_run's step)
+    pack_step(cfg, k, exec_cfg), alone_step(cfg, exec_cfg) -> those steps, to call yourself
 
 A few steps of the packed model (cdlaw.train.packed_model) on random tokens, with the
 worker's thread count and precision: forward and backward over every micro-batch, the
@@ -18,14 +19,7 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_model import PackedModels
-from cdlaw.train.steps import (
-    autocast,
-    autocast_dtype,
-    forward_logits,
-    make_optimizer,
-    resolve_device,
-    token_losses,
-)
+from cdlaw.train.steps import autocast_dtype, lm_losses, make_optimizer, resolve_device
 
 WARMUP_STEPS = 2
 
@@ -34,6 +28,20 @@ def pack_step_seconds(
     cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
 ) -> float:
     """Median seconds per step of a pack of `k` runs of cfg's model shape and batch."""
+    return _median_seconds(pack_step(cfg, k, exec_cfg), exec_cfg, steps)
+
+
+def alone_step_seconds(
+    cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
+) -> float:
+    """Median seconds per step of cfg trained alone: train_run's step (transformers' model,
+    its fused AdamW, clip_grad_norm_) on random tokens: the yardstick a pack is measured by."""
+    return _median_seconds(alone_step(cfg, exec_cfg), exec_cfg, steps)
+
+
+def pack_step(cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig()):
+    """A pack of k runs of cfg's shape, freshly built, and its step on random tokens:
+    step() trains one step and returns each model's summed cross-entropy (k,)."""
     device, amp, x, y = _setup(cfg, exec_cfg, k)
     train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
     nets = [build_model(cfg.model, seed=i) for i in range(k)]
@@ -42,40 +50,43 @@ def pack_step_seconds(
     z_loss = torch.full((k,), train.z_loss, device=device)
     n_targets = torch.full((k,), float(y[0].numel()), device=device)
 
-    def step() -> None:
+    def step() -> torch.Tensor:
+        total = torch.zeros(k, device=device)
         for i in range(0, rows, micro):
             xb, yb = x[:, i : i + micro].to(device), y[:, i : i + micro].to(device)
-            pack.train_loss(xb, yb, z_loss, n_targets, amp)[0].backward()
+            loss, ce = pack.train_loss(xb, yb, z_loss, n_targets, amp)
+            loss.backward()
+            total += ce
         pack.clip_grads()
         pack.adamw_step(lrs)
         pack.zero_grad()
+        return total
 
-    return _median_seconds(step, device, steps)
+    return step
 
 
-def alone_step_seconds(
-    cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
-) -> float:
-    """Median seconds per step of cfg trained alone: train_run's step (transformers' model,
-    its fused AdamW, clip_grad_norm_) on random tokens: the yardstick a pack is measured by."""
+def alone_step(cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig()):
+    """cfg's model, freshly built, and train_run's step on random tokens: step() trains
+    one step and returns its summed cross-entropy."""
     device, amp, x, y = _setup(cfg, exec_cfg, 1)
     x, y = x[0], y[0]
     train, rows, micro = cfg.train, x.shape[0], cfg.train.micro_batch_size or x.shape[0]
     net = build_model(cfg.model, seed=0).to(device)
     optimizer = make_optimizer(net, train, device)
 
-    def step() -> None:
+    def step() -> torch.Tensor:
+        total = torch.zeros((), device=device)
         for i in range(0, rows, micro):
             xb, yb = x[i : i + micro].to(device), y[i : i + micro].to(device)
-            with autocast(device, amp):
-                logits = forward_logits(net, xb)
-            ce, z = token_losses(logits, yb)
+            ce, z = lm_losses(net, xb, yb, amp)
             ((ce + train.z_loss * z) / y.numel()).backward()
+            total += ce.detach()
         torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        return total
 
-    return _median_seconds(step, device, steps)
+    return step
 
 
 def _setup(cfg: RunConfig, exec_cfg: ExecConfig, k: int):
@@ -91,8 +102,9 @@ def _setup(cfg: RunConfig, exec_cfg: ExecConfig, k: int):
     return device, amp, x, y
 
 
-def _median_seconds(step, device: torch.device, steps: int) -> float:
+def _median_seconds(step, exec_cfg: ExecConfig, steps: int) -> float:
     """Median wall time of `steps` calls of step() after WARMUP_STEPS untimed ones."""
+    device = torch.device(resolve_device(exec_cfg.device))
     times = []
     for i in range(WARMUP_STEPS + steps):
         start = time.perf_counter()

@@ -49,7 +49,7 @@ from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_groups import pack_key
-from cdlaw.train.packed_model import PackedModels, packed_token_losses
+from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,
@@ -61,7 +61,6 @@ from cdlaw.train.run_parts import (
 )
 from cdlaw.train.steps import (
     IGNORE,
-    autocast,
     autocast_dtype,
     loss_on_batches,
     lr_at,
@@ -307,9 +306,7 @@ def _validation_losses(pack, models: list[int], slots, micro_rows, device, amp) 
     for i in range(0, x.shape[0], micro_rows):
         xb = x[i : i + micro_rows].to(device).expand(len(models), -1, -1)
         yb = y[i : i + micro_rows].to(device).expand(len(models), -1, -1)
-        with autocast(device, amp):
-            logits = pack.forward(xb, models)
-        total += packed_token_losses(logits, yb)[0].double()
+        total += pack.losses(xb, yb, models, amp)[0].double()
     n = int((y != IGNORE).sum())
     return {k: t / n for k, t in zip(models, total.tolist(), strict=True)}
 

@@ -4,6 +4,7 @@
     loss, ce = pack.train_loss(x, y, z_loss, n)    # x, y (K, rows, seq); ce: (K,) sums
     loss.backward()                                # (compile=True: compiled, K dynamic)
     logits = pack.forward(x)                       # x (K, rows, seq) → (K, rows, seq, vocab)
+    ce, z = pack.losses(x, y)                      # (K,) sums; no whole logits when large
     norms = pack.clip_grads(); pack.adamw_step(lrs); pack.zero_grad()
     pack.copy_to(k, net, optimizer)                # model k back into a real model + AdamW
 
@@ -30,7 +31,8 @@ import torch
 import torch.nn.functional as F
 
 from cdlaw.config import TrainConfig
-from cdlaw.train.steps import token_losses
+from cdlaw.shapes import loss_chunk_tokens
+from cdlaw.train.steps import autocast, head_losses, token_losses
 
 EMBED = "model.embed_tokens.weight"
 
@@ -163,6 +165,17 @@ class PackedModels:
             p = {n: v.detach()[models] for n, v in p.items()}
         return packed_forward(p, x, *self._rope(x.shape[-1], x.device), self.arch)
 
+    def losses(
+        self, x: torch.Tensor, y: torch.Tensor, models: list[int] | None = None, amp=None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per model, sums of cross-entropy and logsumexp² for inputs x and targets y (K,
+        rows, seq) under amp (`packed_losses`); with `models`, of those models only (x, y
+        then have one row per model listed; no gradient)."""
+        p = self.params
+        if models is not None:
+            p = {n: v.detach()[models] for n, v in p.items()}
+        return packed_losses(p, x, y, *self._rope(x.shape[-1], x.device), self.arch, amp)
+
     def train_loss(
         self, x: torch.Tensor, y: torch.Tensor, z_loss: torch.Tensor, n_targets: torch.Tensor, amp
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -272,6 +285,15 @@ def packed_forward(
     """Logits (K, rows, seq, vocab) of the stacked weights p (name -> (K, *shape)) for input
     ids x (K, rows, seq): transformers' Olmo3ForCausalLM forward, op for op, for K models."""
     K, rows, seq = x.shape
+    hidden = packed_hidden(p, x, cos, sin, arch)
+    return _linear(hidden, p["lm_head.weight"]).view(K, rows, seq, arch.vocab)
+
+
+def packed_hidden(
+    p: dict[str, torch.Tensor], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, arch: Arch
+) -> torch.Tensor:
+    """The final norm's output (K, rows·seq, d_model): packed_forward up to the LM head."""
+    K, rows, seq = x.shape
     H, d = arch.n_heads, arch.d
     hd = d // H
     embed = p[EMBED].reshape(K * arch.vocab, d)
@@ -289,19 +311,31 @@ def packed_forward(
         h = h + _norm(_linear(a, w("self_attn.o_proj")), w("post_attention_layernorm"), arch.eps)
         m = F.silu(_linear(h, w("mlp.gate_proj"))) * _linear(h, w("mlp.up_proj"))
         h = h + _norm(_linear(m, w("mlp.down_proj")), w("post_feedforward_layernorm"), arch.eps)
-    h = _norm(h, p["model.norm.weight"], arch.eps)
-    return _linear(h, p["lm_head.weight"]).view(K, rows, seq, arch.vocab)
+    return _norm(h, p["model.norm.weight"], arch.eps)
+
+
+def packed_losses(p, x, y, cos, sin, arch: Arch, amp):
+    """Per model, sums over the valid targets y (K, rows, seq) of cross-entropy and
+    logsumexp² for input ids x, under bf16 autocast when amp is set: cdlaw.train.steps'
+    lm_losses for K models, with the same rule for when the LM head and its loss go in
+    chunks (loss_chunk_tokens of one model's micro-batch), so a packed model chunks as it would
+    alone."""
+    K, rows, seq = x.shape
+    weight = p["lm_head.weight"]
+    chunk = loss_chunk_tokens(rows * seq, arch.vocab)
+    with autocast(x.device, amp):
+        hidden = packed_hidden(p, x, cos, sin, arch)
+        if chunk is None:
+            logits = _linear(hidden, weight).view(K, rows, seq, arch.vocab)
+    if chunk is None:
+        return packed_token_losses(logits, y)
+    return head_losses(hidden, weight, y.reshape(K, rows * seq), amp, chunk)
 
 
 def objective(p, x, y, z_loss, n_targets, cos, sin, arch: Arch, amp):
     """(Σ_k (ce_k + z_loss_k·z_k) / n_targets_k, ce (K,) detached): the packed step's loss,
-    with the logits under bf16 autocast when amp is set (PackedModels.train_loss)."""
-    if amp is None:
-        logits = packed_forward(p, x, cos, sin, arch)
-    else:
-        with torch.autocast(x.device.type, dtype=amp):
-            logits = packed_forward(p, x, cos, sin, arch)
-    ce, z = packed_token_losses(logits, y)
+    under bf16 autocast when amp is set (PackedModels.train_loss)."""
+    ce, z = packed_losses(p, x, y, cos, sin, arch, amp)
     return ((ce + z_loss * z) / n_targets).sum(), ce.detach()
 
 

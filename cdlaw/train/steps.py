@@ -1,5 +1,6 @@
 """The pieces of a training step, each small enough to test on its own: the learning-rate
-schedule, batches, the fused cross-entropy + z-loss, autocast and the device, AdamW's
+schedule, batches, the fused cross-entropy + z-loss (over whole logits, or with the LM head
+chunk by chunk when they would be large: lm_losses), autocast and the device, AdamW's
 parameter groups, the validation loss. cdlaw.train.loop puts them together.
 """
 
@@ -13,6 +14,7 @@ import torch
 from cdlaw.config import TrainConfig
 from cdlaw.errors import BadInput
 from cdlaw.schedule import lr_at  # noqa: F401  (re-exported: a piece of a step)
+from cdlaw.shapes import loss_chunk_tokens
 
 IGNORE = -100  # target id of padding positions (a partial last row)
 
@@ -49,18 +51,33 @@ def token_losses(logits, targets, per_model: bool = False):
     return _CrossEntropyAndZ.apply(logits, targets, per_model)
 
 
+def _ce_z_lse(work, safe, valid):
+    """Per token: cross-entropy, logsumexp² (0 where not valid) and logsumexp, of fp32
+    logits `work`, which it overwrites. logsumexp by hand, in place: twice as fast as
+    torch.logsumexp on CPU."""
+    target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    top = work.amax(dim=-1, keepdim=True)
+    lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
+    return torch.where(valid, lse - target_logit, 0.0), torch.where(valid, lse.square(), 0.0), lse
+
+
+def _logits_grad(shifted, safe, valid, lse, grad_ce, grad_z):
+    """d(grad_ce·ce + grad_z·lse²)/dlogits from shifted = logits − lse (fp32, overwritten):
+    d(ce)/dlogits = softmax − onehot(target); d(lse²)/dlogits = 2·lse·softmax."""
+    per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
+    grad = shifted.exp_().mul_(per_row.unsqueeze(-1))
+    return grad.scatter_add_(
+        -1, safe.unsqueeze(-1), torch.where(valid, -grad_ce, 0.0).unsqueeze(-1)
+    )
+
+
 class _CrossEntropyAndZ(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, targets, per_model):
         valid = targets != IGNORE
         safe = targets.clamp(min=0)
-        # logsumexp by hand, in place on one fp32 copy: twice as fast as torch.logsumexp on CPU.
         # A copy even when the logits are fp32: they are saved for backward.
-        work = logits.to(torch.float32, copy=True)
-        target_logit = work.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-        top = work.amax(dim=-1, keepdim=True)
-        lse = work.sub_(top).exp_().sum(dim=-1).log_().add_(top.squeeze(-1))
-        ce, z = torch.where(valid, lse - target_logit, 0.0), torch.where(valid, lse.square(), 0.0)
+        ce, z, lse = _ce_z_lse(logits.to(torch.float32, copy=True), safe, valid)
         if per_model:
             dims = tuple(range(1, targets.ndim))
             ce, z = ce.sum(dim=dims), z.sum(dim=dims)
@@ -76,16 +93,84 @@ class _CrossEntropyAndZ(torch.autograd.Function):
         if ctx.per_model:  # one gradient per model: broadcast it over that model's tokens
             shape = (-1,) + (1,) * (valid.ndim - 1)
             grad_ce, grad_z = grad_ce.view(shape), grad_z.view(shape)
-        # d(ce)/dlogits = softmax − onehot(target); d(lse²)/dlogits = 2·lse·softmax.
-        per_row = torch.where(valid, grad_ce + 2 * grad_z * lse, 0.0)
-        grad = (logits.float() - lse.unsqueeze(-1)).exp_().mul_(per_row.unsqueeze(-1))
-        grad.scatter_add_(-1, safe.unsqueeze(-1), torch.where(valid, -grad_ce, 0.0).unsqueeze(-1))
+        shifted = logits.float() - lse.unsqueeze(-1)
+        grad = _logits_grad(shifted, safe, valid, lse, grad_ce, grad_z)
         return grad.to(logits.dtype), None, None
 
 
-def forward_logits(net, x):
-    """Logits of a causal LM for input ids x (transformers' model or its compiled wrapper)."""
-    return net(input_ids=x, use_cache=False).logits
+def head_losses(hidden, weight, targets, amp, chunk: int):
+    """Per model, sums over the valid targets of cross-entropy and logsumexp² of the
+    logits hidden @ weightᵀ, `chunk` tokens at a time: hidden (K, n, d) (the final norm's
+    output), weight (K, vocab, d) (the LM head), targets (K, n); returns (ce, z), each (K,).
+
+    The LM head runs in amp (bf16 autocast's dtype) when set, else in the weights' dtype,
+    as autocast would run it; the loss is fp32, token_losses' arithmetic. Backward
+    recomputes each chunk's logits instead of keeping them, and sums the LM head's
+    gradient over the chunks in fp32: at most one chunk's logits, and its softmax, are
+    ever held.
+    """
+    return _ChunkedHeadLosses.apply(hidden, weight, targets, amp or weight.dtype, chunk)
+
+
+class _ChunkedHeadLosses(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, weight, targets, dtype, chunk):
+        h, w = hidden.to(dtype), weight.to(dtype)  # autocast's casts (none in fp32)
+        valid, safe = targets != IGNORE, targets.clamp(min=0)
+        ce, z, lse = torch.empty((3, *targets.shape), dtype=torch.float32, device=h.device)
+        for a in range(0, targets.shape[1], chunk):
+            b = a + chunk
+            # One expression, so that under amp the bf16 logits go as their fp32 copy comes.
+            logits = torch.bmm(h[:, a:b], w.transpose(1, 2)).float()
+            parts = _ce_z_lse(logits, safe[:, a:b], valid[:, a:b])
+            for out, part in zip((ce, z, lse), parts, strict=True):
+                out[:, a:b] = part
+        ctx.chunk, ctx.dtypes = chunk, (hidden.dtype, weight.dtype)
+        ctx.save_for_backward(h, w, safe, valid, lse)
+        return ce.sum(dim=1), z.sum(dim=1)
+
+    @staticmethod
+    def backward(ctx, grad_ce, grad_z):
+        h, w, safe, valid, lse = ctx.saved_tensors
+        chunk = ctx.chunk
+        grad_ce, grad_z = grad_ce.view(-1, 1), grad_z.view(-1, 1)  # one per model
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=w.device)
+        for a in range(0, h.shape[1], chunk):
+            b = a + chunk
+            shifted = torch.bmm(h[:, a:b], w.transpose(1, 2)).float().sub_(lse[:, a:b, None])
+            grad = _logits_grad(shifted, safe[:, a:b], valid[:, a:b], lse[:, a:b], grad_ce, grad_z)
+            del shifted  # it is grad, overwritten: under amp only grad's bf16 cast stays
+            grad = grad.to(h.dtype)
+            grad_h[:, a:b] = torch.bmm(grad, w)
+            if grad_w.dtype == h.dtype:
+                grad_w.baddbmm_(grad.transpose(1, 2), h[:, a:b])
+            else:
+                grad_w += torch.bmm(grad.transpose(1, 2), h[:, a:b])
+        hidden_dtype, weight_dtype = ctx.dtypes
+        return grad_h.to(hidden_dtype), grad_w.to(weight_dtype), None, None, None
+
+
+def lm_losses(net, x, y, amp, body=None):
+    """(ce, z): sums over the valid targets y of cross-entropy and logsumexp² of
+    transformers' causal LM `net` on input ids x (rows, seq), under bf16 autocast when amp
+    is set. `body` runs net.model (the default), e.g. torch.compile(net.model).
+
+    The LM head is applied here, to the base model's last hidden state (OLMo 3 neither
+    scales nor caps its logits): whole, as transformers applies it, when the micro-batch's
+    logits are small, else chunk by chunk (cdlaw.shapes.loss_chunk_tokens, `head_losses`).
+    """
+    body = net.model if body is None else body
+    weight = net.lm_head.weight
+    chunk = loss_chunk_tokens(y.numel(), weight.shape[0])
+    with autocast(x.device, amp):
+        hidden = body(input_ids=x, use_cache=False).last_hidden_state
+        if chunk is None:
+            logits = net.lm_head(hidden)
+    if chunk is None:
+        return token_losses(logits, y)
+    ce, z = head_losses(hidden.flatten(0, 1)[None], weight[None], y.reshape(1, -1), amp, chunk)
+    return ce[0], z[0]
 
 
 def autocast(device: torch.device, amp: torch.dtype | None):
@@ -173,7 +258,9 @@ def validation_loss(
     return loss_on_batches(net, torch.from_numpy(x), torch.from_numpy(y), batch_rows, amp)
 
 
-def loss_on_batches(net, x, y, batch_rows: int, amp) -> float:
+def loss_on_batches(net, x, y, batch_rows: int, amp, body=None) -> float:
+    """Mean cross-entropy of net on inputs x and targets y, batch_rows rows at a time
+    (lm_losses; `body` as there)."""
     was_training = net.training
     net.eval()
     device = next(net.parameters()).device
@@ -182,9 +269,7 @@ def loss_on_batches(net, x, y, batch_rows: int, amp) -> float:
         for i in range(0, x.shape[0], batch_rows):
             xb = x[i : i + batch_rows].to(device, non_blocking=True)
             yb = y[i : i + batch_rows].to(device, non_blocking=True)
-            with autocast(device, amp):
-                logits = forward_logits(net, xb)
-            total += token_losses(logits, yb)[0].double()
+            total += lm_losses(net, xb, yb, amp, body)[0].double()
     net.train(was_training)
     return total.item() / int((y != IGNORE).sum())
 
