@@ -73,7 +73,7 @@ def run_comparison(
     path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out_path, json_out
 ) -> None:
     from cdlaw.errors import BadInput
-    from cdlaw.plan.compare import compare_path
+    from cdlaw.plan.compare import compare_and_write
 
     n_starts = count(starts, "--starts")
     laws = None if law == "all" else tuple(x.strip() for x in law.split(",") if x.strip())
@@ -88,7 +88,7 @@ def run_comparison(
         else:
             _render(comparison)
 
-    _, json_path, rows_path = compare_path(
+    _, json_path, rows_path = compare_and_write(
         path,
         out=out_path,
         before_write=show,

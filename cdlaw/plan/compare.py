@@ -228,7 +228,7 @@ def attach_plans(comparison: Comparison, budget_flops: float, unique_tokens: flo
         }
 
 
-def compare_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
     """Where a comparison of PATH is written: <runs>/compare.json (+ compare_rows.parquet),
     t.compare.json beside a table t.csv, or --out X.json (+ X_rows.parquet)."""
     path = Path(path)
@@ -243,12 +243,14 @@ def compare_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path
     return Path(f"{stem}.compare.json"), Path(f"{stem}.compare_rows.parquet")
 
 
-def compare_path(path, out=None, before_write=None, **options) -> tuple[Comparison, Path, Path]:
+def compare_and_write(
+    path, out=None, before_write=None, **options
+) -> tuple[Comparison, Path, Path]:
     """Load PATH (a runs folder or a table), compare the laws, write compare.json and
     compare_rows.parquet (nothing is written when anything fails before)."""
     from cdlaw.fit.table import load_runs
 
-    json_path, rows_path = compare_paths(path, out)
+    json_path, rows_path = comparison_outputs(path, out)
     comparison = compare_laws(load_runs(path), source=str(path), **options)
     if before_write is not None:
         before_write(comparison)

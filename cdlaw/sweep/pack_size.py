@@ -107,7 +107,7 @@ def choose_packing(
         if isinstance(pack, int):
             if pack > fits:
                 raise BadInput(
-                    f"--pack {pack}: a pack of {pack} runs of the {_name(cfg)} model needs about "
+                    f"--pack {pack}: a pack of {pack} runs of the {_model_label(cfg)} model needs about "
                     f"{pack_bytes(cfg, pack) / GIB:.1f} GiB, more than the "
                     f"{per_job / GIB:.1f} GiB each of {sharing} job(s) on this device has; "
                     f"use --pack {max(1, fits)} or --pack auto"
@@ -156,7 +156,7 @@ def _probe(cfg: RunConfig, most: int, exec_cfg: ExecConfig) -> list[PackProbe]:
     return probes
 
 
-def _name(cfg: RunConfig) -> str:
+def _model_label(cfg: RunConfig) -> str:
     return cfg.model.size or f"{count_params(cfg.model).n_params:,}-parameter"
 
 

@@ -31,7 +31,7 @@ from cdlaw.sweep.simulate import Simulation, simulate_run
 from cdlaw.train.damage import (
     disk_full_message,
     is_disk_full,
-    say,
+    report_damage,
     set_aside,
     set_aside_unreadable_result,
     unreadable,
@@ -181,19 +181,19 @@ def choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:
     for fork in fork_from:
         if fork_exists(fork):
             if fork != fork_from[0]:
-                say(
-                    f"run {run_dir.name}: its fork checkpoint {_name(fork_from[0])} is gone; it "
-                    f"starts from the older fork {_name(fork)} instead"
+                report_damage(
+                    f"run {run_dir.name}: its fork checkpoint {_fork_label(fork_from[0])} is gone; it "
+                    f"starts from the older fork {_fork_label(fork)} instead"
                 )
             return fork
-    say(
-        f"run {run_dir.name}: its fork checkpoint {_name(fork_from[0])} is gone and no older "
+    report_damage(
+        f"run {run_dir.name}: its fork checkpoint {_fork_label(fork_from[0])} is gone and no older "
         "fork is left; it trains from step 0 (same result, more compute)"
     )
     return None
 
 
-def _name(fork: Path) -> str:
+def _fork_label(fork: Path) -> str:
     """<trunk>/forks/step-<s>, as a user finds it in the sweep folder."""
     return "/".join(fork.parts[-3:])
 
@@ -207,7 +207,7 @@ def _record_attempt(run_dir: Path, exec_cfg: ExecConfig) -> None:
         attempts = []
     except ValueError as e:  # cut short: keep what is left, start the list again
         attempts = []
-        say(f"{path} {unreadable(e)}; set aside as {set_aside(path).name}, started again")
+        report_damage(f"{path} {unreadable(e)}; set aside as {set_aside(path).name}, started again")
     attempts.append(
         {
             "pid": os.getpid(),

@@ -31,7 +31,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.train.damage import json_problem, safetensors_problem, say, set_aside, unreadable
+from cdlaw.train.damage import (
+    json_problem,
+    report_damage,
+    safetensors_problem,
+    set_aside,
+    unreadable,
+)
 
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
@@ -104,7 +110,7 @@ def newest_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint | No
         else "the run restarts from step 0"
     )
     for e, name, bad in damaged:
-        say(f"{e}; {name}/ set aside as {bad}/: {then}")
+        report_damage(f"{e}; {name}/ set aside as {bad}/: {then}")
     return found
 
 

@@ -39,7 +39,7 @@ SHARD_INDEX = "model.safetensors.index.json"  # save_pretrained's index of shard
 SET_ASIDE = re.compile(r"\.bad(-\d+)?$")
 
 
-def say(message: str) -> None:
+def report_damage(message: str) -> None:
     """Name a damaged file: one line on stderr."""
     print(f"{SAY} {message}", file=sys.stderr, flush=True)
 
@@ -164,7 +164,7 @@ def name_finished_run_damage(run_dir: Path, result: dict) -> None:
     run_dir = Path(run_dir)
     status = result.get("status", "done")
     for name, problem in run_problems(run_dir, result).items():
-        say(
+        report_damage(
             f"{run_dir / name} {problem}; run {run_dir.name} stays {status} (its result.json "
             f"stands); `cdlaw sweep … --restart --only run_id={run_dir.name}` retrains it"
         )
@@ -184,7 +184,9 @@ def set_aside_unreadable_result(run_dir: Path) -> bool:
         bad = set_aside(path)
     except FileNotFoundError:  # set aside by another process meanwhile
         return False
-    say(f"{path} {problem}; set aside as {bad.name}: the run is not done and is trained again")
+    report_damage(
+        f"{path} {problem}; set aside as {bad.name}: the run is not done and is trained again"
+    )
     return True
 
 

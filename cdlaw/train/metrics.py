@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from cdlaw.atomic import write_parquet_atomic
-from cdlaw.train.damage import parquet_problem, say, set_aside, unreadable
+from cdlaw.train.damage import parquet_problem, report_damage, set_aside, unreadable
 
 METRIC_COLUMNS = [
     "run_id",
@@ -52,7 +52,9 @@ def resumed_rows(path: Path, step: int, logged: list[int], run_id: str) -> list[
                 return rows
             problem = f"lacks rows up to step {step} of the checkpoint"
     aside = f"; set aside as {set_aside(path).name}" if path.exists() else ""
-    say(f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)")
+    report_damage(
+        f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)"
+    )
     return None
 
 

@@ -29,7 +29,7 @@ from cdlaw.train.checkpoint import (
     newest_checkpoint,
     remove_checkpoint,
 )
-from cdlaw.train.damage import json_problem, say, set_aside, set_aside_unreadable_result
+from cdlaw.train.damage import json_problem, report_damage, set_aside, set_aside_unreadable_result
 from cdlaw.train.export import complete_model_folder
 from cdlaw.train.forks import start_from_fork
 from cdlaw.train.metrics import resumed_rows, write_metrics
@@ -133,11 +133,11 @@ def open_run(
     # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
     started_from = state.get("forked_from") or {"run": "", "step": 0}
     if config_problem:
-        say(
+        report_damage(
             f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
         )
     elif found is not None and not config_path.exists() and not forked:
-        say(f"{config_path} is missing; written again")
+        report_damage(f"{config_path} is missing; written again")
     if found is None or not config_path.exists() or forked:
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
