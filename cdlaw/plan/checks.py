@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
@@ -196,17 +197,21 @@ def beyond_limit(source: PlanningLaw, best: Allocation) -> list[str]:
     ]
 
 
-def refusal(extrapolated, budget_flops: float | None = None) -> str:
-    """The one sentence that refuses a plan beyond the extrapolation limit (a frontier's
-    names its budget)."""
-    at, narrow = "", ""
-    if budget_flops is not None:
-        at, narrow = f"at C = {budget_flops:.3g} ", "narrow --frontier-range, "
-    return (
-        f"the plan {at}is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
-        f"range its law was fitted on ({'; '.join(extrapolated)}): fit runs nearer it, "
-        f"{narrow}or pass --extrapolate to plan it anyway"
-    )
+class BeyondLimit(BadInput):
+    """A plan beyond the extrapolation limit, refused (plan(..., extrapolate=False)):
+    `extrapolated` holds its range warnings past the limit (beyond_limit); the message is
+    one sentence, naming the budget where one is given (a frontier's)."""
+
+    def __init__(self, extrapolated, budget_flops: float | None = None):
+        self.extrapolated = tuple(extrapolated)
+        at, narrow = "", ""
+        if budget_flops is not None:
+            at, narrow = f"at C = {budget_flops:.3g} ", "narrow --frontier-range, "
+        super().__init__(
+            f"the plan {at}is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
+            f"range its law was fitted on ({'; '.join(self.extrapolated)}): fit runs nearer "
+            f"it, {narrow}or pass --extrapolate to plan it anyway"
+        )
 
 
 def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float, str]]:

@@ -35,6 +35,7 @@ from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
+    BeyondLimit,
     beyond_limit,
     decision_spread,
     law_strategy,
@@ -43,7 +44,6 @@ from cdlaw.plan.checks import (
     prefers_fewer_fresh_tokens,
     range_warnings,
     refit_plans,
-    refusal,
     unpinned_warnings,
 )
 
@@ -214,7 +214,7 @@ def plan(
         candidates[s] = _with_gap(a, best.predicted_loss)
     extrapolated = beyond_limit(source, best)
     if extrapolated and not extrapolate:
-        raise BadInput(refusal(extrapolated))
+        raise BeyondLimit(extrapolated)
 
     t = classify(
         law,
@@ -329,22 +329,25 @@ def frontier(
 ) -> Frontier:
     """plan() at each budget (e.g. np.logspace(18, 24, 13)); options as for plan(). With
     extrapolate False, budgets whose plan is beyond the extrapolation limit are left out
-    (Frontier.beyond_limit names them), and a range with no budget inside it is refused."""
+    (Frontier.beyond_limit names them; plan() refuses them before their refits plan), and a
+    range with no budget inside it is refused."""
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
-    extrapolate = options.pop("extrapolate", True)
-    plans, beyond, first_refusal = [], [], ""
-    for c in budgets:
-        p = plan(source, float(c), unique_tokens, strategy, **options)
-        if p.extrapolated and not extrapolate:
-            beyond.append(float(c))
-            first_refusal = first_refusal or refusal(p.extrapolated, float(c))
-            continue
-        plans.append(p)
+    plans, beyond = [], []
+    for c in map(float, budgets):
+        try:
+            plans.append(plan(source, c, unique_tokens, strategy, **options))
+        except BeyondLimit as e:
+            beyond.append((c, e.extrapolated))
     if not plans:
-        raise BadInput(first_refusal)
+        raise BeyondLimit(beyond[0][1], beyond[0][0])
     unique = None if unique_tokens is None else float(unique_tokens)
     return Frontier(
-        source.name, source.law.to_dict(), unique, strategy, tuple(plans), tuple(beyond)
+        source.name,
+        source.law.to_dict(),
+        unique,
+        strategy,
+        tuple(plans),
+        tuple(c for c, _ in beyond),
     )
 
 
