@@ -170,8 +170,8 @@ def flops_per_token(n_params: float, n_layers: int = 0, d_model: int = 0, seq_le
 # model that never chunks, bit for bit (chunked, the LM head's gradient is a sum over the
 # chunks, which rounds its own way).
 CHUNK_LOGITS = 2**24
-# Bytes per logit held (logits_held), for memory estimates: at most two fp32 copies at once,
-# the logits and the gradient of their softmax (bf16 logits with them: 2 + 4 + 2).
+# Bytes per logit held (logits_held), for memory estimates: an upper bound, two fp32 copies
+# (the logits and the gradient of their softmax); bf16 logits and their fp32 copy take less.
 LOGIT_BYTES = 8
 
 

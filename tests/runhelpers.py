@@ -85,3 +85,20 @@ def write_demo_runs(folder: Path):
     summary.to_parquet(folder / "summary.parquet", index=False)
     (folder / "sweep.toml").write_text((root / "sweeps" / "demo.toml").read_text())
     return summary
+
+
+def chunks_taken(monkeypatch) -> list[int]:
+    """The chunk size of every call of the chunked LM-head loss from here on, by a run alone
+    (cdlaw.train.steps) or a pack (cdlaw.train.packed_model): empty while logits are whole."""
+    import cdlaw.train.packed_model
+    import cdlaw.train.steps
+
+    calls, real = [], cdlaw.train.steps.head_losses
+
+    def counted(*args):
+        calls.append(args[-1])
+        return real(*args)
+
+    monkeypatch.setattr(cdlaw.train.steps, "head_losses", counted)
+    monkeypatch.setattr(cdlaw.train.packed_model, "head_losses", counted)
+    return calls

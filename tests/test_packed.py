@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from runhelpers import chunks_taken
 
 import cdlaw.shapes
 from cdlaw.data.streams import Segment, TokenStream, array_stream
@@ -265,13 +266,18 @@ def test_packed_runs_equal_runs_alone_with_the_loss_in_chunks(tmp_path, monkeypa
     whole = {}
     for r in runs(tmp_path / "whole")[:2]:
         whole[r.cfg.run_id] = train_run(r.cfg, r.run_dir, r.stream, VAL_TOKENS, exec_cfg)
+    calls = chunks_taken(monkeypatch)
+    assert calls == []  # the runs above were whole
     monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
     assert cdlaw.shapes.loss_chunk_tokens(4 * SEQ, VOCAB) == 27
     pack = runs(tmp_path / "packed")[:2]
     results = train_pack(pack, exec_cfg)
+    assert calls and set(calls) == {27}, calls  # the pack's loss really went in chunks
+    calls.clear()
     for r in pack:
         alone_dir = tmp_path / "alone" / r.cfg.run_id
         alone_result = train_run(r.cfg, alone_dir, r.stream, VAL_TOKENS, exec_cfg)
+        assert calls and set(calls) == {27}, calls  # and the run alone's
         assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)
         first = curve(alone_dir).train_loss.iloc[0]
         assert first == curve(tmp_path / "whole" / r.cfg.run_id).train_loss.iloc[0]

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from runhelpers import chunks_taken
 
 import cdlaw.shapes
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
@@ -150,6 +151,7 @@ def test_the_chunked_lm_head_loss_equals_the_whole_logits(monkeypatch, amp):
     transformers' model's own: cross-entropy and z sums bit for bit, and every gradient but
     the LM head's (each token's logits and softmax gradient are the same numbers); the LM
     head's gradient, a sum over the chunks, within fp32's rounding (bf16's under bf16)."""
+    calls = chunks_taken(monkeypatch)
     net = build_model(MODEL, seed=0)
     x = torch.from_numpy(TRAIN_TOKENS[: 4 * SEQ].reshape(4, SEQ))
     y = torch.from_numpy(TRAIN_TOKENS[1 : 4 * SEQ + 1].reshape(4, SEQ)).clone()
@@ -161,7 +163,9 @@ def test_the_chunked_lm_head_loss_equals_the_whole_logits(monkeypatch, amp):
     assert torch.equal(whole[0], ce.detach()) and torch.equal(whole[1], z.detach())
     monkeypatch.setattr(cdlaw.shapes, "CHUNK_LOGITS", 27 * VOCAB)
     assert loss_chunk_tokens(4 * SEQ, VOCAB) == 27 and loss_chunk_tokens(27, VOCAB) is None
+    assert calls == []
     chunked = lm_losses_and_grads(net, x, y, amp)
+    assert calls == [27]  # the loss really went in chunks
     assert torch.equal(chunked[0], whole[0]) and torch.equal(chunked[1], whole[1])
     for name, grad in whole[2].items():
         if name == "lm_head.weight":
