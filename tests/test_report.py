@@ -195,6 +195,33 @@ def test_a_table_of_runs_is_reported_with_the_fit_beside_it(tmp_path):
     assert f"`cdlaw fit {few}`" in report.fit_note
 
 
+def test_a_table_without_a_fit_is_read_once_and_fitted_after_it_is_checked(tmp_path):
+    """`cdlaw report t.csv` in papers' columns, no fit beside it: the table is read once
+    (one line says how), then fitted in memory from those rows; a file that is no table is
+    refused before any word of fitting."""
+    csv, _ = plotdata.write_external(tmp_path)
+    table = pd.read_csv(csv)
+    papers = tmp_path / "papers" / "runs.csv"
+    papers.parent.mkdir()
+    table.rename(columns={"n_params": "params", "fresh_tokens": "unique_tokens"}).to_csv(
+        papers, index=False
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "report", str(papers)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert sum(line.startswith("read ") for line in lines) == 1, done.stderr
+    assert sum("fitting the runs for this report" in line for line in lines) == 1
+    assert papers.with_name("runs.report.html").is_file()
+    text = tmp_path / "runs.txt"
+    text.write_text("not a table")
+    done = subprocess.run(
+        [sys.executable, "-m", "cdlaw", "report", str(text)], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "fitting" not in done.stderr, done.stderr
+
+
 def test_the_advice_to_fit_names_options_report_has(tmp_path):
     import typer
 

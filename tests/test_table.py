@@ -322,3 +322,16 @@ def test_a_bad_cell_names_its_line_in_a_csv_and_its_row_in_a_parquet(tmp_path):
     (tmp_path / "t.csv").write_text("\n".join([lines[0], "", *lines[1:]]) + "\n")
     with pytest.raises(BadInput, match=r"t\.csv line 5: loss must be a positive"):
         load_runs(tmp_path / "t.csv")
+
+
+def test_fit_and_figures_keep_the_same_finished_runs():
+    """status "Done", " done" and a blank cell are finished runs, "diverged" is not: the fit's
+    table and the figures' rows hold the same 14 of 16 runs."""
+    from cdlaw.figures.inputs import prepare_rows
+
+    t = pd.read_csv("examples/demo-runs.csv").iloc[:16].copy()
+    t["status"] = ["Done"] * 8 + [" done"] * 4 + [np.nan] * 2 + ["diverged"] * 2
+    fitted = prepare_runs(t.copy(), "t")
+    drawn = prepare_rows(t.copy(), None)
+    assert len(fitted) == len(drawn) == 14 and fitted.attrs["not_done"] == 2
+    assert sorted(fitted["loss"]) == sorted(drawn["loss"])

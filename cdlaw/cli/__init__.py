@@ -90,18 +90,14 @@ def say(label: str, message: str, style: str = "yellow") -> None:
 
 
 class _Notes(logging.Handler):
-    """What the library notes on logger "cdlaw" (how a table's columns were read), as plain
-    lines on stderr, each once per command however often the table is read."""
+    """What the library notes on logger "cdlaw" (how a table's columns were read, a report
+    fitting in memory), as plain lines on stderr."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
-        self.said: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text not in self.said:
-            self.said.add(text)
-            err.print(escape(text), highlight=False)
+        err.print(escape(record.getMessage()), highlight=False)
 
 
 def number(text: str, what: str) -> float:

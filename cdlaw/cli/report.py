@@ -58,18 +58,10 @@ def report(
 
     Example: cdlaw report runs/demo --budget-flops 1e20
     """
-    from cdlaw.figures.inputs import fit_beside
     from cdlaw.report.page import write_report
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    if fit is None and path.exists() and fit_beside(path) is None:
-        none = f"no fit.json in {path}" if path.is_dir() else f"no fit beside {path}"
-        err.print(
-            f"{none} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` "
-            "saves one)",
-            highlight=False,
-        )
     written, report = write_report(path, out, budget, unique, fit)
     err.print(f"wrote the report of {path}", highlight=False)
     if json_out:

@@ -158,12 +158,12 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
     """
     import pandas as pd
 
+    from cdlaw.fit.columns import finished
     from cdlaw.law import empirical_eta
     from cdlaw.regimes import classify
 
     df = table.copy()
-    if "status" in df.columns:
-        df = df[df["status"].fillna("done") == "done"]
+    df = df[finished(df)]
     df = df[np.isfinite(pd.to_numeric(df["loss"], errors="coerce"))].reset_index(drop=True)
     for c in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)

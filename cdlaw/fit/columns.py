@@ -110,11 +110,7 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
             "epochs, or total tokens; derived_tokens = 0 for one-epoch runs) and loss, "
             "under the names docs/files.md lists"
         )
-    done = (
-        df["status"].astype(str).str.strip().str.lower() == "done"
-        if "status" in df.columns
-        else pd.Series(True, index=df.index)
-    ).to_numpy()
+    done = finished(df).to_numpy()
     for col in [c for c in NUMERIC if c in df.columns]:
         df[col] = _numeric(df, col, found[col] or col, name, done)
     # The column D′ comes from must hold numbers; one only checked against it need not.
@@ -267,3 +263,12 @@ def where(df: pd.DataFrame, bad) -> str:
     "row 6" (1-based) of a parquet file or a frame (read_table, read_columns)."""
     i = np.flatnonzero(np.asarray(bad, bool))[0]
     return f"{df.attrs.get('rows_are', 'row')} {df.index[i]}"
+
+
+def finished(df: pd.DataFrame) -> pd.Series:
+    """Which rows are finished runs, the ones a fit or a figure uses: status "done" in any
+    case and spacing, or no status given (no column, or a blank cell)."""
+    if "status" not in df.columns:
+        return pd.Series(True, index=df.index)
+    status = df["status"]
+    return status.isna() | status.astype(str).str.strip().str.lower().isin(("done", ""))

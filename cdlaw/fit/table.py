@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.columns import READING, numbers, read_columns, read_table, where
+from cdlaw.fit.columns import READING, finished, numbers, read_columns, read_table, where
 from cdlaw.law import STRATEGIES
 from cdlaw.units import plain
 
@@ -83,7 +83,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
 
     not_done = 0
     if "status" in df.columns:
-        done = df["status"].astype(str).str.strip().str.lower() == "done"
+        done = finished(df)
         not_done = int((~done).sum())
         df = df[done]
 

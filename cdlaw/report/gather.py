@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
 from cdlaw.fit.procedure import fit_law
-from cdlaw.fit.table import load_runs
+from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw, load_law
 from cdlaw.report.budget import (
@@ -37,6 +38,7 @@ from cdlaw.units import format_number
 
 DEFAULT_UNIQUE = "the sweep's largest fresh-token count, the corpus it could use"
 FIGURE_DPI = 110  # enough for a screen; keeps the page a few MB at most
+log = logging.getLogger("cdlaw.report")
 
 
 @dataclass
@@ -56,11 +58,15 @@ class Report:
 
 
 def _fit_now(path: Path, inputs: PlotInputs) -> str:
-    """No fit: fit in memory with cdlaw's defaults, and say how to save a fit."""
+    """No fit: fit in memory with cdlaw's defaults, and say how to save a fit. A table is
+    fitted from the rows load_inputs read (not read again); a runs folder with its rounds."""
     how = f"create one with `cdlaw fit {path}`, then run `cdlaw report {path}` again"
     none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
+    log.info(
+        f"{none.lower()} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` saves one)"
+    )
     try:
-        table = load_runs(path)
+        table = load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
         result = fit_law(table, source=str(path))
     except BadInput as e:
         return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
