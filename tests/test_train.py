@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from runhelpers import chunks_taken
 
 import cdlaw.shapes
 from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
@@ -151,6 +150,8 @@ def test_the_chunked_lm_head_loss_equals_the_whole_logits(monkeypatch, amp):
     transformers' model's own: cross-entropy and z sums bit for bit, and every gradient but
     the LM head's (each token's logits and softmax gradient are the same numbers); the LM
     head's gradient, a sum over the chunks, within fp32's rounding (bf16's under bf16)."""
+    from runhelpers import chunks_taken  # here: kill -9 children import this module
+
     calls = chunks_taken(monkeypatch)
     net = build_model(MODEL, seed=0)
     x = torch.from_numpy(TRAIN_TOKENS[: 4 * SEQ].reshape(4, SEQ))
