@@ -7,14 +7,14 @@ logits, at one of the CD paper's model shapes, in one run.
     .venv/bin/python benchmarks/bench_loss.py --size olmo3_30M --vocab 50304 --steps 3
 
 Both sides train the same freshly built model on the same random token ids with the step
-`--pack auto` times (cdlaw.train.pack_calibration: train_run's step, or with --pack a
+`--pack auto` times (cdlaw.sweep.pack.calibration: train_run's step, or with --pack a
 packed step of one run): "chunked" is cdlaw's default (cdlaw.shapes.CHUNK_LOGITS), "full"
 raises CHUNK_LOGITS above the micro-batch's logits, so they are made whole. Each side runs
 in a process of its own, so one side's peak cannot hide the other's. Peak memory is
 ru_maxrss (the kernel's high-water mark of the process's resident memory: no sampling that
 could miss a short peak, and every allocator counted, oneDNN's scratch space too) less the
 resident memory before the model is built. Step time is the median of the steps after the
-first. The estimate beside them is cdlaw.sweep.pack_size.pack_bytes for one run (fp32 on
+first. The estimate beside them is cdlaw.sweep.pack.size.pack_bytes for one run (fp32 on
 CPU, what a pack of it would hold).
 """
 
@@ -58,7 +58,7 @@ def measure(
 
     import cdlaw.shapes
     from cdlaw.config import ExecConfig
-    from cdlaw.train.pack_calibration import alone_step, pack_step
+    from cdlaw.sweep.pack.calibration import alone_step, pack_step
 
     if not chunked:
         cdlaw.shapes.CHUNK_LOGITS = 2**62
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.one:
         print(json.dumps(measure(**common, chunked=a.chunked)))
         return
-    from cdlaw.sweep.pack_size import pack_bytes
+    from cdlaw.sweep.pack.size import pack_bytes
 
     estimate = pack_bytes(run_config(**shape), 1)
     print(

@@ -148,3 +148,27 @@ def test_fit_plan_and_figures_never_import_torch(module):
 def test_modules_stay_small(module):
     lines = MODULES[module].read_text().count("\n")
     assert lines <= 460, f"{module} has {lines} lines; split it by job"
+
+
+def test_packing_lives_in_one_package():
+    stray = [
+        m for m in MODULES if "pack" in m.split(".")[-1] and not m.startswith("cdlaw.sweep.pack")
+    ]
+    assert not stray, f"packing modules outside cdlaw/sweep/pack: {stray}"
+
+
+@pytest.mark.parametrize(
+    "module", ["cdlaw.sweep.pack", "cdlaw.sweep.pack.groups", "cdlaw.sweep.pack.size"]
+)
+def test_the_scheduler_groups_and_sizes_packs_without_importing_torch(module):
+    # top-level imports only: sizing imports the calibration (torch) where it measures
+    tree = ast.parse(MODULES[module].read_text())
+    top = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+    top += [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module]
+    heavy = [
+        t
+        for t in top
+        if t.split(".")[0] in HEAVY
+        or t in {"cdlaw.sweep.pack.model", "cdlaw.sweep.pack.calibration", "cdlaw.sweep.pack.loop"}
+    ]
+    assert not heavy, f"{module} imports {heavy} at import time"

@@ -9,15 +9,15 @@ import pytest
 from runhelpers import cdlaw, result_losses
 from runhelpers import write_shared_sweep as write
 
-import cdlaw.train.packed_groups as packed_groups
+import cdlaw.sweep.pack.groups as packed_groups
 from cdlaw.cli.sweep_show import pack_line
 from cdlaw.config import ExecConfig
 from cdlaw.errors import BadInput
-from cdlaw.sweep import pack_size
 from cdlaw.sweep.executors import RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
-from cdlaw.sweep.pack_size import PackProbe, choose_packing, pick_size
-from cdlaw.sweep.pack_worker import execute_pack
+from cdlaw.sweep.pack import size as pack_size
+from cdlaw.sweep.pack.size import PackProbe, choose_packing, pick_size
+from cdlaw.sweep.pack.worker import execute_pack
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.selection import plan_sweep
 from cdlaw.sweep.spec import load_sweep

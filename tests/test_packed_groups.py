@@ -1,11 +1,11 @@
-"""Grouping runs into packs (cdlaw.train.packed_groups): keys, --pack values, pack order."""
+"""Grouping runs into packs (cdlaw.sweep.pack.groups): keys, --pack values, pack order."""
 
 from dataclasses import replace
 
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.train.packed_groups import pack_key, parse_pack
+from cdlaw.sweep.pack.groups import pack_key, parse_pack
 from tests.test_train import make_cfg
 
 

@@ -84,7 +84,7 @@ def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
 def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root, monkeypatch):
     from runhelpers import result_losses, write_shared_sweep
 
-    from cdlaw.sweep import pack_size
+    from cdlaw.sweep.pack import size as pack_size
 
     # Packs are sized on a Ray worker, by its memory: the driver's (1 MiB here, too little
     # for a pack of 4) is not consulted.

@@ -494,7 +494,7 @@ def test_the_memory_estimates_hold_at_olmo3_14M(at_14M, monkeypatch):
     it (fp32 holds each activation in twice bf16's bytes)."""
     from cdlaw.plan.memory import BYTES_PER_PARAM, ModelShape, activation_bytes
     from cdlaw.shapes import count_params
-    from cdlaw.sweep.pack_size import pack_bytes
+    from cdlaw.sweep.pack.size import pack_bytes
 
     cfg = at_14M["config"]
     m, tokens = cfg.model, AT_14M["micro_batch"] * AT_14M["seq_len"]

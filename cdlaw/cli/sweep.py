@@ -98,7 +98,7 @@ def sweep(
     from cdlaw.cli import require_ray_extra, require_train_extra
     from cdlaw.config import ExecConfig
     from cdlaw.errors import BadInput
-    from cdlaw.train.packed_groups import parse_pack
+    from cdlaw.sweep.pack.groups import parse_pack
     from cdlaw.train.trackers import tracker_names
 
     pack_size = parse_pack(pack)  # --pack 0: refused before anything else

@@ -24,7 +24,7 @@ class SweepPlanned:
 @dataclass(frozen=True)
 class PacksChosen:
     """--pack: the most runs per pack for each model size; with auto, the gain in total
-    tokens/s measured at that pack size, and every probe (cdlaw.sweep.pack_size.PackProbe)."""
+    tokens/s measured at that pack size, and every probe (cdlaw.sweep.pack.size.PackProbe)."""
 
     sizes: dict[str, int]
     gains: dict[str, float]

@@ -45,7 +45,7 @@ class RunTask:
 
 @dataclass
 class PackTask:
-    """Runs of one pack_key to train together in one process (cdlaw.sweep.pack_worker);
+    """Runs of one pack_key to train together in one process (cdlaw.sweep.pack.worker);
     the pack checkpoints and hands its runs back after `pause_after_s` seconds."""
 
     tasks: tuple[RunTask, ...]
@@ -53,9 +53,9 @@ class PackTask:
 
 
 def _task_run(task: RunTask | PackTask, on_event: OnEvent | None) -> dict | list[dict]:
-    """A run's outcome dict, or for a pack one per run (cdlaw.sweep.worker, pack_worker)."""
+    """A run's outcome dict, or for a pack one per run (cdlaw.sweep.worker, cdlaw.sweep.pack.worker)."""
     if isinstance(task, PackTask):
-        from cdlaw.sweep.pack_worker import execute_pack
+        from cdlaw.sweep.pack.worker import execute_pack
 
         return execute_pack(task.tasks, on_event, task.pause_after_s)
     return execute_run(
@@ -230,7 +230,7 @@ def _ray_task(task: RunTask | PackTask, queue) -> dict | list[dict]:
 def _ray_choose_packing(runs: list[RunConfig], pack: str | int, exec_cfg: ExecConfig):
     """(error sentence or None, choose_packing's result), on a Ray worker. The packs that
     share this node's memory at once: one per GPU, or as many tasks as its cores hold."""
-    from cdlaw.sweep.pack_size import choose_packing
+    from cdlaw.sweep.pack.size import choose_packing
 
     on_gpu = exec_cfg.device.startswith("cuda")
     sharing = 1 if on_gpu else max(1, cpu_count() // max(1, exec_cfg.threads))
@@ -278,7 +278,7 @@ class RayExecutor:
         return self._remote.remote(task, self._queue).future()
 
     def choose_packing(self, runs: list[RunConfig], pack: str | int, exec_cfg: ExecConfig):
-        """pack_size.choose_packing in one task with a run's resources, so `--pack auto`
+        """pack.size.choose_packing in one task with a run's resources, so `--pack auto`
         times packs and reads memory where the packs will train: on a worker's GPU or
         CPUs, not on this driver (which may have no GPU at all). Bad input is raised here."""
         remote = self.ray.remote(_ray_choose_packing).options(

@@ -52,14 +52,14 @@ from cdlaw.sweep.locks import (
     LOCK_NAME,
     read_lock,
 )
-from cdlaw.sweep.pack_size import by_size, chain_seconds, choose_packing
+from cdlaw.sweep.pack.groups import parse_pack
+from cdlaw.sweep.pack.size import by_size, chain_seconds, choose_packing
 from cdlaw.sweep.scheduler import schedule_runs
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
-from cdlaw.train.packed_groups import parse_pack
 from cdlaw.train.result import read_result, run_facts
 from cdlaw.train.trackers import require_trackers
 
@@ -109,7 +109,7 @@ def run_sweep(
     With executor "simulate" each run's loss is drawn from `simulation` (a law and its
     noise) instead of trained: same folders and rows, no corpus, no torch.
     `pack` ("auto", or the most runs per pack; 1: each run alone) trains runs of one shape
-    together in one process (cdlaw.sweep.pack_size, docs/packing.md): same numbers, less time.
+    together in one process (cdlaw.sweep.pack.size, docs/packing.md): same numbers, less time.
     """
     if executor not in ("local", "ray", "simulate"):
         raise BadInput(f"--executor must be local, ray or simulate, got {executor!r}")
@@ -229,7 +229,7 @@ def run_sweep(
 def _choose_packing(
     runs: list, pack: str | int, exec_cfg: ExecConfig, device: str, jobs: int, ray_ex
 ) -> tuple:
-    """pack_size.choose_packing where the runs will train: on a Ray worker (ray_ex), or
+    """pack.size.choose_packing where the runs will train: on a Ray worker (ray_ex), or
     here with the local jobs' threads, each job's share of its device's memory."""
     if pack == 1 or not runs:
         return None, []

@@ -29,11 +29,11 @@ from cdlaw.sweep.events import RunEnded, RunLocked, RunRetried, RunSkipped
 from cdlaw.sweep.executors import PackTask, RunTask
 from cdlaw.sweep.forest import Fork, fork_dir
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
+from cdlaw.sweep.pack.groups import Packing, pack_key
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.train.damage import DiskFull
 from cdlaw.train.forks import fork_exists, remove_fork
-from cdlaw.train.packed_groups import Packing, pack_key
 from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
@@ -46,7 +46,7 @@ def schedule_runs(
     """Train `todo` (in priority order) on executor `ex`; return the run ids trained here.
 
     `packing`: ready runs of one pack_key go out together, up to the pack size, as one
-    task (cdlaw.sweep.pack_worker) that hands its unfinished runs back every
+    task (cdlaw.sweep.pack.worker) that hands its unfinished runs back every
     `packing.pause_s` seconds to be packed again with whatever became ready."""
     forest = plan.forest if simulation is None else None  # a simulated run trains nothing
     queue: list[RunConfig] = list(todo)

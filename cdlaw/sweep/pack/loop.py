@@ -5,8 +5,8 @@
 A scaling-law sweep is mostly small models, and a small model's step is mostly overhead
 (Python, kernel dispatch, optimizer launches), not arithmetic. Runs that share a model
 shape, seq_len, batch and micro-batch size and AdamW's betas and eps (`pack_key`, in
-cdlaw.train.packed_groups, with the grouping of a sweep's runs into packs) train
-together: their weights are stacked (cdlaw.train.packed_model) and each step is one
+cdlaw.sweep.pack.groups, with the grouping of a sweep's runs into packs) train
+together: their weights are stacked (cdlaw.sweep.pack.model) and each step is one
 batched forward and backward for all of them, then torch's clip and fused AdamW kernels
 over every run's tensors in a few calls. Everything else stays
 each run's own: its seed, token stream, lr, schedule and its length, weight decay, z-loss,
@@ -44,12 +44,12 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
+from cdlaw.sweep.pack.groups import pack_key
+from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
-from cdlaw.train.packed_groups import pack_key
-from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,

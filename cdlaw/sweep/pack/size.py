@@ -9,7 +9,7 @@
 refused (one sentence, nothing written) when such a pack cannot fit in this machine's
 memory. `--pack auto` measures it, per shape still to train, on this device with the
 workers' threads: a step of one run alone (train_run's: transformers' model, its fused
-AdamW) and packed steps of 2, 4, 8 and 16 runs (cdlaw.train.pack_calibration; fewer when
+AdamW) and packed steps of 2, 4, 8 and 16 runs (cdlaw.sweep.pack.calibration; fewer when
 the shape has fewer runs or memory holds fewer, then also a pack of all of them). It takes
 the smallest pack whose total tokens/s is within 10% of the best measured (1, no packing,
 when no pack gains). Small models gain most: their step is overhead that a pack pays once.
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.shapes import LOGIT_BYTES, count_params, logits_held
-from cdlaw.train import packed_groups
-from cdlaw.train.packed_groups import Packing, pack_key
+from cdlaw.sweep.pack import groups as packed_groups
+from cdlaw.sweep.pack.groups import Packing, pack_key
 
 PROBE_SIZES = (2, 4, 8, 16)  # packs timed by --pack auto (16: where the smallest flatten)
 GOOD_ENOUGH = 0.9  # auto: the smallest pack within 10% of the best measured tokens/s
@@ -141,7 +141,7 @@ def pick_size(probes: list[PackProbe]) -> int:
 
 def _probe(cfg: RunConfig, most: int, exec_cfg: ExecConfig) -> list[PackProbe]:
     """Packs of PROBE_SIZES runs (and `most`) against one run alone (train_run's step)."""
-    from cdlaw.train.pack_calibration import alone_step_seconds, pack_step_seconds
+    from cdlaw.sweep.pack.calibration import alone_step_seconds, pack_step_seconds
 
     ks = sorted(
         {k for k in PROBE_SIZES if k <= most} | ({most} if most < PROBE_SIZES[-1] else set())
@@ -177,7 +177,7 @@ def measure_gains(
         elif known:
             gains[key] = known[0]
         else:
-            from cdlaw.train.pack_calibration import alone_step_seconds, pack_step_seconds
+            from cdlaw.sweep.pack.calibration import alone_step_seconds, pack_step_seconds
 
             alone, packed = alone_step_seconds(cfg, exec_cfg), pack_step_seconds(cfg, k, exec_cfg)
             gains[key] = k * alone / packed

@@ -3,7 +3,7 @@ sweep's scheduler and dry run group runs with it without importing the trainer.
 
     pack_key(cfg)                 runs with equal keys can share a pack
     parse_pack("auto" | "8")      the --pack option: "auto" or a pack size ≥ 1
-    Packing                       a sweep's pack size per key (cdlaw.sweep.pack_size)
+    Packing                       a sweep's pack size per key (cdlaw.sweep.pack.size)
 """
 
 from __future__ import annotations

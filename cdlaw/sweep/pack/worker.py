@@ -4,7 +4,7 @@
 
 Each run is claimed as execute_run claims it (skipped when done, `locked` when another
 process holds it, its attempt recorded); the claimed runs train together in
-cdlaw.train.packed.train_pack, each writing its own files. A run that ends in the pack
+cdlaw.sweep.pack.loop.train_pack, each writing its own files. A run that ends in the pack
 says so at once (RunEnded, its tracker closed), not when the pack ends.
 
 `pause_after_s`: the pack checkpoints every run still in it after that many seconds and
@@ -66,7 +66,7 @@ def execute_pack(tasks, on_event: OnEvent | None = None, pause_after_s: float | 
 
 def _train(claimed, emit, pause_after_s, outcomes: dict[str, dict]) -> None:
     from cdlaw.data.ordering import stream_for_run
-    from cdlaw.train.packed import PackedRun, train_pack
+    from cdlaw.sweep.pack.loop import PackedRun, train_pack
     from cdlaw.train.run_parts import RunInterrupted
 
     exec_cfg = claimed[0][0].exec_cfg

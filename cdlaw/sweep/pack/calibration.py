@@ -4,7 +4,7 @@
     alone_step_seconds(cfg, exec_cfg)   -> seconds of one step of the run alone (train_run's step)
     pack_step(cfg, k, exec_cfg), alone_step(cfg, exec_cfg) -> those steps, to call yourself
 
-A few steps of the packed model (cdlaw.train.packed_model) on random tokens, with the
+A few steps of the packed model (cdlaw.sweep.pack.model) on random tokens, with the
 worker's thread count and precision: forward and backward over every micro-batch, the
 per-run clip and the AdamW update, exactly the arithmetic a pack's step does (no files,
 no evaluation). The first two steps (allocation, kernel selection) are not timed.
@@ -17,8 +17,8 @@ import time
 import torch
 
 from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.train.model import build_model
-from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.steps import autocast_dtype, lm_losses, make_optimizer, resolve_device
 
 WARMUP_STEPS = 2
