@@ -15,6 +15,7 @@ from cdlaw.config import ExecConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack import size as pack_size
 from cdlaw.sweep.pack.size import PackProbe, choose_packing, pick_size
 from cdlaw.sweep.pack.worker import execute_pack
@@ -38,7 +39,7 @@ def test_a_packed_sweep_equals_the_sweep_trained_alone_bit_for_bit(
     # once their trunk has saved the fork, and every run resumes from its checkpoint.
     monkeypatch.setattr(packed_groups, "PACK_PAUSE_S", 0.3)
     out = runs_root / "pack-4"
-    outcome = run_sweep(write(out, "share"), out, exec_cfg=one_thread, pack=4)
+    outcome = run_sweep(write(out, "share"), out, SweepOptions(exec_cfg=one_thread, pack=4))
     packed = out / "share"
     alone = share_alone  # the same grid, every run alone and from step 0
     assert set(outcome.statuses.values()) == {"done"}
@@ -90,7 +91,7 @@ def test_a_pack_too_big_for_memory_is_refused_before_anything_is_written(tmp_pat
     path = write(tmp_path / "mem", "mem")
     out = tmp_path / "runs"
     with pytest.raises(BadInput, match=r"--pack 64: a pack of 64 runs .* GiB.*--pack \d+ or"):
-        run_sweep(path, out, pack=64, exec_cfg=ExecConfig(device="cpu", threads=1))
+        run_sweep(path, out, SweepOptions(pack=64, exec_cfg=ExecConfig(device="cpu", threads=1)))
     assert not out.exists()
 
 

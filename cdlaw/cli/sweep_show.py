@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from cdlaw.cli import err, say
+from cdlaw.cli import err, print_json, say
 from cdlaw.cli.progress_lines import ProgressLines
 
 
@@ -107,6 +107,69 @@ def render_dry_run(plan) -> None:
         )
     for note in plan.notes:
         say("note", note)
+
+
+def dry_run_json(plan) -> dict:
+    """`cdlaw sweep --dry-run --json`: the DryRun as plain data."""
+    return {
+        "sweep": plan.plan.sweep.name,
+        "runs": plan.rows,
+        "serial_seconds": plan.serial_seconds,
+        "wall_seconds": plan.wall_seconds,
+        "jobs": plan.jobs,
+        "threads": plan.threads,
+        "device": plan.device,
+        "calibration": plan.calibration,
+        "notes": plan.notes,
+        "share": plan.plan.sweep.share,
+        "flops": plan.flops,
+        "flops_alone": plan.flops_alone,
+        "serial_seconds_alone": plan.serial_seconds_alone,
+        "wall_seconds_alone": plan.wall_seconds_alone,
+        "packs": plan.packs,
+        "pack_probes": plan.pack_probes,
+        "pack_gains": plan.pack_gains,
+        "wall_seconds_unpacked": plan.wall_seconds_unpacked,
+    }
+
+
+def render_outcome(outcome, simulation, json_out: bool) -> None:
+    """What a sweep did: the JSON on stdout (--json), one line on stderr, then each failure."""
+    counts: dict[str, int] = {}
+    for status in outcome.statuses.values():
+        counts[status or "unfinished"] = counts.get(status or "unfinished", 0) + 1
+    if json_out:
+        print_json(
+            {
+                "sweep": outcome.plan.sweep.name,
+                "sweep_dir": str(outcome.plan.sweep_dir),
+                "runs": len(outcome.statuses),
+                "trained": outcome.trained,
+                "statuses": outcome.statuses,
+                "counts": counts,
+                "failures": outcome.failures,
+                "wall_seconds": outcome.wall_seconds,
+                "jobs": outcome.jobs,
+                "threads": outcome.threads,
+                "packs": outcome.packs,
+            }
+        )
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    took = duration(outcome.wall_seconds)
+    if simulation:  # drawn from the law in this process: no jobs or threads to report
+        how = f"simulated {len(outcome.trained)} from {simulation.law_name} in {took}"
+    else:
+        how = (
+            f"trained {len(outcome.trained)} here in {took} with {outcome.jobs} job(s) × "
+            f"{outcome.threads} thread(s)"
+        )
+    err.print(
+        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how}; "
+        f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
+        highlight=False,
+    )
+    for failure in outcome.failures:
+        say(f"failed {failure['run_id']}", failure["error"], style="red")
 
 
 def pack_line(sizes: dict[str, int], gains: dict[str, float]) -> str:
