@@ -1,4 +1,4 @@
-"""Does `cdlaw sweep --adaptive` know the plan better than a grid of the same cost?
+"""Does `cdlaw adapt` know the plan better than a grid of the same cost?
 
 Simulated, so the truth is known: every run's loss is drawn from a known law with 2%
 multiplicative noise (cdlaw sweep --executor simulate). For each truth, noise seed and

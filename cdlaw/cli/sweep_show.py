@@ -21,10 +21,51 @@ def duration(seconds: float) -> str:
 
 def render_dry_run(plan) -> None:
     """The plan on stdout (a result, not progress); its notes on stderr."""
-    from rich.table import Table
-
     from cdlaw.cli import out as human
     from cdlaw.cli import wide
+    from cdlaw.units import format_number as fmt
+
+    wide(human).print(_runs_table(plan))
+    for c in plan.calibration:
+        human.print(
+            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
+            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s"
+            + (f", compile {c['compile_s']:.1f}s once a shape" if c.get("compile_s") else ""),
+            highlight=False,
+        )
+    human.print(
+        f"estimated time on {plan.device}: {duration(plan.wall_seconds)} with {plan.jobs} job(s) "
+        f"× {plan.threads} thread(s) ({duration(plan.serial_seconds)} of runs to do)",
+        highlight=False,
+    )
+    if plan.plan.sweep.share:
+        forks = sum(
+            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
+        )
+        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
+        human.print(
+            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
+            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
+            f"{duration(plan.wall_seconds_unpacked or plan.wall_seconds)} instead of "
+            f"{duration(plan.wall_seconds_alone)}",
+            highlight=False,
+        )
+    if plan.packs:
+        human.print(pack_line(plan.packs, plan.pack_gains), highlight=False)
+        human.print(
+            f"packed: an estimated {duration(plan.wall_seconds)} if every pack stays full, "
+            f"instead of {duration(plan.wall_seconds_unpacked)} with each run alone",
+            highlight=False,
+        )
+    for note in plan.notes:
+        say("note", note)
+
+
+def _runs_table(plan):
+    """The dry run's table: one row per run, with its state and estimated time (and its
+    fork, where runs share prefixes)."""
+    from rich.table import Table
+
     from cdlaw.units import format_number as fmt
 
     table = Table(
@@ -73,40 +114,7 @@ def render_dry_run(plan) -> None:
                 else ()
             ),
         )
-    wide(human).print(table)
-    for c in plan.calibration:
-        human.print(
-            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
-            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s"
-            + (f", compile {c['compile_s']:.1f}s once a shape" if c.get("compile_s") else ""),
-            highlight=False,
-        )
-    human.print(
-        f"estimated time on {plan.device}: {duration(plan.wall_seconds)} with {plan.jobs} job(s) "
-        f"× {plan.threads} thread(s) ({duration(plan.serial_seconds)} of runs to do)",
-        highlight=False,
-    )
-    if plan.plan.sweep.share:
-        forks = sum(
-            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
-        )
-        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
-        human.print(
-            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
-            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
-            f"{duration(plan.wall_seconds_unpacked or plan.wall_seconds)} instead of "
-            f"{duration(plan.wall_seconds_alone)}",
-            highlight=False,
-        )
-    if plan.packs:
-        human.print(pack_line(plan.packs, plan.pack_gains), highlight=False)
-        human.print(
-            f"packed: an estimated {duration(plan.wall_seconds)} if every pack stays full, "
-            f"instead of {duration(plan.wall_seconds_unpacked)} with each run alone",
-            highlight=False,
-        )
-    for note in plan.notes:
-        say("note", note)
+    return table
 
 
 def dry_run_json(plan) -> dict:
