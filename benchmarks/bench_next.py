@@ -1,4 +1,4 @@
-"""Does `cdlaw sweep --adaptive` know the plan better than a grid of the same cost?
+"""Does `cdlaw adapt` know the plan better than a grid of the same cost?
 
 Simulated, so the truth is known: every run's loss is drawn from a known law with 2%
 multiplicative noise (cdlaw sweep --executor simulate). For each truth, noise seed and
@@ -36,6 +36,7 @@ from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS, Law
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.simulate import Simulation, simulated_result
 from cdlaw.sweep.spec import load_sweep
 
@@ -113,7 +114,8 @@ def one(task) -> list[dict]:
             t = time.time()
             res = run_adaptive(SEED, tmp, *budget, until=0.02, max_flops=SHARE * grid["flops"].sum(),
                                round_runs=ROUND_RUNS, max_rounds=ROUNDS, law=form, grid_path=GRID, bootstrap=BOOTSTRAP,
-                               n_starts=STARTS, seed=seed, executor="simulate", simulation=sim)  # fmt: skip
+                               n_starts=STARTS, seed=seed,
+                               sweep_options=SweepOptions(executor="simulate", simulation=sim))  # fmt: skip
             from cdlaw.fit.table import load_runs
 
             table = load_runs(res.folder)

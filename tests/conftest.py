@@ -70,8 +70,9 @@ def share_alone(runs_root, one_thread) -> Path:
     step 0 and alone: the reference the shared-prefix and packed sweeps are compared with."""
     from runhelpers import write_shared_sweep
 
+    from cdlaw.sweep.options import SweepOptions
     from cdlaw.sweep.runner import run_sweep
 
     out = runs_root / "share-alone"
-    run_sweep(write_shared_sweep(out, "share", share=False), out, exec_cfg=one_thread)
+    run_sweep(write_shared_sweep(out, "share", share=False), out, SweepOptions(exec_cfg=one_thread))
     return out / "share"

@@ -14,6 +14,7 @@ from runhelpers import result_losses as losses
 
 from cdlaw.data.ordering import stream_for_run
 from cdlaw.sweep.dryrun import dry_run_sweep
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import rebuild_summary, sweep_status
@@ -29,7 +30,7 @@ SAY = "damaged:"  # every damaged file is named in one line starting with this
 def sweep(runs_root, write_sweep, one_thread):
     """The tiny sweep, trained once undamaged: its folder, runs and losses."""
     path = write_sweep(runs_root, "damage")
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 0
     sweep_dir = runs_root / "damage"
     return SimpleNamespace(
@@ -45,7 +46,7 @@ def sweep(runs_root, write_sweep, one_thread):
 def rerun(sweep, capfd):
     """Run the sweep again in this process; return its outcome and its `damaged:` lines."""
     capfd.readouterr()
-    outcome = run_sweep(sweep.path, sweep.root, jobs=1, exec_cfg=sweep.exec)
+    outcome = run_sweep(sweep.path, sweep.root, SweepOptions(jobs=1, exec_cfg=sweep.exec))
     said = [line for line in capfd.readouterr().err.splitlines() if line.startswith(SAY)]
     return outcome, said
 

@@ -15,6 +15,7 @@ from runhelpers import cdlaw as run_cdlaw
 from runhelpers import result_losses as losses
 
 import cdlaw.atomic
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow  # trains the tiny sweep three times (~50 s)
 def reference(runs_root, write_sweep, one_thread):
     """The sweep `full` trained undamaged: run_id -> (status, loss), and its folder."""
     path = write_sweep(runs_root, "full")
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 0
     return path, losses(runs_root / "full")
 
@@ -58,7 +59,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
 
     monkeypatch.setattr(cdlaw.atomic, "write_atomic", write_atomic)
     with pytest.raises(Exception) as stopped:
-        run_sweep(path, out, jobs=1, exec_cfg=one_thread)
+        run_sweep(path, out, SweepOptions(jobs=1, exec_cfg=one_thread))
     message = str(stopped.value)
     assert type(stopped.value).__name__ == "DiskFull", message
     assert "\n" not in message and "No space left on device" in message
@@ -71,7 +72,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
 
     monkeypatch.undo()  # space is back
     before = stamps(sweep_dir)
-    outcome = run_sweep(path, out, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, out, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 0 and set(outcome.trained) == set(ref) - set(finished)
     assert losses(sweep_dir) == ref
     assert stamps(sweep_dir).items() >= before.items()  # the finished runs were kept

@@ -17,6 +17,7 @@ import torch
 
 from cdlaw.sweep import locks
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import sweep_status
@@ -87,7 +88,7 @@ def assert_metrics_written_once(sweep_dir: Path) -> None:
 def reference(runs_root, write_sweep, one_thread):
     """The uninterrupted sweep's losses (in this process, one thread)."""
     path = write_sweep(runs_root, "ref")
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 0 and len(outcome.statuses) == 6
     return losses(runs_root / "ref")
 
@@ -273,7 +274,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
     broken.parent.mkdir(parents=True)
     broken.write_text(json.dumps({"run_id": "someone-else"}))
 
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 1
     assert [f["run_id"] for f in outcome.failures] == [victim.run_id]
     df = pd.read_parquet(sweep_dir / "summary.parquet").set_index("run_id")
@@ -310,7 +311,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
     broken.unlink()
     diverged = {rid for rid in df.index if df.loc[rid, "status"] == "diverged"}
     stamps = result_stamps(sweep_dir)
-    outcome = run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.exit_code == 0 and outcome.trained == [victim.run_id]
     assert outcome.statuses[victim.run_id] == "done"
     assert all(result_stamps(sweep_dir)[rid] == stamps[rid] for rid in diverged)

@@ -1,4 +1,4 @@
-"""`cdlaw next` and `cdlaw sweep --adaptive`: the value of a run, the batch, its sweep file,
+"""`cdlaw next` and `cdlaw adapt`: the value of a run, the batch, its sweep file,
 rounds inside a runs folder, the loop, and bad input. Simulated runs: exact and cheap."""
 
 import json
@@ -21,6 +21,7 @@ from cdlaw.fit.table import load_runs
 from cdlaw.law import PRESETS
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import load_law
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import load_sweep, parse_sweep
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "sweeps" / "qin2026-seed.toml"
 GRID = ROOT / "sweeps" / "qin2026-grid.toml"
 SIM = Simulation(PRESETS["qin2026"], "qin2026", noise=0.02)
+SIMULATED = SweepOptions(executor="simulate", simulation=SIM)
 FAST = {"n_starts": 64, "bootstrap": 12, "seed": 0}
 
 
@@ -160,7 +162,7 @@ def test_sweep_files_round_trip_floats_bit_for_bit():
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
     out = tmp_path_factory.mktemp("next")
-    run_sweep(SEED, out, executor="simulate", simulation=SIM)
+    run_sweep(SEED, out, SIMULATED)
     folder = out / "qin2026-seed"
     table = load_runs(folder)
     fit = fit_law(table, "cd", source=str(folder), **FAST)
@@ -269,7 +271,7 @@ def test_a_runs_folder_reads_its_rounds(seeded, tmp_path):
     copy = tmp_path / "runs"
     shutil.copytree(folder, copy)
     (copy / "next-1.toml").write_text(batch.text)
-    run_sweep(copy / "next-1.toml", copy, executor="simulate", simulation=SIM)
+    run_sweep(copy / "next-1.toml", copy, SIMULATED)
     both = load_runs(copy)
     assert len(both) == len(table) + len(batch.chosen)
     assert set(both["run_id"]) >= {c.run.run_id for c in batch.chosen}
@@ -282,7 +284,7 @@ def test_a_runs_folder_reads_its_rounds(seeded, tmp_path):
 
 def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
     kw = dict(until=1e-6, max_flops=2e20, round_runs=6, max_rounds=2, grid_path=GRID,
-              executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+              sweep_options=SIMULATED, **FAST)  # fmt: skip
     res = run_adaptive(SEED, tmp_path, 1e21, 5e9, **kw)
     assert [r.round for r in res.rounds] == [0, 1, 2] and res.stopped == "2 rounds done"
     rounds = pd.read_parquet(res.folder / "rounds.parquet")
@@ -310,7 +312,7 @@ def test_the_adaptive_loop_writes_rounds_narrows_the_plan_and_resumes(tmp_path):
 def test_the_adaptive_loop_stops_when_the_interval_is_narrow_enough(tmp_path):
     # U 2e10: the plan's paraphrase ratio (≈ 0.4) lies inside the seed's paraphrase runs
     res = run_adaptive(SEED, tmp_path, 1e21, 2e10, until=10.0, grid_path=GRID,
-                       executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+                       sweep_options=SIMULATED, **FAST)  # fmt: skip
     assert len(res.rounds) == 1 and "narrower than 10" in res.stopped
 
 
@@ -318,7 +320,7 @@ def test_a_narrow_interval_beyond_the_strategys_runs_does_not_end_the_loop(tmp_p
     # U 5e9: the plan wants paraphrase r ≈ 4.5, past the seed's r ≤ 4, where every refit
     # extrapolates alike; the loop goes on, and its round starts with the plan check
     res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,
-                       grid_path=GRID, executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+                       grid_path=GRID, sweep_options=SIMULATED, **FAST)  # fmt: skip
     assert res.rounds[0].width_nats < 10 and len(res.rounds) == 2
     assert "plan check" in (res.folder / "next-1.toml").read_text()
 
@@ -337,7 +339,7 @@ def test_a_narrow_interval_on_an_unpinned_rstar_does_not_end_the_loop(tmp_path, 
 
     monkeypatch.setattr(adaptive, "fit_law", unpinned)
     res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,
-                       grid_path=GRID, executor="simulate", simulation=SIM, **FAST)  # fmt: skip
+                       grid_path=GRID, sweep_options=SIMULATED, **FAST)  # fmt: skip
     assert len(res.rounds) == 2 and res.stopped == "1 rounds done"  # not "narrower than 10"
     assert res.rounds[0].width_nats < 10
     assert any("not pinned" in w for w in res.warnings)
@@ -369,16 +371,25 @@ def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert len(got["runs"]) == 2 and Path(got["file"]) == folder / "next-1.toml"
-    r = cdlaw("sweep", SEED, "--adaptive", "--unique-tokens", "5e9", "--executor", "simulate",
+    r = cdlaw("adapt", SEED, "--unique-tokens", "5e9", "--executor", "simulate",
               "--law", "qin2026", "--out", folder.parent / "other")  # fmt: skip
     assert r.returncode == 2 and "--budget-flops" in r.stderr
     assert not (folder.parent / "other").exists()
 
 
-def test_cli_sweep_adaptive_runs_its_rounds(tmp_path):
-    # every option `cdlaw sweep` hands the loop must reach it (--pack once did not)
+@pytest.mark.parametrize("option", ["--adaptive", "--budget-flops", "--grid"])
+def test_cli_sweep_points_the_adaptive_options_at_cdlaw_adapt(tmp_path, option):
+    r = cdlaw("sweep", SEED, option, *(["1e21"] if option != "--adaptive" else []),
+              "--executor", "simulate", "--law", "qin2026", "--out", tmp_path / "runs")  # fmt: skip
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"`cdlaw sweep` has no {option}: the adaptive loop is `cdlaw adapt " in r.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_adapt_runs_its_rounds(tmp_path):
+    # every option `cdlaw adapt` hands the loop must reach it (--pack once did not)
     # (U 2e10: the plan's ratio lies inside the seed's runs, so a wide --until stops it)
-    r = cdlaw("sweep", SEED, "--adaptive", "--budget-flops", "1e21", "--unique-tokens", "2e10",
+    r = cdlaw("adapt", SEED, "--budget-flops", "1e21", "--unique-tokens", "2e10",
               "--until", "10", "--executor", "simulate", "--law", "qin2026", "--noise", "0.02",
               "--out", tmp_path, "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -390,7 +401,7 @@ def test_cli_sweep_adaptive_runs_its_rounds(tmp_path):
 
 
 def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path):
-    run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, executor="simulate", simulation=SIM)
+    run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, SIMULATED)
     table = load_runs(tmp_path / "demo-seed")
     fit = fit_law(table, "cd", **FAST)
     demo = load_sweep(ROOT / "sweeps" / "demo.toml")

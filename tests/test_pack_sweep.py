@@ -10,11 +10,13 @@ from runhelpers import cdlaw, result_losses
 from runhelpers import write_shared_sweep as write
 
 import cdlaw.sweep.pack.groups as packed_groups
+import cdlaw.sweep.runner as runner
 from cdlaw.cli.sweep_show import pack_line
 from cdlaw.config import ExecConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack import size as pack_size
 from cdlaw.sweep.pack.size import PackProbe, choose_packing, pick_size
 from cdlaw.sweep.pack.worker import execute_pack
@@ -37,8 +39,16 @@ def test_a_packed_sweep_equals_the_sweep_trained_alone_bit_for_bit(
     # Packs hand their runs back every 0.3 s: packs are re-formed many times, branches join
     # once their trunk has saved the fork, and every run resumes from its checkpoint.
     monkeypatch.setattr(packed_groups, "PACK_PAUSE_S", 0.3)
+    chosen = []  # the pack size is decided once a sweep
+
+    def choose_once(runs, pack, *args):
+        chosen.append(pack)
+        return choose_packing(runs, pack, *args)
+
+    monkeypatch.setattr(runner, "choose_packing", choose_once)
     out = runs_root / "pack-4"
-    outcome = run_sweep(write(out, "share"), out, exec_cfg=one_thread, pack=4)
+    outcome = run_sweep(write(out, "share"), out, SweepOptions(exec_cfg=one_thread, pack=4))
+    assert chosen == [4]
     packed = out / "share"
     alone = share_alone  # the same grid, every run alone and from step 0
     assert set(outcome.statuses.values()) == {"done"}
@@ -90,7 +100,7 @@ def test_a_pack_too_big_for_memory_is_refused_before_anything_is_written(tmp_pat
     path = write(tmp_path / "mem", "mem")
     out = tmp_path / "runs"
     with pytest.raises(BadInput, match=r"--pack 64: a pack of 64 runs .* GiB.*--pack \d+ or"):
-        run_sweep(path, out, pack=64, exec_cfg=ExecConfig(device="cpu", threads=1))
+        run_sweep(path, out, SweepOptions(pack=64, exec_cfg=ExecConfig(device="cpu", threads=1)))
     assert not out.exists()
 
 

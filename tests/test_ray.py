@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cdlaw.config import ExecConfig
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 
 ray = pytest.importorskip("ray")
@@ -35,8 +36,7 @@ def test_ray_executor_runs_each_run_as_a_task(local_ray, runs_root, write_sweep)
     outcome = run_sweep(
         paths["on-ray"],
         root,
-        executor="ray",
-        exec_cfg=ExecConfig(device="cpu", threads=1),
+        SweepOptions(executor="ray", exec_cfg=ExecConfig(device="cpu", threads=1)),
         on_event=events.append,
     )
     assert outcome.exit_code == 0 and outcome.executor == "ray"
@@ -51,14 +51,18 @@ def test_ray_executor_runs_each_run_as_a_task(local_ray, runs_root, write_sweep)
     assert {"SweepPlanned", "RunStarted", "RunProgress", "RunEnded"} <= kinds  # from workers
 
     # The same runs trained here give the same losses (deterministic on CPU).
-    run_sweep(paths["here"], root, jobs=1, exec_cfg=ExecConfig(device="cpu", threads=1))
+    run_sweep(
+        paths["here"], root, SweepOptions(jobs=1, exec_cfg=ExecConfig(device="cpu", threads=1))
+    )
     key = ["strategy", "fresh_tokens", "derived_tokens"]
     ours = pd.read_parquet(sweep_dir / "summary.parquet").set_index(key).loss
     local = pd.read_parquet(root / "here" / "summary.parquet").set_index(key).loss
     pd.testing.assert_series_equal(ours.sort_index(), local.sort_index())
 
     # Resuming on Ray trains nothing.
-    again = run_sweep(paths["on-ray"], root, executor="ray", exec_cfg=ExecConfig(device="cpu"))
+    again = run_sweep(
+        paths["on-ray"], root, SweepOptions(executor="ray", exec_cfg=ExecConfig(device="cpu"))
+    )
     assert again.trained == [] and again.exit_code == 0
 
 
@@ -68,7 +72,9 @@ def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
 
     out = runs_root / "share-ray"
     cpu = ExecConfig(device="cpu", threads=1)
-    outcome = run_sweep(write_shared_sweep(out, "share"), out, executor="ray", exec_cfg=cpu)
+    outcome = run_sweep(
+        write_shared_sweep(out, "share"), out, SweepOptions(executor="ray", exec_cfg=cpu)
+    )
     assert set(outcome.statuses.values()) == {"done"}
     forest = outcome.plan.forest
     assert forest.forks
@@ -76,7 +82,9 @@ def test_ray_runs_branches_from_their_trunks_forks(local_ray, runs_root):
         row = json.loads((out / "share" / rid / "result.json").read_text())
         assert (row["fork_parent"], row["fork_step"]) == (fork.parent, fork.step)
     alone = runs_root / "share-ray-alone"
-    run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
+    run_sweep(
+        write_shared_sweep(alone, "share", share=False), alone, SweepOptions(jobs=1, exec_cfg=cpu)
+    )
     assert result_losses(out / "share") == result_losses(alone / "share")
 
 
@@ -92,7 +100,9 @@ def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root, m
     cpu = ExecConfig(device="cpu", threads=1)
     out = runs_root / "packs-ray"
     outcome = run_sweep(
-        write_shared_sweep(out, "share", share=False), out, executor="ray", exec_cfg=cpu, pack=4
+        write_shared_sweep(out, "share", share=False),
+        out,
+        SweepOptions(executor="ray", exec_cfg=cpu, pack=4),
     )
     assert outcome.exit_code == 0 and outcome.packs == {"20K": 4}
     attempts = [
@@ -107,7 +117,9 @@ def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root, m
     ]
     assert together  # some runs started together in one task: a pack
     alone = runs_root / "packs-ray-alone"
-    run_sweep(write_shared_sweep(alone, "share", share=False), alone, jobs=1, exec_cfg=cpu)
+    run_sweep(
+        write_shared_sweep(alone, "share", share=False), alone, SweepOptions(jobs=1, exec_cfg=cpu)
+    )
     assert result_losses(out / "share") == result_losses(alone / "share")
 
 
@@ -119,5 +131,7 @@ def test_ray_refuses_a_pack_too_big_for_a_workers_memory_before_writing(local_ra
     out = tmp_path / "runs"
     path = write_shared_sweep(out, "huge", share=False)
     with pytest.raises(BadInput, match=r"^--pack 100000: a pack of 100000 runs .*--pack auto$"):
-        run_sweep(path, out, executor="ray", exec_cfg=ExecConfig(device="cpu"), pack=100_000)
+        run_sweep(
+            path, out, SweepOptions(executor="ray", exec_cfg=ExecConfig(device="cpu"), pack=100_000)
+        )
     assert not out.exists()

@@ -19,6 +19,7 @@ from cdlaw.data.ordering import shared_prefix
 from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start, lr_at
 from cdlaw.sweep.forest import plan_forest
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep, parse_sweep
 
@@ -122,7 +123,7 @@ def alone(share_alone):
 @pytest.mark.slow
 def test_forked_runs_equal_runs_trained_alone_bit_for_bit(runs_root, alone, one_thread):
     out = runs_root / "share-exact"
-    outcome = run_sweep(write(out, "share"), out, exec_cfg=one_thread)
+    outcome = run_sweep(write(out, "share"), out, SweepOptions(exec_cfg=one_thread))
     shared = out / "share"
     assert set(outcome.statuses.values()) == {"done"}
     assert result_losses(shared) == result_losses(alone)  # fp32 on CPU: exactly equal
@@ -147,12 +148,12 @@ def test_a_branch_whose_fork_is_gone_starts_from_an_older_one_or_step_0(
     plan_runs = load_sweep(path).runs()
     forest = plan_forest(plan_runs, share=True)
     trunk = max(forest.saves, key=lambda t: len(forest.saves[t]))
-    outcome = run_sweep(path, out, only=f"run_id={trunk}", exec_cfg=one_thread)
+    outcome = run_sweep(path, out, SweepOptions(only=f"run_id={trunk}", exec_cfg=one_thread))
     forks = sorted((out / "share" / trunk / "forks").iterdir())
     assert len(forks) == len(forest.saves[trunk])  # kept: pending branches need them
     shutil.rmtree(forks[-1])  # the latest fork point is lost
     capfd.readouterr()
-    outcome = run_sweep(path, out, exec_cfg=one_thread)
+    outcome = run_sweep(path, out, SweepOptions(exec_cfg=one_thread))
     err = capfd.readouterr().err
     assert "is gone" in err and ("older fork" in err or "from step 0" in err)
     assert set(outcome.statuses.values()) == {"done"}
@@ -220,7 +221,7 @@ def test_paraphrase_runs_from_the_old_mixed_order_are_refused(runs_root, alone, 
     para.write_text(json.dumps(row))
     path = write(out, "share", share=False)
     with pytest.raises(BadInput, match="paraphrase order"):
-        run_sweep(path, out, exec_cfg=one_thread)
+        run_sweep(path, out, SweepOptions(exec_cfg=one_thread))
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from cdlaw.errors import BadInput
 from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS
 from cdlaw.shapes import OLMO3_VOCAB_SIZE, count_params
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation, simulated_loss, simulated_result
 from cdlaw.sweep.spec import load_sweep
@@ -62,7 +63,7 @@ def simulate(tmp_path, name="sim", text=GRID, **kw):
     path = tmp_path / f"{name}.toml"
     path.write_text(text.format(name=name))
     sim = Simulation(QIN, "qin2026", **kw)
-    outcome = run_sweep(path, tmp_path / "runs", executor="simulate", simulation=sim)
+    outcome = run_sweep(path, tmp_path / "runs", SweepOptions(executor="simulate", simulation=sim))
     return outcome, pd.read_parquet(tmp_path / "runs" / name / "summary.parquet")
 
 
@@ -144,9 +145,11 @@ def test_simulated_and_other_runs_are_never_mixed(tmp_path):
     outcome = run_sweep(
         tmp_path / "sim.toml",
         tmp_path / "runs",
-        restart=True,  # replaces them
-        executor="simulate",
-        simulation=Simulation(QIN, "qin2026", noise=0.02),
+        SweepOptions(
+            restart=True,  # replaces them
+            executor="simulate",
+            simulation=Simulation(QIN, "qin2026", noise=0.02),
+        ),
     )
     assert outcome.exit_code == 0 and len(outcome.trained) == len(outcome.statuses)
 
@@ -157,10 +160,12 @@ def test_bad_simulation_input_is_one_sentence(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(GRID.format(name="s"))
     with pytest.raises(BadInput, match="needs --law"):
-        run_sweep(path, tmp_path / "runs", executor="simulate")
+        run_sweep(path, tmp_path / "runs", SweepOptions(executor="simulate"))
     chinchilla_only = Simulation(PRESETS["muennighoff2023"], "muennighoff2023")
     with pytest.raises(BadInput, match="no parameters for strategy 'paraphrase'"):
-        run_sweep(path, tmp_path / "runs2", executor="simulate", simulation=chinchilla_only)
+        run_sweep(
+            path, tmp_path / "runs2", SweepOptions(executor="simulate", simulation=chinchilla_only)
+        )
 
 
 def test_the_cli_simulates_without_torch(tmp_path):
@@ -206,10 +211,12 @@ def test_run_folders_of_no_run_of_the_sweep_are_refused_then_restart_clears_them
     outcome = run_sweep(
         tmp_path / "sim.toml",
         tmp_path / "runs",
-        restart=True,
-        only="strategy=none",  # even a selective restart clears the strays
-        executor="simulate",
-        simulation=Simulation(QIN, "qin2026"),
+        SweepOptions(
+            restart=True,
+            only="strategy=none",  # even a selective restart clears the strays
+            executor="simulate",
+            simulation=Simulation(QIN, "qin2026"),
+        ),
     )
     assert outcome.exit_code == 0 and not stray.exists()
     assert len(pd.read_parquet(sweep_dir / "summary.parquet")) == len(outcome.plan.all_runs)
@@ -220,7 +227,9 @@ def test_jobs_is_refused_where_it_would_be_ignored(tmp_path):
     path.write_text(SMALL.format(name="s"))
     sim = Simulation(QIN, "qin2026")
     with pytest.raises(BadInput, match="--jobs is for the local executor"):
-        run_sweep(path, tmp_path / "runs", executor="simulate", simulation=sim, jobs=2)
+        run_sweep(
+            path, tmp_path / "runs", SweepOptions(executor="simulate", simulation=sim, jobs=2)
+        )
     with pytest.raises(BadInput, match="--jobs is for the local executor"):
-        run_sweep(path, tmp_path / "runs", executor="ray", jobs=2)
+        run_sweep(path, tmp_path / "runs", SweepOptions(executor="ray", jobs=2))
     assert not (tmp_path / "runs").exists()  # refused before anything was written

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cdlaw.sweep import executors
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 
 
@@ -30,7 +31,10 @@ def test_a_run_level_exception_with_one_job_is_reported_as_itself(
     path = write_sweep(runs_root, "boom", sizes='"20K"')
     events = []
     outcome = run_sweep(
-        path, runs_root, only="strategy=none", jobs=1, exec_cfg=one_thread, on_event=events.append
+        path,
+        runs_root,
+        SweepOptions(only="strategy=none", jobs=1, exec_cfg=one_thread),
+        on_event=events.append,
     )
     assert outcome.exit_code == 1
     (failure,) = outcome.failures

@@ -21,6 +21,7 @@ from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.locks import LOCK_NAME
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import sweep_status
@@ -113,7 +114,7 @@ def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root, one_thread
     sweep_dir = tiny["dir"]
     stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
     before = losses(sweep_dir)
-    outcome = run_sweep(tiny["path"], runs_root, jobs=1, exec_cfg=one_thread)
+    outcome = run_sweep(tiny["path"], runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.trained == [] and outcome.exit_code == 0
     assert set(outcome.statuses.values()) == {"done"}
     assert {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")} == stamps
@@ -123,7 +124,7 @@ def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root, one_thread
 def test_in_process_executor_matches_worker_processes(tiny, runs_root, write_sweep, one_thread):
     """Same runs, another executor (and sweep name): bit-identical losses on CPU."""
     path = write_sweep(runs_root, "tiny-local")
-    outcome = run_sweep(path, runs_root, jobs=1, only="size=20K", exec_cfg=one_thread)
+    outcome = run_sweep(path, runs_root, SweepOptions(jobs=1, only="size=20K", exec_cfg=one_thread))
     assert outcome.jobs == 1 and len(outcome.trained) == 3
     mine = losses(runs_root / "tiny-local")
     assert mine == {k: v for k, v in losses(tiny["dir"]).items() if k[0] == "20K"}
@@ -155,7 +156,7 @@ def test_dry_run_estimates_and_writes_nothing(tiny, runs_root, write_sweep, one_
     assert 0 < plan["wall_seconds"] <= plan["serial_seconds"] + 30
     assert plan["calibration"] and all(c["tokens_per_second"] > 0 for c in plan["calibration"])
     # a finished sweep has nothing left to do (and nothing to calibrate)
-    done = dry_run_sweep(tiny["path"], runs_root, exec_cfg=one_thread)
+    done = dry_run_sweep(tiny["path"], runs_root, SweepOptions(exec_cfg=one_thread))
     assert {r["state"] for r in done.rows} == {"done"}
     assert done.wall_seconds == 0 and done.calibration == []
 
@@ -261,7 +262,9 @@ def test_restart_only_retrains_the_selected_run(tiny, runs_root, one_thread):
     stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
     before = losses(sweep_dir)
     outcome = run_sweep(
-        tiny["path"], runs_root, restart=True, only=f"run_id={target}", jobs=1, exec_cfg=one_thread
+        tiny["path"],
+        runs_root,
+        SweepOptions(restart=True, only=f"run_id={target}", jobs=1, exec_cfg=one_thread),
     )
     assert outcome.trained == [target]
     after = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
@@ -296,7 +299,7 @@ def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root, 
     path = runs_root.parent / "tiny-edited.toml"
     path.write_text(tiny["path"].read_text().replace("eval_every = 4", "eval_every = 8"))
     with pytest.raises(BadInput, match="holds a different sweep"):
-        run_sweep(path, runs_root, jobs=1, exec_cfg=one_thread)
+        run_sweep(path, runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert (tiny["dir"] / "sweep.toml").read_text() == tiny["path"].read_text()
     result = cdlaw("sweep", path, "--out", runs_root, cwd=runs_root)
     assert result.returncode == 2 and "--restart" in " ".join(result.stderr.split())

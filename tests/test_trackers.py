@@ -310,6 +310,7 @@ def test_a_run_stopped_mid_way_and_resumed_logs_each_step_once(runs_root, write_
         pytest.skip("needs tensorboard or mlflow")
     from cdlaw.config import ExecConfig
     from cdlaw.sweep.events import RunProgress
+    from cdlaw.sweep.options import SweepOptions
     from cdlaw.sweep.runner import run_sweep
 
     def stop_at_step_5(event):
@@ -321,8 +322,8 @@ def test_a_run_stopped_mid_way_and_resumed_logs_each_step_once(runs_root, write_
     ex = ExecConfig(device="cpu", threads=1, trackers=kinds)
     kw = {"only": "derived_ratio=0", "jobs": 1, "exec_cfg": ex, "restart": True}
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(path, out, on_event=stop_at_step_5, **kw)
-    assert run_sweep(path, out, **{**kw, "restart": False}).statuses.keys()
+        run_sweep(path, out, SweepOptions(**kw), on_event=stop_at_step_5)
+    assert run_sweep(path, out, SweepOptions(**{**kw, "restart": False})).statuses.keys()
     (run_dir,) = [p.parent for p in (out / name).glob("*/result.json")]
     metrics = pd.read_parquet(run_dir / "metrics.parquet")
     steps, values = finite(metrics, "train_loss")

@@ -169,6 +169,24 @@ def require_ray_extra() -> None:
         ) from None
 
 
+# The adaptive loop's options, which belong to `cdlaw adapt`: given to `cdlaw sweep`, the
+# error names the command that has them.
+ADAPT_OPTIONS = ("--adaptive", "--budget-flops", "--unique-tokens", "--until",
+                 "--experiment-flops", "--round-runs", "--max-rounds", "--grid", "--fit-law")  # fmt: skip
+
+
+def _adapt_option(e: Exception) -> str | None:
+    """The one sentence for `cdlaw sweep … --adaptive` (or another of ADAPT_OPTIONS): click's
+    unknown-option error `e` pointed at `cdlaw adapt`; None for any other error."""
+    ctx, name = getattr(e, "ctx", None), getattr(e, "option_name", None)
+    if ctx is None or ctx.info_name != "sweep" or name not in ADAPT_OPTIONS:
+        return None
+    return (
+        f"`cdlaw sweep` has no {name}: the adaptive loop is `cdlaw adapt SEED_SWEEP_FILE "
+        "--budget-flops C --unique-tokens U` (docs/next.md)"
+    )
+
+
 def register_commands() -> None:
     """Import the command modules so each can add itself to `app`."""
     import importlib
@@ -217,6 +235,9 @@ def main() -> None:
         sys.exit(2)
     except Exception as e:  # a failure while running: exit 1, traceback only on request
         if hasattr(e, "show") and hasattr(e, "exit_code"):  # click's UsageError and kin
+            if adapt := _adapt_option(e):
+                err.print(f"[bold red]error:[/] {escape(adapt)}", highlight=False)
+                sys.exit(2)
             e.show()
             sys.exit(e.exit_code)
         if debug:

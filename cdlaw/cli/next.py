@@ -1,11 +1,7 @@
-"""`cdlaw next`: the runs that would narrow the plan most per FLOP, as a sweep file (docs/next.md).
-
-Also how `cdlaw sweep FILE --adaptive` runs and shows its rounds (run_adaptive_command).
-"""
+"""`cdlaw next`: the runs that would narrow the plan most per FLOP, as a sweep file (docs/next.md)."""
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 
@@ -69,14 +65,7 @@ def next_runs(
             f"no fit at {fit_path}: run `cdlaw fit {runs} --bootstrap 50` first, or give --fit"
         )
     fitted = FitResult.read(fit_path)
-    grid_path = grid or (runs / "sweep.toml" if runs.is_dir() else None)
-    if grid_path is None:
-        raise BadInput(
-            f"{runs} is a table, with no sweep file of its own for the candidates' grid and "
-            "settings: give one with --grid, e.g. --grid sweeps/demo.toml"
-        )
-    if not grid_path.is_file():
-        raise BadInput(f"no sweep file at {grid_path} for the grid and settings: give --grid")
+    grid_path = _grid_path(runs, grid)
     target = out_file or _default_out(runs)
     if target.suffix != ".toml":
         raise BadInput(f"--out {target} must name a .toml sweep file")
@@ -90,7 +79,25 @@ def next_runs(
         table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name
     )
     write_text_atomic(target, batch.text)
-    sweep_out = runs if runs.is_dir() else Path("runs")
+    _render(batch, target, runs if runs.is_dir() else Path("runs"), json_out)
+
+
+def _grid_path(runs: Path, grid: Path | None) -> Path:
+    """--grid, or the runs folder's own sweep.toml (BadInput where there is neither)."""
+    grid_path = grid or (runs / "sweep.toml" if runs.is_dir() else None)
+    if grid_path is None:
+        raise BadInput(
+            f"{runs} is a table, with no sweep file of its own for the candidates' grid and "
+            "settings: give one with --grid, e.g. --grid sweeps/demo.toml"
+        )
+    if not grid_path.is_file():
+        raise BadInput(f"no sweep file at {grid_path} for the grid and settings: give --grid")
+    return grid_path
+
+
+def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
+    """The plan now and why each run was chosen (stdout, or JSON with --json), the
+    warnings, and how to run the batch."""
     if json_out:
         print_json({**batch.to_dict(), "file": str(target)})
     else:
@@ -118,55 +125,3 @@ def _runs(text: str) -> int:
         return count(text, "--runs")
     except BadInput:
         raise BadInput(f"--runs {text}: give a whole number of runs ≥ 1, e.g. --runs 4") from None
-
-
-def run_adaptive_command(
-    sweep_file: Path, out_dir: Path, options: dict, json_out: bool, **sweep_kw
-) -> None:
-    """`cdlaw sweep FILE --adaptive ...`: the loop, one line per round, then why it stopped."""
-    from cdlaw.cli.sweep_show import SweepDisplay
-    from cdlaw.design.adaptive import run_adaptive
-
-    def on_round(r) -> None:
-        band = f"[{r.ci_low:.4g}, {r.ci_high:.4g}] ({r.width_nats:.3g} nats)"
-        agree = (
-            "" if math.isnan(r.strategy_agreement) else f" ({r.strategy_agreement:.0%} of refits)"
-        )
-        err.print(
-            f"round {r.round} ({r.sweep}): {r.runs} runs, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
-            f"{r.strategy}{agree}, loss {r.predicted_loss:.4g} {band}",
-            highlight=False,
-        )
-
-    display = SweepDisplay(live=False)
-    try:
-        result = run_adaptive(
-            sweep_file, out_dir, on_event=display, on_round=on_round, **options, **sweep_kw
-        )
-    finally:
-        display.stop()
-    last = result.rounds[-1]
-    if json_out:
-        from dataclasses import asdict
-
-        print_json(
-            {
-                "folder": str(result.folder),
-                "stopped": result.stopped,
-                "rounds": [asdict(r) for r in result.rounds],
-                "warnings": list(result.warnings),
-            }
-        )
-    else:
-        out.print(
-            f"adaptive {result.folder}: {len(result.rounds) - 1} round(s), {last.runs} runs, {last.flops:.3g} "
-            f"FLOPs; plan N {last.n_params:.3g} {last.strategy}, loss {last.predicted_loss:.4g} "
-            f"[{last.ci_low:.4g}, {last.ci_high:.4g}]; stopped: {result.stopped}",
-            highlight=False,
-        )
-    for w in result.warnings:  # the plan leaves the runs: say so before anyone bets on it
-        say("warning", f"the last plan: {w}")
-    err.print(
-        f"rounds: {result.folder / 'rounds.parquet'}; fit: {result.folder / 'fit.json'}",
-        highlight=False,
-    )

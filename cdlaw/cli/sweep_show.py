@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import time
 
-from cdlaw.cli import err, say
+from cdlaw.cli import err, print_json, say
 from cdlaw.cli.progress_lines import ProgressLines
 
 
@@ -21,10 +21,51 @@ def duration(seconds: float) -> str:
 
 def render_dry_run(plan) -> None:
     """The plan on stdout (a result, not progress); its notes on stderr."""
-    from rich.table import Table
-
     from cdlaw.cli import out as human
     from cdlaw.cli import wide
+    from cdlaw.units import format_number as fmt
+
+    wide(human).print(_runs_table(plan))
+    for c in plan.calibration:
+        human.print(
+            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
+            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s"
+            + (f", compile {c['compile_s']:.1f}s once a shape" if c.get("compile_s") else ""),
+            highlight=False,
+        )
+    human.print(
+        f"estimated time on {plan.device}: {duration(plan.wall_seconds)} with {plan.jobs} job(s) "
+        f"× {plan.threads} thread(s) ({duration(plan.serial_seconds)} of runs to do)",
+        highlight=False,
+    )
+    if plan.plan.sweep.share:
+        forks = sum(
+            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
+        )
+        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
+        human.print(
+            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
+            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
+            f"{duration(plan.wall_seconds_unpacked or plan.wall_seconds)} instead of "
+            f"{duration(plan.wall_seconds_alone)}",
+            highlight=False,
+        )
+    if plan.packs:
+        human.print(pack_line(plan.packs, plan.pack_gains), highlight=False)
+        human.print(
+            f"packed: an estimated {duration(plan.wall_seconds)} if every pack stays full, "
+            f"instead of {duration(plan.wall_seconds_unpacked)} with each run alone",
+            highlight=False,
+        )
+    for note in plan.notes:
+        say("note", note)
+
+
+def _runs_table(plan):
+    """The dry run's table: one row per run, with its state and estimated time (and its
+    fork, where runs share prefixes)."""
+    from rich.table import Table
+
     from cdlaw.units import format_number as fmt
 
     table = Table(
@@ -73,40 +114,70 @@ def render_dry_run(plan) -> None:
                 else ()
             ),
         )
-    wide(human).print(table)
-    for c in plan.calibration:
-        human.print(
-            f"calibration: N = {fmt(c['n_params'])}: {c['tokens_per_second']:,.0f} tokens/s "
-            f"({c['steps_timed']} steps), setup {c['setup_s']:.1f}s"
-            + (f", compile {c['compile_s']:.1f}s once a shape" if c.get("compile_s") else ""),
-            highlight=False,
+    return table
+
+
+def dry_run_json(plan) -> dict:
+    """`cdlaw sweep --dry-run --json`: the DryRun as plain data."""
+    return {
+        "sweep": plan.plan.sweep.name,
+        "runs": plan.rows,
+        "serial_seconds": plan.serial_seconds,
+        "wall_seconds": plan.wall_seconds,
+        "jobs": plan.jobs,
+        "threads": plan.threads,
+        "device": plan.device,
+        "calibration": plan.calibration,
+        "notes": plan.notes,
+        "share": plan.plan.sweep.share,
+        "flops": plan.flops,
+        "flops_alone": plan.flops_alone,
+        "serial_seconds_alone": plan.serial_seconds_alone,
+        "wall_seconds_alone": plan.wall_seconds_alone,
+        "packs": plan.packs,
+        "pack_probes": plan.pack_probes,
+        "pack_gains": plan.pack_gains,
+        "wall_seconds_unpacked": plan.wall_seconds_unpacked,
+    }
+
+
+def render_outcome(outcome, simulation, json_out: bool) -> None:
+    """What a sweep did: the JSON on stdout (--json), one line on stderr, then each failure."""
+    counts: dict[str, int] = {}
+    for status in outcome.statuses.values():
+        counts[status or "unfinished"] = counts.get(status or "unfinished", 0) + 1
+    if json_out:
+        print_json(
+            {
+                "sweep": outcome.plan.sweep.name,
+                "sweep_dir": str(outcome.plan.sweep_dir),
+                "runs": len(outcome.statuses),
+                "trained": outcome.trained,
+                "statuses": outcome.statuses,
+                "counts": counts,
+                "failures": outcome.failures,
+                "wall_seconds": outcome.wall_seconds,
+                "jobs": outcome.jobs,
+                "threads": outcome.threads,
+                "packs": outcome.packs,
+            }
         )
-    human.print(
-        f"estimated time on {plan.device}: {duration(plan.wall_seconds)} with {plan.jobs} job(s) "
-        f"× {plan.threads} thread(s) ({duration(plan.serial_seconds)} of runs to do)",
+    parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    took = duration(outcome.wall_seconds)
+    if simulation:  # drawn from the law in this process: no jobs or threads to report
+        how = f"simulated {len(outcome.trained)} from {simulation.law_name} in {took}"
+    else:
+        how = (
+            f"trained {len(outcome.trained)} here in {took} with {outcome.jobs} job(s) × "
+            f"{outcome.threads} thread(s)"
+        )
+    err.print(
+        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how}; "
+        f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
         highlight=False,
     )
-    if plan.plan.sweep.share:
-        forks = sum(
-            1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
-        )
-        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
-        human.print(
-            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
-            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
-            f"{duration(plan.wall_seconds_unpacked or plan.wall_seconds)} instead of "
-            f"{duration(plan.wall_seconds_alone)}",
-            highlight=False,
-        )
-    if plan.packs:
-        human.print(pack_line(plan.packs, plan.pack_gains), highlight=False)
-        human.print(
-            f"packed: an estimated {duration(plan.wall_seconds)} if every pack stays full, "
-            f"instead of {duration(plan.wall_seconds_unpacked)} with each run alone",
-            highlight=False,
-        )
-    for note in plan.notes:
-        say("note", note)
+    for failure in outcome.failures:
+        say(f"failed {failure['run_id']}", failure["error"], style="red")
 
 
 def pack_line(sizes: dict[str, int], gains: dict[str, float]) -> str:

@@ -2,5 +2,5 @@
 
 batch (`cdlaw next`), candidates (what may be run, its cost, its sweep file), targets (the
 bootstrap ensemble's predictions), value (the Kalman update and the greedy choice),
-adaptive (`cdlaw sweep --adaptive`: seed grid, then fit → next → sweep in rounds).
+adaptive (`cdlaw adapt`: seed grid, then fit → next → sweep in rounds).
 """

@@ -1,4 +1,4 @@
-"""`cdlaw sweep FILE --adaptive`: a seed grid, then fit → next → sweep until the plan is known.
+"""`cdlaw adapt SEED_SWEEP_FILE`: a seed grid, then fit → next → sweep until the plan is known.
 
     OUT/<sweep>/               the seed grid's runs folder (an ordinary sweep)
     OUT/<sweep>/next-k.toml    round k's batch, as `cdlaw next` writes it
@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.atomic import write_parquet_atomic, write_text_atomic
-from cdlaw.config import ExecConfig
 from cdlaw.design.batch import next_batch, plan_doubt, trained_flops
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult, write_fit
@@ -33,8 +32,8 @@ from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
-from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import load_sweep
 
 ROUNDS_FILE = "rounds.parquet"
@@ -74,7 +73,7 @@ def check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, ma
     for name, v in (("--budget-flops", budget_flops), ("--unique-tokens", unique_tokens),
                     ("--until", until)):  # fmt: skip
         if v is None or not (math.isfinite(v) and v > 0):
-            raise BadInput(f"--adaptive needs {name} > 0 (got {v})")
+            raise BadInput(f"cdlaw adapt needs {name} > 0 (got {v})")
     if max_flops is not None and not (math.isfinite(max_flops) and max_flops > 0):
         raise BadInput(f"--experiment-flops must be > 0, got {max_flops}")
     if round_runs < 1:
@@ -97,78 +96,83 @@ def run_adaptive(
     n_starts: int = 512,
     seed: int = 0,
     grid_path: str | Path | None = None,
-    executor: str = "local",
-    jobs: int = 0,
-    exec_cfg: ExecConfig = ExecConfig(),
-    simulation: Simulation | None = None,
-    pack: str | int = 1,
+    sweep_options: SweepOptions = SweepOptions(),
     on_event: Callable | None = None,
     on_round: Callable[[Round], None] | None = None,
 ) -> Adaptive:
-    """The loop in the module doc; every sweep through run_sweep, every fit through fit_law."""
+    """The loop in the module doc; every sweep through run_sweep (with `sweep_options`,
+    which must select every run and restart none), every fit through fit_law."""
     check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds)
     if bootstrap < 10:
         raise BadInput(f"--bootstrap {bootstrap}: the loop needs at least 10 refits per round")
+    if sweep_options.only or sweep_options.restart:
+        raise BadInput("the adaptive loop runs its rounds itself: drop --only and --restart")
     seed_sweep = load_sweep(sweep_path)
     # the grid later rounds choose from (its settings, sizes and cells); the seed's own by default
     grid = load_sweep(grid_path) if grid_path is not None else seed_sweep
-    sweep_kw = dict(executor=executor, jobs=jobs, exec_cfg=exec_cfg, simulation=simulation,
-                    pack=pack, on_event=on_event)  # fmt: skip
-    run_sweep(sweep_path, out, **sweep_kw)
+    run_sweep(sweep_path, out, sweep_options, on_event=on_event)
     folder = Path(out) / seed_sweep.name
     rounds: list[Round] = []
     fit: FitResult | None = None
-    done_flops = 0.0
     k = 0
     while True:
         table = load_runs(folder)
-        warm = (fit.law,) if fit is not None else ()
         fit = fit_law(table, law, bootstrap=bootstrap, n_starts=n_starts, seed=seed,
-                      source=str(folder), warm_starts=warm)  # fmt: skip
+                      source=str(folder), warm_starts=(fit.law,) if fit is not None else (),
+                      )  # fmt: skip
         write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
         source = PlanningLaw.of_fit(fit, str(folder))
         now = plan(source, budget_flops, unique_tokens)
-        lo, hi = now.predicted_loss_ci95 or (math.nan, math.nan)
-        flops = trained_flops(table)
-        row = Round(k, seed_sweep.name if k == 0 else f"next-{k}", len(table), flops - done_flops,
-                    flops, now.n_params, now.strategy, now.predicted_loss, lo, hi, hi - lo,
-                    fit.rmse_log, _nan_if_none(now.strategy_agreement))  # fmt: skip
-        done_flops = flops
+        name = seed_sweep.name if k == 0 else f"next-{k}"
+        row = _round(k, name, table, fit, now, rounds[-1].flops if rounds else 0.0)
         rounds.append(row)
         write_parquet_atomic(folder / ROUNDS_FILE, pd.DataFrame([asdict(r) for r in rounds]))
         if on_round is not None:
             on_round(row)
-        # A narrow interval ends the loop only where the plan's ratio is inside its
-        # strategy's runs and the fit pins that strategy's R*: refits that extrapolate
-        # alike, or sit at the same bound, agree with each other and prove nothing.
-        narrow = np.isfinite(row.width_nats) and row.width_nats < until
-        if narrow and not plan_doubt(now, source):
-            stopped = (
-                f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
-            )
-            break
-        if max_flops is not None and flops >= max_flops:
-            stopped = f"the experiment's {max_flops:.3g} FLOPs are spent ({flops:.3g})"
-            break
-        if k >= max_rounds:
-            stopped = f"{max_rounds} rounds done"
+        stopped = _stop(row, now, source, until, max_flops, k >= max_rounds, max_rounds)
+        if stopped:
             break
         k += 1
-        name = f"next-{k}"
-        batch_file = folder / f"{name}.toml"
+        batch_file = folder / f"next-{k}.toml"
         if not batch_file.is_file():  # a resumed loop reuses the batch it chose before
             # each round may spend its share of what is left of the experiment's FLOPs
-            left = None if max_flops is None else (max_flops - flops) / (max_rounds - k + 1)
+            left = None if max_flops is None else (max_flops - row.flops) / (max_rounds - k + 1)
             try:
                 batch = next_batch(table, fit, grid, budget_flops, unique_tokens,
-                                   max_runs=round_runs, max_flops=left, name=name,
+                                   max_runs=round_runs, max_flops=left, name=batch_file.stem,
                                    current=now)  # fmt: skip
             except BadInput as e:
                 stopped = f"no next round: {e}"
                 break
             write_text_atomic(batch_file, batch.text)
-        run_sweep(batch_file, folder, **sweep_kw)
+        run_sweep(batch_file, folder, sweep_options, on_event=on_event)
     return Adaptive(folder, rounds, stopped, fit, tuple(now.warnings))
+
+
+def _round(k: int, name: str, table, fit: FitResult, now, done_flops: float) -> Round:
+    """Round k's row: the runs fitted so far, what they trained, and the plan now."""
+    lo, hi = now.predicted_loss_ci95 or (math.nan, math.nan)
+    flops = trained_flops(table)
+    return Round(k, name, len(table), flops - done_flops, flops, now.n_params, now.strategy,
+                 now.predicted_loss, lo, hi, hi - lo, fit.rmse_log,
+                 _nan_if_none(now.strategy_agreement))  # fmt: skip
+
+
+def _stop(
+    row: Round, now, source, until: float, max_flops: float | None, last: bool, max_rounds: int
+) -> str:
+    """Why the loop ends after this round ("" if it goes on)."""
+    # A narrow interval ends the loop only where the plan's ratio is inside its
+    # strategy's runs and the fit pins that strategy's R*: refits that extrapolate
+    # alike, or sit at the same bound, agree with each other and prove nothing.
+    narrow = np.isfinite(row.width_nats) and row.width_nats < until
+    if narrow and not plan_doubt(now, source):
+        return f"the plan's 95% interval ({row.width_nats:.3g} nats) is narrower than {until:g}"
+    if max_flops is not None and row.flops >= max_flops:
+        return f"the experiment's {max_flops:.3g} FLOPs are spent ({row.flops:.3g})"
+    if last:
+        return f"{max_rounds} rounds done"
+    return ""
 
 
 def _nan_if_none(x: float | None) -> float:

@@ -16,7 +16,7 @@ bound: it is what an experimenter who knew the true law could reach, at best, wi
 candidates. (Replicates are not a way around it where each cell's noise is shared by its
 seeds, as in `cdlaw sweep --executor simulate`.)
 
-Pure numpy. Used by benchmarks/bound_next.py to say what `cdlaw sweep --adaptive` could
+Pure numpy. Used by benchmarks/bound_next.py to say what `cdlaw adapt` could
 have reached at 3% of a grid's FLOPs.
 """
 

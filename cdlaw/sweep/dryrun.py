@@ -17,6 +17,7 @@ from pathlib import Path
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs
+from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack.groups import pack_key
 from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
@@ -194,37 +195,20 @@ def forest_makespan(rows: list[dict], forks: dict, jobs: int) -> float:
 def dry_run_sweep(
     path: str | Path,
     out: str | Path = "runs",
-    *,
-    only: str | None = None,
-    executor: str = "local",
-    jobs: int = 0,
-    exec_cfg: ExecConfig = ExecConfig(),
+    options: SweepOptions = SweepOptions(),
     calibrate: bool = True,
-    pack: str | int = 1,
 ) -> DryRun:
     """Validate a sweep and estimate its time; writes nothing into the runs folder.
 
-    The corpus is prepared in the runs folder's cache when that exists (it is needed
-    anyway), else in a temporary folder that is removed afterwards.
+    Of `options` it reads only, executor, jobs, exec_cfg and pack. The corpus is prepared
+    in the runs folder's cache when that exists (it is needed anyway), else in a temporary
+    folder that is removed afterwards.
     """
-    import tempfile
-
     out = Path(out)
-    notes = []
-    try:
-        from cdlaw.train.steps import resolve_device
-
-        device = resolve_device(exec_cfg.device)
-    except BadInput:
-        if executor != "ray":
-            raise
-        device = "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
-        notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
-    with contextlib.ExitStack() as stack:
-        cache = out / ".cache"
-        if not cache.is_dir():
-            cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
-        plan = plan_sweep(load_sweep(path), out, only, cache_dir=cache)
+    notes: list[str] = []
+    exec_cfg = options.exec_cfg
+    device = _calibration_device(exec_cfg, options.executor, notes)
+    plan = _plan_here(path, out, options.only)
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(f"{toml} holds a different sweep: running this one needs --restart")
@@ -232,58 +216,32 @@ def dry_run_sweep(
         {**run_facts(r), "state": run_state(plan.sweep_dir / r.run_id)["state"]} for r in plan.runs
     ]
     todo = [row for row in rows if row["state"] not in ("done", "diverged")]
-    n_jobs, threads, _ = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
-    if executor == "ray":
+    n_jobs, threads, _ = choose_jobs(device, len(todo), options.jobs, exec_cfg.threads)
+    if options.executor == "ray":
         notes.append("the estimate is for this machine; a Ray cluster spreads runs wider")
-    calibration = []
     pending = {row["run_id"] for row in todo}
     pending_cfgs = [r for r in plan.runs if r.run_id in pending]
+    calibration: list[dict] = []
+    packed = _Packed()
     if calibrate and todo:  # the smallest and the largest model still to train
         probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
         by_cost = sorted(pending_cfgs, key=lambda r: run_facts(r)["flops_per_token"])
         shapes = {by_cost[0].model: by_cost[0], by_cost[-1].model: by_cost[-1]}
         calibration = [measure_throughput(cfg, probe_exec) for cfg in shapes.values()]
-    packs, pack_probes, gains, pack_gains = {}, [], {}, {}
-    if calibrate and todo and pack != 1:
-        packing, probes = choose_packing(pending_cfgs, pack, probe_exec, n_jobs)
-        if packing is not None:
-            by_key = measure_gains(pending_cfgs, packing, probe_exec, probes)
-            packs, pack_gains = by_size(pending_cfgs, packing, by_key)
-            gains = {cfg.run_id: by_key[pack_key(cfg)] for cfg in pending_cfgs}
-            pack_probes = [dataclasses.asdict(p) for p in probes]
-    val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
+        if options.pack != 1:
+            packed = _measure_packs(pending_cfgs, options.pack, probe_exec, n_jobs)
+    _estimate_rows(rows, plan, calibration)
+    startup = _startup_seconds(calibration, exec_cfg.compile, pending_cfgs)
     forest = plan.forest
-    for row in rows:
-        rid, done = row["run_id"], row["state"] in ("done", "diverged")
-        fork = forest.forks.get(rid)
-        row["fork_parent"], row["fork_step"] = (fork.parent, fork.step) if fork else ("", 0)
-        row["own_tokens"], row["own_flops"] = forest.own_tokens[rid], forest.own_flops[rid]
-        if done or not calibration:
-            row["est_seconds"] = row["est_seconds_alone"] = 0.0 if done else math.nan
-            continue
-        every = plan.sweep.train.eval_every
-        row["est_seconds_alone"] = estimate_seconds(row, calibration, val_tokens, every)
-        own = {**row, "tokens_trained": row["own_tokens"], "steps": row["steps"] - row["fork_step"]}
-        row["est_seconds"] = estimate_seconds(own, calibration, val_tokens, every)
-    # each process pays the imports (torch, transformers) once, and with --compile a compile
-    # of each model shape it trains (the jobs compile side by side)
-    startup = (
-        max(c["setup_s"] for c in calibration) - min(c["setup_s"] for c in calibration)
-        if calibration
-        else 0.0
-    )
-    if calibration and exec_cfg.compile:
-        n_shapes = len({cfg.model for cfg in pending_cfgs})
-        startup += n_shapes * max(c.get("compile_s", 0.0) for c in calibration)
     order = sorted(todo, key=lambda r: -forest.critical[r["run_id"]]) if n_jobs > 1 else todo
     alone = sorted(todo, key=lambda r: -r["est_seconds_alone"]) if n_jobs > 1 else todo
     pending_forks = {b: f for b, f in forest.forks.items() if b in pending}
     wall = forest_makespan(order, pending_forks, n_jobs) + startup if todo else 0.0
     wall_unpacked = wall
-    if gains:  # every run sped up by its full pack's measured gain
+    if packed.gains:  # every run sped up by its full pack's measured gain
         for row in rows:
-            if row["run_id"] in gains:
-                row["est_seconds"] /= gains[row["run_id"]]
+            if row["run_id"] in packed.gains:
+                row["est_seconds"] /= packed.gains[row["run_id"]]
         wall = forest_makespan(order, pending_forks, n_jobs) + startup
     wall_alone = (
         makespan([r["est_seconds_alone"] for r in alone], n_jobs) + startup if todo else 0.0
@@ -302,8 +260,89 @@ def dry_run_sweep(
         flops_alone=float(sum(forest.alone_flops[r["run_id"]] for r in todo)),
         serial_seconds_alone=float(sum(r["est_seconds_alone"] for r in todo)),
         wall_seconds_alone=wall_alone,
-        packs=packs,
-        pack_probes=pack_probes,
-        pack_gains=pack_gains,
+        packs=packed.packs,
+        pack_probes=packed.probes,
+        pack_gains=packed.pack_gains,
         wall_seconds_unpacked=wall_unpacked,
     )
+
+
+def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -> str:
+    """The device the calibration measures: this machine's (its CPU for a Ray sweep from a
+    machine without the GPU the sweep asks for, with a note saying so)."""
+    try:
+        from cdlaw.train.steps import resolve_device
+
+        return resolve_device(exec_cfg.device)
+    except BadInput:
+        if executor != "ray":
+            raise
+        notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
+        return "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+
+
+def _plan_here(path: str | Path, out: Path, only: str | None) -> SweepPlan:
+    """plan_sweep with the corpus in out/.cache where that exists, else in a temporary
+    folder removed afterwards."""
+    import tempfile
+
+    with contextlib.ExitStack() as stack:
+        cache = out / ".cache"
+        if not cache.is_dir():
+            cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
+        return plan_sweep(load_sweep(path), out, only, cache_dir=cache)
+
+
+@dataclass
+class _Packed:
+    """What --pack measured for a dry run (all empty without packing)."""
+
+    packs: dict[str, int] = field(default_factory=dict)  # model size -> most runs per pack
+    probes: list[dict] = field(default_factory=list)  # PackProbe as dicts
+    pack_gains: dict[str, float] = field(default_factory=dict)  # model size -> full pack's gain
+    gains: dict[str, float] = field(default_factory=dict)  # run_id -> its full pack's gain
+
+
+def _measure_packs(
+    runs: list[RunConfig], pack: str | int, probe_exec: ExecConfig, n_jobs: int
+) -> _Packed:
+    """The packing of the runs still to train, and each full pack's measured gain."""
+    packing, probes = choose_packing(runs, pack, probe_exec, n_jobs)
+    if packing is None:
+        return _Packed()
+    by_key = measure_gains(runs, packing, probe_exec, probes)
+    packs, pack_gains = by_size(runs, packing, by_key)
+    gains = {cfg.run_id: by_key[pack_key(cfg)] for cfg in runs}
+    return _Packed(packs, [dataclasses.asdict(p) for p in probes], pack_gains, gains)
+
+
+def _estimate_rows(rows: list[dict], plan: SweepPlan, calibration: list[dict]) -> None:
+    """Add to each row its fork, its own tokens and FLOPs, and its estimated seconds
+    (est_seconds from its fork on, est_seconds_alone from step 0; NaN uncalibrated)."""
+    val_tokens = len(getattr(plan.prepared, "val_tokens", ())) or plan.sweep.data.val_tokens
+    forest = plan.forest
+    every = plan.sweep.train.eval_every
+    for row in rows:
+        rid, done = row["run_id"], row["state"] in ("done", "diverged")
+        fork = forest.forks.get(rid)
+        row["fork_parent"], row["fork_step"] = (fork.parent, fork.step) if fork else ("", 0)
+        row["own_tokens"], row["own_flops"] = forest.own_tokens[rid], forest.own_flops[rid]
+        if done or not calibration:
+            row["est_seconds"] = row["est_seconds_alone"] = 0.0 if done else math.nan
+            continue
+        row["est_seconds_alone"] = estimate_seconds(row, calibration, val_tokens, every)
+        own = {**row, "tokens_trained": row["own_tokens"], "steps": row["steps"] - row["fork_step"]}
+        row["est_seconds"] = estimate_seconds(own, calibration, val_tokens, every)
+
+
+def _startup_seconds(calibration: list[dict], compile: bool, runs: list[RunConfig]) -> float:
+    """What each process pays before its first step: the imports (torch, transformers)
+    once, and with --compile a compile of each model shape it trains (the jobs compile
+    side by side)."""
+    if not calibration:
+        return 0.0
+    startup = max(c["setup_s"] for c in calibration) - min(c["setup_s"] for c in calibration)
+    if compile:
+        n_shapes = len({cfg.model for cfg in runs})
+        startup += n_shapes * max(c.get("compile_s", 0.0) for c in calibration)
+    return startup

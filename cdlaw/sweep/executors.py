@@ -20,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
@@ -108,8 +109,27 @@ class InProcessExecutor:
     def drain(self) -> None:
         pass
 
+    def broken(self) -> None:
+        pass  # no worker process to lose: a run that raises here fails as itself
+
     def close(self) -> None:
         pass
+
+
+class Executor(Protocol):
+    """What the scheduler asks of an executor: InProcessExecutor, PoolExecutor or
+    RayExecutor. `capacity` tasks at once; `drain` passes workers' events on; `broken`
+    after a worker process died under a task; `close` once, at the end."""
+
+    capacity: int
+
+    def submit(self, task: RunTask | PackTask) -> cf.Future: ...
+
+    def drain(self) -> None: ...
+
+    def broken(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 # Worker-process globals, set by _pool_init in each spawned worker.

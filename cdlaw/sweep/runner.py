@@ -8,6 +8,7 @@
 Resumes by default: finished runs are skipped, interrupted ones continue from their
 checkpoint. The parts, each in its own module:
 
+    cdlaw.sweep.options     SweepOptions: what to train, where, how many at once, packed
     cdlaw.sweep.selection   validation against the corpus, --only, the facts of each run
     cdlaw.sweep.locks        the per-run lock file (two processes never train one run)
     cdlaw.sweep.worker       execute_run: one run, trained under its lock, failures recorded
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.atomic import write_text_atomic
-from cdlaw.config import ExecConfig, to_dict
+from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
@@ -52,16 +53,16 @@ from cdlaw.sweep.locks import (
     LOCK_NAME,
     read_lock,
 )
-from cdlaw.sweep.pack.groups import parse_pack
-from cdlaw.sweep.pack.size import by_size, chain_seconds, choose_packing
-from cdlaw.sweep.scheduler import schedule_runs
+from cdlaw.sweep.options import SweepOptions
+from cdlaw.sweep.pack.groups import Packing
+from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, choose_packing
+from cdlaw.sweep.scheduler import Scheduler
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
 from cdlaw.train.result import read_result, run_facts
-from cdlaw.train.trackers import require_trackers
 
 
 @dataclass
@@ -89,123 +90,163 @@ class SweepOutcome:
 def run_sweep(
     path: str | Path,
     out: str | Path = "runs",
-    *,
-    only: str | None = None,
-    restart: bool = False,
-    executor: str = "local",
-    jobs: int = 0,
-    ray_address: str | None = None,
-    exec_cfg: ExecConfig = ExecConfig(),
+    options: SweepOptions = SweepOptions(),
     on_event: OnEvent | None = None,
-    simulation: Simulation | None = None,
-    pack: str | int = 1,
 ) -> SweepOutcome:
     """Validate, then train every selected run not yet done; rebuild the summary.
 
     Resumes by default: finished runs are skipped, interrupted ones continue from their
-    checkpoint, runs that failed before this sweep started are tried again. `restart`
-    deletes the selected runs' folders first (all of the sweep's run folders when the
-    sweep file changed). Runs held by another live process are waited for, not trained.
-    With executor "simulate" each run's loss is drawn from `simulation` (a law and its
-    noise) instead of trained: same folders and rows, no corpus, no torch.
-    `pack` ("auto", or the most runs per pack; 1: each run alone) trains runs of one shape
-    together in one process (cdlaw.sweep.pack.size, docs/packing.md): same numbers, less time.
+    checkpoint, runs that failed before this sweep started are tried again.
+    `options.restart` deletes the selected runs' folders first (all of the sweep's run
+    folders when the sweep file changed). Runs held by another live process are waited
+    for, not trained. With executor "simulate" each run's loss is drawn from
+    `options.simulation` (a law and its noise) instead of trained: same folders and rows,
+    no corpus, no torch. `options.pack` trains runs of one shape together in one process
+    (cdlaw.sweep.pack.size, docs/packing.md): same numbers, less time.
     """
-    if executor not in ("local", "ray", "simulate"):
-        raise BadInput(f"--executor must be local, ray or simulate, got {executor!r}")
-    if (executor == "simulate") != (simulation is not None):
-        raise BadInput(
-            "--executor simulate needs --law (a preset or a fit.json), and --law needs it"
-        )
-    if jobs < 0:
-        raise BadInput(f"--jobs must be ≥ 1, got {jobs}")
-    if jobs and executor != "local":
-        raise BadInput(
-            f"--jobs is for the local executor; --executor {executor} runs as many runs at once "
-            "as it has CPUs (by --threads) or GPUs: drop --jobs."
-        )
-    require_trackers(exec_cfg.trackers)  # a missing package is said before any run starts
     started = time.time()
     out = Path(out)
     sweep = load_sweep(path)  # parsed once, here
-    _check_sweep_file(sweep, out, restart)  # before any work
+    _check_sweep_file(sweep, out, options.restart)  # before any work
     check_writable(out, sweep.name)
-    if simulation is not None:
-        device = "cpu"
-    elif executor == "local":
-        from cdlaw.train.steps import resolve_device
-
-        device = resolve_device(exec_cfg.device)
-    else:
-        device = exec_cfg.device
-    pack = parse_pack(str(pack))  # the CLI's one check, for Python callers too
-    if simulation is not None and pack != 1:
-        raise BadInput("--pack packs training: a simulated sweep trains nothing; drop --pack")
-    ray_ex = None  # Ray starts first: packs are sized on a worker, before anything is written
-    if executor == "ray" and simulation is None:
-        gpus_per_run = 1 if device.startswith("cuda") else (0 if device == "cpu" else -1)
-        ray_ex = RayExecutor(ray_address, exec_cfg.threads or 1, gpus_per_run, on_event)
+    device = _device(options)
+    # Ray starts first: packs are sized on a worker, before anything is written
+    ray_ex = _start_ray(options, device, on_event)
+    emit = on_event or (lambda e: None)
     try:
-        if isinstance(pack, int) and pack > 1:  # too big for memory: refused before writing
-            runs = sweep.runs()  # the file's vocab_size (a pretrained tokenizer's comes later)
-            _choose_packing(runs, pack, exec_cfg, device, jobs, ray_ex)
-        plan = _plan_or_clean_up(sweep, out, only, read_corpus=simulation is None)
-        sweep_dir = plan.sweep_dir
-        if simulation is not None:
-            check_strategies(simulation, plan.runs)  # before any run folder is written
-        _claim_sweep_dir(plan, restart)
-        emit = on_event or (lambda e: None)
-
-        facts = [run_facts(r) for r in plan.runs]
-        emit(SweepPlanned(plan.sweep.name, facts, str(sweep_dir)))
-        results = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
-        for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
-            if result.get("status") in ("done", "diverged"):
-                name_finished_run_damage(sweep_dir / rid, result)
-        before = {rid: result.get("status") for rid, result in results.items()}
-        _refuse_stale_runs(plan, results, simulation)
-        retry = {rid for rid, s in before.items() if s == "failed"}
-        todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
-        for r in plan.runs:
-            if r.run_id not in {t.run_id for t in todo}:
-                emit(RunSkipped(r.run_id, before[r.run_id]))
-
-        n_jobs, threads, gpus = choose_jobs(device, len(todo), jobs, exec_cfg.threads)
-        if simulation is not None:  # microseconds a run: one process is plenty
-            n_jobs, threads = 1, 0
-            ex = InProcessExecutor(on_event)
-        elif ray_ex is not None:
-            ex = ray_ex
-            n_jobs, threads = ex.capacity, ex.threads
-        elif n_jobs == 1:
-            ex = InProcessExecutor(on_event)
-        else:
-            ex = PoolExecutor(n_jobs, threads, gpus, on_event)
-        if executor == "local":
-            exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
-        packing, probes = _choose_packing(todo, pack, exec_cfg, device, jobs, ray_ex)
+        work = _plan_work(sweep, out, options, device, ray_ex)
+        _claim_sweep_dir(work.plan, options.restart)
+        todo = _start_work(work, options.simulation, emit)
+        ex = _executor(work, ray_ex, on_event)
     except BaseException:
         if ray_ex is not None:
             ray_ex.close()
         raise
+    packing = work.packing
     if packing is not None:
         sizes, gains = by_size(todo, packing)
-        emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in probes]))
+        emit(PacksChosen(sizes, gains, [dataclasses.asdict(p) for p in work.probes]))
     # In parallel, the costliest chain of work first (a trunk before its branches; it
     # shortens the makespan); alone, in grid order (a branch still waits for its fork).
     # With measured step times (--pack auto) chains are weighed in seconds, not FLOPs.
-    if n_jobs > 1:
+    plan = work.plan
+    if work.jobs > 1:
         critical = chain_seconds(plan.forest, todo, packing) if packing else plan.forest.critical
         todo.sort(key=lambda r: -critical[r.run_id])
-
     trained: list[str] = []
     try:
         with _forward_sigterm(ex):
-            trained = schedule_runs(plan, todo, retry, ex, exec_cfg, emit, simulation, packing)
+            scheduler = Scheduler(
+                plan, todo, work.retry, ex, work.exec_cfg, emit, options.simulation, packing
+            )
+            trained = scheduler.run()
     finally:
         ex.close()
-    summary = rebuild_summary(sweep_dir)
-    finals = {r.run_id: read_result(sweep_dir / r.run_id) or {} for r in plan.runs}
+    return _outcome(work, todo, trained, started, options.executor)
+
+
+@dataclass
+class _Work:
+    """What a sweep will do, decided before its folder is claimed (so that bad input,
+    a pack too big for memory included, writes nothing there)."""
+
+    plan: SweepPlan
+    results: dict[str, dict]  # run_id -> its result.json once the folder is claimed ({}: none)
+    todo: list[RunConfig]  # the runs to train, in grid order
+    retry: set[str]  # runs that failed before this sweep: tried again
+    jobs: int  # runs at once
+    threads: int  # torch threads per run
+    gpus: int  # GPUs the local jobs spread over (0: all on one device)
+    exec_cfg: ExecConfig  # every run's, with the device and threads chosen here
+    packing: Packing | None  # None: each run alone
+    probes: list[PackProbe]  # what --pack auto measured
+
+
+def _device(options: SweepOptions) -> str:
+    """The device runs train on: resolved here for local runs, a worker's for Ray."""
+    if options.simulation is not None:
+        return "cpu"
+    if options.executor == "local":
+        from cdlaw.train.steps import resolve_device
+
+        return resolve_device(options.exec_cfg.device)
+    return options.exec_cfg.device
+
+
+def _start_ray(options: SweepOptions, device: str, on_event: OnEvent | None):
+    """The Ray executor for --executor ray (None otherwise): a GPU per run on cuda."""
+    if options.executor != "ray":
+        return None
+    gpus_per_run = 1 if device.startswith("cuda") else (0 if device == "cpu" else -1)
+    return RayExecutor(options.ray_address, options.exec_cfg.threads or 1, gpus_per_run, on_event)
+
+
+def _plan_work(sweep: SweepConfig, out: Path, options: SweepOptions, device: str, ray_ex) -> _Work:
+    """Plan the sweep, read what its runs did so far, and choose jobs, threads and the
+    packing of the runs to train; on bad input remove the folders this created."""
+    simulation = options.simulation
+    with _clean_up_on_bad_input(out):
+        plan = plan_sweep(sweep, out, options.only, read_corpus=simulation is None)
+        if simulation is not None:
+            check_strategies(simulation, plan.runs)  # before any run folder is written
+        results = _results(plan, options.restart)
+        before = {rid: result.get("status") for rid, result in results.items()}
+        todo = [r for r in plan.runs if before[r.run_id] in (None, "failed")]
+        exec_cfg = options.exec_cfg
+        n_jobs, threads, gpus = choose_jobs(device, len(todo), options.jobs, exec_cfg.threads)
+        if simulation is not None:  # microseconds a run: one process is plenty
+            n_jobs, threads = 1, 0
+        elif ray_ex is not None:
+            n_jobs, threads = ray_ex.capacity, ray_ex.threads
+        if options.executor == "local":
+            exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
+        packing, probes = _choose_packing(
+            todo, options.pack, exec_cfg, device, options.jobs, ray_ex
+        )
+    retry = {rid for rid, s in before.items() if s == "failed"}
+    return _Work(plan, results, todo, retry, n_jobs, threads, gpus, exec_cfg, packing, probes)
+
+
+def _results(plan: SweepPlan, restart: bool) -> dict[str, dict]:
+    """Each selected run's result.json as _claim_sweep_dir leaves it: none after restart
+    (it deletes every selected run's folder), else as it is ({} where unreadable)."""
+    if restart:
+        return {r.run_id: {} for r in plan.runs}
+    return {r.run_id: read_result(plan.sweep_dir / r.run_id) or {} for r in plan.runs}
+
+
+def _start_work(work: _Work, simulation: Simulation | None, emit: OnEvent) -> list[RunConfig]:
+    """Say the plan, name finished runs' damage, refuse stale ones, skip finished ones;
+    return the runs to train."""
+    plan, results = work.plan, work.results
+    emit(SweepPlanned(plan.sweep.name, [run_facts(r) for r in plan.runs], str(plan.sweep_dir)))
+    for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
+        if result.get("status") in ("done", "diverged"):
+            name_finished_run_damage(plan.sweep_dir / rid, result)
+    _refuse_stale_runs(plan, results, simulation)
+    todo = {r.run_id for r in work.todo}
+    for r in plan.runs:
+        if r.run_id not in todo:
+            emit(RunSkipped(r.run_id, results[r.run_id].get("status")))
+    return work.todo
+
+
+def _executor(work: _Work, ray_ex, on_event: OnEvent | None):
+    """Where the runs train: Ray, K worker processes, or this process."""
+    if ray_ex is not None:
+        return ray_ex
+    if work.jobs == 1:
+        return InProcessExecutor(on_event)
+    return PoolExecutor(work.jobs, work.threads, work.gpus, on_event)
+
+
+def _outcome(
+    work: _Work, todo: list[RunConfig], trained: list[str], started: float, executor: str
+) -> SweepOutcome:
+    """The summary rebuilt, and each selected run's status after the sweep."""
+    plan, packing = work.plan, work.packing
+    summary = rebuild_summary(plan.sweep_dir)
+    finals = {r.run_id: read_result(plan.sweep_dir / r.run_id) or {} for r in plan.runs}
     statuses = {rid: row.get("status") for rid, row in finals.items()}
     failures = [
         {"run_id": rid, "error": row.get("error", "")}
@@ -219,8 +260,8 @@ def run_sweep(
         summary,
         time.time() - started,
         executor,
-        n_jobs,
-        threads,
+        work.jobs,
+        work.threads,
         failures,
         by_size(todo, packing)[0] if packing else {},
     )
@@ -240,13 +281,13 @@ def _choose_packing(
     return choose_packing(runs, pack, local, packs_per_device(n_jobs, gpus))
 
 
-def _plan_or_clean_up(
-    sweep: SweepConfig, out: Path, only: str | None, read_corpus: bool = True
-) -> SweepPlan:
-    """plan_sweep; on bad input remove the folders it created (bad input writes nothing)."""
+@contextlib.contextmanager
+def _clean_up_on_bad_input(out: Path):
+    """On BadInput remove the runs folder and its cache where this created them (bad input
+    writes nothing)."""
     created = [p for p in (out, out / ".cache") if not p.exists()]
     try:
-        return plan_sweep(sweep, out, only, read_corpus=read_corpus)
+        yield
     except BadInput:
         for p in reversed(created):
             shutil.rmtree(p, ignore_errors=True)

@@ -25,12 +25,13 @@ from concurrent.futures.process import BrokenProcessPool
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.sweep.events import RunEnded, RunLocked, RunRetried, RunSkipped
-from cdlaw.sweep.executors import PackTask, RunTask
-from cdlaw.sweep.forest import Fork, fork_dir
+from cdlaw.sweep.events import OnEvent, RunEnded, RunLocked, RunRetried, RunSkipped
+from cdlaw.sweep.executors import Executor, PackTask, RunTask
+from cdlaw.sweep.forest import Forest, Fork, fork_dir
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
 from cdlaw.sweep.pack.groups import Packing, pack_key
 from cdlaw.sweep.selection import SweepPlan
+from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.train.damage import DiskFull
 from cdlaw.train.forks import fork_exists, remove_fork
@@ -40,171 +41,228 @@ POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
 
 
-def schedule_runs(
-    plan, todo, retry, ex, exec_cfg, emit, simulation=None, packing: Packing | None = None
-) -> list[str]:
-    """Train `todo` (in priority order) on executor `ex`; return the run ids trained here.
+class Scheduler:
+    """One sweep's runs on one executor: call `run()` once; it returns the run ids trained
+    here. Owns the queue of runs waiting for a slot and what is in flight.
 
     `packing`: ready runs of one pack_key go out together, up to the pack size, as one
     task (cdlaw.sweep.pack.worker) that hands its unfinished runs back every
     `packing.pause_s` seconds to be packed again with whatever became ready."""
-    forest = plan.forest if simulation is None else None  # a simulated run trains nothing
-    queue: list[RunConfig] = list(todo)
-    rank = {c.run_id: i for i, c in enumerate(todo)}  # the queue's order; retries go first
-    by_id = {c.run_id: c for c in todo}
-    timed = packing is not None and all(pack_key(c) in packing.step_seconds for c in todo)
-    waiting: dict[str, tuple[RunConfig, float]] = {}
-    deaths: dict[str, int] = {}
-    alone: set[str] = set()  # runs whose pack failed under them: trained alone from now on
-    inflight: dict[cf.Future, list[RunConfig]] = {}
-    trained: list[str] = []
 
-    def task(cfg: RunConfig) -> RunTask:
-        rid, sweep_dir = cfg.run_id, plan.sweep_dir.resolve()
-        saves = forest.saves.get(rid, ()) if forest else ()
-        starts = forest.fallbacks.get(rid, ()) if forest else ()
-        return RunTask(
-            cfg,
-            sweep_dir,
-            plan.cache_dir.resolve(),
-            exec_cfg,
-            rid in retry,
-            simulation,
-            fork_steps=saves,
-            fork_from=tuple(fork_dir(sweep_dir, f) for f in starts),
-        )
+    def __init__(
+        self,
+        plan: SweepPlan,
+        todo: list[RunConfig],
+        retry: set[str],
+        ex: Executor,
+        exec_cfg: ExecConfig,
+        emit: OnEvent,
+        simulation: Simulation | None = None,
+        packing: Packing | None = None,
+    ):
+        self.plan = plan
+        self.retry = retry  # runs that failed before this sweep (their result is replaced)
+        self.ex = ex
+        self.exec_cfg = exec_cfg
+        self.emit = emit
+        self.simulation = simulation
+        self.packing = packing
+        # who forks from whom; None for a simulated sweep, whose runs train nothing
+        self.forest: Forest | None = plan.forest if simulation is None else None
+        # the runs ready to go out once a slot is free, kept in `rank` order
+        self.queue: list[RunConfig] = list(todo)
+        # each run's place in the queue's order (todo's); a retried run gets -1: first
+        self.rank: dict[str, int] = {c.run_id: i for i, c in enumerate(todo)}
+        self.by_id: dict[str, RunConfig] = {c.run_id: c for c in todo}
+        # every shape's step measured (--pack auto): work is weighed in seconds, not FLOPs
+        self.timed = packing is not None and all(pack_key(c) in packing.step_seconds for c in todo)
+        # runs another live process holds: run_id -> (run, when to look again)
+        self.waiting: dict[str, tuple[RunConfig, float]] = {}
+        # how often each run's worker died (or its task raised outside training)
+        self.deaths: dict[str, int] = {}
+        # runs whose pack failed under them: trained alone from now on
+        self.alone: set[str] = set()
+        # the tasks out on the executor, each with the runs it trains
+        self.inflight: dict[cf.Future, list[RunConfig]] = {}
+        # the run ids trained here (finished or not), in the order they came back
+        self.trained: list[str] = []
 
-    def ready(cfg: RunConfig, coming: set[str]) -> bool:
+    def run(self) -> list[str]:
+        """Keep the executor's slots full until every run is done, failed or given up."""
+        while self.queue or self.inflight or self.waiting:
+            self._requeue_waiting()
+            self._fill_slots()
+            if not self.inflight:
+                self.ex.drain()
+                time.sleep(POLL_S)
+                continue
+            done, _ = cf.wait(list(self.inflight), timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+            self.ex.drain()
+            for future in done:
+                self._collect(future)
+            if done:
+                summary = rebuild_summary(self.plan.sweep_dir)
+                if self.forest and self.forest.saves:
+                    remove_unneeded_forks(self.plan, finished=set(summary["run_id"]))
+        return self.trained
+
+    # --- sending runs out -----------------------------------------------------------------
+
+    def _requeue_waiting(self) -> None:
+        """Locked runs whose wait is over go back in the queue; the queue is put in order."""
+        now = time.monotonic()
+        for rid, (cfg, when) in list(self.waiting.items()):
+            if when <= now:
+                self.queue.append(cfg)
+                del self.waiting[rid]
+        self.queue.sort(key=lambda c: self.rank[c.run_id])
+
+    def _fill_slots(self) -> None:
+        """Submit the next ready group while the executor has a free slot."""
+        while len(self.inflight) < self.ex.capacity:
+            coming = {c.run_id for c in self.queue} | set(self.waiting)
+            coming |= {c.run_id for group in self.inflight.values() for c in group}
+            group = self._next_group(coming)
+            if not group:
+                break
+            self._submit(group)
+
+    def _ready(self, cfg: RunConfig, coming: set[str]) -> bool:
         """A branch is ready once its fork exists, or once its trunk is not `coming` (to be
         trained here, or held by another process) and so will not write it."""
-        fork = forest.forks.get(cfg.run_id) if forest else None
-        if fork is None or fork_exists(fork_dir(plan.sweep_dir, fork)):
+        fork = self.forest.forks.get(cfg.run_id) if self.forest else None
+        if fork is None or fork_exists(fork_dir(self.plan.sweep_dir, fork)):
             return True
         return fork.parent not in coming
 
-    def next_group(coming: set[str]) -> list[RunConfig]:
+    def _next_group(self, coming: set[str]) -> list[RunConfig]:
         """The first ready run, with (packing) the next ready runs of its pack_key."""
-        candidates = [c for c in queue if ready(c, coming)]
-        if not candidates or packing is None or candidates[0].run_id in alone:
+        packing = self.packing
+        candidates = [c for c in self.queue if self._ready(c, coming)]
+        if not candidates or packing is None or candidates[0].run_id in self.alone:
             return candidates[:1]
-        packable = [c for c in candidates if c.run_id not in alone]
+        packable = [c for c in candidates if c.run_id not in self.alone]
         key = pack_key(candidates[0])
         same = [c for c in packable if pack_key(c) == key]
         # Free slots are shared out: one pack per other key that waits, the rest split
         # this key's runs (two half packs on two workers beat one full pack and an idle one).
         others = len({pack_key(c) for c in packable}) - 1
-        slots = max(1, ex.capacity - len(inflight) - others)
+        slots = max(1, self.ex.capacity - len(self.inflight) - others)
         size = min(packing.size(candidates[0]), math.ceil(len(same) / slots))
-        return same[: min(size, chain_cap(candidates[0], coming))]
+        return same[: min(size, self._chain_cap(candidates[0], coming))]
 
-    def chain_cap(head: RunConfig, unfinished: set[str]) -> int:
+    def _chain_cap(self, head: RunConfig, unfinished: set[str]) -> int:
         """The most runs a pack headed by `head` (the ready run with the most work ahead of
         it) may hold without the sweep waiting on head at its end. A pack of K slows each
         of its runs K/gain(K) times; with every pack full, the sweep ends when the packed
         work left is done: Σ work/gain over the slots. Head's own work w keeps up while
         w·K/gain(K) stays within that. Without measured gains (--pack K): work in FLOPs,
         gain taken equal across shapes, K ≤ W/(slots·w)."""
-        if forest is None or packing is None:
+        packing, capacity = self.packing, self.ex.capacity
+        if self.forest is None or packing is None:
             return packing.size(head) if packing else 1
-        own = work(head.run_id)
-        rids = [rid for rid in unfinished if rid in by_id]
+        own = self._work(head.run_id)
+        rids = [rid for rid in unfinished if rid in self.by_id]
         if own <= 0:
             return packing.size(head)
-        if not timed:
-            return max(1, int(sum(work(rid) for rid in rids) / (ex.capacity * own)))
-        end = sum(work(r) / packing.gain(by_id[r], packing.size(by_id[r])) for r in rids)
-        end /= ex.capacity
+        if not self.timed:
+            return max(1, int(sum(self._work(rid) for rid in rids) / (capacity * own)))
+        by_id = self.by_id
+        end = sum(self._work(r) / packing.gain(by_id[r], packing.size(by_id[r])) for r in rids)
+        end /= capacity
         k = 1
         while k < packing.size(head) and own * (k + 1) / packing.gain(head, k + 1) <= end:
             k += 1
         return k
 
-    def work(rid: str) -> float:
-        """A run's own work: alone-seconds where every shape's step was measured, else FLOPs."""
-        cfg = by_id[rid]
-        if not timed:
+    def _work(self, rid: str) -> float:
+        """A run's own work: alone-seconds where every shape's step was measured, else FLOPs
+        (only where runs fork: a simulated sweep has no forest)."""
+        cfg, forest = self.by_id[rid], self.forest
+        if not self.timed:
             return forest.own_flops.get(rid, 0.0)
         steps = forest.own_tokens.get(rid, 0) / (cfg.train.batch_size * cfg.model.seq_len)
-        return steps * packing.step_seconds[pack_key(cfg)]
+        return steps * self.packing.step_seconds[pack_key(cfg)]
 
-    def submit(group: list[RunConfig]) -> None:
+    def _task(self, cfg: RunConfig) -> RunTask:
+        """What a worker needs to train cfg: its folders, settings and forks."""
+        rid, sweep_dir, forest = cfg.run_id, self.plan.sweep_dir.resolve(), self.forest
+        saves = forest.saves.get(rid, ()) if forest else ()
+        starts = forest.fallbacks.get(rid, ()) if forest else ()
+        return RunTask(
+            cfg,
+            sweep_dir,
+            self.plan.cache_dir.resolve(),
+            self.exec_cfg,
+            rid in self.retry,
+            self.simulation,
+            fork_steps=saves,
+            fork_from=tuple(fork_dir(sweep_dir, f) for f in starts),
+        )
+
+    def _submit(self, group: list[RunConfig]) -> None:
+        """Send `group` out: one run alone, or (packing) one pack task of all of them."""
         for c in group:
-            queue.remove(c)
-        job: RunTask | PackTask = task(group[0])
-        if packing is not None and group[0].run_id not in alone:
-            job = PackTask(tuple(task(c) for c in group), packing.pause_s)
-        inflight[ex.submit(job)] = group
+            self.queue.remove(c)
+        job: RunTask | PackTask = self._task(group[0])
+        if self.packing is not None and group[0].run_id not in self.alone:
+            job = PackTask(tuple(self._task(c) for c in group), self.packing.pause_s)
+        self.inflight[self.ex.submit(job)] = group
 
-    while queue or inflight or waiting:
-        now = time.monotonic()
-        for rid, (cfg, when) in list(waiting.items()):
-            if when <= now:
-                queue.append(cfg)
-                del waiting[rid]
-        queue.sort(key=lambda c: rank[c.run_id])
-        while len(inflight) < ex.capacity:
-            coming = {c.run_id for c in queue} | set(waiting)
-            coming |= {c.run_id for group in inflight.values() for c in group}
-            group = next_group(coming)
-            if not group:
-                break
-            submit(group)
-        if not inflight:
-            ex.drain()
-            time.sleep(POLL_S)
-            continue
-        done, _ = cf.wait(list(inflight), timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
-        ex.drain()
-        for future in done:
-            group = inflight.pop(future)
-            try:
-                result = future.result()
-            except Exception as e:  # the worker died under the run, or it raised outside training
-                died = isinstance(e, BrokenProcessPool)
-                if died:
-                    ex.broken()
-                reason = f"{type(e).__name__}: {e}"
-                for cfg in group:
-                    if len(group) > 1:
-                        alone.add(cfg.run_id)  # which run of the pack it was, alone will show
-                    deaths[cfg.run_id] = deaths.get(cfg.run_id, 0) + 1
-                    if deaths[cfg.run_id] >= 2:
-                        what = (
-                            "the worker died twice" if died else "it failed twice outside training"
-                        )
-                        _record_failure(plan, cfg, exec_cfg, f"{what}: {reason}")
-                        emit(RunEnded(cfg.run_id, "failed"))
-                    else:
-                        emit(RunRetried(cfg.run_id, reason))
-                        rank[cfg.run_id] = -1
-                        queue.append(cfg)
-                continue
-            in_group = {c.run_id: c for c in group}
-            for outcome in result if isinstance(result, list) else [result]:
-                cfg = in_group[outcome["run_id"]]
-                kind = outcome["outcome"]
-                if kind == "locked":
-                    if cfg.run_id not in waiting:
-                        holder = read_lock(plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
-                        emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
-                    waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
-                elif kind == "disk-full":
-                    raise DiskFull(outcome["error"])
-                elif kind == "skipped":
-                    emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
-                elif kind == "paused":  # back in line, to be packed again
-                    queue.append(cfg)
-                elif kind == "pack-failed":  # trained alone, where its own fault shows
-                    emit(RunRetried(cfg.run_id, f"its pack failed ({outcome['error']})"))
-                    alone.add(cfg.run_id)
-                    queue.append(cfg)
-                elif cfg.run_id not in trained:
-                    trained.append(cfg.run_id)
-        if done:
-            summary = rebuild_summary(plan.sweep_dir)
-            if forest and forest.saves:
-                remove_unneeded_forks(plan, finished=set(summary["run_id"]))
-    return trained
+    # --- what comes back ------------------------------------------------------------------
+
+    def _collect(self, future: cf.Future) -> None:
+        """A finished task: its runs' outcomes, or the failure of its worker."""
+        group = self.inflight.pop(future)
+        try:
+            result = future.result()
+        except Exception as e:  # the worker died under the run, or it raised outside training
+            self._task_failed(group, e)
+            return
+        in_group = {c.run_id: c for c in group}
+        for outcome in result if isinstance(result, list) else [result]:
+            self._outcome(in_group[outcome["run_id"]], outcome)
+
+    def _task_failed(self, group: list[RunConfig], e: Exception) -> None:
+        """Each run of a task that raised goes back in line first; the second time a run's
+        task raises, it is recorded as failed."""
+        died = isinstance(e, BrokenProcessPool)
+        if died:
+            self.ex.broken()
+        reason = f"{type(e).__name__}: {e}"
+        for cfg in group:
+            if len(group) > 1:
+                self.alone.add(cfg.run_id)  # which run of the pack it was, alone will show
+            self.deaths[cfg.run_id] = self.deaths.get(cfg.run_id, 0) + 1
+            if self.deaths[cfg.run_id] >= 2:
+                what = "the worker died twice" if died else "it failed twice outside training"
+                _record_failure(self.plan, cfg, self.exec_cfg, f"{what}: {reason}")
+                self.emit(RunEnded(cfg.run_id, "failed"))
+            else:
+                self.emit(RunRetried(cfg.run_id, reason))
+                self.rank[cfg.run_id] = -1
+                self.queue.append(cfg)
+
+    def _outcome(self, cfg: RunConfig, outcome: dict) -> None:
+        """One run's outcome from its task (cdlaw.sweep.worker, cdlaw.sweep.pack.worker)."""
+        kind = outcome["outcome"]
+        if kind == "locked":
+            if cfg.run_id not in self.waiting:
+                holder = read_lock(self.plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
+                self.emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
+            self.waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
+        elif kind == "disk-full":
+            raise DiskFull(outcome["error"])
+        elif kind == "skipped":
+            self.emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
+        elif kind == "paused":  # back in line, to be packed again
+            self.queue.append(cfg)
+        elif kind == "pack-failed":  # trained alone, where its own fault shows
+            self.emit(RunRetried(cfg.run_id, f"its pack failed ({outcome['error']})"))
+            self.alone.add(cfg.run_id)
+            self.queue.append(cfg)
+        elif cfg.run_id not in self.trained:
+            self.trained.append(cfg.run_id)
 
 
 def remove_unneeded_forks(plan: SweepPlan, finished: set[str]) -> list[str]:

@@ -121,96 +121,25 @@ def parse_sweep(text: str, source: str = "sweep.toml", default_name: str = "swee
 
 
 def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
-    for key in raw:
-        if key not in TOP_KEYS:
-            raise BadInput(unknown_key_message(key, key, list(TOP_KEYS)))
-    name = raw.get("name", default_name)
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise BadInput(
-            f"name must be a folder name of letters, digits, '.', '_' or '-', got {name!r}"
-        )
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise BadInput(f"description must be a string, got {description!r}")
-    share = raw.get("share", False)
-    if not isinstance(share, bool):
-        raise BadInput(f"share must be true or false, got {share!r}")
-
+    """The SweepConfig of a parsed sweep file, every check in the order the file reads."""
+    name, description, share = _top_level(raw, default_name)
     data = from_dict(DataConfig, _table(raw, "data"), "data")
     train_raw = _table(raw, "train")
     train = from_dict(TrainConfig, train_raw, "train")
     model = _model_overrides(_table(raw, "model"))
-
-    grid = _table(raw, "grid")
-    if not grid:
-        raise BadInput(
-            "the sweep needs a [grid] table (size, tokens_per_param, derived_ratio, ...)"
-        )
-    for key in grid:
-        if key not in GRID_KEYS:
-            raise BadInput(unknown_key_message(f"grid.{key}", key, list(GRID_KEYS)))
-
-    # model size: an axis, or one fixed shape from [model]
-    fixed_shape = any(k in model for k in SHAPE_KEYS)
-    if fixed_shape:
-        if "size" in grid:
-            raise BadInput(
-                "give model sizes either as grid.size or as a fixed shape in [model] "
-                f"({', '.join(SHAPE_KEYS)}), not both"
-            )
-        missing = [k for k in SHAPE_KEYS if k not in model]
-        if missing:
-            raise BadInput(f"a fixed shape in [model] also needs {', '.join(missing)}")
-        sizes: tuple[str, ...] = ()
-    else:
-        if "size" not in grid:
-            raise BadInput('grid.size is required: model sizes like ["100K", "1M", "olmo3_14M"]')
-        sizes = tuple(size_entry(v) for v in _axis(grid, "size"))
-
-    # fresh tokens
-    d_keys = [k for k in ("fresh_tokens", "tokens_per_param") if k in grid]
-    if len(d_keys) != 1:
-        raise BadInput(
-            'give exactly one of grid.fresh_tokens (D, e.g. ["1M", "4M"]) or '
-            f"grid.tokens_per_param (D = tokens_per_param · N), got {d_keys or 'neither'}"
-        )
-    d_axis = d_keys[0]
-    d_values = tuple(positive_number(v, f"grid.{d_axis}") for v in _axis(grid, d_axis))
-
-    strategies = tuple(_axis(grid, "strategy")) if "strategy" in grid else DERIVED_STRATEGIES
-    for s in strategies:
-        if s not in DERIVED_STRATEGIES:
-            hint = " (D′ = 0 runs get strategy 'none' by themselves)" if s == "none" else ""
-            raise BadInput(
-                f"grid.strategy entries must be 'repetition' or 'paraphrase', got {s!r}{hint}"
-            )
+    grid = _grid_table(raw)
+    sizes = _sizes(grid, model)
+    d_axis, d_values = _fresh_tokens(grid)
     # Zipped axes may repeat values (one list entry per cell, e.g. a `cdlaw next` batch);
     # what must not repeat is a zipped tuple.
     zipped = _zipped_axes(grid)
-    if "strategy" not in zipped and len(set(strategies)) != len(strategies):
-        raise BadInput(f"grid.strategy lists a strategy twice: {list(strategies)}")
-
+    strategies = _strategies(grid, zipped)
     ratios = _ratios(grid, strategies, zipped)
-
-    for key in ("lr", "weight_decay"):
-        if key in grid and key in train_raw:
-            raise BadInput(f"{key} is set in both [grid] and [train]: keep one")
-    lrs = (
-        tuple(positive_number(v, "grid.lr") for v in _axis(grid, "lr"))
-        if "lr" in grid
-        else (train.lr,)
-    )
-    wds = (
-        tuple(nonnegative_number(v, "grid.weight_decay") for v in _axis(grid, "weight_decay"))
-        if "weight_decay" in grid
-        else (train.weight_decay,)
-    )
-    seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
+    lrs, wds, seeds = _optimizer_axes(grid, train, train_raw)
     for key, values in (("size", sizes), (d_axis, d_values), ("lr", lrs), ("weight_decay", wds),
                         ("seed", seeds)):  # fmt: skip
         if key not in zipped and len(set(values)) != len(values):
             raise BadInput(f"grid.{key} lists a value twice: {list(values)}")
-
     sweep = SweepConfig(
         name=name,
         text=text,
@@ -231,8 +160,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         data=data,
         train=train,
     )
-    exclude = _excludes(raw.get("exclude", []), sweep)
-    sweep = dataclasses.replace(sweep, exclude=exclude)
+    sweep = dataclasses.replace(sweep, exclude=_excludes(raw.get("exclude", []), sweep))
     if not sweep.cells():
         raise BadInput("the grid is empty: every cell is excluded")
     if data.tokenizer == "bpe":  # vocab known: every run's shape and token counts are checked now
@@ -242,6 +170,102 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         if share:
             check_sharing(runs)
     return sweep
+
+
+def _top_level(raw: dict, default_name: str) -> tuple[str, str, bool]:
+    """The file's keys checked, and its name, description and share."""
+    for key in raw:
+        if key not in TOP_KEYS:
+            raise BadInput(unknown_key_message(key, key, list(TOP_KEYS)))
+    name = raw.get("name", default_name)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise BadInput(
+            f"name must be a folder name of letters, digits, '.', '_' or '-', got {name!r}"
+        )
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise BadInput(f"description must be a string, got {description!r}")
+    share = raw.get("share", False)
+    if not isinstance(share, bool):
+        raise BadInput(f"share must be true or false, got {share!r}")
+    return name, description, share
+
+
+def _grid_table(raw: dict) -> dict:
+    """[grid], there and with known keys only."""
+    grid = _table(raw, "grid")
+    if not grid:
+        raise BadInput(
+            "the sweep needs a [grid] table (size, tokens_per_param, derived_ratio, ...)"
+        )
+    for key in grid:
+        if key not in GRID_KEYS:
+            raise BadInput(unknown_key_message(f"grid.{key}", key, list(GRID_KEYS)))
+    return grid
+
+
+def _sizes(grid: dict, model: dict) -> tuple[str, ...]:
+    """Model sizes: the grid.size axis, or () for one fixed shape given in [model]."""
+    if any(k in model for k in SHAPE_KEYS):
+        if "size" in grid:
+            raise BadInput(
+                "give model sizes either as grid.size or as a fixed shape in [model] "
+                f"({', '.join(SHAPE_KEYS)}), not both"
+            )
+        missing = [k for k in SHAPE_KEYS if k not in model]
+        if missing:
+            raise BadInput(f"a fixed shape in [model] also needs {', '.join(missing)}")
+        return ()
+    if "size" not in grid:
+        raise BadInput('grid.size is required: model sizes like ["100K", "1M", "olmo3_14M"]')
+    return tuple(size_entry(v) for v in _axis(grid, "size"))
+
+
+def _fresh_tokens(grid: dict) -> tuple[str, tuple[float, ...]]:
+    """The D axis: (fresh_tokens or tokens_per_param, its values)."""
+    d_keys = [k for k in ("fresh_tokens", "tokens_per_param") if k in grid]
+    if len(d_keys) != 1:
+        raise BadInput(
+            'give exactly one of grid.fresh_tokens (D, e.g. ["1M", "4M"]) or '
+            f"grid.tokens_per_param (D = tokens_per_param · N), got {d_keys or 'neither'}"
+        )
+    d_axis = d_keys[0]
+    return d_axis, tuple(positive_number(v, f"grid.{d_axis}") for v in _axis(grid, d_axis))
+
+
+def _strategies(grid: dict, zipped: set[str]) -> tuple[str, ...]:
+    """grid.strategy (default: both derived strategies), each once unless zipped."""
+    strategies = tuple(_axis(grid, "strategy")) if "strategy" in grid else DERIVED_STRATEGIES
+    for s in strategies:
+        if s not in DERIVED_STRATEGIES:
+            hint = " (D′ = 0 runs get strategy 'none' by themselves)" if s == "none" else ""
+            raise BadInput(
+                f"grid.strategy entries must be 'repetition' or 'paraphrase', got {s!r}{hint}"
+            )
+    if "strategy" not in zipped and len(set(strategies)) != len(strategies):
+        raise BadInput(f"grid.strategy lists a strategy twice: {list(strategies)}")
+    return strategies
+
+
+def _optimizer_axes(
+    grid: dict, train: TrainConfig, train_raw: dict
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...]]:
+    """The lr, weight_decay and seed axes ([train]'s one value where the grid has none)."""
+    for key in ("lr", "weight_decay"):
+        if key in grid and key in train_raw:
+            raise BadInput(f"{key} is set in both [grid] and [train]: keep one")
+    lrs = (
+        tuple(positive_number(v, "grid.lr") for v in _axis(grid, "lr"))
+        if "lr" in grid
+        else (train.lr,)
+    )
+    wds = (
+        tuple(nonnegative_number(v, "grid.weight_decay") for v in _axis(grid, "weight_decay"))
+        if "weight_decay" in grid
+        else (train.weight_decay,)
+    )
+    seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
+    return lrs, wds, seeds
 
 
 def _table(raw: dict, key: str) -> dict:
