@@ -195,13 +195,7 @@ def next_batch(
     """
     max_runs, max_flops = check_limits(max_runs, max_flops)
     source = PlanningLaw.of_fit(fit)  # the bootstrap refits as laws, built once
-    draws = list(source.bootstrap)
-    if len(draws) < MIN_DRAWS:
-        why = f" ({source.notes[0]})" if source.notes else ""
-        raise BadInput(
-            f"the fit has {len(draws)} bootstrap refits{why}; cdlaw next needs at least "
-            f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
-        )
+    draws = _enough_draws(source)
     if current is None:
         current = plan(source, budget_flops, unique_tokens, strategy=strategy)
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
@@ -240,13 +234,7 @@ def next_batch(
         max_flops=max_flops,
         first=() if check is None else (check,),
     )
-    warnings = (
-        [f"{dropped} bootstrap refits gave non-finite predictions and were left out"]
-        if dropped
-        else []
-    )
-    if check_why and check is None:
-        warnings.append(f"{check_why}, but no run at the plan's D′/D fits this batch's FLOPs")
+    warnings = _warnings(dropped, check, check_why)
     if not picks:
         raise BadInput(
             "no candidate run would narrow the plan's uncertainty (the bootstrap refits agree "
@@ -257,9 +245,51 @@ def next_batch(
         _reason(c, p, f"plan check: {check_why}" if p.index == check else "")
         for c, p in zip(chosen, picks, strict=True)
     ]
-    header = [
+    header = _header(fit, current, budget_flops, unique_tokens, len(ens.targets), noise, reasons)
+    text = batch_sweep_text(parent, name, chosen, header)
+    flops = sum(p.flops for p in picks)
+    return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
+                     len(ens.targets), noise, warnings)  # fmt: skip
+
+
+def _enough_draws(source: PlanningLaw) -> list:
+    """The fit's bootstrap refits; BadInput when there are too few to say which runs matter."""
+    draws = list(source.bootstrap)
+    if len(draws) < MIN_DRAWS:
+        why = f" ({source.notes[0]})" if source.notes else ""
+        raise BadInput(
+            f"the fit has {len(draws)} bootstrap refits{why}; cdlaw next needs at least "
+            f"{MIN_DRAWS} to know what the data leave open: run `cdlaw fit RUNS --bootstrap 50`"
+        )
+    return draws
+
+
+def _warnings(dropped: int, check: int | None, check_why: str) -> list[str]:
+    """What the batch's reader should know about how it was chosen."""
+    warnings = (
+        [f"{dropped} bootstrap refits gave non-finite predictions and were left out"]
+        if dropped
+        else []
+    )
+    if check_why and check is None:
+        warnings.append(f"{check_why}, but no run at the plan's D′/D fits this batch's FLOPs")
+    return warnings
+
+
+def _header(
+    fit: FitResult,
+    current: Plan,
+    budget_flops: float,
+    unique_tokens: float,
+    n_draws: int,
+    noise: float,
+    reasons: list[str],
+) -> list[str]:
+    """The batch sweep file's opening comment: the question, the fit, the plan, and why
+    each run."""
+    return [
         f"`cdlaw next` batch for a budget of {budget_flops:.3g} FLOPs and {unique_tokens:.3g} unique tokens",
-        f"from the fit {fit.source or ''} ({len(ens.targets)} bootstrap refits, residual sd {noise:.3g}).",
+        f"from the fit {fit.source or ''} ({n_draws} bootstrap refits, residual sd {noise:.3g}).",
         f"Plan now: N = {current.n_params:.3g}, {current.strategy}, loss {current.predicted_loss:.4g}"
         + (
             f" [{current.predicted_loss_ci95[0]:.4g}, {current.predicted_loss_ci95[1]:.4g}]"
@@ -269,10 +299,6 @@ def next_batch(
         "Why each run (in the order chosen):",
         *[f"  {why}" for why in reasons],
     ]
-    text = batch_sweep_text(parent, name, chosen, header)
-    flops = sum(p.flops for p in picks)
-    return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
-                     len(ens.targets), noise, warnings)  # fmt: skip
 
 
 def _vocab_size(table: pd.DataFrame, parent: SweepConfig) -> int:

@@ -108,49 +108,8 @@ def model_card(
     """README.md in the Hub's model card format: YAML front matter, then Markdown."""
     facts = run_facts(cfg)
     name = f"cdlaw-{cfg.sweep}-{cfg.run_id}"
-    q = json.dumps  # a JSON string is a valid YAML scalar, whatever it holds
-    front = f"""---
-library_name: transformers
-pipeline_tag: text-generation
-tags:
-- cdlaw
-- scaling-laws
-- olmo3
-- {q(f"sweep:{cfg.sweep}")}
-- {q(f"strategy:{cfg.strategy}")}
-model-index:
-- name: {q(name)}
-  results:
-  - task:
-      type: text-generation
-    dataset:
-      name: {q(corpus)}
-      type: {q(cfg.data.corpus)}
-      split: validation
-    metrics:
-    - name: validation loss
-      type: loss
-      value: {loss if math.isfinite(loss) else "null"}
----
-"""
-    rows = [
-        ("sweep", f"`{cfg.sweep}`"),
-        ("run id", f"`{cfg.run_id}`"),
-        ("strategy", cfg.strategy),
-        (
-            "parameters N (non-embedding / all)",
-            f"{facts['n_params']:,} / {facts['n_params_total']:,}",
-        ),
-        ("fresh tokens D", f"{cfg.fresh_tokens:,}"),
-        ("derived tokens D′", f"{cfg.derived_tokens:,}"),
-        ("tokens trained D + D′", f"{cfg.tokens_trained:,}"),
-        ("steps", f"{steps:,}"),
-        ("context length", f"{cfg.model.seq_len}"),
-        ("corpus", f"`{corpus}`"),
-        ("validation loss (nats/token)", f"{loss:.4f}"),
-        ("final train loss (nats/token)", f"{train_loss:.4f}"),
-    ]
-    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    front = _front_matter(cfg, name, corpus, loss)
+    table = _card_table(cfg, facts, corpus, loss=loss, train_loss=train_loss, steps=steps)
     config = json.dumps({**to_dict(cfg), "run_id": cfg.run_id}, indent=2)
     return f"""{front}
 # {name}
@@ -185,3 +144,56 @@ print(tok.decode(out[0]))
 {config}
 ```
 """
+
+
+def _front_matter(cfg: RunConfig, name: str, corpus: str, loss: float) -> str:
+    """The card's YAML front matter: the Hub's tags and model-index (its validation loss)."""
+    q = json.dumps  # a JSON string is a valid YAML scalar, whatever it holds
+    return f"""---
+library_name: transformers
+pipeline_tag: text-generation
+tags:
+- cdlaw
+- scaling-laws
+- olmo3
+- {q(f"sweep:{cfg.sweep}")}
+- {q(f"strategy:{cfg.strategy}")}
+model-index:
+- name: {q(name)}
+  results:
+  - task:
+      type: text-generation
+    dataset:
+      name: {q(corpus)}
+      type: {q(cfg.data.corpus)}
+      split: validation
+    metrics:
+    - name: validation loss
+      type: loss
+      value: {loss if math.isfinite(loss) else "null"}
+---
+"""
+
+
+def _card_table(
+    cfg: RunConfig, facts: dict, corpus: str, *, loss: float, train_loss: float, steps: int
+) -> str:
+    """The card's table of the run: its sweep, size, tokens, steps and losses."""
+    rows = [
+        ("sweep", f"`{cfg.sweep}`"),
+        ("run id", f"`{cfg.run_id}`"),
+        ("strategy", cfg.strategy),
+        (
+            "parameters N (non-embedding / all)",
+            f"{facts['n_params']:,} / {facts['n_params_total']:,}",
+        ),
+        ("fresh tokens D", f"{cfg.fresh_tokens:,}"),
+        ("derived tokens D′", f"{cfg.derived_tokens:,}"),
+        ("tokens trained D + D′", f"{cfg.tokens_trained:,}"),
+        ("steps", f"{steps:,}"),
+        ("context length", f"{cfg.model.seq_len}"),
+        ("corpus", f"`{corpus}`"),
+        ("validation loss (nats/token)", f"{loss:.4f}"),
+        ("final train loss (nats/token)", f"{train_loss:.4f}"),
+    ]
+    return "\n".join(f"| {k} | {v} |" for k, v in rows)

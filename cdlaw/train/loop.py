@@ -2,29 +2,18 @@
 
     train_run(cfg, run_dir, stream, val_tokens) -> the run's result row (docs/files.md)
 
-The loop reads straight down, like nanoGPT's: AdamW (β 0.9, 0.95; no weight decay on the
-input embedding and the norms), cosine schedule with 2% warmup to 10% of peak (or WSD),
-z-loss, gradient clipping, bf16 autocast where the hardware has it, gradient accumulation.
-
-Tokens. Step s reads the next batch_size·seq_len tokens of the stream (fewer at the end)
-and predicts each from the ones before it in its row: inputs are tokens [t, t + n), targets
-tokens [t + 1, t + n + 1). So every token of the stream is an input exactly once, in order,
-and every token but the first a target exactly once. steps = ceil(n_tokens / batch_tokens).
-
-Files. config.json first; metrics.parquet at every evaluation and checkpoint; checkpoint/
-every checkpoint_every steps and on SIGTERM/SIGINT; at the end model/ (a Hugging Face
-folder) and result.json, last and atomically: its presence means the run is finished.
-A run_dir holding a checkpoint resumes from it and ends bit-for-bit where an uninterrupted
-run would (on CPU). Finished runs drop their checkpoint: model/ holds the final weights,
-and optimizer state three times the model's size is dead weight in a sweep of hundreds.
-Damaged files (an unreadable result.json, checkpoint, config.json or metrics.parquet) are
-set aside and named in one line, and the run goes on from what is whole (cdlaw.train.damage).
+The loop reads straight down, like nanoGPT's; the pieces of a step are cdlaw.train.steps,
+the parts around the steps (open or resume, log, finish) cdlaw.train.run_parts. What it
+trains with (AdamW, the schedules, z-loss, clipping, autocast, accumulation) is
+docs/sweep.md's [train] table; what it writes, and how damaged files are recovered,
+docs/files.md.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +22,8 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
-from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
-from cdlaw.train.checkpoint import (
-    save_checkpoint,
-)
+from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model, non_embedding_params
@@ -61,6 +47,7 @@ from cdlaw.train.steps import (
     lr_at,
     make_batch,
     make_optimizer,
+    read_batch,
     resolve_device,
 )
 
@@ -102,120 +89,190 @@ def train_run(
         return result
 
     val_tokens, config_problem = check_run(cfg, run_dir, stream, val_tokens)
-    model_cfg, train = cfg.model, cfg.train
-    seq_len = model_cfg.seq_len
+    run = _open(cfg, run_dir, stream, val_tokens, exec_cfg, config_problem, fork_from)
+    state, total_steps = run.state, run.total_steps
+    status = "done"
+    with stop_signals() as stop_signal:
+        for step in range(state["step"], total_steps):
+            lr = run.train_step(step)
+            # Log, evaluate, check for divergence (the only places that sync).
+            if run.log(lr, on_row, on_progress):
+                status = "diverged"
+                break
+            if step + 1 in fork_steps and not (fork := fork_path(run_dir, step + 1)).exists():
+                run.save_fork(fork)
+            stop = bool(stop_signal) or stop_after_steps == step + 1
+            if stop or ((step + 1) % cfg.train.checkpoint_every == 0 and step + 1 < total_steps):
+                run.checkpoint()
+            if stop:
+                raise RunInterrupted(
+                    step + 1, f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
+                )
 
-    # --- Device, model, optimizer. ---------------------------------------------------------
+    # The model, the curve, and result.json last.
+    return finish_run(
+        cfg,
+        run_dir,
+        run.net,
+        stream,
+        state,
+        run.rows,
+        status,
+        run.elapsed(),
+        run.device,
+        run.amp,
+        corpus,
+        run.started_from,
+    )
+
+
+def _open(
+    cfg: RunConfig,
+    run_dir: Path,
+    stream: TokenStream,
+    val_tokens: np.ndarray,
+    exec_cfg: ExecConfig,
+    config_problem: str | None,
+    fork_from: Path | None,
+) -> _Run:
+    """The device, the model and AdamW, and the run opened on them: fresh, resumed from its
+    checkpoint, or started from a fork (cdlaw.train.run_parts.open_run)."""
+    model_cfg = cfg.model
     device = torch.device(resolve_device(exec_cfg.device))
     if exec_cfg.threads:
         torch.set_num_threads(exec_cfg.threads)
     amp = autocast_dtype(exec_cfg.precision, device, model_cfg.d_model)
     net = build_model(model_cfg, seed=cfg.seed).to(device)
     net.train()
-    optimizer = make_optimizer(net, train, device)
+    optimizer = make_optimizer(net, cfg.train, device)
     body = torch.compile(net.model) if exec_cfg.compile else net.model  # all but the LM head
     assert non_embedding_params(net) == count_params(model_cfg).n_params
 
-    batch_tokens = train.batch_size * seq_len
-    micro_rows = train.micro_batch_size or train.batch_size
-    total_steps = -(-stream.n_tokens // batch_tokens)
-    val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, seq_len)
-    val_x, val_y = torch.from_numpy(val_x), torch.from_numpy(val_y)
-
-    # --- Fresh start or resume. ------------------------------------------------------------
+    total_steps = -(-stream.n_tokens // (cfg.train.batch_size * model_cfg.seq_len))
+    val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, model_cfg.seq_len)
+    val = (torch.from_numpy(val_x), torch.from_numpy(val_y))
     state, rows, started_from = open_run(
         cfg, run_dir, stream, net, optimizer, exec_cfg, total_steps, config_problem, fork_from
     )
-    checkpoint_dir = run_dir / "checkpoint"
-    metrics_path = run_dir / "metrics.parquet"
-
-    def checkpoint() -> None:
-        state["interval_loss"] = float(interval_loss)
-        state["elapsed_s"] = elapsed()
-        # Metrics first: rows newer than the checkpoint are dropped on resume, lost rows
-        # could not be recovered.
-        write_metrics(metrics_path, rows)
-        save_checkpoint(checkpoint_dir, net, optimizer, state)
-
     interval_loss = torch.tensor(state["interval_loss"], dtype=torch.float32, device=device)
     grad_norm = torch.zeros((), device=device)
-    session_start, session_tokens = time.perf_counter(), 0
-    elapsed_before = state["elapsed_s"]
-
-    def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - session_start
-
-    status = "done"
-    with stop_signals() as stop_signal:
-        # ====================================== the loop ======================================
-        for step in range(state["step"], total_steps):
-            start = state["tokens_seen"]
-            n = min(batch_tokens, stream.n_tokens - start)
-            x, y = make_batch(stream.read(start, n + 1), n, seq_len)
-            if x.max() >= model_cfg.vocab_size:
-                raise BadInput(
-                    f"token id {x.max()} at stream position ≥{start} is outside the model's "
-                    f"vocabulary of {model_cfg.vocab_size}"
-                )
-            n_targets = int((y != IGNORE).sum())
-            x, y = torch.from_numpy(x), torch.from_numpy(y)
-
-            lr = lr_at(step, total_steps, train)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            # A stream of k·batch_tokens + 1 tokens ends with a lone input and no target.
-            if n_targets:
-                for i in range(0, x.shape[0], micro_rows):
-                    xb = x[i : i + micro_rows].to(device, non_blocking=True)
-                    yb = y[i : i + micro_rows].to(device, non_blocking=True)
-                    ce, z = lm_losses(net, xb, yb, amp, body)
-                    ((ce + train.z_loss * z) / n_targets).backward()
-                    interval_loss += ce.detach()
-                grad_norm = torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
-            state["step"] = step + 1
-            state["tokens_seen"] = start + n
-            state["interval_targets"] += n_targets
-            session_tokens += n
-            last = step + 1 == total_steps
-
-            # --- Log, evaluate, check for divergence (the only places that sync). ----------
-            if log_step(
-                cfg,
-                state,
-                rows,
-                stream,
-                metrics_path,
-                lr=lr,
-                interval_loss=interval_loss,
-                grad_norm=grad_norm,
-                total_steps=total_steps,
-                evaluate=lambda: loss_on_batches(net, val_x, val_y, micro_rows, amp, body),
-                elapsed=elapsed,
-                rate=lambda tokens=session_tokens: tokens / (time.perf_counter() - session_start),
-                on_row=on_row,
-                on_progress=on_progress,
-            ):
-                status = "diverged"
-                break
-
-            if step + 1 in fork_steps and not (fork := fork_path(run_dir, step + 1)).exists():
-                state["interval_loss"] = float(interval_loss)
-                state["elapsed_s"] = elapsed()
-                save_fork(fork, net, optimizer, state, rows)
-
-            stop = bool(stop_signal) or stop_after_steps == step + 1
-            if stop or ((step + 1) % train.checkpoint_every == 0 and not last):
-                checkpoint()
-            if stop:
-                raise RunInterrupted(
-                    step + 1, f"signal {stop_signal[0]}" if stop_signal else "stop_after_steps"
-                )
-        # ======================================================================================
-
-    # --- Finish: the model, the curve, and result.json last. -------------------------------
-    return finish_run(
-        cfg, run_dir, net, stream, state, rows, status, elapsed(), device, amp, corpus, started_from
+    return _Run(
+        cfg,
+        run_dir,
+        stream,
+        net,
+        body,
+        optimizer,
+        device,
+        amp,
+        total_steps,
+        val,
+        state,
+        rows,
+        started_from,
+        interval_loss,
+        grad_norm,
+        session_start=time.perf_counter(),
+        elapsed_before=state["elapsed_s"],
     )
+
+
+@dataclass
+class _Run:
+    """A run while train_run trains it: its model and AdamW, its loop state, and what its
+    next metrics row reads."""
+
+    cfg: RunConfig
+    run_dir: Path
+    stream: TokenStream
+    net: torch.nn.Module
+    body: torch.nn.Module  # what the forward runs up to the LM head (compiled with --compile)
+    optimizer: torch.optim.Optimizer
+    device: torch.device
+    amp: torch.dtype | None
+    total_steps: int
+    val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
+    state: dict  # step, tokens_seen, … (cdlaw.train.run_parts.open_run): what a checkpoint saves
+    rows: list[dict]  # the metrics rows so far
+    started_from: dict  # the trunk and step a branch forked from (none: run "", step 0)
+    interval_loss: torch.Tensor  # cross-entropy summed since the last metrics row
+    grad_norm: torch.Tensor  # of the last step that trained
+    session_start: float  # time.perf_counter() when this call started training
+    elapsed_before: float  # seconds the calls before this one trained it
+    session_tokens: int = 0  # tokens this call trained
+
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.session_start
+
+    def train_step(self, step: int) -> float:
+        """Train step `step` on the next batch of the stream; return its learning rate."""
+        train, seq_len, state = self.cfg.train, self.cfg.model.seq_len, self.state
+        start = state["tokens_seen"]
+        x, y, n = read_batch(
+            self.stream, start, train.batch_size * seq_len, seq_len, self.cfg.model.vocab_size
+        )
+        n_targets = int((y != IGNORE).sum())
+        x, y = torch.from_numpy(x), torch.from_numpy(y)
+        lr = lr_at(step, self.total_steps, train)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        # A stream of k·batch_tokens + 1 tokens ends with a lone input and no target.
+        if n_targets:
+            micro_rows = self._micro_rows()
+            for i in range(0, x.shape[0], micro_rows):
+                xb = x[i : i + micro_rows].to(self.device, non_blocking=True)
+                yb = y[i : i + micro_rows].to(self.device, non_blocking=True)
+                ce, z = lm_losses(self.net, xb, yb, self.amp, self.body)
+                ((ce + train.z_loss * z) / n_targets).backward()
+                self.interval_loss += ce.detach()
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), train.grad_clip)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        state["step"] = step + 1
+        state["tokens_seen"] = start + n
+        state["interval_targets"] += n_targets
+        self.session_tokens += n
+        return lr
+
+    def log(self, lr: float, on_row, on_progress) -> bool:
+        """log_step after the step just trained: True when the run has diverged."""
+        val_x, val_y = self.val
+        return log_step(
+            self.cfg,
+            self.state,
+            self.rows,
+            self.stream,
+            self.run_dir / "metrics.parquet",
+            lr=lr,
+            interval_loss=self.interval_loss,
+            grad_norm=self.grad_norm,
+            total_steps=self.total_steps,
+            evaluate=lambda: loss_on_batches(
+                self.net, val_x, val_y, self._micro_rows(), self.amp, self.body
+            ),
+            elapsed=self.elapsed,
+            rate=lambda tokens=self.session_tokens: (
+                tokens / (time.perf_counter() - self.session_start)
+            ),
+            on_row=on_row,
+            on_progress=on_progress,
+        )
+
+    def checkpoint(self) -> None:
+        self._sync_state()
+        # Metrics first: rows newer than the checkpoint are dropped on resume, lost rows
+        # could not be recovered.
+        write_metrics(self.run_dir / "metrics.parquet", self.rows)
+        save_checkpoint(self.run_dir / "checkpoint", self.net, self.optimizer, self.state)
+
+    def save_fork(self, fork: Path) -> None:
+        self._sync_state()
+        save_fork(fork, self.net, self.optimizer, self.state, self.rows)
+
+    def _sync_state(self) -> None:
+        """The loss sum and the time so far into state, which a checkpoint or fork saves."""
+        self.state["interval_loss"] = float(self.interval_loss)
+        self.state["elapsed_s"] = self.elapsed()
+
+    def _micro_rows(self) -> int:
+        return self.cfg.train.micro_batch_size or self.cfg.train.batch_size

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from cdlaw.config import TrainConfig
+from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.schedule import lr_at  # noqa: F401  (re-exported: a piece of a step)
 from cdlaw.shapes import loss_chunk_tokens
@@ -36,6 +37,24 @@ def make_batch(tokens: np.ndarray, n: int, seq_len: int) -> tuple[np.ndarray, np
     x[:n] = tokens[:n]
     y[: len(tokens) - 1] = tokens[1 : n + 1]
     return x.reshape(rows, seq_len), y.reshape(rows, seq_len)
+
+
+def read_batch(
+    stream: TokenStream, start: int, batch_tokens: int, seq_len: int, vocab_size: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The step's batch from stream position `start`: (inputs, targets, n), make_batch's
+    arrays of the next n = min(batch_tokens, tokens left) inputs.
+
+    Raises BadInput when a token id is outside the model's vocabulary.
+    """
+    n = min(batch_tokens, stream.n_tokens - start)
+    x, y = make_batch(stream.read(start, n + 1), n, seq_len)
+    if x.max() >= vocab_size:
+        raise BadInput(
+            f"token id {x.max()} at stream position ≥{start} is outside the model's "
+            f"vocabulary of {vocab_size}"
+        )
+    return x, y, n
 
 
 def token_losses(logits, targets, per_model: bool = False):

@@ -1,13 +1,8 @@
 """Time a packed training step on this device: what `--pack auto` chooses its pack size from.
 
-    pack_step_seconds(cfg, k, exec_cfg) -> seconds of one step of a pack of k runs of cfg's shape
-    alone_step_seconds(cfg, exec_cfg)   -> seconds of one step of the run alone (train_run's step)
-    pack_step(cfg, k, exec_cfg), alone_step(cfg, exec_cfg) -> those steps, to call yourself
-
-A few steps of the packed model (cdlaw.sweep.pack.model) on random tokens, with the
-worker's thread count and precision: forward and backward over every micro-batch, the
-per-run clip and the AdamW update, exactly the arithmetic a pack's step does (no files,
-no evaluation). The first two steps (allocation, kernel selection) are not timed.
+pack_step_seconds(cfg, k, exec_cfg) -> seconds of one step of a pack of k runs of cfg's shape
+alone_step_seconds(cfg, exec_cfg)   -> seconds of one step of the run alone (train_run's step)
+pack_step(cfg, k, exec_cfg), alone_step(cfg, exec_cfg) -> those steps, to call yourself
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.train.model import build_model
 from cdlaw.train.steps import autocast_dtype, lm_losses, make_optimizer, resolve_device
 
-WARMUP_STEPS = 2
+WARMUP_STEPS = 2  # untimed first steps: allocation, kernel selection
 
 
 def pack_step_seconds(
@@ -41,7 +36,11 @@ def alone_step_seconds(
 
 def pack_step(cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig()):
     """A pack of k runs of cfg's shape, freshly built, and its step on random tokens:
-    step() trains one step and returns each model's summed cross-entropy (k,)."""
+    step() trains one step and returns each model's summed cross-entropy (k,).
+
+    With the worker's thread count and precision: forward and backward over every
+    micro-batch, the per-run clip and the AdamW update, exactly the arithmetic a pack's
+    step does (no files, no evaluation)."""
     device, amp, x, y = _setup(cfg, exec_cfg, k)
     train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
     nets = [build_model(cfg.model, seed=i) for i in range(k)]

@@ -1,40 +1,17 @@
-"""Train many small runs of one shape in one process, one batched step for all of them.
+"""The packed training loop: runs of one pack_key trained in one process, one step for all.
 
     train_pack(runs, exec_cfg) -> {run_id: result row}, each as train_run would return it
 
-A scaling-law sweep is mostly small models, and a small model's step is mostly overhead
-(Python, kernel dispatch, optimizer launches), not arithmetic. Runs that share a model
-shape, seq_len, batch and micro-batch size and AdamW's betas and eps (`pack_key`, in
-cdlaw.sweep.pack.groups, with the grouping of a sweep's runs into packs) train
-together: their weights are stacked (cdlaw.sweep.pack.model) and each step is one
-batched forward and backward for all of them, then torch's clip and fused AdamW kernels
-over every run's tensors in a few calls. Everything else stays
-each run's own: its seed, token stream, lr, schedule and its length, weight decay, z-loss,
-gradient clipping (its own gradient norm), AdamW state, metrics, checkpoints, result.json
-and model/ — written by the same code train_run uses (cdlaw.train.run_parts), so a packed
-run's folder is a run's folder and its numbers are the run's numbers (tests/test_packed.py
-compares them step by step).
-
-A run leaves the pack when it ends: done (model/ and result.json written then, not at the
-end of the pack) or diverged (the others go on). Its row is dropped and the pack goes on
-smaller. Checkpoints are each run's own, at its own checkpoint_every, so a pack killed
-at any moment (even kill -9) is re-formed from the same runs, each from its own newest
-checkpoint; runs already finished return their result.json. SIGTERM/SIGINT checkpoint
-every run of the pack, then stop as train_run does.
-
-Shared prefixes work as in train_run: a trunk saves its fork checkpoints after the steps
-in its `fork_steps`, and a branch with no checkpoint of its own starts from `fork_from`.
-With exec_cfg.compile the pack's forward, loss and backward are compiled
-(PackedModels.train_loss): faster, but its numbers then drift from the run alone's by
-rounding (docs/packing.md). The elapsed time a packed run records is the pack's wall time
-while it was in it.
+Each run keeps its own numbers and files, written by train_run's code
+(cdlaw.train.run_parts); the stacked models are cdlaw.sweep.pack.model. docs/packing.md
+says what may share a pack, why a packed run equals the run alone, and how a pack resumes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +43,7 @@ from cdlaw.train.steps import (
     lr_at,
     make_batch,
     make_optimizer,
+    read_batch,
     resolve_device,
 )
 
@@ -86,27 +64,6 @@ class PackedRun:
     fork_from: Path | None = None  # as train_run's: a branch starts from this fork
 
 
-@dataclass
-class _Slot:
-    """A run while it is in the pack: its real model and AdamW (to load and save with
-    train_run's code) and its loop state."""
-
-    run: PackedRun
-    net: object
-    optimizer: object
-    state: dict
-    rows: list[dict]
-    started_from: dict
-    total_steps: int
-    val: tuple[torch.Tensor, torch.Tensor]
-    elapsed_before: float
-    n_targets: int = 0
-    ended: str = ""  # "done" | "diverged" once the run has left
-    lr: float = 0.0
-    grad_norm: torch.Tensor | None = None  # of its last step that trained (none: zero)
-    extra: dict = field(default_factory=dict)
-
-
 def train_pack(
     runs: list[PackedRun],
     exec_cfg: ExecConfig = ExecConfig(),
@@ -122,6 +79,45 @@ def train_pack(
     """
     if not runs:
         return {}
+    _check_one_pack(runs)
+    results = {r.cfg.run_id: read_result(Path(r.run_dir)) for r in runs}
+    todo = [r for r in runs if results[r.cfg.run_id] is None]
+    checked = [(r, *check_run(r.cfg, Path(r.run_dir), r.stream, r.val_tokens)) for r in todo]
+    if not todo:
+        return results
+
+    pack = _open_pack(checked, exec_cfg)
+    pack_steps = 0
+    with stop_signals() as stop_signal:
+        while pack.slots:
+            norms = pack.train_step()
+            pack_steps += 1
+            paused = pause_after_s is not None and (
+                time.perf_counter() - pack.session_start >= pause_after_s
+            )
+            val_losses = pack.shared_validation()
+            leaving = []
+            for k, s in enumerate(pack.slots):
+                pack.end_step(k, s, norms, val_losses)
+                stop = bool(stop_signal) or stop_after_steps == pack_steps or paused
+                if s.ended:
+                    results[s.run.cfg.run_id] = pack.leave(k, s)
+                    leaving.append(k)
+                elif stop or s.state["step"] % s.run.cfg.train.checkpoint_every == 0:
+                    pack.save(k, s)
+            pack.drop(leaving)
+            if pack.slots and (stop_signal or stop_after_steps == pack_steps or paused):
+                reason = (
+                    f"signal {stop_signal[0]}"
+                    if stop_signal
+                    else ("stop_after_steps" if stop_after_steps == pack_steps else "pause")
+                )
+                raise RunInterrupted(pack_steps, reason)
+    return results
+
+
+def _check_one_pack(runs: list[PackedRun]) -> None:
+    """Raise BadInput unless the runs share one pack_key and each is there once."""
     first = runs[0]
     for r in runs[1:]:
         if pack_key(r.cfg) != pack_key(first.cfg):
@@ -132,19 +128,40 @@ def train_pack(
     ids = [r.cfg.run_id for r in runs]
     if len(set(ids)) != len(ids):
         raise BadInput("a pack holds each run once")
-    results = {r.cfg.run_id: read_result(Path(r.run_dir)) for r in runs}
-    todo = [r for r in runs if results[r.cfg.run_id] is None]
-    checked = [(r, *check_run(r.cfg, Path(r.run_dir), r.stream, r.val_tokens)) for r in todo]
-    if not todo:
-        return results
 
+
+@dataclass
+class _Slot:
+    """A run while it is in the pack: its real model and AdamW (to load and save with
+    train_run's code) and its loop state."""
+
+    run: PackedRun
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: dict  # step, tokens_seen, … (cdlaw.train.run_parts.open_run): what a checkpoint saves
+    rows: list[dict]  # the metrics rows so far
+    started_from: dict  # the trunk and step a branch forked from (none: run "", step 0)
+    total_steps: int
+    val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
+    elapsed_before: float  # seconds the packs (or runs alone) before this one trained it
+    n_targets: int = 0  # of its current step's batch
+    ended: str = ""  # "done" | "diverged" once the run has left
+    lr: float = 0.0  # of its current step
+    grad_norm: torch.Tensor | None = None  # of its last step that trained (none: zero)
+    step_end: int = 0  # the stream position its current step ends at
+
+
+def _open_pack(
+    checked: list[tuple[PackedRun, np.ndarray, str | None]], exec_cfg: ExecConfig
+) -> _Pack:
+    """The device, each run opened on its own model and AdamW (fresh, resumed from its
+    checkpoint, or from a fork: open_run), and their weights and AdamW state loaded into
+    one PackedModels. `checked`: (run, validation tokens, config.json problem) per run."""
     device = torch.device(resolve_device(exec_cfg.device))
     if exec_cfg.threads:
         torch.set_num_threads(exec_cfg.threads)
-    model_cfg, train = first.cfg.model, first.cfg.train
-    seq_len, batch_rows = model_cfg.seq_len, train.batch_size
-    micro_rows = train.micro_batch_size or batch_rows
-    batch_tokens = batch_rows * seq_len
+    model_cfg, train = checked[0][0].cfg.model, checked[0][0].cfg.train
+    seq_len, batch_tokens = model_cfg.seq_len, train.batch_size * model_cfg.seq_len
     amp = autocast_dtype(exec_cfg.precision, device, model_cfg.d_model)
 
     slots = []
@@ -171,118 +188,141 @@ def train_pack(
                 run, net, optimizer, state, rows, started_from, total_steps, val, state["elapsed_s"]
             )
         )
-    pack = PackedModels(
+    models = PackedModels(
         [s.net for s in slots], [s.run.cfg.train for s in slots], device, exec_cfg.compile
     )
     for k, s in enumerate(slots):
-        pack.load_from(k, s.net, s.optimizer)
+        models.load_from(k, s.net, s.optimizer)
     interval = torch.tensor([s.state["interval_loss"] for s in slots], device=device)
     z_loss = torch.tensor([s.run.cfg.train.z_loss for s in slots], device=device)
+    micro_rows = train.micro_batch_size or train.batch_size
+    return _Pack(slots, models, interval, z_loss, device, amp, micro_rows, time.perf_counter())
 
-    session_start = time.perf_counter()
 
-    def elapsed(slot: _Slot) -> float:
-        return slot.elapsed_before + time.perf_counter() - session_start
+@dataclass
+class _Pack:
+    """The runs in a pack while it trains: slot k is row k of the packed models and of the
+    per-run tensors."""
 
-    def save(k: int, slot: _Slot) -> None:
-        slot.state["interval_loss"] = float(interval[k])
-        slot.state["elapsed_s"] = elapsed(slot)
-        pack.copy_to(k, slot.net, slot.optimizer)
-        write_metrics(slot.run.run_dir / "metrics.parquet", slot.rows)
-        save_checkpoint(slot.run.run_dir / "checkpoint", slot.net, slot.optimizer, slot.state)
+    slots: list[_Slot]
+    models: PackedModels
+    interval: torch.Tensor  # (K,) each run's cross-entropy summed since its last metrics row
+    z_loss: torch.Tensor  # (K,) each run's z-loss coefficient
+    device: torch.device
+    amp: torch.dtype | None
+    micro_rows: int
+    session_start: float  # time.perf_counter() when this pack started training
 
-    pack_steps = 0
-    with stop_signals() as stop_signal:
-        while slots:
-            x, y = _batches(slots, batch_rows, seq_len, model_cfg.vocab_size)
-            lrs = [s.lr for s in slots]
-            n_targets = torch.tensor([max(s.n_targets, 1) for s in slots], device=device)
-            idle = [k for k, s in enumerate(slots) if not s.n_targets]
-            for i in range(0, x.shape[1], micro_rows):
-                xb = x[:, i : i + micro_rows].to(device, non_blocking=True)
-                yb = y[:, i : i + micro_rows].to(device, non_blocking=True)
-                loss, ce = pack.train_loss(xb, yb, z_loss, n_targets, amp)
-                loss.backward()
-                interval += ce
-            norms = pack.clip_grads()
-            pack.adamw_step(lrs, idle)
-            pack.zero_grad()
-            pack_steps += 1
-            paused = pause_after_s is not None and (
-                time.perf_counter() - session_start >= pause_after_s
-            )
+    def elapsed(self, slot: _Slot) -> float:
+        return slot.elapsed_before + time.perf_counter() - self.session_start
 
-            # Runs due an evaluation with one validation set share one packed forward.
-            due = [k for k, s in enumerate(slots) if _evaluating(s)]
-            same = [k for k in due if _same_val(slots[k], slots[due[0]])]
-            val_losses = _validation_losses(pack, same, slots, micro_rows, device, amp)
-            leaving = []
-            for k, s in enumerate(slots):
-                s.state["step"] += 1
-                s.state["tokens_seen"] = s.extra["end"]
-                s.state["interval_targets"] += s.n_targets
-                step, last = s.state["step"], s.state["step"] == s.total_steps
-                if s.n_targets or s.grad_norm is None:  # a lone last input trains nothing
-                    s.grad_norm = norms[k] if s.n_targets else torch.zeros((), device=device)
+    def train_step(self) -> torch.Tensor:
+        """One step of every run in the pack: each its next batch, the packed forward and
+        backward over the micro-batches, each its own clip and AdamW update. Returns the
+        gradient norms, (K,)."""
+        model_cfg, train = self.slots[0].run.cfg.model, self.slots[0].run.cfg.train
+        x, y = _batches(self.slots, train.batch_size, model_cfg.seq_len, model_cfg.vocab_size)
+        lrs = [s.lr for s in self.slots]
+        n_targets = torch.tensor([max(s.n_targets, 1) for s in self.slots], device=self.device)
+        idle = [k for k, s in enumerate(self.slots) if not s.n_targets]
+        for i in range(0, x.shape[1], self.micro_rows):
+            xb = x[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
+            yb = y[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
+            loss, ce = self.models.train_loss(xb, yb, self.z_loss, n_targets, self.amp)
+            loss.backward()
+            self.interval += ce
+        norms = self.models.clip_grads()
+        self.models.adamw_step(lrs, idle)
+        self.models.zero_grad()
+        return norms
 
-                def evaluate(k=k, s=s, val_losses=val_losses) -> float:
-                    if k in val_losses:
-                        return val_losses[k]
-                    pack.copy_to(k, s.net)
-                    return loss_on_batches(s.net, *s.val, micro_rows, amp)
+    def shared_validation(self) -> dict:
+        """{k: validation loss} of the runs due an evaluation after this step that share
+        the first one's validation set: one packed forward for all of them."""
+        due = [k for k, s in enumerate(self.slots) if _evaluating(s)]
+        same = [k for k in due if _same_val(self.slots[k], self.slots[due[0]])]
+        return _validation_losses(
+            self.models, same, self.slots, self.micro_rows, self.device, self.amp
+        )
 
-                if log_step(
-                    s.run.cfg,
-                    s.state,
-                    s.rows,
-                    s.run.stream,
-                    s.run.run_dir / "metrics.parquet",
-                    lr=s.lr,
-                    interval_loss=interval[k],
-                    grad_norm=s.grad_norm,
-                    total_steps=s.total_steps,
-                    evaluate=evaluate,
-                    elapsed=lambda s=s: elapsed(s),
-                    rate=lambda s=s: s.state["tokens_seen"] / max(elapsed(s), 1e-9),
-                    on_row=s.run.on_row,
-                    on_progress=s.run.on_progress,
-                ):
-                    s.ended = "diverged"
-                elif last:
-                    s.ended = "done"
-                if step in s.run.fork_steps and s.ended != "diverged":
-                    fork = fork_path(s.run.run_dir, step)
-                    if not fork.exists():
-                        s.state["interval_loss"] = float(interval[k])
-                        s.state["elapsed_s"] = elapsed(s)
-                        pack.copy_to(k, s.net, s.optimizer)
-                        save_fork(fork, s.net, s.optimizer, s.state, s.rows)
-                stop = bool(stop_signal) or stop_after_steps == pack_steps or paused
-                if s.ended:
-                    pack.copy_to(k, s.net)
-                    results[s.run.cfg.run_id] = finish_run(
-                        s.run.cfg, s.run.run_dir, s.net, s.run.stream, s.state, s.rows,
-                        s.ended, elapsed(s), device, amp, s.run.corpus, s.started_from,
-                    )  # fmt: skip
-                    leaving.append(k)
-                    if s.run.on_end is not None:
-                        s.run.on_end(results[s.run.cfg.run_id])
-                elif stop or step % s.run.cfg.train.checkpoint_every == 0:
-                    save(k, s)
-            if leaving:
-                keep = [k for k in range(len(slots)) if k not in leaving]
-                slots = [slots[k] for k in keep]
-                interval, z_loss = interval[keep].clone(), z_loss[keep].clone()
-                if slots:
-                    pack.keep(keep, [s.run.cfg.train for s in slots])
-            if slots and (stop_signal or stop_after_steps == pack_steps or paused):
-                reason = (
-                    f"signal {stop_signal[0]}"
-                    if stop_signal
-                    else ("stop_after_steps" if stop_after_steps == pack_steps else "pause")
-                )
-                raise RunInterrupted(pack_steps, reason)
-    return results
+    def end_step(self, k: int, s: _Slot, norms: torch.Tensor, val_losses: dict) -> None:
+        """After the step: run k's counters, its metrics row and evaluation (log_step), its
+        end (s.ended: done or diverged) and its fork when one is due."""
+        s.state["step"] += 1
+        s.state["tokens_seen"] = s.step_end
+        s.state["interval_targets"] += s.n_targets
+        step, last = s.state["step"], s.state["step"] == s.total_steps
+        if s.n_targets or s.grad_norm is None:  # a lone last input trains nothing
+            s.grad_norm = norms[k] if s.n_targets else torch.zeros((), device=self.device)
+        if self._log(k, s, val_losses):
+            s.ended = "diverged"
+        elif last:
+            s.ended = "done"
+        if step in s.run.fork_steps and s.ended != "diverged":
+            fork = fork_path(s.run.run_dir, step)
+            if not fork.exists():
+                self._sync(k, s)
+                save_fork(fork, s.net, s.optimizer, s.state, s.rows)
+
+    def _log(self, k: int, s: _Slot, val_losses: dict) -> bool:
+        """log_step for run k: True when it has diverged."""
+
+        def evaluate() -> float:
+            if k in val_losses:
+                return val_losses[k]
+            self.models.copy_to(k, s.net)
+            return loss_on_batches(s.net, *s.val, self.micro_rows, self.amp)
+
+        return log_step(
+            s.run.cfg,
+            s.state,
+            s.rows,
+            s.run.stream,
+            s.run.run_dir / "metrics.parquet",
+            lr=s.lr,
+            interval_loss=self.interval[k],
+            grad_norm=s.grad_norm,
+            total_steps=s.total_steps,
+            evaluate=evaluate,
+            elapsed=lambda: self.elapsed(s),
+            rate=lambda: s.state["tokens_seen"] / max(self.elapsed(s), 1e-9),
+            on_row=s.run.on_row,
+            on_progress=s.run.on_progress,
+        )
+
+    def save(self, k: int, s: _Slot) -> None:
+        """Checkpoint run k: its metrics, then its model, AdamW and loop state."""
+        self._sync(k, s)
+        write_metrics(s.run.run_dir / "metrics.parquet", s.rows)
+        save_checkpoint(s.run.run_dir / "checkpoint", s.net, s.optimizer, s.state)
+
+    def _sync(self, k: int, s: _Slot) -> None:
+        """Row k of the pack into run k's own model, AdamW and state, to be saved."""
+        s.state["interval_loss"] = float(self.interval[k])
+        s.state["elapsed_s"] = self.elapsed(s)
+        self.models.copy_to(k, s.net, s.optimizer)
+
+    def leave(self, k: int, s: _Slot) -> dict:
+        """Finish run k as train_run does (model/ when done, result.json last); its result
+        row, which its on_end sees."""
+        self.models.copy_to(k, s.net)
+        result = finish_run(
+            s.run.cfg, s.run.run_dir, s.net, s.run.stream, s.state, s.rows, s.ended,
+            self.elapsed(s), self.device, self.amp, s.run.corpus, s.started_from,
+        )  # fmt: skip
+        if s.run.on_end is not None:
+            s.run.on_end(result)
+        return result
+
+    def drop(self, leaving: list[int]) -> None:
+        """Take the runs that left out of the pack; the others go on in their order."""
+        if not leaving:
+            return
+        keep = [k for k in range(len(self.slots)) if k not in leaving]
+        self.slots = [self.slots[k] for k in keep]
+        self.interval, self.z_loss = self.interval[keep].clone(), self.z_loss[keep].clone()
+        if self.slots:
+            self.models.keep(keep, [s.run.cfg.train for s in self.slots])
 
 
 def _evaluating(s: _Slot) -> bool:
@@ -319,15 +359,9 @@ def _batches(slots: list[_Slot], rows: int, seq_len: int, vocab: int):
     y = np.full((len(slots), rows, seq_len), IGNORE, dtype=np.int64)
     for k, s in enumerate(slots):
         start, step = s.state["tokens_seen"], s.state["step"]
-        n = min(rows * seq_len, s.run.stream.n_tokens - start)
-        xs, ys = make_batch(s.run.stream.read(start, n + 1), n, seq_len)
-        if xs.max() >= vocab:
-            raise BadInput(
-                f"token id {xs.max()} at stream position ≥{start} is outside the model's "
-                f"vocabulary of {vocab}"
-            )
+        xs, ys, n = read_batch(s.run.stream, start, rows * seq_len, seq_len, vocab)
         x[k, : len(xs)], y[k, : len(ys)] = xs, ys
         s.n_targets = int((ys != IGNORE).sum())
         s.lr = lr_at(step, s.total_steps, s.run.cfg.train)
-        s.extra["end"] = start + n
+        s.step_end = start + n
     return torch.from_numpy(x), torch.from_numpy(y)

@@ -8,18 +8,7 @@
     norms = pack.clip_grads(); pack.adamw_step(lrs); pack.zero_grad()
     pack.copy_to(k, net, optimizer)                # model k back into a real model + AdamW
 
-Every model's weights live in one row of a (K, P) buffer, its gradients in a row of
-another, AdamW's moments in two more: each layer is one batched matmul over the K models
-(`torch.bmm`) instead of K small steps that each pay Python and dispatch overhead.
-Clipping and AdamW are torch's own kernels (`torch._foreach_norm`, `torch._fused_adamw_`)
-on each model's parameter tensors, views of its rows, so a packed model's numbers are a
-model alone's bit for bit (eagerly; a compiled `train_loss` rounds its own way). The
-forward (`packed_forward`) is transformers' Olmo3ForCausalLM written out for stacked
-weights (cdlaw.train.model builds the models, so their shape, init and names are the real
-ones): embedding, per layer QK-normed attention with RoPE and reordered RMSNorms, SwiGLU,
-final norm, untied LM head, with the same operations in the same order and dtypes as
-transformers' (tests/test_packed.py checks its logits against the real model's). Rows are
-independent: a model whose weights turn NaN leaves the others' numbers untouched.
+Why a packed model's numbers are a model alone's: docs/packing.md, "The same run as alone".
 """
 
 from __future__ import annotations
@@ -42,7 +31,16 @@ warnings.filterwarnings("ignore", message="grad and param do not obey the gradie
 
 
 class PackedModels:
-    """K same-shape Olmo3ForCausalLM models and their AdamW states, stacked row-wise."""
+    """K same-shape Olmo3ForCausalLM models and their AdamW states, stacked row-wise.
+
+    Every model's weights live in one row of a (K, P) buffer, its gradients in a row of
+    another, AdamW's moments in two more: each layer is one batched matmul over the K
+    models (`torch.bmm`) instead of K small steps that each pay Python and dispatch
+    overhead. Clipping and AdamW are torch's own kernels on each model's parameter tensors,
+    views of its rows, so a packed model's numbers are a model alone's bit for bit
+    (eagerly; a compiled `train_loss` rounds its own way). Rows are independent: a model
+    whose weights turn NaN leaves the others' numbers untouched.
+    """
 
     def __init__(
         self, nets: list, trains: list[TrainConfig], device: torch.device, compile: bool = False
@@ -283,7 +281,13 @@ def packed_forward(
     p: dict[str, torch.Tensor], x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, arch: Arch
 ) -> torch.Tensor:
     """Logits (K, rows, seq, vocab) of the stacked weights p (name -> (K, *shape)) for input
-    ids x (K, rows, seq): transformers' Olmo3ForCausalLM forward, op for op, for K models."""
+    ids x (K, rows, seq): transformers' Olmo3ForCausalLM forward, op for op, for K models.
+
+    Embedding, per layer QK-normed attention with RoPE and reordered RMSNorms, SwiGLU, final
+    norm, untied LM head, with the same operations in the same order and dtypes as
+    transformers' (tests/test_packed.py checks its logits against the real model's).
+    cdlaw.train.model builds the models, so their shape, init and names are the real ones.
+    """
     K, rows, seq = x.shape
     hidden = packed_hidden(p, x, cos, sin, arch)
     return _linear(hidden, p["lm_head.weight"]).view(K, rows, seq, arch.vocab)

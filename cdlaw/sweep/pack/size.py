@@ -5,23 +5,7 @@
     chain_seconds(forest, runs, packing)       -> each run's chain of work in alone-seconds
     by_size(runs, packing, gains)              -> pack size and gain per model size label
 
-`--pack 1` trains every run alone (no Packing). `--pack K` packs up to K runs of a shape,
-refused (one sentence, nothing written) when such a pack cannot fit in this machine's
-memory. `--pack auto` measures it, per shape still to train, on this device with the
-workers' threads: a step of one run alone (train_run's: transformers' model, its fused
-AdamW) and packed steps of 2, 4, 8 and 16 runs (cdlaw.sweep.pack.calibration; fewer when
-the shape has fewer runs or memory holds fewer, then also a pack of all of them). It takes
-the smallest pack whose total tokens/s is within 10% of the best measured (1, no packing,
-when no pack gains). Small models gain most: their step is overhead that a pack pays once.
-
-Memory of a pack, per run (fp32 training, as the packed trainer holds it): weights,
-gradients and AdamW's two moments in the pack's buffers, plus the run's own model and
-AdamW state for loading and saving, 28 bytes per parameter; and one micro-batch's
-activations, estimated per token as layers × (14·d_model + 4·mlp_hidden) values of 4
-bytes, plus the logits it holds at once (cdlaw.shapes.logits_held: one chunk's, of at
-most 2^24, when the loss goes in chunks) at 8 bytes each (the logits and their softmax
-gradient). Attention keeps no seq_len² scores: torch's scaled_dot_product_attention runs
-a flash kernel on CPU as on GPU.
+Torch-free until `--pack auto` measures (cdlaw.sweep.pack.calibration).
 """
 
 from __future__ import annotations
@@ -54,7 +38,17 @@ class PackProbe:
 
 
 def pack_bytes(cfg: RunConfig, k: int) -> int:
-    """Estimated memory of a pack of k runs of cfg (see the module docstring)."""
+    """Estimated memory of a pack of k runs of cfg (fp32 training, as the packed trainer
+    holds it; tests/test_train.py checks it against a measured pack of olmo3_14M).
+
+    Per run: weights, gradients and AdamW's two moments in the pack's buffers, plus the
+    run's own model and AdamW state for loading and saving, 28 bytes per parameter; and one
+    micro-batch's activations, per token layers × (14·d_model + 4·mlp_hidden) values of 4
+    bytes, plus the logits it holds at once (cdlaw.shapes.logits_held: one chunk's when the
+    loss goes in chunks) at LOGIT_BYTES each (the logits and their softmax gradient).
+    Attention keeps no seq_len² scores: torch's scaled_dot_product_attention runs a flash
+    kernel on CPU as on GPU.
+    """
     m, t = cfg.model, cfg.train
     n_total = count_params(m).n_params_total
     rows = t.micro_batch_size or t.batch_size
@@ -134,7 +128,8 @@ def choose_packing(
 
 def pick_size(probes: list[PackProbe]) -> int:
     """The smallest measured pack within GOOD_ENOUGH of the best total tokens/s (a run
-    alone counts as the pack of 1, gain 1): bigger packs cost memory and slow each run."""
+    alone counts as the pack of 1, gain 1): bigger packs cost memory and slow each run.
+    Small models gain most: their step is overhead that a pack pays once."""
     best = max(p.gain for p in probes)
     return min(p.k for p in probes if p.gain >= GOOD_ENOUGH * best)
 

@@ -1,20 +1,8 @@
-"""The pack worker: train several runs of one shape in one process, each under its own lock (docs/packing.md).
+"""The pack worker: the scheduler's entry point for a pack, each run under its own lock.
 
     execute_pack(tasks, on_event, pause_after_s) -> one outcome per task, as execute_run's
 
-Each run is claimed as execute_run claims it (skipped when done, `locked` when another
-process holds it, its attempt recorded); the claimed runs train together in
-cdlaw.sweep.pack.loop.train_pack, each writing its own files. A run that ends in the pack
-says so at once (RunEnded, its tracker closed), not when the pack ends.
-
-`pause_after_s`: the pack checkpoints every run still in it after that many seconds and
-hands them back as `paused`; the scheduler re-forms packs from them and the runs that
-became ready meanwhile (a branch whose fork now exists), so a pack never runs on half
-empty while work waits. Resuming from a checkpoint is exact, so pausing changes no number.
-
-A pack that fails outside a run's own arithmetic (a bad token id, a crash) hands its
-unfinished runs back as `pack-failed`: the scheduler trains each of them alone, where
-execute_run records whichever run is at fault, and the others go on.
+The claimed runs train together in cdlaw.sweep.pack.loop.train_pack (docs/packing.md).
 """
 
 from __future__ import annotations
@@ -32,7 +20,20 @@ from cdlaw.train.trackers import TrackedRun
 def execute_pack(tasks, on_event: OnEvent | None = None, pause_after_s: float | None = None):
     """Train the runs of `tasks` (RunTasks of one pack_key) in one pack; return a list of
     {"run_id", "outcome", "result"[, "error"]}, one per task, in order. Outcomes are
-    execute_run's plus `paused` (checkpointed, to be re-packed) and `pack-failed`."""
+    execute_run's plus `paused` (checkpointed, to be re-packed) and `pack-failed`.
+
+    Each run is claimed as execute_run claims it (skipped when done, `locked` when another
+    process holds it, its attempt recorded), and writes its own files. A run that ends in
+    the pack says so at once (RunEnded, its tracker closed), not when the pack ends.
+
+    `pause_after_s`: the pack checkpoints every run still in it after that many seconds and
+    hands them back as `paused`; the scheduler re-forms packs from them and the runs that
+    became ready meanwhile (a branch whose fork now exists), so a pack never runs on half
+    empty while work waits. Resuming from a checkpoint is exact, so pausing changes no
+    number. A pack that fails outside a run's own arithmetic (a bad token id, a crash)
+    hands its unfinished runs back as `pack-failed`: the scheduler trains each of them
+    alone, where execute_run records whichever run is at fault, and the others go on.
+    """
     emit = on_event or (lambda e: None)
     outcomes: dict[str, dict] = {}
     claimed = []
