@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -67,7 +68,7 @@ def test_a_killed_job_resumes_and_writes_aligned_rows(tmp_path, model, corpus):
 
     seen = []
     result = job.paraphrase_corpus(
-        str(corpus), model, out, passes=2, batch_size=4, max_new_tokens=24,
+        str(corpus), model, out, job.ParaphraseOptions(passes=2, batch_size=4, max_new_tokens=24),
         on_progress=lambda done, total: seen.append((done, total)),
     )  # fmt: skip
     assert result["written"] + result["empty"] == 2 * N_DOCS - written
@@ -90,17 +91,18 @@ def test_a_killed_job_resumes_and_writes_aligned_rows(tmp_path, model, corpus):
 
 def test_limit_then_resume_and_refuse_another_job(tmp_path, model, corpus):
     out = tmp_path / "out"
-    first = job.paraphrase_corpus(str(corpus), model, out, passes=1, batch_size=8,
-                                  max_new_tokens=4, limit=5, temperature=0)  # fmt: skip
+    options = job.ParaphraseOptions(passes=1, batch_size=8, max_new_tokens=4, temperature=0)
+    first = job.paraphrase_corpus(str(corpus), model, out, replace(options, limit=5))
     assert first["written"] + first["empty"] == 5 and first["total"] == N_DOCS
-    again = job.paraphrase_corpus(str(corpus), model, out, passes=1, batch_size=8,
-                                  max_new_tokens=4, temperature=0)  # fmt: skip
+    again = job.paraphrase_corpus(str(corpus), model, out, options)
     assert again["done"] + again["empty"] == N_DOCS
     assert sorted(r["id"] for r in rows(out)) == sorted({r["id"] for r in rows(out)})
     # The documents come in the training order (shuffled by the seed), not file order.
     assert [r["id"] for r in rows(out)][:5] != [f"doc{i}" for i in range(5)]
     with pytest.raises(BadInput, match="another styles"):
-        job.paraphrase_corpus(str(corpus), model, out, styles=("faq",), max_new_tokens=4)
+        job.paraphrase_corpus(
+            str(corpus), model, out, job.ParaphraseOptions(styles=("faq",), max_new_tokens=4)
+        )
 
 
 def test_prompts_styles_and_long_documents(model):

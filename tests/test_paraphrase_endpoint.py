@@ -88,14 +88,15 @@ def test_endpoint_job_retries_overlaps_and_matches_the_local_model(tmp_path, mod
 
     # The local backend, greedy and unbatched, writes the same text for the same prompts.
     local = tmp_path / "local"
-    job.paraphrase_corpus(str(corpus), models["chat"], local, passes=2, batch_size=1,
-                          max_new_tokens=6, temperature=0)  # fmt: skip
+    greedy = job.ParaphraseOptions(passes=2, batch_size=1, max_new_tokens=6, temperature=0)
+    job.paraphrase_corpus(str(corpus), models["chat"], local, greedy)
     assert rows(local) == written
     recorded = json.loads((local / job.JOB_FILE).read_text())
     assert recorded["backend"] == "local" and recorded["endpoint"] is None
     assert (recorded["passes"], recorded["max_new_tokens"], recorded["temperature"]) == (2, 6, 0)
     with pytest.raises(BadInput, match="another temperature"):
-        job.paraphrase_corpus(str(corpus), models["chat"], local, passes=2, max_new_tokens=6)
+        sampled = job.ParaphraseOptions(passes=2, max_new_tokens=6)
+        job.paraphrase_corpus(str(corpus), models["chat"], local, sampled)
 
 
 def test_the_endpoint_backend_runs_without_torch_or_transformers(tmp_path, models, corpus):
@@ -134,10 +135,11 @@ main()
 def test_a_failed_job_resumes_to_the_rows_of_an_unbroken_one(tmp_path, models, corpus):
     """Sampled (temperature 0.7) but seeded: a job broken part-way and run again writes
     exactly the rows, in the same order, of a job that never broke."""
-    settings = dict(endpoint=None, model="tiny", passes=1, max_new_tokens=5, concurrency=3)
     with TinyServer(models["chat"]) as server:
-        settings["endpoint"] = server.url
-        whole = job.paraphrase_corpus(str(corpus), out=tmp_path / "whole", **settings)
+        settings = job.ParaphraseOptions(
+            endpoint=server.url, passes=1, max_new_tokens=5, concurrency=3
+        )
+        whole = job.paraphrase_corpus(str(corpus), "tiny", tmp_path / "whole", settings)
         reference = rows(tmp_path / "whole")
         assert whole["written"] == len(reference) == N_DOCS  # no empty answers to retry
 
@@ -145,14 +147,14 @@ def test_a_failed_job_resumes_to_the_rows_of_an_unbroken_one(tmp_path, models, c
         server.fail_texts = {f"Document {failing[3:]}:"}
         out = tmp_path / "broken"
         with pytest.raises(EndpointError, match=f"document '{failing}' pass 1"):
-            job.paraphrase_corpus(str(corpus), out=out, **settings)
+            job.paraphrase_corpus(str(corpus), "tiny", out, settings)
         assert rows(out) == reference[:5]  # the rows before the failed one, and no others
         tries = [b for _, b, s in server.posts if s == 500]
         assert len(tries) == 7  # the first try and six more
 
         server.fail_texts = set()
         server.posts.clear()
-        again = job.paraphrase_corpus(str(corpus), out=out, **settings)
+        again = job.paraphrase_corpus(str(corpus), "tiny", out, settings)
     assert again["written"] == N_DOCS - 5 and again["done"] == N_DOCS
     assert rows(out) == reference
     assert len(server.posts) == 1 + N_DOCS - 5  # the check at start, then only what was left
@@ -161,14 +163,19 @@ def test_a_failed_job_resumes_to_the_rows_of_an_unbroken_one(tmp_path, models, c
 def test_a_model_without_a_chat_template_gets_plain_prompts_and_a_warning(tmp_path, models, corpus):
     local_warnings, endpoint_warnings = [], []
     local = tmp_path / "local"
-    job.paraphrase_corpus(str(corpus), models["plain"], local, batch_size=1, max_new_tokens=4,
-                          temperature=0, limit=4, on_warning=local_warnings.append)  # fmt: skip
+    options = job.ParaphraseOptions(batch_size=1, max_new_tokens=4, temperature=0, limit=4)
+    job.paraphrase_corpus(
+        str(corpus), models["plain"], local, options, on_warning=local_warnings.append
+    )
     assert len(local_warnings) == 1 and "has no chat template" in local_warnings[0]
     out = tmp_path / "endpoint"
     with TinyServer(models["plain"], chat=False) as server:
-        result = job.paraphrase_corpus(str(corpus), "tiny", out, endpoint=server.url,
-                                       max_new_tokens=4, temperature=0, limit=4,
-                                       on_warning=endpoint_warnings.append)  # fmt: skip
+        served = job.ParaphraseOptions(
+            endpoint=server.url, max_new_tokens=4, temperature=0, limit=4
+        )
+        result = job.paraphrase_corpus(
+            str(corpus), "tiny", out, served, on_warning=endpoint_warnings.append
+        )
     assert len(endpoint_warnings) == 1 and "refused a chat request" in endpoint_warnings[0]
     assert result["warnings"] == endpoint_warnings
     assert json.loads((out / job.JOB_FILE).read_text())["endpoint_api"] == "completions"
@@ -196,7 +203,8 @@ def test_bad_endpoint_input_exits_2_with_one_sentence_and_writes_nothing(
 
     def refused(message, **options):
         with pytest.raises(BadInput, match=message):
-            job.paraphrase_corpus(str(corpus), options.pop("model", "tiny"), out, **options)
+            model = options.pop("model", "tiny")
+            job.paraphrase_corpus(str(corpus), model, out, job.ParaphraseOptions(**options))
 
     with TinyServer(models["chat"], api_key="sesame") as server:
         monkeypatch.setenv("CDLAW_TEST_KEY", "sesame")

@@ -4,60 +4,84 @@ folder, or any OpenAI-compatible server)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from cdlaw.cli import app, err, print_json, say
 
-
-@app.command()
-def paraphrase(
-    corpus: str = typer.Argument(
-        ..., metavar="CORPUS", help="A .txt/.jsonl/.parquet file or folder, or hf:DATASET."
-    ),
-    model: str = typer.Option(
-        ...,
+# The command's options, declared once here so its signature reads as a list.
+Corpus = Annotated[
+    str,
+    typer.Argument(metavar="CORPUS", help="A .txt/.jsonl/.parquet file or folder, or hf:DATASET."),
+]
+Model = Annotated[
+    str,
+    typer.Option(
         "--model",
         help="A local chat model folder, or with --endpoint the served model's name.",
     ),
-    out: Path = typer.Option(
-        ..., "--out", help="Folder for paraphrases.jsonl (resumed if it exists)."
-    ),
-    styles: str = typer.Option(
-        "faq,math,table,tutorial", "--styles", help="Comma-separated styles."
-    ),
-    passes: int = typer.Option(
-        1, "--passes", help="Paraphrases per document (pass k picks its style)."
-    ),
-    batch_size: int = typer.Option(8, "--batch-size", help="Prompts per generate() call (local)."),
-    max_new_tokens: int = typer.Option(
-        512, "--max-new-tokens", help="Tokens generated per prompt."
-    ),
-    limit: int = typer.Option(None, "--limit", help="Write at most this many new rows, then stop."),
-    seed: int = typer.Option(
-        0, "--seed", help="Corpus shuffle seed (use the sweep's data.corpus_seed)."
-    ),
-    text_column: str = typer.Option(
-        "text", "--text-column", help="Text column (jsonl/parquet/hf)."
-    ),
-    id_column: str = typer.Option("id", "--id-column", help="Id column; positions when absent."),
-    temperature: float = typer.Option(
-        0.7, "--temperature", help="Sampling temperature; 0 = greedy."
-    ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N (local)."),
-    endpoint: str = typer.Option(
-        None,
+]
+Out = Annotated[
+    Path, typer.Option("--out", help="Folder for paraphrases.jsonl (resumed if it exists).")
+]
+Styles = Annotated[str, typer.Option("--styles", help="Comma-separated styles.")]
+Passes = Annotated[
+    int, typer.Option("--passes", help="Paraphrases per document (pass k picks its style).")
+]
+BatchSize = Annotated[
+    int, typer.Option("--batch-size", help="Prompts per generate() call (local).")
+]
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Tokens generated per prompt.")]
+Limit = Annotated[
+    int | None, typer.Option("--limit", help="Write at most this many new rows, then stop.")
+]
+Seed = Annotated[
+    int, typer.Option("--seed", help="Corpus shuffle seed (use the sweep's data.corpus_seed).")
+]
+TextColumn = Annotated[str, typer.Option("--text-column", help="Text column (jsonl/parquet/hf).")]
+IdColumn = Annotated[str, typer.Option("--id-column", help="Id column; positions when absent.")]
+Temperature = Annotated[
+    float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.")
+]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N (local).")]
+Endpoint = Annotated[
+    str | None,
+    typer.Option(
         "--endpoint",
         help="An OpenAI-compatible server's base URL (vllm serve, SGLang, llama.cpp), "
         "e.g. http://localhost:8000/v1.",
     ),
-    concurrency: int = typer.Option(
-        8, "--concurrency", help="Requests in flight at once (--endpoint)."
-    ),
-    api_key_env: str = typer.Option(
-        None, "--api-key-env", help="Environment variable holding the server's API key."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the counts as JSON on stdout."),
+]
+Concurrency = Annotated[
+    int, typer.Option("--concurrency", help="Requests in flight at once (--endpoint).")
+]
+ApiKeyEnv = Annotated[
+    str | None,
+    typer.Option("--api-key-env", help="Environment variable holding the server's API key."),
+]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print the counts as JSON on stdout.")]
+
+
+@app.command()
+def paraphrase(
+    corpus: Corpus,
+    model: Model,
+    out: Out,
+    styles: Styles = "faq,math,table,tutorial",
+    passes: Passes = 1,
+    batch_size: BatchSize = 8,
+    max_new_tokens: MaxNewTokens = 512,
+    limit: Limit = None,
+    seed: Seed = 0,
+    text_column: TextColumn = "text",
+    id_column: IdColumn = "id",
+    temperature: Temperature = 0.7,
+    device: Device = "auto",
+    endpoint: Endpoint = None,
+    concurrency: Concurrency = 8,
+    api_key_env: ApiKeyEnv = None,
+    json_out: JsonOut = False,
 ) -> None:
     """Paraphrase every document of CORPUS in the CD paper's styles with a chat model.
 
@@ -69,26 +93,57 @@ def paraphrase(
 
     Example: cdlaw paraphrase corpus.jsonl --model ./Qwen2.5-0.5B-Instruct --passes 4 --out paraphrases/
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
     from cdlaw.cli import require_corpus_reader, require_train_extra
 
     if endpoint:  # the server generates: requests use the standard library, no torch
         require_corpus_reader("paraphrase --endpoint")
     else:
         require_train_extra("paraphrase")
-    from cdlaw.data.paraphrase import paraphrase_corpus
+    from cdlaw.data.paraphrase import ParaphraseOptions, paraphrase_corpus
 
-    names = tuple(s.strip() for s in styles.split(",") if s.strip())
-    # The bar starts with the first progress report, after the inputs were checked, so a
-    # bad input prints its one sentence and nothing else.
+    options = ParaphraseOptions(
+        styles=tuple(s.strip() for s in styles.split(",") if s.strip()),
+        passes=passes,
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        limit=limit,
+        seed=seed,
+        text_column=text_column,
+        id_column=id_column,
+        temperature=temperature,
+        device=device,
+        endpoint=endpoint,
+        concurrency=concurrency,
+        api_key_env=api_key_env,
+    )
+    bar, progress = _progress_bar(transient=json_out)
+    try:
+        result = paraphrase_corpus(
+            corpus,
+            model,
+            out,
+            options,
+            on_progress=progress,
+            on_warning=lambda message: say("warning", message),
+        )
+    finally:
+        bar.stop()
+    _render(result, json_out)
+
+
+def _progress_bar(transient: bool):
+    """A progress bar on stderr and the on_progress callback that drives it. The bar
+    starts with the first report, after the inputs were checked, so a bad input prints
+    its one sentence and nothing else."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     bar = Progress(
         "[progress.description]{task.description}",
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
         console=err,
-        transient=json_out,
+        transient=transient,
     )
     task = None
 
@@ -99,29 +154,11 @@ def paraphrase(
             task = bar.add_task("paraphrasing", total=total)
         bar.update(task, completed=done, total=total)
 
-    try:
-        result = paraphrase_corpus(
-            corpus,
-            model,
-            out,
-            styles=names,
-            passes=passes,
-            batch_size=batch_size,
-            max_new_tokens=max_new_tokens,
-            limit=limit,
-            seed=seed,
-            text_column=text_column,
-            id_column=id_column,
-            temperature=temperature,
-            device=device,
-            on_progress=progress,
-            endpoint=endpoint,
-            concurrency=concurrency,
-            api_key_env=api_key_env,
-            on_warning=lambda message: say("warning", message),
-        )
-    finally:
-        bar.stop()
+    return bar, progress
+
+
+def _render(result: dict, json_out: bool) -> None:
+    """The counts as JSON on stdout, or one line on stderr."""
     if json_out:
         print_json(result)
     else:

@@ -84,9 +84,13 @@ def plot(
         dpi=None if dpi is None else number(dpi, "--dpi"),
         style=style,
     )
-    paths = draw(path, kinds or None, out, fmt.lower(), fit, options)
+    _render(draw(path, kinds or None, out, fmt.lower(), fit, options), fmt.lower(), json_out)
+
+
+def _render(paths: list[Path], fmt: str, json_out: bool) -> None:
+    """The files written, one per line (or as JSON), and a count on stderr."""
     if json_out:
-        print_json({"written": [str(p) for p in paths], "format": fmt.lower()})
+        print_json({"written": [str(p) for p in paths], "format": fmt})
     else:
         for p in paths:
             print(p)

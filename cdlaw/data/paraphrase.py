@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -71,33 +72,40 @@ def done_rows(path: Path) -> set[tuple[str, int]]:
     return {(str(r["id"]), int(r["pass"])) for r in sources.read_rows(path)}
 
 
+@dataclass(frozen=True)
+class ParaphraseOptions:
+    """What a paraphrasing job is asked to do: one field per `cdlaw paraphrase` option."""
+
+    styles: tuple[str, ...] = STYLES  # --styles: the styles a document's passes walk through
+    passes: int = 1  # --passes: paraphrases per document (pass k picks its style)
+    batch_size: int = 8  # --batch-size: prompts per generate() call (local model)
+    max_new_tokens: int = 512  # --max-new-tokens: tokens generated per prompt
+    limit: int | None = None  # --limit: write at most this many new rows, then stop
+    seed: int = 0  # --seed: corpus shuffle seed (the sweep's data.corpus_seed); seeds sampling
+    text_column: str = "text"  # --text-column: the text column (jsonl/parquet/hf)
+    id_column: str = "id"  # --id-column: the id column; positions when absent
+    temperature: float = 0.7  # --temperature: sampling temperature; 0 = greedy
+    device: str = "auto"  # --device: auto, cpu, cuda or cuda:N (local model)
+    endpoint: str | None = None  # --endpoint: an OpenAI-compatible base URL; None: local model
+    concurrency: int = 8  # --concurrency: requests in flight at once (endpoint)
+    api_key_env: str | None = None  # --api-key-env: environment variable holding the API key
+
+
 def paraphrase_corpus(
     corpus: str,
     model: str | Path,
     out: str | Path,
-    styles: tuple[str, ...] = STYLES,
-    passes: int = 1,
-    batch_size: int = 8,
-    max_new_tokens: int = 512,
-    limit: int | None = None,
-    seed: int = 0,
-    text_column: str = "text",
-    id_column: str = "id",
-    temperature: float = 0.7,
-    device: str = "auto",
+    options: ParaphraseOptions = ParaphraseOptions(),
     on_progress: Callable[[int, int], None] | None = None,
-    endpoint: str | None = None,
-    concurrency: int = 8,
-    api_key_env: str | None = None,
     on_warning: Callable[[str], None] | None = None,
 ) -> dict:
     """Write (or continue) `<out>/paraphrases.jsonl`; returns counts and the file's path.
 
-    With `endpoint` (an OpenAI-compatible base URL such as http://host:8000/v1) `model`
-    is the name the server serves and `concurrency` requests run at once; without it
-    `model` is a local model folder run in batches of `batch_size` on `device`.
-    on_progress(done, total) is called after every chunk (for a progress bar);
-    on_warning(message) once per warning (they are in the result's "warnings" too).
+    With `options.endpoint` (an OpenAI-compatible base URL such as http://host:8000/v1)
+    `model` is the name the server serves and `options.concurrency` requests run at once;
+    without it `model` is a local model folder run in batches of `options.batch_size` on
+    `options.device`. on_progress(done, total) is called after every chunk (for a progress
+    bar); on_warning(message) once per warning (they are in the result's "warnings" too).
     """
     warnings: list[str] = []
 
@@ -106,69 +114,121 @@ def paraphrase_corpus(
         if on_warning:
             on_warning(message)
 
-    styles = tuple(styles)
-    _check_options(styles, passes, batch_size, max_new_tokens, limit, seed, temperature)
+    styles = tuple(options.styles)
+    _check_options(styles, options)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} exists and is not a folder")
-    if endpoint:
-        from cdlaw.data.paraphrase_endpoint import Endpoint
-
-        if concurrency < 1:
-            raise BadInput(f"--concurrency must be at least 1, got {concurrency}")
-        backend = Endpoint.connect(endpoint, str(model), api_key_env, concurrency, warn)
+    if options.endpoint:  # the server is asked first: a wrong address fails at once
+        backend = _connect(options.endpoint, str(model), options, warn)
         model_key = str(model)
         run = {"backend": "endpoint", "endpoint": backend.base, "endpoint_api": backend.api}
     else:
-        if api_key_env:
-            raise BadInput("--api-key-env is for --endpoint: a local model needs no key")
-        model_dir = Path(model).expanduser()
-        if not (model_dir / "config.json").is_file():
-            raise BadInput(
-                f"--model {str(model)!r} is not a local Hugging Face model folder (no "
-                "config.json): give the folder of a chat model saved with save_pretrained, "
-                "or the served name of a model with --endpoint"
-            )
+        model_dir = _local_model_dir(model, options)
         model_key = str(model_dir.resolve())
         run = {"backend": "local", "endpoint": None}
-    docs = sources.load_documents(corpus, text_column, id_column, what="CORPUS")
+    docs = sources.load_documents(corpus, options.text_column, options.id_column, what="CORPUS")
     job = {
         "corpus": corpus,
         "corpus_fingerprint": docs.fingerprint,
         "model": model_key,
         "styles": list(styles),
-        "seed": seed,
-        "text_column": text_column,
-        "id_column": id_column,
-        "max_new_tokens": max_new_tokens,
-        "temperature": temperature,
-        "passes": passes,
+        "seed": options.seed,
+        "text_column": options.text_column,
+        "id_column": options.id_column,
+        "max_new_tokens": options.max_new_tokens,
+        "temperature": options.temperature,
+        "passes": options.passes,
         **run,
     }
     job_path = out / JOB_FILE
     if job_path.is_file():
-        old = json.loads(job_path.read_text())
-        # Keys an older job.json lacks are not compared: it resumes as before.
-        changed = [k for k in SAME_ON_RESUME if k in old and old[k] != job[k]]
-        if changed:
-            raise BadInput(
-                f"--out {str(out)!r} holds paraphrases written with another {changed[0]} "
-                f"({old.get(changed[0])!r}, now {job[changed[0]]!r}): use a new --out folder"
-            )
-        job["passes"] = max(passes, int(old.get("passes") or 0))  # the most asked of it
-    if not endpoint:
-        backend = LocalModel(model_dir, device, batch_size, warn)
-    budget = backend.text_budget(styles, max_new_tokens, str(model))
+        _check_resume(job, json.loads(job_path.read_text()), out)
+    if not options.endpoint:  # loaded only once the inputs are known to be good
+        backend = LocalModel(model_dir, options.device, options.batch_size, warn)
+    budget = backend.text_budget(styles, options.max_new_tokens, str(model))
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(job_path, job)
     rows_path = out / ROWS_FILE
     done = done_rows(rows_path)
+    written, empty, total = _write_rows(
+        rows_path, docs, backend, budget, styles, done, options, on_progress
+    )
+    return {
+        "written": written,
+        "empty": empty,
+        "done": len(done) + written,
+        "total": total,
+        "path": str(rows_path),
+        "warnings": warnings,
+    }
+
+
+def _check_options(styles: tuple[str, ...], options: ParaphraseOptions) -> None:
+    unknown = [s for s in styles if s not in PROMPTS]
+    if unknown or not styles:
+        raise BadInput(f"--styles {','.join(styles)!r} must name some of {', '.join(STYLES)}")
+    for name, value in (
+        ("--passes", options.passes),
+        ("--batch-size", options.batch_size),
+        ("--max-new-tokens", options.max_new_tokens),
+    ):
+        if value < 1:
+            raise BadInput(f"{name} must be at least 1, got {value}")
+    if options.limit is not None and options.limit < 0:
+        raise BadInput(f"--limit must be ≥ 0, got {options.limit}")
+    if options.seed < 0:
+        raise BadInput(f"--seed must be ≥ 0, got {options.seed}")
+    if not options.temperature >= 0:
+        raise BadInput(f"--temperature must be ≥ 0 (0 = greedy), got {options.temperature}")
+
+
+def _connect(endpoint: str, model: str, options: ParaphraseOptions, warn):
+    """The endpoint backend, connected to the server at `endpoint` that serves `model`."""
+    from cdlaw.data.paraphrase_endpoint import Endpoint
+
+    if options.concurrency < 1:
+        raise BadInput(f"--concurrency must be at least 1, got {options.concurrency}")
+    return Endpoint.connect(endpoint, model, options.api_key_env, options.concurrency, warn)
+
+
+def _local_model_dir(model: str | Path, options: ParaphraseOptions) -> Path:
+    """The local model folder; refuses one without config.json, and an API key."""
+    if options.api_key_env:
+        raise BadInput("--api-key-env is for --endpoint: a local model needs no key")
+    model_dir = Path(model).expanduser()
+    if not (model_dir / "config.json").is_file():
+        raise BadInput(
+            f"--model {str(model)!r} is not a local Hugging Face model folder (no "
+            "config.json): give the folder of a chat model saved with save_pretrained, "
+            "or the served name of a model with --endpoint"
+        )
+    return model_dir
+
+
+def _check_resume(job: dict, old: dict, out: Path) -> None:
+    """Refuse to resume a folder written for another job (SAME_ON_RESUME); a resume asks
+    for the most passes either run asked for."""
+    # Keys an older job.json lacks are not compared: it resumes as before.
+    changed = [k for k in SAME_ON_RESUME if k in old and old[k] != job[k]]
+    if changed:
+        raise BadInput(
+            f"--out {str(out)!r} holds paraphrases written with another {changed[0]} "
+            f"({old.get(changed[0])!r}, now {job[changed[0]]!r}): use a new --out folder"
+        )
+    job["passes"] = max(job["passes"], int(old.get("passes") or 0))  # the most asked of it
+
+
+def _write_rows(rows_path: Path, docs, backend, budget, styles, done, options, on_progress):
+    """Paraphrase the (document, pass) pairs not yet done, in training order, and append
+    their rows a chunk at a time; returns (rows written, answers empty, pairs in all)."""
+    seed, passes = options.seed, options.passes
     order = np.random.default_rng([seed, SHUFFLE_TAG]).permutation(len(docs.texts)).tolist()
     pending = [(i, k) for i in order for k in range(1, passes + 1) if (docs.ids[i], k) not in done]
     total = len(docs.texts) * passes
     finished = total - len(pending)
-    todo = pending if limit is None else pending[:limit]
+    todo = pending if options.limit is None else pending[: options.limit]
 
     def item(i: int, k: int) -> Item:
         style = style_for(docs.ids[i], k, styles, seed)
@@ -179,7 +239,8 @@ def paraphrase_corpus(
     if on_progress:
         on_progress(finished, total)
     with open(rows_path, "a", encoding="utf-8") as f:
-        for chunk in backend.paraphrase(items, max_new_tokens, temperature, seed):
+        chunks = backend.paraphrase(items, options.max_new_tokens, options.temperature, seed)
+        for chunk in chunks:
             for it, text in chunk:
                 if not text:  # the model said nothing: leave it undone, so a rerun retries
                     empty += 1
@@ -192,33 +253,7 @@ def paraphrase_corpus(
             finished += len(chunk)
             if on_progress:
                 on_progress(finished, total)
-    return {
-        "written": written,
-        "empty": empty,
-        "done": len(done) + written,
-        "total": total,
-        "path": str(rows_path),
-        "warnings": warnings,
-    }
-
-
-def _check_options(styles, passes, batch_size, max_new_tokens, limit, seed, temperature) -> None:
-    unknown = [s for s in styles if s not in PROMPTS]
-    if unknown or not styles:
-        raise BadInput(f"--styles {','.join(styles)!r} must name some of {', '.join(STYLES)}")
-    for name, value in (
-        ("--passes", passes),
-        ("--batch-size", batch_size),
-        ("--max-new-tokens", max_new_tokens),
-    ):
-        if value < 1:
-            raise BadInput(f"{name} must be at least 1, got {value}")
-    if limit is not None and limit < 0:
-        raise BadInput(f"--limit must be ≥ 0, got {limit}")
-    if seed < 0:
-        raise BadInput(f"--seed must be ≥ 0, got {seed}")
-    if not temperature >= 0:
-        raise BadInput(f"--temperature must be ≥ 0 (0 = greedy), got {temperature}")
+    return written, empty, total
 
 
 class LocalModel:

@@ -106,7 +106,10 @@ class World:
 
 
 def build_world(seed: int, options: WorldOptions | None = None) -> World:
-    """The world for a seed: entities, names, facts and popularity (pure function)."""
+    """The world for a seed: entities, names, facts and popularity (pure function).
+
+    Every draw comes from one generator, in this order: kinds, value lists, names, facts.
+    """
     options = options or WorldOptions()
     rng = np.random.default_rng([seed, 0])
     n = options.n_entities
@@ -117,8 +120,16 @@ def build_world(seed: int, options: WorldOptions | None = None) -> World:
     popularity = ranks**-options.zipf_exponent
     popularity /= popularity.sum()
 
+    taken: set[str] = set()  # every name in the world, lower-cased: no two things share one
+    lists = _world_lists(rng, taken)
+    names = _entity_names(rng, kind, taken)
+    values, targets = _entity_facts(rng, kind, names, lists, popularity)
+    return World(seed, options, kind, names, values, targets, lists, popularity)
+
+
+def _world_lists(rng, taken: set[str]) -> dict[str, tuple[str, ...]]:
+    """The value lists, with the world's own countries, mountains and seas."""
     lists = dict(LISTS)
-    taken: set[str] = set()
     lists["countries"] = tuple(unique_names(rng, 40, taken, lambda r: syllable_word(r, 2, 3)))
     lists["mountains"] = tuple(
         unique_names(rng, 40, taken, lambda r: f"the {syllable_word(r, 2, 2)} Mountains")
@@ -126,7 +137,11 @@ def build_world(seed: int, options: WorldOptions | None = None) -> World:
     lists["seas"] = tuple(
         unique_names(rng, 24, taken, lambda r: f"the {syllable_word(r, 2, 3)} Sea")
     )
+    return lists
 
+
+def _entity_names(rng, kind: np.ndarray, taken: set[str]) -> list[str]:
+    """A name per entity in the style of its kind, none taken before."""
     given = unique_names(rng, 600, set(), lambda r: syllable_word(r, 2, 2))
     namers = {
         "person": lambda r: f"{given[r.integers(len(given))]} {syllable_word(r, 2, 3)}",
@@ -140,15 +155,20 @@ def build_world(seed: int, options: WorldOptions | None = None) -> World:
             f"the {SPECIES_ADJECTIVES[r.integers(len(SPECIES_ADJECTIVES))]} {syllable_word(r, 2, 2).lower()}"
         ),
     }
-    names = [""] * n
-    for i in range(n):
+    names = [""] * len(kind)
+    for i in range(len(kind)):
         make = namers[KINDS[kind[i]].name]
         name = make(rng)
         while name.lower() in taken:
             name = make(rng)
         taken.add(name.lower())
         names[i] = name
+    return names
 
+
+def _entity_facts(rng, kind: np.ndarray, names: list[str], lists: dict, popularity: np.ndarray):
+    """Per entity, per attribute of its kind: the value as written, and the entity it names
+    (or -1)."""
     # Entity-valued facts point at other entities, the popular ones more often (as real
     # text mentions famous people more), which also makes popular names more frequent.
     by_kind = {k.name: np.flatnonzero(kind == i) for i, k in enumerate(KINDS)}
@@ -162,38 +182,36 @@ def build_world(seed: int, options: WorldOptions | None = None) -> World:
         [u + a for u in upper for a in lower][i] for i in rng.permutation(26 * 26).tolist()
     )
     more_symbols = (u + a + b for u in upper for a in lower for b in lower)
+
+    def fact(i: int, value: str) -> tuple[str, int]:
+        kind_name, _, rest = value.partition(":")
+        if kind_name == "entity":
+            ids = by_kind[rest]
+            target = i
+            while target == i:
+                target = int(ids[np.searchsorted(cdf_by_kind[rest], rng.random())])
+                if len(ids) == 1:
+                    break
+            return names[target], target
+        if kind_name == "list":
+            return lists[rest][rng.integers(len(lists[rest]))], -1
+        if kind_name == "serial":  # atomic numbers: unique, so no two elements share one
+            return str(next(serials)), -1
+        if kind_name == "symbol":  # two letters while they last, then three
+            return next(symbols, None) or next(more_symbols), -1
+        lo, hi = map(int, rest.split(":"))
+        if kind_name == "year":
+            return str(int(rng.integers(lo, hi + 1))), -1
+        # "int": log-uniform, two significant digits, as people round numbers
+        x = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
+        return str(max(lo, int(float(f"{x:.2g}")))), -1
+
     values, targets = [], []
-    for i in range(n):
-        vals, tgts = [], []
-        for attr in KINDS[kind[i]].attributes:
-            kind_name, _, rest = attr.value.partition(":")
-            target = -1
-            if kind_name == "entity":
-                ids = by_kind[rest]
-                target = i
-                while target == i:
-                    target = int(ids[np.searchsorted(cdf_by_kind[rest], rng.random())])
-                    if len(ids) == 1:
-                        break
-                text = names[target]
-            elif kind_name == "list":
-                text = lists[rest][rng.integers(len(lists[rest]))]
-            elif kind_name == "serial":  # atomic numbers: unique, so no two elements share one
-                text = str(next(serials))
-            elif kind_name == "symbol":  # two letters while they last, then three
-                text = next(symbols, None) or next(more_symbols)
-            elif kind_name == "year":
-                lo, hi = map(int, rest.split(":"))
-                text = str(int(rng.integers(lo, hi + 1)))
-            else:  # "int": log-uniform, two significant digits, as people round numbers
-                lo, hi = map(int, rest.split(":"))
-                x = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
-                text = str(max(lo, int(float(f"{x:.2g}"))))
-            vals.append(text)
-            tgts.append(target)
-        values.append(tuple(vals))
-        targets.append(tuple(tgts))
-    return World(seed, options, kind, names, values, targets, lists, popularity)
+    for i in range(len(kind)):
+        stated = [fact(i, attr.value) for attr in KINDS[kind[i]].attributes]
+        values.append(tuple(text for text, _ in stated))
+        targets.append(tuple(target for _, target in stated))
+    return values, targets
 
 
 # ---------------------------------------------------------------------------------------

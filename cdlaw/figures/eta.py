@@ -25,70 +25,60 @@ def eta_limits(etas, margin: float = 0.06) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def eta_figure(law: Law, rows, fit: dict | None = None):
-    """Empirical η against r with the fitted η curves, one panel per strategy."""
-    import matplotlib as mpl
-    from matplotlib.lines import Line2D
-
+def _eta_runs(law: Law, rows):
+    """The runs with derived tokens to draw, and their strategies: those the law knows,
+    or every strategy when it knows none of them."""
     derived = rows[(rows["derived_tokens"] > 0) & rows["strategy"].isin(list(law.strategies))]
     strategies = style.strategy_order(derived["strategy"].unique())
     if not strategies:  # runs with derived tokens, but of strategies the law does not know
         derived = rows[rows["derived_tokens"] > 0]
         strategies = style.strategy_order(derived["strategy"].unique())
-    fig, axes = style.new_figure(1, len(strategies), panel=(4.2, 3.4), sharey=True)
-    tpp = derived["tokens_per_param"]
-    norm = mpl.colors.LogNorm(tpp.min() / 1.05, tpp.max() * 1.05)
-    cmap = style.sequential_cmap()
-    sizes = sorted(derived["n_params"].unique())
-    marker_of = {n: style.MARKERS[i % len(style.MARKERS)] for i, n in enumerate(sizes)}
-    line_of = {n: style.LINESTYLES[i % len(style.LINESTYLES)] for i, n in enumerate(sizes)}
+    return derived, strategies
 
-    for ax, s in zip(axes[0], strategies, strict=True):
-        pts = derived[derived["strategy"] == s]
-        r_lo, r_hi = pts["derived_ratio"].min() / 2, pts["derived_ratio"].max() * 2
-        grid = np.geomspace(r_lo, r_hi, 200)
-        if s in law.strategies:
-            for (n, d), _ in pts.groupby(["n_params", "fresh_tokens"]):
-                ax.plot(
-                    grid,
-                    law.eta(n, d, grid, s),
-                    color=cmap(norm(d / n)),
-                    linestyle=line_of[n],
-                    linewidth=1.3,
-                    zorder=2,
-                    gid=f"eta:{n:g}:{d:g}",
-                )
-        for n in sizes:
-            p = pts[pts["n_params"] == n]
-            if not len(p):
-                continue
-            style.scatter_runs(
-                ax,
-                p["derived_ratio"],
-                p["empirical_eta"],
-                p["used"],
-                cmap(norm(p["tokens_per_param"].to_numpy())),
-                marker_of[n],
-                34,
-                f"{n:g}",
-                ring=1.3,
+
+def _eta_panel(ax, law: Law, pts, s: str, sizes, colour_of, marker_of, line_of) -> None:
+    """One strategy: the fitted η(r) of each (N, D) cell and every run's empirical η."""
+    r_lo, r_hi = pts["derived_ratio"].min() / 2, pts["derived_ratio"].max() * 2
+    grid = np.geomspace(r_lo, r_hi, 200)
+    if s in law.strategies:
+        for (n, d), _ in pts.groupby(["n_params", "fresh_tokens"]):
+            ax.plot(
+                grid,
+                law.eta(n, d, grid, s),
+                color=colour_of(d / n),
+                linestyle=line_of[n],
+                linewidth=1.3,
+                zorder=2,
+                gid=f"eta:{n:g}:{d:g}",
             )
-        ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
-        ax.set_xscale("log")
-        ax.set_xlim(r_lo, r_hi)
-        style.log_axis(ax, "x", style.plain)
-        ax.set_title(f"{s}", fontsize=10, color=style.strategy_style(s)["color"])
-        ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
-        ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
-        ax.tick_params(labelsize=7)
-    drawn = derived[derived["strategy"].isin(strategies)]["empirical_eta"].to_numpy()
-    axes[0, 0].set_ylim(*eta_limits(drawn))
+    for n in sizes:
+        p = pts[pts["n_params"] == n]
+        if not len(p):
+            continue
+        style.scatter_runs(
+            ax,
+            p["derived_ratio"],
+            p["empirical_eta"],
+            p["used"],
+            colour_of(p["tokens_per_param"].to_numpy()),
+            marker_of[n],
+            34,
+            f"{n:g}",
+            ring=1.3,
+        )
+    ax.axhline(1.0, color="0.5", linewidth=0.8, linestyle=(0, (2, 2)), zorder=1)
+    ax.set_xscale("log")
+    ax.set_xlim(r_lo, r_hi)
+    style.log_axis(ax, "x", style.plain)
+    ax.set_title(f"{s}", fontsize=10, color=style.strategy_style(s)["color"])
+    ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
+    ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
+    ax.tick_params(labelsize=7)
 
-    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
-    cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)
-    cbar.set_label("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
-    cbar.ax.tick_params(labelsize=7, which="both")
-    style.log_axis(cbar.ax, "y", style.plain)
+
+def _eta_key(sizes, marker_of, line_of) -> list:
+    """A marker and line style per model size, then what points and lines mean."""
+    from matplotlib.lines import Line2D
 
     handles = [
         Line2D(
@@ -124,6 +114,35 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
             label=r"$\eta = 1$: as good as fresh",
         ),
     ]
+    return handles
+
+
+def eta_figure(law: Law, rows, fit: dict | None = None):
+    """Empirical η against r with the fitted η curves, one panel per strategy."""
+    import matplotlib as mpl
+
+    derived, strategies = _eta_runs(law, rows)
+    fig, axes = style.new_figure(1, len(strategies), panel=(4.2, 3.4), sharey=True)
+    tpp = derived["tokens_per_param"]
+    norm = mpl.colors.LogNorm(tpp.min() / 1.05, tpp.max() * 1.05)
+    cmap = style.sequential_cmap()
+    sizes = sorted(derived["n_params"].unique())
+    marker_of = {n: style.MARKERS[i % len(style.MARKERS)] for i, n in enumerate(sizes)}
+    line_of = {n: style.LINESTYLES[i % len(style.LINESTYLES)] for i, n in enumerate(sizes)}
+
+    for ax, s in zip(axes[0], strategies, strict=True):
+        pts = derived[derived["strategy"] == s]
+        _eta_panel(ax, law, pts, s, sizes, lambda t: cmap(norm(t)), marker_of, line_of)
+    drawn = derived[derived["strategy"].isin(strategies)]["empirical_eta"].to_numpy()
+    axes[0, 0].set_ylim(*eta_limits(drawn))
+
+    sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)
+    cbar.set_label("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
+    cbar.ax.tick_params(labelsize=7, which="both")
+    style.log_axis(cbar.ax, "y", style.plain)
+
+    handles = _eta_key(sizes, marker_of, line_of)
     return style.finish(
         fig,
         "Worth of a derived token, η, against the derived ratio r = D′/D",

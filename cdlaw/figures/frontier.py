@@ -99,26 +99,8 @@ def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
     return {k: {c: np.asarray(v) for c, v in cols.items()} for k, cols in out.items() if cols}
 
 
-def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
-    """N*, D′*, passes and predicted loss against budget: the plan vs naive and four-epoch.
-
-    Each plan's line in a panel has the gid "<kind>:<column>" (plan:n_params, naive:…).
-    """
-    from matplotlib.lines import Line2D
-
-    table = frontier_table(frontier)
-    U = _unique(frontier)
-    law = plan_law(frontier, fit)
-    plan = table.get("plan")
-    with_derived = plan is not None and plan_has_derived(law, plan)
-    fig, axes = style.new_figure(2, 2, panel=(3.8, 2.9), sharex=True)
-    ax_n, ax_d, ax_e, ax_l = axes.flat
-    panels = (
-        (ax_n, "n_params"),
-        (ax_d, "derived_tokens"),
-        (ax_e, "passes"),
-        (ax_l, "predicted_loss"),
-    )
+def _plan_lines(panels, table: dict, with_derived: bool) -> None:
+    """Each plan kind's line in every panel (the plan's D′ only when it has some)."""
     for kind, t in table.items():
         ps = PLANS[kind]
         line = {"color": ps["color"], "linestyle": ps["linestyle"], "linewidth": 1.5}
@@ -133,24 +115,29 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
                 gid=f"{kind}:{key}",
                 **line,
             )
-    if with_derived:
-        # The plan's chosen strategy, as coloured markers on its own line.
-        for s in style.strategy_order(set(plan["strategy"])):
-            m = plan["strategy"] == s
-            st = style.strategy_style(s)
-            for ax, key in panels:
-                ax.scatter(
-                    plan["budget_flops"][m],
-                    plan[key][m],
-                    color=st["color"],
-                    marker=st["marker"],
-                    s=26,
-                    edgecolor="black",
-                    linewidth=0.5,
-                    zorder=5,
-                )
-    if np.isfinite(U):
-        ax_d.axhline(U, color="0.4", linewidth=1.0, linestyle=(0, (1, 1)))
+
+
+def _strategy_marks(panels, plan: dict) -> None:
+    """The plan's chosen strategy, as coloured markers on its own line."""
+    for s in style.strategy_order(set(plan["strategy"])):
+        m = plan["strategy"] == s
+        st = style.strategy_style(s)
+        for ax, key in panels:
+            ax.scatter(
+                plan["budget_flops"][m],
+                plan[key][m],
+                color=st["color"],
+                marker=st["marker"],
+                s=26,
+                edgecolor="black",
+                linewidth=0.5,
+                zorder=5,
+            )
+
+
+def _label_axes(axes) -> None:
+    """Names and scales of the four panels: log where a panel has positive values."""
+    ax_n, ax_d, ax_e, ax_l = axes.flat
     for ax, label, log_y in (
         (ax_n, "model size, N* (parameters)", True),
         (ax_d, "derived tokens, D′* (tokens)", True),
@@ -164,14 +151,24 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         ax.tick_params(labelsize=7)
     for ax in (ax_e, ax_l):
         ax.set_xlabel("compute budget, C (FLOPs)", fontsize=8)
+
+
+def _model_size_range(ax_n, table: dict, fit: dict | None) -> bool:
+    """Fit N*'s axis to every plan; shade the sizes beyond the largest fitted run, where
+    the plan extrapolates. Returns whether it shaded any."""
     ax_n.set_ylim(*style.pad_log_range(np.concatenate([t["n_params"] for t in table.values()])))
-    # Shade the model sizes beyond the largest fitted run: there the plan extrapolates.
     data_max = ((fit or {}).get("data_range") or {}).get("n_params")
     top = ax_n.get_ylim()[1]
     shade = bool(data_max) and float(data_max[1]) < top
     if shade:
         ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
         ax_n.set_ylim(top=top)
+    return shade
+
+
+def _tick_axes(axes) -> None:
+    """Human ticks on every panel; an empty D′ panel says why it is empty."""
+    ax_n, ax_d, ax_e, ax_l = axes.flat
     style.log_axis(ax_n, "y")
     if ax_d.get_yscale() == "log":
         style.log_axis(ax_d, "y")
@@ -188,6 +185,11 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         )
     style.log_axis(ax_e, "y", style.plain)
     style.log_axis(ax_l, "x", style.powers)  # the x axis is shared by all four panels
+
+
+def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade: bool) -> list:
+    """The plan kinds drawn, the plan's strategies, the unique tokens and the shading."""
+    from matplotlib.lines import Line2D
 
     handles = [
         Line2D(
@@ -229,18 +231,56 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         from matplotlib.patches import Patch
 
         handles.append(Patch(facecolor="0.9", label="N beyond the largest fitted run"))
-    if not fit:
-        # A frontier JSON from a preset: name the law it was planned with.
-        params = frontier.get("law_params") or {}
-        name = frontier.get("law")
-        fit = {"law": law, "source": params.get("source") or name}
-        if isinstance(name, dict):
-            fit = {"law": law, "source": name.get("source")}
+    return handles
+
+
+def _caption_fit(frontier: dict, fit: dict | None, law: str) -> dict | None:
+    """The fit the caption names: fit, or for a frontier JSON from a preset, the law it
+    was planned with."""
+    if fit:
+        return fit
+    params = frontier.get("law_params") or {}
+    name = frontier.get("law")
+    if isinstance(name, dict):
+        return {"law": law, "source": name.get("source")}
+    return {"law": law, "source": params.get("source") or name}
+
+
+def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
+    """N*, D′*, passes and predicted loss against budget: the plan vs naive and four-epoch.
+
+    Each plan's line in a panel has the gid "<kind>:<column>" (plan:n_params, naive:…).
+    """
+    table = frontier_table(frontier)
+    U = _unique(frontier)
+    law = plan_law(frontier, fit)
+    plan = table.get("plan")
+    with_derived = plan is not None and plan_has_derived(law, plan)
+    fig, axes = style.new_figure(2, 2, panel=(3.8, 2.9), sharex=True)
+    ax_n, ax_d, ax_e, ax_l = axes.flat
+    panels = (
+        (ax_n, "n_params"),
+        (ax_d, "derived_tokens"),
+        (ax_e, "passes"),
+        (ax_l, "predicted_loss"),
+    )
+    _plan_lines(panels, table, with_derived)
+    if with_derived:
+        _strategy_marks(panels, plan)
+    if np.isfinite(U):
+        ax_d.axhline(U, color="0.4", linewidth=1.0, linestyle=(0, (1, 1)))
+    _label_axes(axes)
+    shade = _model_size_range(ax_n, table, fit)
+    _tick_axes(axes)
+
+    handles = _frontier_legend(table, law, plan, with_derived, U, shade)
     u_text = "unlimited" if not np.isfinite(U) else style.tokens(U)
     return style.finish(
         fig,
         f"Compute frontier with U = {u_text} unique tokens",
-        style.fit_caption(fit, f"strategy {frontier.get('strategy', 'auto')}"),
+        style.fit_caption(
+            _caption_fit(frontier, fit, law), f"strategy {frontier.get('strategy', 'auto')}"
+        ),
         handles,
         [h.get_label() for h in handles],
     )

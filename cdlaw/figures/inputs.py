@@ -251,6 +251,65 @@ def rows_of_fit(fit_path: Path) -> Path:
     return fit_path.with_name(fit_path.stem + "_rows.parquet")
 
 
+def _checked_paths(path: Path, fit_path: str | Path | None) -> Path | None:
+    """Refuse a PATH or --fit that does not exist; return fit_path as a Path (or None)."""
+    if not path.exists():
+        raise BadInput(
+            f"{path} does not exist; pass a runs folder, a fit.json, a CSV/parquet table or a frontier JSON"
+        )
+    fit_path = Path(fit_path) if fit_path is not None else None
+    if fit_path is not None and not fit_path.is_file():
+        raise BadInput(f"--fit {fit_path} does not exist; pass the fit.json `cdlaw fit` wrote")
+    return fit_path
+
+
+def _read_runs_folder(inputs: PlotInputs, path: Path, fit_path: Path | None):
+    """A runs folder's comparison, summary and metrics into inputs; returns the fit to
+    read (fit_path, or the fit.json beside the runs) and the runs table."""
+    inputs.runs_dir = path
+    if (path / "compare.json").is_file():
+        _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
+    inputs.summary = _read_runs_summary(path)
+    inputs.metrics = _read_metrics(path)
+    fit_path = fit_path or fit_beside(path)
+    if inputs.summary is None and not inputs.metrics and fit_path is None:
+        raise BadInput(
+            f"{path} holds no runs (no summary.parquet, result.json or metrics.parquet) "
+            "and no fit.json; pass a runs folder written by `cdlaw sweep`"
+        )
+    return fit_path, inputs.summary
+
+
+def _read_frontier(inputs: PlotInputs, obj: dict, path: Path, fit_path: Path | None):
+    """A frontier JSON into inputs; returns the fit to read: fit_path, or the fit.json it
+    was planned with. A frontier planned with a law's parameters alone (no fit.json)
+    gives inputs that law directly."""
+    inputs.frontier = obj
+    named = obj.get("law")
+    if isinstance(named, str) and named.endswith(".json") and Path(named).is_file():
+        return fit_path or Path(named)  # the fit the frontier was planned with
+    if fit_path is None:
+        law_dict = next((d for d in (obj.get("law_params"), named) if isinstance(d, dict)), None)
+        if law_dict is not None and "params" in law_dict:
+            src = law_dict.get("source") or ""
+            if isinstance(named, str) and named not in src:
+                src = f"{named} ({src})" if src else named
+            inputs.fit = {**law_dict, "source": src}
+            inputs.law = _law_from_fit(law_dict, path)
+    return fit_path
+
+
+def _read_fit(inputs: PlotInputs, fit_path: Path, table):
+    """The fit.json and its law into inputs; returns the runs table, the fit's own rows
+    where they exist (they carry what the fit did: cells reduced, used, held out)."""
+    inputs.fit_path = fit_path
+    inputs.fit = _read_json(fit_path)
+    inputs.law = _law_from_fit(inputs.fit, fit_path)
+    if rows_of_fit(fit_path).exists():
+        return read_table(rows_of_fit(fit_path))
+    return table
+
+
 def load_inputs(
     path: str | Path, fit_path: str | Path | None = None, need_fit: bool = True
 ) -> PlotInputs:
@@ -261,46 +320,16 @@ def load_inputs(
     from cdlaw.fit.table import REQUIRED, TABLE_SUFFIXES
 
     path = Path(path)
-    if not path.exists():
-        raise BadInput(
-            f"{path} does not exist; pass a runs folder, a fit.json, a CSV/parquet table or a frontier JSON"
-        )
-    fit_path = Path(fit_path) if fit_path is not None else None
-    if fit_path is not None and not fit_path.is_file():
-        raise BadInput(f"--fit {fit_path} does not exist; pass the fit.json `cdlaw fit` wrote")
+    fit_path = _checked_paths(path, fit_path)
     inputs = PlotInputs(path=path)
     table = None
 
     if path.is_dir():
-        inputs.runs_dir = path
-        if (path / "compare.json").is_file():
-            _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
-        inputs.summary = _read_runs_summary(path)
-        inputs.metrics = _read_metrics(path)
-        fit_path = fit_path or fit_beside(path)
-        table = inputs.summary
-        if inputs.summary is None and not inputs.metrics and fit_path is None:
-            raise BadInput(
-                f"{path} holds no runs (no summary.parquet, result.json or metrics.parquet) "
-                "and no fit.json; pass a runs folder written by `cdlaw sweep`"
-            )
+        fit_path, table = _read_runs_folder(inputs, path, fit_path)
     elif path.suffix.lower() == ".json":
         obj = _read_json(path)
         if "rows" in obj and "unique_tokens" in obj:
-            inputs.frontier = obj
-            named = obj.get("law")
-            if isinstance(named, str) and named.endswith(".json") and Path(named).is_file():
-                fit_path = fit_path or Path(named)  # the fit the frontier was planned with
-            elif fit_path is None:
-                law_dict = next(
-                    (d for d in (obj.get("law_params"), named) if isinstance(d, dict)), None
-                )
-                if law_dict is not None and "params" in law_dict:
-                    src = law_dict.get("source") or ""
-                    if isinstance(named, str) and named not in src:
-                        src = f"{named} ({src})" if src else named
-                    inputs.fit = {**law_dict, "source": src}
-                    inputs.law = _law_from_fit(law_dict, path)
+            fit_path = _read_frontier(inputs, obj, path, fit_path)
         elif "laws" in obj and "winner" in obj:  # compare.json
             rows = path.with_name(path.name.removesuffix(".json") + "_rows.parquet")
             _read_comparison(inputs, path, rows)
@@ -327,12 +356,7 @@ def load_inputs(
         )
 
     if fit_path is not None:
-        inputs.fit_path = fit_path
-        inputs.fit = _read_json(fit_path)
-        inputs.law = _law_from_fit(inputs.fit, fit_path)
-        # The fit's own rows carry what the fit did (cells reduced, used, held out).
-        if rows_of_fit(fit_path).exists():
-            table = read_table(rows_of_fit(fit_path))
+        table = _read_fit(inputs, fit_path, table)
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

@@ -65,11 +65,8 @@ def loss_cells(rows, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS):
     return grid, len(cells) - shown
 
 
-def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive: bool = False):
-    from matplotlib.transforms import blended_transform_factory
-
-    L_1ep = float(law.loss_one_epoch(n, d))
-    L_N = float(law.loss_model_floor(n))
+def _data_floors(law: Law, n: float, d: float, strategies: list[str]) -> dict[str, float]:
+    """Each drawn strategy's data floor L_D, for the strategies the law has parameters for."""
     floors = {}
     for s in strategies:
         if s == "none":
@@ -78,18 +75,23 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
             floors[s] = float(law.loss_data_floor(n, d, s))
         except KeyError:
             pass  # a strategy the law has no parameters for: its points are drawn, no curve
-    L_D = min(floors.values(), default=L_1ep)
+    return floors
 
-    x_max = max(cell["tokens_trained"].max() * 2.5, d * 8)
-    x_lo, x_hi = d / 1.4, x_max
+
+def _loss_limits(cell, L_N: float, L_1ep: float) -> tuple[float, float]:
+    """The panel's loss range: every run and both floors, padded."""
     losses = cell["loss"].to_numpy()
     y_lo = min(L_N, losses.min())
     y_hi = max(L_1ep, losses.max())
     pad = 0.12 * (y_hi - y_lo) + 1e-3
-    y_lo, y_hi = y_lo - pad, y_hi + pad
+    return y_lo - pad, y_hi + pad
 
-    # Bands first, so lines and points sit on top.
-    xs = [x_lo, x_hi]
+
+def _bands(ax, xs, ylim, L_D: float, L_1ep: float, L_N: float) -> None:
+    """The compute-, data- and model-bound bands, each named at the right edge when tall enough."""
+    from matplotlib.transforms import blended_transform_factory
+
+    y_lo, y_hi = ylim
     for name, lo, hi in (
         ("compute-bound", L_D, L_1ep),
         ("data-bound", L_N, L_D),
@@ -123,22 +125,28 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
                 zorder=1,
             )
 
-    if law.form_decl.can_overfit:  # the fourth regime: past each strategy's loss minimum in D′
-        for s in floors:
-            x_best = d + float(law.best_derived_tokens(n, d, s))
-            if np.isfinite(x_best) and x_best < x_hi:
-                ax.axvspan(
-                    x_best,
-                    x_hi,
-                    facecolor=style.strategy_style(s)["color"],
-                    alpha=0.10,
-                    hatch="\\\\",
-                    edgecolor="0.6",
-                    linewidth=0,
-                    label=f"overfit: more derived tokens raise the loss ({s})",
-                    gid=f"band:overfit:{s}",
-                    zorder=0,
-                )
+
+def _overfit_bands(ax, law: Law, n: float, d: float, floors: dict, x_hi: float) -> None:
+    """The fourth regime: past each strategy's loss minimum in D′, more tokens raise the loss."""
+    for s in floors:
+        x_best = d + float(law.best_derived_tokens(n, d, s))
+        if np.isfinite(x_best) and x_best < x_hi:
+            ax.axvspan(
+                x_best,
+                x_hi,
+                facecolor=style.strategy_style(s)["color"],
+                alpha=0.10,
+                hatch="\\\\",
+                edgecolor="0.6",
+                linewidth=0,
+                label=f"overfit: more derived tokens raise the loss ({s})",
+                gid=f"band:overfit:{s}",
+                zorder=0,
+            )
+
+
+def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict) -> None:
+    """L_1ep, L_N and each strategy's data floor L_D as horizontal lines."""
     ax.axhline(
         L_1ep,
         color="0.3",
@@ -165,6 +173,9 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
             gid=f"L_D:{s}",
         )
 
+
+def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bool) -> None:
+    """The fitted curves from one epoch out to x_hi, and each strategy's runs on top."""
     grid = np.geomspace(d, x_hi, 200)
     if naive:
         # A naive Chinchilla fit reads D + D′ as fresh tokens: one curve for every strategy.
@@ -202,6 +213,23 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
             label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
             zorder=5,
         )
+
+
+def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive: bool = False):
+    """One (N, D) cell: the regime bands, the floors, the fitted curves and the runs."""
+    L_1ep = float(law.loss_one_epoch(n, d))
+    L_N = float(law.loss_model_floor(n))
+    floors = _data_floors(law, n, d, strategies)
+    L_D = min(floors.values(), default=L_1ep)
+    x_lo, x_hi = d / 1.4, max(cell["tokens_trained"].max() * 2.5, d * 8)
+    y_lo, y_hi = _loss_limits(cell, L_N, L_1ep)
+
+    # Bands first, so lines and points sit on top.
+    _bands(ax, [x_lo, x_hi], (y_lo, y_hi), L_D, L_1ep, L_N)
+    if law.form_decl.can_overfit:
+        _overfit_bands(ax, law, n, d, floors, x_hi)
+    _floor_lines(ax, L_1ep, L_N, floors)
+    _fits_and_runs(ax, law, cell, n, d, x_hi, strategies, floors, naive)
 
     ax.set_xscale("log")
     ax.set_xlim(x_lo, x_hi)
@@ -280,65 +308,51 @@ def _size_label(sizes: np.ndarray, n_line: float) -> str:
     )
 
 
-def sizes_figure(law: Law, rows, fit: dict | None = None):
-    """Loss against tokens trained, every run a point coloured by its model size N, and
-    the fitted law at D′ = 0 as one line per size (or per span of sizes, when there are
-    more than MAX_SIZE_COLOURS: the line at the span's geometric-mean size).
+def _size_colours(n_groups: int) -> list:
+    """One colour per size group, evenly along the sequential colormap (its middle for one)."""
+    cmap = style.sequential_cmap()
+    return [cmap(x) for x in np.linspace(0.0, 1.0, n_groups)] if n_groups > 1 else [cmap(0.5)]
 
-    Line gids: "fit:<N>" at the N it is drawn for; point gids "runs:<strategy>:<group>"
-    and "unused:<strategy>:<group>", group counting the size groups from the smallest.
-    """
+
+def _size_group(ax, law: Law, runs, sizes, colour, g: int, strategies: list[str]):
+    """One size group's fitted line at D′ = 0 and its runs; returns its legend handle."""
     from matplotlib.lines import Line2D
 
-    fig, axes = style.new_figure(1, 1, panel=(6.4, 4.6))
-    ax = axes[0, 0]
-    groups = size_bins(rows["n_params"])
-    cmap = style.sequential_cmap()
-    colours = (
-        [cmap(x) for x in np.linspace(0.0, 1.0, len(groups))] if len(groups) > 1 else [cmap(0.5)]
+    n_line = float(sizes[0] if len(sizes) == 1 else np.exp(np.log(sizes).mean()))
+    # Across every run of the group, held out and dropped ones too: how far each
+    # lies from the law is what the reader compares.
+    x = runs["tokens_trained"]
+    grid = np.geomspace(x.min() / 1.5, x.max() * 1.5, 100)
+    ax.plot(
+        grid,
+        law.loss_one_epoch(n_line, grid),
+        color=colour,
+        linewidth=1.4,
+        zorder=2,
+        gid=f"fit:{n_line!r}",
     )
-    strategies = style.strategy_order(rows["strategy"].unique())
-    derived = bool((rows["derived_tokens"] > 0).any())
-    handles = []
-    for g, (sizes, colour) in enumerate(zip(groups, colours, strict=True)):
-        runs = rows[rows["n_params"].isin(sizes)]
-        n_line = float(sizes[0] if len(sizes) == 1 else np.exp(np.log(sizes).mean()))
-        # Across every run of the group, held out and dropped ones too: how far each
-        # lies from the law is what the reader compares.
-        x = runs["tokens_trained"]
-        grid = np.geomspace(x.min() / 1.5, x.max() * 1.5, 100)
-        ax.plot(
-            grid,
-            law.loss_one_epoch(n_line, grid),
-            color=colour,
-            linewidth=1.4,
-            zorder=2,
-            gid=f"fit:{n_line!r}",
+    for s in strategies:
+        pts = runs[runs["strategy"] == s]
+        marker = style.strategy_style(s)["marker"]
+        style.scatter_runs(
+            ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
         )
-        for s in strategies:
-            pts = runs[runs["strategy"] == s]
-            marker = style.strategy_style(s)["marker"]
-            style.scatter_runs(
-                ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
-            )
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color=colour,
-                marker="o",
-                markeredgecolor="black",
-                markersize=5,
-                label=_size_label(sizes, n_line),
-            )
-        )
-    ax.set_xscale("log")
-    style.log_axis(ax, "x")
-    axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
-    ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
-    ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
-    ax.tick_params(labelsize=7)
+    return Line2D(
+        [],
+        [],
+        color=colour,
+        marker="o",
+        markeredgecolor="black",
+        markersize=5,
+        label=_size_label(sizes, n_line),
+    )
 
+
+def _sizes_key(rows, strategies: list[str], derived: bool, fit: dict | None) -> list:
+    """The legend entries after the sizes: one marker per strategy, the fitted law, hollow."""
+    from matplotlib.lines import Line2D
+
+    handles = []
     if len(strategies) > 1:
         handles += [
             Line2D(
@@ -364,6 +378,35 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     )
     if (~rows["used"]).any():
         handles.append(style.unused_handle())
+    return handles
+
+
+def sizes_figure(law: Law, rows, fit: dict | None = None):
+    """Loss against tokens trained, every run a point coloured by its model size N, and
+    the fitted law at D′ = 0 as one line per size (or per span of sizes, when there are
+    more than MAX_SIZE_COLOURS: the line at the span's geometric-mean size).
+
+    Line gids: "fit:<N>" at the N it is drawn for; point gids "runs:<strategy>:<group>"
+    and "unused:<strategy>:<group>", group counting the size groups from the smallest.
+    """
+    fig, axes = style.new_figure(1, 1, panel=(6.4, 4.6))
+    ax = axes[0, 0]
+    groups = size_bins(rows["n_params"])
+    colours = _size_colours(len(groups))
+    strategies = style.strategy_order(rows["strategy"].unique())
+    derived = bool((rows["derived_tokens"] > 0).any())
+    handles = [
+        _size_group(ax, law, rows[rows["n_params"].isin(sizes)], sizes, colour, g, strategies)
+        for g, (sizes, colour) in enumerate(zip(groups, colours, strict=True))
+    ]
+    ax.set_xscale("log")
+    style.log_axis(ax, "x")
+    axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
+    ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
+    ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
+    ax.tick_params(labelsize=7)
+
+    handles += _sizes_key(rows, strategies, derived, fit)
     n_sizes = rows["n_params"].nunique()
     extra = f"{len(rows)} runs, {n_sizes} model sizes"
     if n_sizes > len(groups):

@@ -12,60 +12,48 @@ import numpy as np
 from cdlaw.figures import style
 
 
-def residuals_figure(rows, fit: dict | None = None):
-    """Predicted against observed loss (y = x is perfect), and log residuals against N."""
-    from matplotlib.lines import Line2D
+def _run_points(ax, x, y, m, held, dropped, st: dict, s: str) -> None:
+    """One strategy's runs on one axis: used ones filled, dropped ones crosses, held-out
+    ones ringed."""
+    x, y = x.to_numpy(), y.to_numpy()
+    ok = m & ~dropped
+    ax.scatter(
+        x[ok],
+        y[ok],
+        color=st["color"],
+        marker=st["marker"],
+        s=28,
+        edgecolor="black",
+        linewidth=0.5,
+        zorder=4,
+        label=s,
+        gid=f"runs:{s}",
+    )
+    ax.scatter(
+        x[m & dropped],
+        y[m & dropped],
+        color=st["color"],
+        marker="x",
+        s=36,
+        linewidth=1.4,
+        zorder=4,
+        gid=f"dropped:{s}",
+    )
+    ax.scatter(
+        x[m & held],
+        y[m & held],
+        facecolor="none",
+        edgecolor="black",
+        marker="o",
+        s=140,
+        linewidth=1.4,
+        zorder=5,
+        gid=f"heldout:{s}",
+    )
 
-    rows = rows[np.isfinite(rows["predicted_loss"])]
-    fig, axes = style.new_figure(1, 2, panel=(3.9, 3.4))
-    ax_pv, ax_res = axes[0]
-    held = rows["heldout"].to_numpy(bool)
-    dropped = ~rows["used"].to_numpy(bool) & ~held
-    order = style.strategy_order(rows["strategy"].unique())
-    for i, s in enumerate(order):
-        st = style.strategy_style(s)
-        m = (rows["strategy"] == s).to_numpy()
-        # Strategies side by side at each model size (a few percent apart on the log axis).
-        dodge = 1.07 ** (i - (len(order) - 1) / 2)
-        for ax, x, y in (
-            (ax_pv, rows["loss"], rows["predicted_loss"]),
-            (ax_res, rows["n_params"] * dodge, rows["residual_log"]),
-        ):
-            x, y = x.to_numpy(), y.to_numpy()
-            ok = m & ~dropped
-            ax.scatter(
-                x[ok],
-                y[ok],
-                color=st["color"],
-                marker=st["marker"],
-                s=28,
-                edgecolor="black",
-                linewidth=0.5,
-                zorder=4,
-                label=s,
-                gid=f"runs:{s}",
-            )
-            ax.scatter(
-                x[m & dropped],
-                y[m & dropped],
-                color=st["color"],
-                marker="x",
-                s=36,
-                linewidth=1.4,
-                zorder=4,
-                gid=f"dropped:{s}",
-            )
-            ax.scatter(
-                x[m & held],
-                y[m & held],
-                facecolor="none",
-                edgecolor="black",
-                marker="o",
-                s=140,
-                linewidth=1.4,
-                zorder=5,
-                gid=f"heldout:{s}",
-            )
+
+def _predicted_axes(ax_pv, rows) -> None:
+    """Predicted against observed: the line y = x on square axes holding every run."""
     lo = float(np.nanmin([rows["loss"].min(), rows["predicted_loss"].min()]))
     hi = float(np.nanmax([rows["loss"].max(), rows["predicted_loss"].max()]))
     pad = 0.05 * (hi - lo) + 1e-3
@@ -84,6 +72,9 @@ def residuals_figure(rows, fit: dict | None = None):
     ax_pv.set_ylabel("predicted " + style.LOSS_LABEL, fontsize=8)
     ax_pv.set_title("predicted against observed", fontsize=9)
 
+
+def _residual_axes(ax_res, rows) -> None:
+    """Residual against N: the zero line on a log axis of model sizes."""
     ax_res.axhline(0.0, color="0.4", linewidth=1, linestyle=(0, (3, 2)), zorder=1)
     ax_res.set_xscale("log")
     x_lo, x_hi = style.pad_log_range(rows["n_params"], 1.6)
@@ -92,9 +83,11 @@ def residuals_figure(rows, fit: dict | None = None):
     ax_res.set_xlabel("model size, N (parameters)", fontsize=8)
     ax_res.set_ylabel("residual, log(observed / predicted) (log ratio)", fontsize=8)
     ax_res.set_title("residual against model size", fontsize=9)
-    for ax in axes[0]:
-        ax.tick_params(labelsize=7)
-        ax.grid(True, color="0.92", linewidth=0.6, zorder=0)
+
+
+def _residuals_key(ax_pv, rows, held, dropped) -> list:
+    """The strategies, the perfect-prediction line, and the held-out and dropped marks."""
+    from matplotlib.lines import Line2D
 
     handles, _ = style.dedupe(*ax_pv.get_legend_handles_labels())
     handles += [Line2D([], [], color="0.4", linestyle=(0, (3, 2)), label="perfect prediction")]
@@ -116,6 +109,31 @@ def residuals_figure(rows, fit: dict | None = None):
         handles.append(
             Line2D([], [], linestyle="", marker="x", color="0.3", label="dropped as an outlier")
         )
+    return handles
+
+
+def residuals_figure(rows, fit: dict | None = None):
+    """Predicted against observed loss (y = x is perfect), and log residuals against N."""
+    rows = rows[np.isfinite(rows["predicted_loss"])]
+    fig, axes = style.new_figure(1, 2, panel=(3.9, 3.4))
+    ax_pv, ax_res = axes[0]
+    held = rows["heldout"].to_numpy(bool)
+    dropped = ~rows["used"].to_numpy(bool) & ~held
+    order = style.strategy_order(rows["strategy"].unique())
+    for i, s in enumerate(order):
+        st = style.strategy_style(s)
+        m = (rows["strategy"] == s).to_numpy()
+        # Strategies side by side at each model size (a few percent apart on the log axis).
+        dodge = 1.07 ** (i - (len(order) - 1) / 2)
+        _run_points(ax_pv, rows["loss"], rows["predicted_loss"], m, held, dropped, st, s)
+        _run_points(ax_res, rows["n_params"] * dodge, rows["residual_log"], m, held, dropped, st, s)
+    _predicted_axes(ax_pv, rows)
+    _residual_axes(ax_res, rows)
+    for ax in axes[0]:
+        ax.tick_params(labelsize=7)
+        ax.grid(True, color="0.92", linewidth=0.6, zorder=0)
+
+    handles = _residuals_key(ax_pv, rows, held, dropped)
     return style.finish(
         fig,
         "Residuals: the fit against every run",

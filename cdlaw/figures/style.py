@@ -165,9 +165,7 @@ def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int =
 UNUSED_LABEL = "hollow: not used in the fit (held out or dropped)"
 
 
-def scatter_runs(
-    ax, x, y, used, color, marker, size, gid, edge=0.5, ring=1.2, label=None, zorder=4
-):
+def scatter_runs(ax, x, y, used, color, marker, size, gid, ring=1.2, label=None, zorder=4):
     """Runs as points: filled and edged in black where the fit used them, hollow rings in
     their colour where it did not (held out or dropped). color is one colour or one per
     point; the two collections have the gids "runs:<gid>" and "unused:<gid>"."""
@@ -181,7 +179,7 @@ def scatter_runs(
         marker=marker,
         s=size,
         edgecolor="black",
-        linewidth=edge,
+        linewidth=0.5,
         zorder=zorder,
         label=label,
         gid=f"runs:{gid}",
