@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -118,10 +118,9 @@ class FitResult:
         }
         source = d.get("source") or where
         try:
-            law = lawlib.Law.from_dict({"law": name, "params": params, "strategies": strategies})
+            law = lawlib.Law(name, params, strategies, str(source))
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(f"{where}: not a usable fit: {str(e).strip(chr(39))}.") from None
-        law = replace(law, source=str(source))
         _check_domain(law, where)
         names = [str(n) for n in _field(d, "bootstrap_params", list, where)]
         try:

@@ -63,7 +63,7 @@ def loss_band(
     s = law_strategy(best.strategy, chosen)
     losses, floors = np.array(
         [
-            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.E)
+            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.params["E"])
             for b in source.bootstrap
         ]
     ).T
