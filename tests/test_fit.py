@@ -15,6 +15,7 @@ from scipy.optimize import minimize
 
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.optim import minimize_batched
 from cdlaw.fit.problem import huber
@@ -169,7 +170,7 @@ def test_recovers_alpha_beta_and_rstar(noisy):
     for s in ("repetition", "paraphrase"):
         got, want = fit.law.rstar(*MEDIAN_CELL, s), TRUE.rstar(*MEDIAN_CELL, s)
         assert abs(got / want - 1) < 0.10, (s, got, want)
-    assert fit.optimizer["success"] and fit.optimizer["n_converged"] == STARTS
+    assert fit.optimizer.success and fit.optimizer.n_converged == STARTS
 
 
 def test_objective_no_worse_than_the_true_constants(noisy):
@@ -202,10 +203,10 @@ def test_bootstrap_intervals_cover_the_truth(noisy):
         )
         hits += [lo <= truth[k] <= hi for k, (lo, hi) in fit.ci95.items()]
         for s in ("repetition", "paraphrase"):
-            lo, hi = fit.rstar[s]["ci95"]
-            hits.append(lo <= TRUE.rstar(fit.rstar["n_params"], fit.rstar["fresh_tokens"], s) <= hi)
-        floor = TRUE.loss_model_floor(np.array(fit.model_floor["n_params"]))
-        hits += [lo <= f <= hi for f, (lo, hi) in zip(floor, fit.model_floor["ci95"], strict=True)]
+            lo, hi = fit.rstar.strategies[s].ci95
+            hits.append(lo <= TRUE.rstar(fit.rstar.n_params, fit.rstar.fresh_tokens, s) <= hi)
+        floor = TRUE.loss_model_floor(np.array(fit.model_floor.n_params))
+        hits += [lo <= f <= hi for f, (lo, hi) in zip(floor, fit.model_floor.ci95, strict=True)]
     assert np.mean(hits) >= 0.85, np.mean(hits)
     # and the intervals are not absurdly wide: alpha within ±0.05
     assert np.diff(noisy[1].ci95["alpha"])[0] < 0.05
@@ -237,7 +238,7 @@ def test_rstar_poorly_identified_when_r_stays_small():
     }  # fmt: skip
     assert any("repetition: the runs' derived_ratio (at most 2)" in w for w in fits[2].warnings)
     assert not any("barely identified" in w for w in fits[60].warnings)
-    (lo, hi), (lo60, hi60) = (fits[t].rstar["repetition"]["ci95"] for t in (2, 60))
+    (lo, hi), (lo60, hi60) = (fits[t].rstar.strategies["repetition"].ci95 for t in (2, 60))
     assert np.log(hi / lo) > 3 * np.log(hi60 / lo60)
     assert lo <= 40.0 <= hi
 
@@ -247,8 +248,8 @@ def test_default_grid_gives_the_same_fit(noisy):
     """The CD paper's 6,144-start grid finds the same minimum as the small test grid."""
     df, fit = noisy
     full = fit_law(df, seed=0)
-    assert full.optimizer["n_starts"] == 6144
-    assert full.optimizer["n_converged"] > 0.95 * 6144
+    assert full.optimizer.n_starts == 6144
+    assert full.optimizer.n_converged > 0.95 * 6144
     assert full.objective == pytest.approx(fit.objective, rel=1e-9)
     assert full.law.params["alpha"] == pytest.approx(fit.law.params["alpha"], abs=1e-4)
     for s in ("repetition", "paraphrase"):
@@ -334,9 +335,9 @@ def test_the_data_range_holds_each_strategys_own_derived_ratios():
     df = make_table(ratios=(1, 4, 16), n_derived=None)
     df = df[~((df["strategy"] == "repetition") & (df["derived_tokens"] > 4 * df["fresh_tokens"]))]
     fit = fit_law(df, n_starts=64)
-    assert fit.data_range["derived_ratio"] == [0.0, 16.0]
-    assert fit.data_range["repetition"] == {"derived_ratio": [0.0, 4.0]}
-    assert fit.data_range["paraphrase"] == {"derived_ratio": [0.0, 16.0]}
+    assert fit.data_range.derived_ratio == (0.0, 16.0)
+    assert fit.data_range.strategies["repetition"] == DataRange(derived_ratio=(0.0, 4.0))
+    assert fit.data_range.strategies["paraphrase"] == DataRange(derived_ratio=(0.0, 16.0))
     one_epoch = data_range(fit.rows[fit.rows["derived_tokens"] == 0])
     assert set(one_epoch) == {"n_params", "fresh_tokens", "derived_ratio", "tokens_per_param"}
 
@@ -349,11 +350,11 @@ def test_holdout_largest_fits_without_it_and_reports_its_error():
         df.n_params == 600e6
     ).sum()
     assert not fit.rows.loc[held, "used"].any()
-    assert fit.data_range["n_params"] == [14e6, 370e6]
-    assert fit.holdout["n_params"] == 600e6 and fit.holdout["n_rows"] == held.sum()
+    assert fit.data_range.n_params == (14e6, 370e6)
+    assert fit.holdout.n_params == 600e6 and fit.holdout.n_rows == held.sum()
     r = fit.rows.loc[held, "residual_log"]
-    assert fit.holdout["rmse_log"] == pytest.approx(np.sqrt(np.mean(r**2)))
-    assert fit.holdout["rmse_log"] < 0.01  # extrapolates one size up within 1%
+    assert fit.holdout.rmse_log == pytest.approx(np.sqrt(np.mean(r**2)))
+    assert fit.holdout.rmse_log < 0.01  # extrapolates one size up within 1%
 
 
 def test_fit_json_and_rows_follow_the_contract(noisy):
@@ -474,7 +475,7 @@ def test_staged_bootstrap_refits_converge_and_cover_the_truth(noisy):
     intervals cover the true parameters about as often as the joint fit's."""
     df, _ = noisy
     fit = fit_law(df, method="staged", n_starts=32, bootstrap=40, seed=0)
-    assert fit.optimizer["bootstrap_converged"] == 40
+    assert fit.optimizer.bootstrap_converged == 40
     truth = true_values(TRUE)
     hits = [lo <= truth[k] <= hi for k, (lo, hi) in fit.ci95.items()]
     assert np.mean(hits) >= 0.8, fit.ci95

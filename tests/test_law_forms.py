@@ -58,7 +58,7 @@ def test_a_toy_law_declared_in_a_few_lines_is_fitted_and_recovered():
         assert result.law.params[k] == pytest.approx(want, rel=1e-5), k
     assert result.rmse_log < 1e-8
     assert result.to_dict()["law"] == "toy"
-    assert result.rstar == {}  # the toy has no R*
+    assert result.rstar is None and result.to_dict()["rstar"] == {}  # the toy has no R*
 
 
 def test_a_law_may_have_other_shared_parameters():

@@ -30,6 +30,7 @@ from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
+from cdlaw.fit.findings import Holdout, OptimizerReport
 from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.optim import (
     SEARCH_FTOL,
@@ -355,11 +356,8 @@ def fit_law(
     holdout = None
     if holdout_largest:
         r = table["residual_log"].to_numpy()[heldout & form_ok]
-        holdout = {
-            "n_params": float(N.max()),
-            "n_rows": len(r),
-            "rmse_log": float(np.sqrt(np.mean(r**2))) if len(r) else float("nan"),
-        }
+        rmse = float(np.sqrt(np.mean(r**2))) if len(r) else float("nan")
+        holdout = Holdout(float(N.max()), len(r), rmse)
     return FitResult(
         law=fitted,
         method=method,
@@ -377,14 +375,14 @@ def fit_law(
         rmse_log=float(np.sqrt(np.mean(res_used**2))),
         seed_noise=noise,
         holdout=holdout,
-        optimizer={
-            "success": sol.success,
-            "message": sol.message,
-            "n_starts": n_started,
-            "n_converged": n_converged,
-            "at_bound": at_bound,
-            "bootstrap_converged": n_boot_ok,
-        },
+        optimizer=OptimizerReport(
+            success=sol.success,
+            message=sol.message,
+            n_starts=n_started,
+            n_converged=n_converged,
+            at_bound=tuple(at_bound),
+            bootstrap_converged=n_boot_ok,
+        ),
         data_range=data_range(rows),
         model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
         rstar=rstar,

@@ -131,7 +131,7 @@ def compare_laws(
     prepared = prepare_runs(df)
     cells = select_cells(prepared, select)
     noise = seed_noise(prepared)
-    floor = None if noise is None else float(noise["sd_log"])
+    floor = None if noise is None else float(noise.sd_log)
     sizes = np.sort(cells["n_params"].unique())
     scores, skipped, predicted = [], {}, []
     common = dict(huber_delta=huber_delta, select="none", seed=seed)
@@ -180,7 +180,7 @@ def compare_laws(
                 bic=k * math.log(n) - 2 * loglik if n else math.nan,
                 heldout_rmse_log=_rmse(err[big]) if big.any() else math.nan,
                 loso_rmse_log=_rmse(err),
-                converged=bool(full.optimizer["success"]),
+                converged=bool(full.optimizer is not None and full.optimizer.success),
                 skipped_sizes=lost,
             )
         )
