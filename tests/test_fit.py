@@ -339,7 +339,13 @@ def test_the_data_range_holds_each_strategys_own_derived_ratios():
     assert fit.data_range.strategies["repetition"] == DataRange(derived_ratio=(0.0, 4.0))
     assert fit.data_range.strategies["paraphrase"] == DataRange(derived_ratio=(0.0, 16.0))
     one_epoch = data_range(fit.rows[fit.rows["derived_tokens"] == 0])
-    assert set(one_epoch) == {"n_params", "fresh_tokens", "derived_ratio", "tokens_per_param"}
+    assert set(one_epoch.to_dict()) == {
+        "n_params",
+        "fresh_tokens",
+        "derived_ratio",
+        "tokens_per_param",
+    }
+    assert one_epoch.strategies == {}
 
 
 def test_holdout_largest_fits_without_it_and_reports_its_error():
