@@ -182,8 +182,8 @@ def run(args) -> None:
         print(f"{name:<{w}} {sec:>8.2f} {cpu:>8.2f} {r:>7}")
     print(
         f"\nbest objective: cdlaw {result.objective:.10g}, reference sample {ref_best:.10g}; "
-        f"{result.optimizer['n_converged']}/{result.optimizer['n_starts']} starts converged, "
-        f"{result.optimizer['bootstrap_converged']}/{B} bootstrap refits"
+        f"{result.optimizer.n_converged}/{result.optimizer.n_starts} starts converged, "
+        f"{result.optimizer.bootstrap_converged}/{B} bootstrap refits"
     )
     print(
         f"goals: whole fit < 60 s: {'met' if total < 60 else 'MISSED'}; "

@@ -1,21 +1,14 @@
-"""The compute–data (CD) scaling law and the forms it generalises, as values. Pure numpy.
+"""Law: one law form with its constants, which fit writes and plan / plot read; PRESETS.
 
-Each law form is declared once, in cdlaw/laws (cd, muennighoff, chinchilla: parameters,
-loss, R*, how the fit encodes it). This module holds Law, one form with its constants,
-which fit writes and plan / plot read, and the published constants (PRESETS). Together
-with cdlaw/laws it is the only place that speaks in math symbols; everywhere else uses the
-names of docs/names.md (n_params, fresh_tokens, derived_tokens, ...). Every function
-broadcasts over numpy arrays, so one call evaluates a whole table of runs, or a grid of
-parameter sets (parameters shaped (S, 1) against data shaped (n,)).
+A form's equations live in its cdlaw/laws module (the CD law's η, R*, loss and effective
+data in cdlaw/laws/cd.py); Law evaluates them for one set of constants, and adds the
+frontiers L_1ep, L_D, L_N (docs/law.md, docs/regimes.md). Every method broadcasts over
+numpy arrays, so one call evaluates a whole table of runs. Parameters go by the names of
+fit.json (docs/files.md); everywhere outside cdlaw/laws and this module uses the names of
+docs/names.md (n_params, fresh_tokens, derived_tokens, ...).
 
-    L(N, D, D′) = E + A/N^α + B/(D + η·D′)^β                           CD paper, eq. 1
-    η = (R*/r)(1 − e^(−r/R*)),   r = D′/D                              CD paper, eq. 2
-    R* = K·(D/N)^ρ·N^σ          (one K, ρ, σ per strategy)             CD paper, eq. 3
-
-CD paper: Qin, Hamidieh, Alvarez-Melis, "Compute-data scaling laws", arXiv 2607.25271.
-Chinchilla: Hoffmann et al. 2022, arXiv 2203.15556, eq. 2.
-Muennighoff: "Scaling Data-Constrained Language Models", Muennighoff et al. 2023,
-arXiv 2305.16264, eqs. 5–7 (R*_D, R*_N, U_N).
+    law = PRESETS["qin2026"]                       # or Law.from_dict(fit_json)
+    law.loss(100e6, 2e9, 6e9, "repetition")
 """
 
 from __future__ import annotations
@@ -23,47 +16,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
 
 from cdlaw.laws import LAWS
-from cdlaw.laws.cd import cd_log_loss, cd_loss, effective_data, eta, rstar
-from cdlaw.laws.chinchilla import chinchilla_loss, chinchilla_optimal_n_for_data
+from cdlaw.laws.cd import effective_data, eta
 from cdlaw.laws.form import LawForm
-from cdlaw.laws.muennighoff import muennighoff_loss
 
-__all__ = [
-    "DERIVED_STRATEGIES",
-    "FORMS",
-    "PRESETS",
-    "SHARED_PARAMS",
-    "STRATEGIES",
-    "STRATEGY_PARAMS",
-    "DerivedStrategy",
-    "Law",
-    "Strategy",
-    "cd_log_loss",
-    "cd_loss",
-    "chinchilla_loss",
-    "chinchilla_optimal_n_for_data",
-    "effective_data",
-    "empirical_eta",
-    "eta",
-    "muennighoff_loss",
-    "rstar",
-]
-
-FORMS = tuple(LAWS)
 # What a run trains on beyond one pass of its fresh tokens: nothing ("none", D′ = 0), or
 # derived tokens by one of the strategies the CD paper fits its own R* for.
 DerivedStrategy = Literal["repetition", "paraphrase"]
 Strategy = Literal["none", "repetition", "paraphrase"]
 DERIVED_STRATEGIES: tuple[str, ...] = get_args(DerivedStrategy)
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
-# The per-strategy parameters of each form, in the order fit.json stores them.
-STRATEGY_PARAMS = {name: form.strategy_params for name, form in LAWS.items()}
-SHARED_PARAMS = LAWS["cd"].shared  # E, A, B, alpha, beta: the CD law's (and Chinchilla's)
 
 
 def _declaration(form: str | LawForm) -> LawForm:
@@ -83,43 +49,35 @@ def _declaration(form: str | LawForm) -> LawForm:
 class Law:
     """One law form with its constants; what it computes, its form declares (cdlaw/laws).
 
-    `params` holds the shared parameters (E, A, B, alpha, beta for the registered forms),
-    readable as attributes too (law.E, law.alpha). `strategies` maps a strategy name to its
-    parameters: {"K", "rho", "sigma"} for `cd`, {"rstar_d", "rstar_n"} for `muennighoff`,
-    nothing for `chinchilla`. K is linear here (the log-space fit uses log K internally).
+        Law(form, params, strategies=None, source="")
+        Law("cd", {"E": 1.4, "A": 225.3, "B": 17737.7, "alpha": 0.29, "beta": 0.44},
+            {"repetition": {"K": 4.6e4, "rho": -0.42, "sigma": -0.40}})
 
-        Law("cd", E, A, B, alpha, beta, strategies, source)    # shared values in order
-        Law("cd", E=..., A=..., ..., strategies={...})
-        Law("cd", params={...}, strategies={...})
+    form: a name in cdlaw.laws.LAWS, or a LawForm (a test may declare its own).
+    params: the shared parameters, exactly the form's (law.params["alpha"]).
+    strategies: a strategy name to its parameters, exactly the form's per-strategy ones:
+        {"K", "rho", "sigma"} for `cd` (K linear; the log-space fit uses log K),
+        {"rstar_d", "rstar_n"} for `muennighoff`, nothing for `chinchilla`.
+    source: where the constants come from (a paper, or the table that was fitted).
+    Law.from_dict reads fit.json's names; PRESETS holds the published constants.
     """
 
-    form: str
+    form: str  # the form's name, as fit.json's "law"
     params: dict[str, float]
     strategies: dict[str, dict[str, float]]
     source: str
-    form_decl: LawForm = field(repr=False, compare=False)
+    form_decl: LawForm = field(init=False, repr=False, compare=False)
 
     def __init__(
         self,
         form: str | LawForm,
-        *values: Any,
+        params: Mapping[str, float],
         strategies: Mapping[str, Mapping[str, float]] | None = None,
         source: str = "",
-        params: Mapping[str, float] | None = None,
-        form_decl: LawForm | None = None,
-        **named: float,
     ) -> None:
-        decl = form_decl or _declaration(form)
-        n = len(decl.shared)
-        if len(values) > n + 2:
-            raise TypeError(f"a {decl.name} law takes {n} shared values, strategies, source")
-        if len(values) > n:
-            strategies = values[n]
-        if len(values) > n + 1:
-            source = values[n + 1]
-        given = {**(params or {}), **dict(zip(decl.shared, values[:n], strict=False)), **named}
-        unknown = sorted(set(given) - set(decl.shared))
-        missing = [k for k in decl.shared if k not in given]
+        decl = _declaration(form)
+        unknown = sorted(set(params) - set(decl.shared))
+        missing = [k for k in decl.shared if k not in params]
         if unknown or missing:
             raise TypeError(
                 f"a {decl.name} law has parameters {', '.join(decl.shared)}"
@@ -134,18 +92,10 @@ class Law:
                     f"strategy {name!r} of a {decl.name} law needs {sorted(need)}, got {sorted(p)}"
                 )
         object.__setattr__(self, "form", decl.name)
-        object.__setattr__(self, "params", {k: given[k] for k in decl.shared})
+        object.__setattr__(self, "params", {k: params[k] for k in decl.shared})
         object.__setattr__(self, "strategies", per)
         object.__setattr__(self, "source", source)
         object.__setattr__(self, "form_decl", decl)
-
-    def __getattr__(self, name: str) -> float:
-        # Shared parameters read as attributes (law.E, law.alpha). __dict__ directly, so
-        # that a half-built instance (while unpickling) raises AttributeError.
-        params = self.__dict__.get("params")
-        if params is not None and name in params:
-            return params[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- the law and its frontiers (docs/law.md, docs/regimes.md) --------------------------------------
 
@@ -258,7 +208,7 @@ class Law:
         decl = _declaration(d.get("law", "cd"))
         params = {k: float(d["params"][k]) for k in decl.shared}
         strategies = {s: dict(p) for s, p in (d.get("strategies") or {}).items()}
-        return cls(decl, params=params, strategies=strategies, source=d.get("source", ""))
+        return cls(decl, params, strategies, d.get("source", ""))
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,43 +219,27 @@ PRESETS: dict[str, Law] = {
     # Hoffmann et al. 2022 (arXiv 2203.15556), approach 3, eq. 10.
     "chinchilla-hoffmann": Law(
         "chinchilla",
-        1.69,
-        406.4,
-        410.7,
-        0.34,
-        0.28,
+        {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
         source="Hoffmann et al. 2022, arXiv 2203.15556, eq. 10",
     ),
     # Besiroglu et al. 2024, "Chinchilla Scaling: A replication attempt" (arXiv 2404.10102), eq. 4.
     "chinchilla-besiroglu": Law(
         "chinchilla",
-        1.8172,
-        482.01,
-        2085.43,
-        0.3478,
-        0.3658,
+        {"E": 1.8172, "A": 482.01, "B": 2085.43, "alpha": 0.3478, "beta": 0.3658},
         source="Besiroglu et al. 2024, arXiv 2404.10102, eq. 4",
     ),
     # Muennighoff et al. 2023 (arXiv 2305.16264), fitted constants of eqs. 5–7 (appendix A);
     # alpha = beta as in their fit. Repetition only: the paper studies repeated epochs.
     "muennighoff2023": Law(
         "muennighoff",
-        1.8691,
-        520.82,
-        1487.7,
-        0.3526596,
-        0.3526596,
+        {"E": 1.8691, "A": 520.82, "B": 1487.7, "alpha": 0.3526596, "beta": 0.3526596},
         {"repetition": {"rstar_d": 15.387756, "rstar_n": 5.309743}},
         source="Muennighoff et al. 2023, arXiv 2305.16264, eqs. 5-7",
     ),
     # The CD paper (Qin, Hamidieh, Alvarez-Melis, arXiv 2607.25271), joint fit; K = e^(log K).
     "qin2026": Law(
         "cd",
-        1.3958,
-        225.30,
-        17737.7,
-        0.289137,
-        0.437825,
+        {"E": 1.3958, "A": 225.30, "B": 17737.7, "alpha": 0.289137, "beta": 0.437825},
         {
             "repetition": {"K": math.exp(10.740510), "rho": -0.416064, "sigma": -0.403500},
             "paraphrase": {"K": math.exp(26.868495), "rho": -1.303025, "sigma": -1.149994},
@@ -327,9 +261,10 @@ def empirical_eta(law: Law, n_params, fresh_tokens, derived_tokens, observed_los
     N, D, Dp, L = (
         np.asarray(x, dtype=float) for x in (n_params, fresh_tokens, derived_tokens, observed_loss)
     )
+    B, beta = law.params["B"], law.params["beta"]
     dL = law.loss_one_epoch(N, D) - L
-    inner = D**-law.beta - dL / law.B
+    inner = D**-beta - dL / B
     with np.errstate(divide="ignore", invalid="ignore"):
-        D_eff = np.where(inner > 0, inner, np.nan) ** (-1.0 / law.beta)
+        D_eff = np.where(inner > 0, inner, np.nan) ** (-1.0 / beta)
         out = (D_eff - D) / Dp
     return np.where(Dp > 0, out, np.nan)

@@ -255,7 +255,9 @@ def write_external(root: Path, seed: int = 1) -> tuple[Path, Path]:
 def brute_force_frontier(law: Law, budgets, unique_tokens: float) -> dict:
     """A frontier JSON by grid search (docs/plan.md), independent of cdlaw.plan.planner."""
     n_grid = np.geomspace(1e6, 1e12, 1500)
-    g = (law.alpha * law.A / (law.beta * law.B)) ** (1 / (law.alpha + law.beta))
+    g = (law.params["alpha"] * law.params["A"] / (law.params["beta"] * law.params["B"])) ** (
+        1 / (law.params["alpha"] + law.params["beta"])
+    )
 
     def spend(c, n, s):
         total = c / (6 * n)
@@ -272,7 +274,7 @@ def brute_force_frontier(law: Law, budgets, unique_tokens: float) -> dict:
             if best is None or loss[i] < best[4]:
                 best = (s, n_grid[i], d[i], dp[i], loss[i])
         s, n, d, dp, loss = best
-        naive_n = g * (c / 6) ** (law.beta / (law.alpha + law.beta))
+        naive_n = g * (c / 6) ** (law.params["beta"] / (law.params["alpha"] + law.params["beta"]))
         nd, ndp, nloss = spend(c, naive_n, "repetition")
         # four-epoch rule: at most 4 passes over the unique data, model takes the rest.
         four_n = max(c / (6 * 4 * unique_tokens), float(naive_n))

@@ -54,9 +54,9 @@ def test_jacobian_of_log_loss_is_the_laws_derivative():
     jac = log_loss_jacobian(law, cells)
     col = {name: i for i, name in enumerate(fit_vector_names(law.form, list(law.strategies)))}
     loss = float(law.loss(n, d))
-    data_term = law.B / d**law.beta
+    data_term = law.params["B"] / d ** law.params["beta"]
     # the fit's coordinates: log E (so ∂ log L/∂ log E = E/L), β as it is
-    assert jac[0, col["E"]] == pytest.approx(law.E / loss, rel=1e-6)
+    assert jac[0, col["E"]] == pytest.approx(law.params["E"] / loss, rel=1e-6)
     assert jac[0, col["beta"]] == pytest.approx(-math.log(d) * data_term / loss, rel=1e-6)
     # a run without derived tokens tells nothing about R*; a repetition run nothing of paraphrase's
     assert np.all(jac[0, 5:] == 0)

@@ -13,15 +13,16 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize
 
-from cdlaw import law as L
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.optim import minimize_batched
 from cdlaw.fit.problem import huber
 from cdlaw.fit.procedure import fit_law, objective
 from cdlaw.fit.threads import single_threaded_blas
 from cdlaw.law import PRESETS, Law
+from cdlaw.laws import chinchilla
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.simulate import Simulation, simulated_result
@@ -68,7 +69,7 @@ def law_loss(law, df):
 
 
 def true_values(law):
-    v = {k: getattr(law, k) for k in L.SHARED_PARAMS}
+    v = dict(law.params)
     for s, p in law.strategies.items():
         v.update({f"{s}.{k}": x for k, x in p.items()})
     return v
@@ -85,7 +86,7 @@ def noisy():
 # ---------------------------------------------------------------------------------------
 
 MUENNIGHOFF = Law(
-    "muennighoff", 1.87, 520.8, 1487.7, 0.35, 0.33,
+    "muennighoff", {"E": 1.87, "A": 520.8, "B": 1487.7, "alpha": 0.35, "beta": 0.33},
     {"repetition": {"rstar_d": 15.4, "rstar_n": 5.3}, "paraphrase": {"rstar_d": 7.0, "rstar_n": 5.3}},
 )  # fmt: skip
 
@@ -109,7 +110,13 @@ def test_batched_log_loss_matches_law_and_finite_differences(law):
     want = law_loss(law, df.assign(strategy=df.strategy if strategies else "none"))
     np.testing.assert_allclose(np.exp(logL[0]), want, rtol=1e-13)
     if law.form == "muennighoff":  # the excess-parameter branch is exercised
-        nstar = L.chinchilla_optimal_n_for_data(df.fresh_tokens, law.A, law.B, law.alpha, law.beta)
+        nstar = chinchilla.chinchilla_optimal_n_for_data(
+            df.fresh_tokens,
+            law.params["A"],
+            law.params["B"],
+            law.params["alpha"],
+            law.params["beta"],
+        )
         assert 0 < np.mean(df.n_params > nstar) < 1
 
     rng = np.random.default_rng(1)
@@ -158,12 +165,12 @@ def test_batched_lbfgs_matches_scipy_on_bounded_rosenbrock():
 
 def test_recovers_alpha_beta_and_rstar(noisy):
     _, fit = noisy
-    assert abs(fit.law.alpha - TRUE.alpha) < 0.02
-    assert abs(fit.law.beta - TRUE.beta) < 0.02
+    assert abs(fit.law.params["alpha"] - TRUE.params["alpha"]) < 0.02
+    assert abs(fit.law.params["beta"] - TRUE.params["beta"]) < 0.02
     for s in ("repetition", "paraphrase"):
         got, want = fit.law.rstar(*MEDIAN_CELL, s), TRUE.rstar(*MEDIAN_CELL, s)
         assert abs(got / want - 1) < 0.10, (s, got, want)
-    assert fit.optimizer["success"] and fit.optimizer["n_converged"] == STARTS
+    assert fit.optimizer.success and fit.optimizer.n_converged == STARTS
 
 
 def test_objective_no_worse_than_the_true_constants(noisy):
@@ -196,10 +203,10 @@ def test_bootstrap_intervals_cover_the_truth(noisy):
         )
         hits += [lo <= truth[k] <= hi for k, (lo, hi) in fit.ci95.items()]
         for s in ("repetition", "paraphrase"):
-            lo, hi = fit.rstar[s]["ci95"]
-            hits.append(lo <= TRUE.rstar(fit.rstar["n_params"], fit.rstar["fresh_tokens"], s) <= hi)
-        floor = TRUE.loss_model_floor(np.array(fit.model_floor["n_params"]))
-        hits += [lo <= f <= hi for f, (lo, hi) in zip(floor, fit.model_floor["ci95"], strict=True)]
+            lo, hi = fit.rstar.strategies[s].ci95
+            hits.append(lo <= TRUE.rstar(fit.rstar.n_params, fit.rstar.fresh_tokens, s) <= hi)
+        floor = TRUE.loss_model_floor(np.array(fit.model_floor.n_params))
+        hits += [lo <= f <= hi for f, (lo, hi) in zip(floor, fit.model_floor.ci95, strict=True)]
     assert np.mean(hits) >= 0.85, np.mean(hits)
     # and the intervals are not absurdly wide: alpha within ±0.05
     assert np.diff(noisy[1].ci95["alpha"])[0] < 0.05
@@ -212,13 +219,13 @@ def test_bootstrap_vectors_rebuild_laws(noisy, tmp_path):
     assert notes == []
     assert len(laws) == 100 and d["bootstrap_params"][5] == "repetition.K"
     assert laws[7].strategies["paraphrase"]["rho"] == d["bootstrap"][7][9]
-    assert laws[7].alpha == d["bootstrap"][7][3]
+    assert laws[7].params["alpha"] == d["bootstrap"][7][3]
 
 
 def test_rstar_poorly_identified_when_r_stays_small():
     """R* ≈ 40 everywhere but r ≤ 2: the fit warns, and R*'s interval is wide, not hidden."""
     big = Law(
-        "cd", TRUE.E, TRUE.A, TRUE.B, TRUE.alpha, TRUE.beta,
+        "cd", TRUE.params,
         {"repetition": {"K": 40.0 / (20**-0.1), "rho": -0.1, "sigma": 0.0}},
     )  # fmt: skip
     assert big.rstar(*MEDIAN_CELL, "repetition") == pytest.approx(40.0)
@@ -231,7 +238,7 @@ def test_rstar_poorly_identified_when_r_stays_small():
     }  # fmt: skip
     assert any("repetition: the runs' derived_ratio (at most 2)" in w for w in fits[2].warnings)
     assert not any("barely identified" in w for w in fits[60].warnings)
-    (lo, hi), (lo60, hi60) = (fits[t].rstar["repetition"]["ci95"] for t in (2, 60))
+    (lo, hi), (lo60, hi60) = (fits[t].rstar.strategies["repetition"].ci95 for t in (2, 60))
     assert np.log(hi / lo) > 3 * np.log(hi60 / lo60)
     assert lo <= 40.0 <= hi
 
@@ -241,10 +248,10 @@ def test_default_grid_gives_the_same_fit(noisy):
     """The CD paper's 6,144-start grid finds the same minimum as the small test grid."""
     df, fit = noisy
     full = fit_law(df, seed=0)
-    assert full.optimizer["n_starts"] == 6144
-    assert full.optimizer["n_converged"] > 0.95 * 6144
+    assert full.optimizer.n_starts == 6144
+    assert full.optimizer.n_converged > 0.95 * 6144
     assert full.objective == pytest.approx(fit.objective, rel=1e-9)
-    assert full.law.alpha == pytest.approx(fit.law.alpha, abs=1e-4)
+    assert full.law.params["alpha"] == pytest.approx(fit.law.params["alpha"], abs=1e-4)
     for s in ("repetition", "paraphrase"):
         assert full.law.rstar(*MEDIAN_CELL, s) == pytest.approx(
             fit.law.rstar(*MEDIAN_CELL, s), rel=1e-3
@@ -260,7 +267,10 @@ def test_default_grid_gives_the_same_fit(noisy):
 def test_joint_and_staged_recover_noiseless_law(method):
     df = make_table(noise=0.0, seed=4)
     fit = fit_law(df, method=method, n_starts=64)
-    assert abs(fit.law.alpha - TRUE.alpha) < 0.005 and abs(fit.law.beta - TRUE.beta) < 0.005
+    assert (
+        abs(fit.law.params["alpha"] - TRUE.params["alpha"]) < 0.005
+        and abs(fit.law.params["beta"] - TRUE.params["beta"]) < 0.005
+    )
     for s in ("repetition", "paraphrase"):
         assert fit.law.rstar(*MEDIAN_CELL, s) == pytest.approx(
             TRUE.rstar(*MEDIAN_CELL, s), rel=0.02
@@ -279,7 +289,7 @@ def test_chinchilla_recovers_hoffmann_constants_from_one_epoch_rows():
     fit = fit_law(df, law="chinchilla", n_starts=64)
     assert fit.huber_delta == 1e-3
     for k in ("E", "A", "B", "alpha", "beta"):
-        assert getattr(fit.law, k) == pytest.approx(getattr(hoffmann, k), rel=1e-3), k
+        assert fit.law.params[k] == pytest.approx(hoffmann.params[k], rel=1e-3), k
     assert fit.n_used == int(one.sum()) and not fit.rows.loc[~one.to_numpy(), "used"].any()
     assert any("were not fitted" in w for w in fit.warnings)
 
@@ -316,7 +326,7 @@ def test_drop_outliers_removes_the_injected_outlier():
     assert fit.dropped == [100]
     assert not fit.rows.set_index("row_id").loc[100, "used"]
     assert fit.n_used == len(df) - 1
-    assert abs(fit.law.alpha - TRUE.alpha) < 0.02
+    assert abs(fit.law.params["alpha"] - TRUE.params["alpha"]) < 0.02
 
 
 def test_the_data_range_holds_each_strategys_own_derived_ratios():
@@ -325,11 +335,17 @@ def test_the_data_range_holds_each_strategys_own_derived_ratios():
     df = make_table(ratios=(1, 4, 16), n_derived=None)
     df = df[~((df["strategy"] == "repetition") & (df["derived_tokens"] > 4 * df["fresh_tokens"]))]
     fit = fit_law(df, n_starts=64)
-    assert fit.data_range["derived_ratio"] == [0.0, 16.0]
-    assert fit.data_range["repetition"] == {"derived_ratio": [0.0, 4.0]}
-    assert fit.data_range["paraphrase"] == {"derived_ratio": [0.0, 16.0]}
+    assert fit.data_range.derived_ratio == (0.0, 16.0)
+    assert fit.data_range.strategies["repetition"] == DataRange(derived_ratio=(0.0, 4.0))
+    assert fit.data_range.strategies["paraphrase"] == DataRange(derived_ratio=(0.0, 16.0))
     one_epoch = data_range(fit.rows[fit.rows["derived_tokens"] == 0])
-    assert set(one_epoch) == {"n_params", "fresh_tokens", "derived_ratio", "tokens_per_param"}
+    assert set(one_epoch.to_dict()) == {
+        "n_params",
+        "fresh_tokens",
+        "derived_ratio",
+        "tokens_per_param",
+    }
+    assert one_epoch.strategies == {}
 
 
 def test_holdout_largest_fits_without_it_and_reports_its_error():
@@ -340,11 +356,11 @@ def test_holdout_largest_fits_without_it_and_reports_its_error():
         df.n_params == 600e6
     ).sum()
     assert not fit.rows.loc[held, "used"].any()
-    assert fit.data_range["n_params"] == [14e6, 370e6]
-    assert fit.holdout["n_params"] == 600e6 and fit.holdout["n_rows"] == held.sum()
+    assert fit.data_range.n_params == (14e6, 370e6)
+    assert fit.holdout.n_params == 600e6 and fit.holdout.n_rows == held.sum()
     r = fit.rows.loc[held, "residual_log"]
-    assert fit.holdout["rmse_log"] == pytest.approx(np.sqrt(np.mean(r**2)))
-    assert fit.holdout["rmse_log"] < 0.01  # extrapolates one size up within 1%
+    assert fit.holdout.rmse_log == pytest.approx(np.sqrt(np.mean(r**2)))
+    assert fit.holdout.rmse_log < 0.01  # extrapolates one size up within 1%
 
 
 def test_fit_json_and_rows_follow_the_contract(noisy):
@@ -465,7 +481,7 @@ def test_staged_bootstrap_refits_converge_and_cover_the_truth(noisy):
     intervals cover the true parameters about as often as the joint fit's."""
     df, _ = noisy
     fit = fit_law(df, method="staged", n_starts=32, bootstrap=40, seed=0)
-    assert fit.optimizer["bootstrap_converged"] == 40
+    assert fit.optimizer.bootstrap_converged == 40
     truth = true_values(TRUE)
     hits = [lo <= truth[k] <= hi for k, (lo, hi) in fit.ci95.items()]
     assert np.mean(hits) >= 0.8, fit.ci95

@@ -49,7 +49,7 @@ def test_csv_json_equals_written_fit_json(tmp_path, monkeypatch, capsys):
     assert printed == written
     assert printed["law"] == "cd" and printed["source"] == str(path)
     assert printed["optimizer"]["n_starts"] == 32 and printed["n_used"] == 84
-    assert abs(printed["params"]["beta"] - QIN.beta) < 0.03
+    assert abs(printed["params"]["beta"] - QIN.params["beta"]) < 0.03
     rows = pd.read_parquet(tmp_path / "runs.fit_rows.parquet")
     assert len(rows) == 84 and rows["used"].all() and not rows["heldout"].any()
     assert "wrote" in err and "runs.fit.json" in err

@@ -212,7 +212,7 @@ def read_fit(d):
     fit = FitResult.from_dict(d, "fuzz.json")
     law = fit.law
     for name in ("E", "A", "B", "alpha", "beta"):
-        assert math.isfinite(getattr(law, name))
+        assert math.isfinite(law.params[name])
     fit.bootstrap_laws()
     fit.to_dict()
     return fit

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from cdlaw import law as L
-from cdlaw.law import PRESETS, Law
+from cdlaw.law import PRESETS, Law, empirical_eta
+from cdlaw.laws import cd, chinchilla
 from cdlaw.regimes import classify
 
 SHARED = dict(E=1.4, A=225.3, B=17737.7, alpha=0.29, beta=0.44)
@@ -15,16 +15,16 @@ D = np.array([2.8e8, 1e9, 3.8e9, 1.2e10])
 
 
 def test_zero_derived_tokens_is_chinchilla_exactly():
-    got = L.cd_loss(N, D, 0.0, **SHARED, K=50.0, rho=-0.4, sigma=0.1)
+    got = cd.cd_loss(N, D, 0.0, **SHARED, K=50.0, rho=-0.4, sigma=0.1)
     want = SHARED["E"] + SHARED["A"] / N ** SHARED["alpha"] + SHARED["B"] / D ** SHARED["beta"]
     np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(got, L.chinchilla_loss(N, D, **SHARED))
+    np.testing.assert_array_equal(got, chinchilla.chinchilla_loss(N, D, **SHARED))
 
 
 def test_constant_rstar_is_muennighoff_data_term_exactly():
     # rho = sigma = 0: R* = K, and D_eff = U_D + U_D R*_D (1 - exp(-R_D / R*_D)) (Muennighoff eq. 5).
     K, Dp = 15.4, 7.0 * D
-    got = L.cd_loss(N, D, Dp, **SHARED, K=K, rho=0.0, sigma=0.0)
+    got = cd.cd_loss(N, D, Dp, **SHARED, K=K, rho=0.0, sigma=0.0)
     R_D = Dp / D
     D_prime = D + D * K * (1 - np.exp(-R_D / K))
     want = (
@@ -35,14 +35,14 @@ def test_constant_rstar_is_muennighoff_data_term_exactly():
 
 def test_infinite_derived_tokens_is_data_floor():
     p = dict(K=50.0, rho=-0.4, sigma=0.1)
-    R = L.rstar(N, D, **p)
+    R = cd.rstar(N, D, **p)
     floor = (
         SHARED["E"]
         + SHARED["A"] / N ** SHARED["alpha"]
         + SHARED["B"] / (D * (1 + R)) ** SHARED["beta"]
     )
-    np.testing.assert_allclose(L.cd_loss(N, D, np.inf, **SHARED, **p), floor, rtol=1e-15)
-    law = Law("cd", **SHARED, strategies={"repetition": p})
+    np.testing.assert_allclose(cd.cd_loss(N, D, np.inf, **SHARED, **p), floor, rtol=1e-15)
+    law = Law("cd", SHARED, {"repetition": p})
     np.testing.assert_allclose(law.loss_data_floor(N, D, "repetition"), floor, rtol=1e-15)
     # and approaches it monotonically from above
     prev = np.inf
@@ -54,20 +54,22 @@ def test_infinite_derived_tokens_is_data_floor():
 
 
 def test_eta_limits_and_hand_value():
-    assert L.eta(0.0, 5.0) == 1.0
-    np.testing.assert_allclose(L.eta(1e-9, 5.0), 1.0, rtol=1e-9)
+    assert cd.eta(0.0, 5.0) == 1.0
+    np.testing.assert_allclose(cd.eta(1e-9, 5.0), 1.0, rtol=1e-9)
     # hand: R* = 2, r = 2 → η = (2/2)(1 − e^−1)
-    np.testing.assert_allclose(L.eta(2.0, 2.0), 1 - math.exp(-1), rtol=1e-15)
+    np.testing.assert_allclose(cd.eta(2.0, 2.0), 1 - math.exp(-1), rtol=1e-15)
     # large r: η → R*/r
-    np.testing.assert_allclose(L.eta(1e6, 3.0), 3.0 / 1e6, rtol=1e-12)
+    np.testing.assert_allclose(cd.eta(1e6, 3.0), 3.0 / 1e6, rtol=1e-12)
     # η·D′ = D R* (1 − e^(−r/R*))
     Dv, Dp, R = 1e9, 3e9, 4.0
-    np.testing.assert_allclose(Dv + L.eta(Dp / Dv, R) * Dp, L.effective_data(Dv, Dp, R), rtol=1e-14)
+    np.testing.assert_allclose(
+        Dv + cd.eta(Dp / Dv, R) * Dp, cd.effective_data(Dv, Dp, R), rtol=1e-14
+    )
 
 
 def test_rstar_hand_value():
     np.testing.assert_allclose(
-        L.rstar(1e8, 2e9, 3.0, -0.5, 0.1), 3.0 * 20**-0.5 * 1e8**0.1, rtol=1e-14
+        cd.rstar(1e8, 2e9, 3.0, -0.5, 0.1), 3.0 * 20**-0.5 * 1e8**0.1, rtol=1e-14
     )
 
 
@@ -77,9 +79,9 @@ def test_log_loss_matches_linear_form():
     d = rng.uniform(1e8, 1e10, 50)
     dp = np.where(rng.random(50) < 0.2, 0.0, rng.uniform(1e8, 6e11, 50))
     p = dict(K=40.0, rho=-0.4, sigma=-0.1)
-    want = np.log(L.cd_loss(n, d, dp, **SHARED, **p))
+    want = np.log(cd.cd_loss(n, d, dp, **SHARED, **p))
     with np.errstate(divide="ignore"):
-        got = L.cd_log_loss(
+        got = cd.cd_log_loss(
             np.log(n),
             np.log(d),
             np.log(dp),
@@ -98,19 +100,18 @@ def test_log_loss_matches_linear_form():
 def test_muennighoff_without_repeats_or_excess_params_is_chinchilla():
     m = PRESETS["muennighoff2023"]
     d = np.array([1e9, 1e10])
-    n_small = 0.5 * L.chinchilla_optimal_n_for_data(
-        d, m.A, m.B, m.alpha, m.beta
+    n_small = 0.5 * chinchilla.chinchilla_optimal_n_for_data(
+        d, m.params["A"], m.params["B"], m.params["alpha"], m.params["beta"]
     )  # N < U_N: no excess
     np.testing.assert_allclose(
         m.loss(n_small, d, 0.0, "repetition"),
-        L.chinchilla_loss(n_small, d, m.E, m.A, m.B, m.alpha, m.beta),
+        chinchilla.chinchilla_loss(n_small, d, **m.params),
         rtol=1e-14,
     )
     # excess parameters are worth less than fresh ones
     n_big = 20 * n_small
     assert np.all(
-        m.loss(n_big, d, 0.0, "repetition")
-        > L.chinchilla_loss(n_big, d, m.E, m.A, m.B, m.alpha, m.beta)
+        m.loss(n_big, d, 0.0, "repetition") > chinchilla.chinchilla_loss(n_big, d, **m.params)
     )
 
 
@@ -122,7 +123,7 @@ def test_chinchilla_optimal_n_matches_closed_form_allocation():
     n_star = G * (C / 6) ** (b / (a + b))
     d_star = C / (6 * n_star)
     np.testing.assert_allclose(
-        L.chinchilla_optimal_n_for_data(d_star, A, B, a, b), n_star, rtol=1e-12
+        chinchilla.chinchilla_optimal_n_for_data(d_star, A, B, a, b), n_star, rtol=1e-12
     )
 
 
@@ -133,9 +134,9 @@ def test_empirical_eta_recovers_the_law_eta():
     for s in ("repetition", "paraphrase"):
         obs = law.loss(n, d, r * d, s)
         np.testing.assert_allclose(
-            L.empirical_eta(law, n, d, r * d, obs), law.eta(n, d, r, s), rtol=1e-8
+            empirical_eta(law, n, d, r * d, obs), law.eta(n, d, r, s), rtol=1e-8
         )
-    assert np.isnan(L.empirical_eta(law, 1e8, 2e9, 0.0, 3.0))
+    assert np.isnan(empirical_eta(law, 1e8, 2e9, 0.0, 3.0))
 
 
 def test_law_round_trips_through_dict():
@@ -146,7 +147,7 @@ def test_law_round_trips_through_dict():
 
 def test_law_rejects_wrong_strategy_params():
     with pytest.raises(ValueError):
-        Law("cd", **SHARED, strategies={"repetition": {"K": 1.0}})
+        Law("cd", SHARED, {"repetition": {"K": 1.0}})
     with pytest.raises(KeyError):
         PRESETS["muennighoff2023"].strategy_params("paraphrase")
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.optimize import least_squares
 
-from cdlaw.law import cd_loss, chinchilla_loss
+from cdlaw.laws.cd import cd_loss
 from cdlaw.laws.cd_overfit import (
     cd_overfit_batched_log_loss,
     cd_overfit_best_derived_tokens,
@@ -13,6 +13,7 @@ from cdlaw.laws.cd_overfit import (
     cd_overfit_fit_vector,
     cd_overfit_loss,
 )
+from cdlaw.laws.chinchilla import chinchilla_loss
 from cdlaw.laws.practical import (
     practical_batched_log_loss,
     practical_fit_vector,

@@ -15,6 +15,7 @@ from cdlaw.design.adaptive import run_adaptive
 from cdlaw.design.batch import next_batch
 from cdlaw.design.value import Ensemble, choose, ensemble_covariance, plan_value, uncertainty
 from cdlaw.errors import BadInput
+from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
@@ -242,11 +243,13 @@ def test_the_plan_check_asks_for_nothing_inside_the_runs_and_names_an_unpinned_r
     # inside the paraphrase runs' ratios the fit saw: nothing to check, unless its R* sits
     # at a bound; another strategy's runs reaching r = 16 do not count
     rng = source.data_range
-    assert rng["paraphrase"]["derived_ratio"] == [0.0, 4.0]
-    other = dataclasses.replace(source, data_range={**rng, "derived_ratio": [0, 16],
-                                                    "repetition": {"derived_ratio": [0, 16]}})  # fmt: skip
+    assert rng.strategies["paraphrase"].derived_ratio == (0.0, 4.0)
+    sixteen = DataRange(derived_ratio=(0, 16))
+    other = dataclasses.replace(source, data_range=dataclasses.replace(
+        rng, derived_ratio=(0, 16), strategies={**rng.strategies, "repetition": sixteen}))  # fmt: skip
     assert plan_check(current, other, cands, 1e30)[1] == beyond
-    wide = dataclasses.replace(source, data_range={**rng, "paraphrase": {"derived_ratio": [0, 16]}})
+    wide = dataclasses.replace(source, data_range=dataclasses.replace(
+        rng, strategies={**rng.strategies, "paraphrase": sixteen}))  # fmt: skip
     assert plan_check(current, wide, cands, 1e30) == (None, "")
     stuck = dataclasses.replace(wide, at_bound=("paraphrase.sigma (lower bound)",))
     check, why = plan_check(current, stuck, cands, 1e30)
@@ -334,8 +337,10 @@ def test_a_narrow_interval_on_an_unpinned_rstar_does_not_end_the_loop(tmp_path, 
 
     def unpinned(*args, **kwargs):
         fit = fit_law(*args, **kwargs)
-        stuck = ["repetition.sigma (lower bound)", "paraphrase.sigma (upper bound)"]
-        return dataclasses.replace(fit, optimizer={**fit.optimizer, "at_bound": stuck})
+        stuck = ("repetition.sigma (lower bound)", "paraphrase.sigma (upper bound)")
+        return dataclasses.replace(
+            fit, optimizer=dataclasses.replace(fit.optimizer, at_bound=stuck)
+        )
 
     monkeypatch.setattr(adaptive, "fit_law", unpinned)
     res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,

@@ -56,7 +56,7 @@ def planted_table(law: Law, strategies, seed: int) -> pd.DataFrame:
 def test_cd_overfit_recovers_planted_parameters():
     result = fit_law(planted_table(CD_OVERFIT, STRATEGIES, 1), law="cd-overfit", n_starts=STARTS)
     law = result.law
-    assert result.optimizer["success"] and not result.optimizer["at_bound"]
+    assert result.optimizer.success and not result.optimizer.at_bound
     for k in ("alpha", "beta", "mu"):
         assert law.params[k] == pytest.approx(SHARED[k], abs=0.02), k
     for s, truth in zip(STRATEGIES, PER_STRATEGY, strict=True):
@@ -68,7 +68,7 @@ def test_cd_overfit_recovers_planted_parameters():
 def test_practical_recovers_planted_parameters_with_l0_fixed_at_ln_vocab():
     result = fit_law(planted_table(PRACTICAL_LAW, STRATEGIES, 2), law="practical", n_starts=STARTS)
     law = result.law
-    assert result.optimizer["success"] and not result.optimizer["at_bound"]
+    assert result.optimizer.success and not result.optimizer.at_bound
     assert law.params["L0"] == np.log(512)  # taken from the table, not fitted
     saved = result.to_dict()  # fit.json holds L0, so that plan and plot can evaluate it
     assert saved["params"]["L0"] == np.log(512)
@@ -96,7 +96,7 @@ def test_the_cd_law_is_cd_overfits_zero_penalty_case():
         assert np.max(overfit_penalty(N, D, Dp, lam, mu) / loss) < 0.01, s
     assert overfit.rmse_log <= cd.rmse_log * (1 + 1e-3)
     # a λ at its floor is "absent", never reported as a parameter the data cannot pin
-    assert not any("lam (lower bound)" in a for a in overfit.optimizer["at_bound"])
+    assert not any("lam (lower bound)" in a for a in overfit.optimizer.at_bound)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from cdlaw.errors import BadInput
-from cdlaw.law import PRESETS, Law, chinchilla_loss
+from cdlaw.law import PRESETS, Law
+from cdlaw.laws.chinchilla import chinchilla_loss
 from cdlaw.plan.memory import GIB, activation_bytes, model_shape, training_cost
 from cdlaw.plan.planner import budget_loss, chinchilla_optimal_n_params, frontier, plan
 from cdlaw.plan.result import Plan
@@ -30,11 +31,7 @@ def readme_law() -> Law:
     a, b, e, alpha, beta, rd, rn = README_CONSTANTS
     return Law(
         "muennighoff",
-        math.exp(e),
-        math.exp(a),
-        math.exp(b),
-        alpha,
-        beta,
+        {"E": math.exp(e), "A": math.exp(a), "B": math.exp(b), "alpha": alpha, "beta": beta},
         {"repetition": {"rstar_d": rd, "rstar_n": rn}},
     )
 
@@ -84,8 +81,8 @@ def test_muennighoff_reproduces_the_readme_optimal_allocation(law):
 @pytest.mark.parametrize("C", [1e18, 1e21, 1e24])
 def test_chinchilla_presets_match_the_closed_form(name, C):
     law = PRESETS[name]
-    a, b = law.alpha, law.beta
-    G = (a * law.A / (b * law.B)) ** (1 / (a + b))
+    a, b = law.params["alpha"], law.params["beta"]
+    G = (a * law.params["A"] / (b * law.params["B"])) ** (1 / (a + b))
     n_star = G * (C / 6) ** (b / (a + b))
     p = plan(law, C)  # unlimited unique tokens
     assert p.n_params == pytest.approx(n_star, rel=1e-6)
@@ -103,7 +100,7 @@ def test_cd_plan_with_enough_data_is_the_chinchilla_plan(headroom):
     p = plan(QIN, C, U)
     assert p.n_params == pytest.approx(n_star, rel=1e-6)
     assert p.derived_tokens == 0 and p.strategy == "none"
-    want = chinchilla_loss(n_star, C / (6 * n_star), QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta)
+    want = chinchilla_loss(n_star, C / (6 * n_star), **QIN.params)
     assert p.predicted_loss == pytest.approx(want, rel=1e-12)
 
 
@@ -219,8 +216,8 @@ def test_marginal_gain_is_the_slope_of_the_optimal_loss():
     # Chinchilla: L*(C) = E + k·C^(−αβ/(α+β)), so −dL*/dC = (αβ/(α+β))·(L* − E)/C exactly.
     law = PRESETS["chinchilla-hoffmann"]
     p = plan(law, 1e22)
-    a, b = law.alpha, law.beta
-    want = a * b / (a + b) * (p.predicted_loss - law.E) / 1e22
+    a, b = law.params["alpha"], law.params["beta"]
+    want = a * b / (a + b) * (p.predicted_loss - law.params["E"]) / 1e22
     assert p.marginal_gain_per_flop == pytest.approx(want, rel=1e-6)
 
 
@@ -233,7 +230,7 @@ def test_naive_and_four_epoch_baselines():
     assert p.naive.derived_tokens == pytest.approx(t_naive - U, rel=1e-14)
     assert p.naive.strategy == "repetition" and p.naive.epochs > 4
     # the naive planner believes every token is fresh; the CD law disagrees
-    believed = chinchilla_loss(n_naive, t_naive, QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta)
+    believed = chinchilla_loss(n_naive, t_naive, **QIN.params)
     assert p.naive.believed_loss == pytest.approx(believed, rel=1e-14)
     assert p.naive.predicted_loss == pytest.approx(
         float(QIN.loss(n_naive, U, t_naive - U, "repetition")), rel=1e-14
@@ -319,7 +316,7 @@ def widened_band(losses, floors, o) -> tuple[float, float]:
 def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
     rng = np.random.default_rng(0)
     names = ["E", "A", "B", "alpha", "beta", "repetition.K", "repetition.rho", "repetition.sigma"]
-    point = [QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, *QIN.strategies["repetition"].values()]
+    point = [*QIN.params.values(), *QIN.strategies["repetition"].values()]
     vectors = [list(np.array(point) * (1 + 0.02 * rng.standard_normal(8))) for _ in range(200)]
     fit = qin_fit(bootstrap=vectors, bootstrap_params=names)
     p = plan(load_law(write(tmp_path, fit)), 1e21, 5e9, "repetition")
@@ -328,14 +325,14 @@ def test_bootstrap_band_scores_the_plan_under_each_sample(tmp_path):
         d = dict(zip(names, v, strict=True))
         law = Law(
             "cd",
-            *(d[k] for k in ("E", "A", "B", "alpha", "beta")),
+            {k: d[k] for k in ("E", "A", "B", "alpha", "beta")},
             {
                 "repetition": {k: d[f"repetition.{k}"] for k in ("K", "rho", "sigma")},
                 "paraphrase": QIN.strategies["paraphrase"],
             },
         )
         losses.append(float(law.loss(p.n_params, p.fresh_tokens, p.derived_tokens, "repetition")))
-        floors.append(law.E)
+        floors.append(law.params["E"])
     # widened by the plan's optimism, on its side (test_optimism_… below)
     want = widened_band(losses, floors, p.optimism)
     assert p.predicted_loss_ci95 == pytest.approx(want, rel=1e-14)
@@ -367,7 +364,7 @@ def test_bootstrap_band_reads_the_fit_vector_names_of_a_muennighoff_fit(tmp_path
 
     names = fit_vector_names("muennighoff", ["repetition"])
     point = [
-        *(getattr(MUENNIGHOFF, k) for k in ("E", "A", "B", "alpha", "beta")),
+        *MUENNIGHOFF.params.values(),
         5.309743,
         15.387756,
     ]
@@ -597,7 +594,7 @@ def _draws_with_flips(n_draws: int, n_flipped: int) -> list[Law]:
             p["K"] *= 1 + 0.01 * rng.standard_normal()
         if i < n_flipped:
             strategies["repetition"]["K"] /= 100
-        draws.append(Law("cd", QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, strategies))
+        draws.append(Law("cd", QIN.params, strategies))
     return draws
 
 
@@ -650,7 +647,7 @@ def test_a_plan_with_no_derived_tokens_has_no_strategy_to_decide():
     C = 1e21
     U = 1.05 * plan(QIN, C, 1e15).fresh_tokens
     draws = [
-        Law("cd", d.E, 0.5 * d.A, d.B, d.alpha, d.beta, d.strategies)
+        Law("cd", {**d.params, "A": 0.5 * d.params["A"]}, d.strategies)
         for d in _draws_with_flips(10, 3)
     ]
     assert plan(draws[0], C, U).derived_tokens > 0  # the refits do want derived tokens
@@ -684,7 +681,7 @@ def _draws_jittered(n_draws: int, sd: float) -> list[Law]:
             strategies = {s: dict(p) for s, p in QIN.strategies.items()}
             for zi, p in zip(z, strategies.values(), strict=True):
                 p["K"] *= math.exp(sign * sd * zi)
-            draws.append(Law("cd", QIN.E, QIN.A, QIN.B, QIN.alpha, QIN.beta, strategies))
+            draws.append(Law("cd", QIN.params, strategies))
     return draws
 
 
@@ -733,18 +730,20 @@ def test_the_band_stays_above_the_floor_of_the_refits_it_comes_from():
 
     C, U = 1e21, 5e9
     draws = [
-        Law("cd", QIN.E + 2 + 0.01 * k, QIN.A, QIN.B, QIN.alpha, QIN.beta, QIN.strategies)
+        Law("cd", {**QIN.params, "E": QIN.params["E"] + 2 + 0.01 * k}, QIN.strategies)
         for k in range(-5, 5)
     ]
     p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
-    assert p.optimism > p.predicted_loss - QIN.E  # o exceeds the reducible loss
+    assert p.optimism > p.predicted_loss - QIN.params["E"]  # o exceeds the reducible loss
     lo, hi = p.predicted_loss_ci95
     at_plan = [float(d.loss(p.n_params, p.fresh_tokens, p.derived_tokens, p.strategy))
                for d in draws]  # fmt: skip
-    assert min(d.E for d in draws) < lo < min(at_plan) and hi == pytest.approx(
+    assert min(d.params["E"] for d in draws) < lo < min(at_plan) and hi == pytest.approx(
         np.percentile(at_plan, 97.5), rel=1e-12
     )
-    assert (lo, hi) == pytest.approx(widened_band(at_plan, [d.E for d in draws], p.optimism))
+    assert (lo, hi) == pytest.approx(
+        widened_band(at_plan, [d.params["E"] for d in draws], p.optimism)
+    )
 
 
 def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):

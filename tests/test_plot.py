@@ -73,13 +73,17 @@ def test_loss_panels_bands_curves_and_points(figures, inputs):
         )
         assert not more
         n = float(rows.loc[(rows["fresh_tokens"] == d), "n_params"].iloc[0])
-        l1 = LAW.E + LAW.A / n**LAW.alpha + LAW.B / d**LAW.beta
-        ln = LAW.E + LAW.A / n**LAW.alpha
+        l1 = (
+            LAW.params["E"]
+            + LAW.params["A"] / n ** LAW.params["alpha"]
+            + LAW.params["B"] / d ** LAW.params["beta"]
+        )
+        ln = LAW.params["E"] + LAW.params["A"] / n ** LAW.params["alpha"]
         floors = {}
         for s in plotdata.STRATEGIES:
             p = LAW.strategies[s]
             rstar = p["K"] * (d / n) ** p["rho"] * n ** p["sigma"]
-            floors[s] = ln + LAW.B / (d * (1 + rstar)) ** LAW.beta
+            floors[s] = ln + LAW.params["B"] / (d * (1 + rstar)) ** LAW.params["beta"]
         ld = min(floors.values())
 
         def band(name, ax=ax):
@@ -189,7 +193,10 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
     for n, line in lines.items():
         x = line.get_xdata()
         np.testing.assert_allclose(
-            line.get_ydata(), law.E + law.A / n**law.alpha + law.B / x**law.beta
+            line.get_ydata(),
+            law.params["E"]
+            + law.params["A"] / n ** law.params["alpha"]
+            + law.params["B"] / x ** law.params["beta"],
         )
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "fresh tokens, D (tokens)"
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -209,7 +216,10 @@ def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path)
     for n, line in lines.items():
         x = line.get_xdata()
         np.testing.assert_allclose(
-            line.get_ydata(), LAW.E + LAW.A / n**LAW.alpha + LAW.B / x**LAW.beta
+            line.get_ydata(),
+            LAW.params["E"]
+            + LAW.params["A"] / n ** LAW.params["alpha"]
+            + LAW.params["B"] / x ** LAW.params["beta"],
         )
     assert len(points) == len(plotdata.SIZES) * len(plotdata.TOKENS_PER_PARAM)
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
@@ -233,8 +243,14 @@ def test_eta_points_and_fitted_curves(figures, inputs):
             assert len(got) == len(w) == len(plotdata.RATIOS) * len(plotdata.TOKENS_PER_PARAM)
             # empirical η from the observed loss: ΔL = L_1ep − L, D_eff = (D^−β − ΔL/B)^(−1/β)
             d, dp, loss = w["fresh_tokens"], w["derived_tokens"], w["loss"]
-            l1 = LAW.E + LAW.A / n**LAW.alpha + LAW.B / d**LAW.beta
-            deff = (d**-LAW.beta - (l1 - loss) / LAW.B) ** (-1 / LAW.beta)
+            l1 = (
+                LAW.params["E"]
+                + LAW.params["A"] / n ** LAW.params["alpha"]
+                + LAW.params["B"] / d ** LAW.params["beta"]
+            )
+            deff = (d ** -LAW.params["beta"] - (l1 - loss) / LAW.params["B"]) ** (
+                -1 / LAW.params["beta"]
+            )
             eta = ((deff - d) / dp).to_numpy()
             order = np.lexsort((got[:, 1], got[:, 0]))
             worder = np.lexsort((eta, w["derived_ratio"].to_numpy()))
@@ -262,7 +278,11 @@ def test_eta_axes_hold_every_point_however_far_out(tmp_path):
     for r, eta in ((3.0, 1.6), (1.0, -0.4)):  # D + ηD′ stays positive
         i = table.index[np.isclose(ratio, r)][1]
         n, d, dp = table.loc[i, ["n_params", "fresh_tokens", "derived_tokens"]]
-        table.loc[i, "loss"] = LAW.E + LAW.A / n**LAW.alpha + LAW.B / (d + eta * dp) ** LAW.beta
+        table.loc[i, "loss"] = (
+            LAW.params["E"]
+            + LAW.params["A"] / n ** LAW.params["alpha"]
+            + LAW.params["B"] / (d + eta * dp) ** LAW.params["beta"]
+        )
         planted[i] = eta
     table.to_csv(csv, index=False)
     inputs = load_inputs(csv)
@@ -630,12 +650,17 @@ def test_other_law_forms(tmp_path):
     r = inputs.rows.iloc[5]
     assert r["derived_tokens"] > 0
     assert r["predicted_loss"] == pytest.approx(
-        law.E + law.A / r["n_params"] ** law.alpha + law.B / r["tokens_trained"] ** law.beta
+        law.params["E"]
+        + law.params["A"] / r["n_params"] ** law.params["alpha"]
+        + law.params["B"] / r["tokens_trained"] ** law.params["beta"]
     )
     ax = data_axes(make_figure("loss", inputs))[0]
     (curve,) = by_gid(ax, "fit:naive")
     x, n = curve.get_xdata(), min(plotdata.SIZES)  # the first panel is the smallest model
     np.testing.assert_allclose(
-        curve.get_ydata(), law.E + law.A / n**law.alpha + law.B / x**law.beta
+        curve.get_ydata(),
+        law.params["E"]
+        + law.params["A"] / n ** law.params["alpha"]
+        + law.params["B"] / x ** law.params["beta"],
     )
     assert not by_gid(ax, "fit:repetition")

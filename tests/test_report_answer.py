@@ -189,7 +189,7 @@ def test_the_plan_says_how_often_the_refits_own_plans_agree():
     q = PRESETS["qin2026"]
     strategies = {s: dict(p) for s, p in q.strategies.items()}
     strategies["repetition"]["K"] /= 100  # this refit would paraphrase
-    flipped = Law("cd", q.E, q.A, q.B, q.alpha, q.beta, strategies)
+    flipped = Law("cd", q.params, strategies)
     p = plan(PlanningLaw("x", q, None, (q, q, q, flipped)), 1e21, 5e9).to_dict()
     note = _decision_note(p)
     lo, hi = p["n_params_ci95"]

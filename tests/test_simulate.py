@@ -132,7 +132,10 @@ def test_a_fit_recovers_the_simulating_law_and_says_the_rows_are_simulated():
     sim = Simulation(QIN, "qin2026", noise=0.005)
     df = pd.DataFrame([simulated_result(sim, r) for r in grid_runs()])
     result = fit_law(df, bootstrap=0, n_starts=512, seed=0)
-    assert abs(result.law.alpha - QIN.alpha) < 0.05 and abs(result.law.beta - QIN.beta) < 0.05
+    assert (
+        abs(result.law.params["alpha"] - QIN.params["alpha"]) < 0.05
+        and abs(result.law.params["beta"] - QIN.params["beta"]) < 0.05
+    )
     rho = result.law.strategies["repetition"]["rho"]
     assert abs(rho - QIN.strategies["repetition"]["rho"]) < 0.15
     assert any("simulated" in w for w in result.warnings)

@@ -114,8 +114,8 @@ def test_seed_noise_pools_replicates_only():
     )
     noise = seed_noise(pd.concat([runs(), extra], ignore_index=True))
     # cell a: log deviations 0, +0.1, −0.1 (mean 0); cell d: ±0.1 around its mean.
-    assert noise["n_groups"] == 2 and noise["n_runs"] == 5
-    assert noise["sd_log"] == pytest.approx(np.sqrt((0.01 + 0.01 + 2 * 0.01) / (2 + 1)))
+    assert noise.n_groups == 2 and noise.n_runs == 5
+    assert noise.sd_log == pytest.approx(np.sqrt((0.01 + 0.01 + 2 * 0.01) / (2 + 1)))
 
 
 def test_load_csv_parquet_and_runs_folder(tmp_path):

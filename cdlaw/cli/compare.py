@@ -57,21 +57,34 @@ def compare(
     """
     run_comparison(
         path,
-        law,
-        huber_delta,
-        select,
-        starts,
-        budget_flops,
-        unique_tokens,
-        seed,
-        out_path,
-        json_out,
+        law=law,
+        huber_delta=huber_delta,
+        select=select,
+        starts=starts,
+        budget_flops=budget_flops,
+        unique_tokens=unique_tokens,
+        seed=seed,
+        out_path=out_path,
+        json_out=json_out,
     )
 
 
 def run_comparison(
-    path, law, huber_delta, select, starts, budget_flops, unique_tokens, seed, out_path, json_out
+    path: str,
+    *,
+    law: str,
+    huber_delta: float,
+    select: str,
+    starts: str,
+    seed: int,
+    out_path: str | None,
+    json_out: bool,
+    budget_flops: str | None = None,
+    unique_tokens: str | None = None,
 ) -> None:
+    """Compare the laws of `law` ("all" or comma-separated names) on PATH, show the result
+    (the tables, or compare.json with json_out) and write compare.json; the options are
+    `cdlaw compare`'s, as typed (numbers as text), shared with `cdlaw fit --law all`."""
     from cdlaw.errors import BadInput
     from cdlaw.plan.compare import compare_and_write
 

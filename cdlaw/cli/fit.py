@@ -62,14 +62,37 @@ def fit(
     if law == "all":  # every law on the same rows, ranked by held-out error
         from cdlaw.cli.compare import run_comparison
 
-        delta = 0.1 if huber_delta is None else huber_delta
         run_comparison(
-            path, "all", delta, select, starts or "512", None, None, seed, out_path, json_out
+            path,
+            law="all",
+            huber_delta=0.1 if huber_delta is None else huber_delta,
+            select=select,
+            starts=starts or "512",
+            seed=seed,
+            out_path=out_path,
+            json_out=json_out,
         )
         return
+    options = dict(
+        law=law,
+        method=method,
+        huber_delta=huber_delta,
+        n_starts=count(starts or "6144", "--starts"),
+        drop_outliers=drop_outliers,
+        bootstrap=bootstrap,
+        holdout_largest=holdout_largest,
+        seed=seed,
+        naive=naive,
+        select=select,
+    )
+    _fit_and_write(path, out_path, json_out, options)
+
+
+def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dict) -> None:
+    """fit_path with a progress bar; the summary (or fit.json) is shown before any file is
+    written, then where the files went, on stderr."""
     from cdlaw.fit.procedure import fit_path
 
-    n_starts = count(starts or "6144", "--starts")
     progress = _Progress()
 
     def show(result) -> None:
@@ -82,20 +105,7 @@ def fit(
 
     try:
         _, json_path, rows_path = fit_path(
-            path,
-            out=out_path,
-            before_write=show,
-            law=law,
-            method=method,
-            huber_delta=huber_delta,
-            n_starts=n_starts,
-            drop_outliers=drop_outliers,
-            bootstrap=bootstrap,
-            holdout_largest=holdout_largest,
-            seed=seed,
-            naive=naive,
-            select=select,
-            progress=progress,
+            path, out=out_path, before_write=show, progress=progress, **options
         )
     finally:
         progress.close()
@@ -137,16 +147,25 @@ class _Progress:
 
 def _render(result) -> None:
     """Parameters with intervals, R*, E + A/N^α, fit quality, optimizer and regimes."""
+    d = result.to_dict()
+    out.print(_parameter_table(result, d))
+    if d["rstar"]:
+        out.print(_rstar_table(d["rstar"]))
+    out.print(_model_floor_table(d["model_floor"]))
+    _print_quality(d)
+    _print_regimes(result.rows, d["regime_counts"])
+    for w in d["warnings"]:
+        say("warning", w)
+
+
+def _parameter_table(result, d: dict):
+    """Each fitted value under the fit vector's names (bootstrap_params), with its interval."""
     from rich import box
     from rich.table import Table
 
     from cdlaw.fit.vector import fit_vector_names, law_to_public_vector
-    from cdlaw.regimes import SATURATION, TOLERANCE
-    from cdlaw.units import format_number as fmt
 
-    d = result.to_dict()
-    # The fitted values under the fit vector's names (bootstrap_params): a muennighoff
-    # fit's shared rstar_n has no strategy prefix.
+    # a muennighoff fit's shared rstar_n has no strategy prefix
     strategies = list(result.law.strategies)
     values = dict(
         zip(
@@ -163,23 +182,34 @@ def _render(result) -> None:
         ci = d["ci95"].get(name)
         value = f"{values[name]:.6g}" if name in values else ""
         t.add_row(name, value, f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
-    out.print(t)
+    return t
 
-    if d["rstar"]:
-        r = Table(
-            title=f"R* at the median cell (N {fmt(d['rstar']['n_params'])}, "
-            f"D {fmt(d['rstar']['fresh_tokens'])})",
-            box=box.SIMPLE,
-        )
-        for c in ("strategy", "R*", "95% CI"):
-            r.add_column(c, justify="left" if c == "strategy" else "right")
-        for s, v in d["rstar"].items():
-            if isinstance(v, dict):
-                ci = v.get("ci95")
-                r.add_row(s, f"{v['value']:.4g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
-        out.print(r)
 
-    mf = d["model_floor"]
+def _rstar_table(rstar: dict):
+    from rich import box
+    from rich.table import Table
+
+    from cdlaw.units import format_number as fmt
+
+    r = Table(
+        title=f"R* at the median cell (N {fmt(rstar['n_params'])}, D {fmt(rstar['fresh_tokens'])})",
+        box=box.SIMPLE,
+    )
+    for c in ("strategy", "R*", "95% CI"):
+        r.add_column(c, justify="left" if c == "strategy" else "right")
+    for s, v in rstar.items():
+        if isinstance(v, dict):
+            ci = v.get("ci95")
+            r.add_row(s, f"{v['value']:.4g}", f"[{ci[0]:.4g}, {ci[1]:.4g}]" if ci else "")
+    return r
+
+
+def _model_floor_table(mf: dict):
+    from rich import box
+    from rich.table import Table
+
+    from cdlaw.units import format_number as fmt
+
     sizes = _shown_sizes(mf["n_params"])
     title = "E + A/N^alpha (stable even when E, A, alpha trade off)"
     if len(sizes) < len(mf["n_params"]):
@@ -194,7 +224,13 @@ def _render(result) -> None:
             f"{mf['loss'][i]:.4f}",
             f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "",
         )
-    out.print(m)
+    return m
+
+
+def _print_quality(d: dict) -> None:
+    """Rows used, log-RMSE and objective; the seed noise floor; the held-out size; the
+    optimizer."""
+    from cdlaw.units import format_number as fmt
 
     o = d["optimizer"]
     out.print(
@@ -222,9 +258,14 @@ def _render(result) -> None:
         + (f"; at bound / off grid: {', '.join(o['at_bound'])}" if o["at_bound"] else ""),
         highlight=False,
     )
-    rows = result.rows
+
+
+def _print_regimes(rows, regime_counts: dict) -> None:
+    """The regime counts of the used runs, and their median frontiers."""
+    from cdlaw.regimes import SATURATION, TOLERANCE
+
     used = rows[rows["used"]]
-    counts = ", ".join(f"{k} {v}" for k, v in d["regime_counts"].items())
+    counts = ", ".join(f"{k} {v}" for k, v in regime_counts.items())
     out.print(
         f"regimes of the used runs (observed loss; saturation {SATURATION}, tolerance "
         f"{TOLERANCE} nats): {counts}",
@@ -239,8 +280,6 @@ def _render(result) -> None:
             ),
             highlight=False,
         )
-    for w in d["warnings"]:
-        say("warning", w)
 
 
 SHOWN_SIZES = 12  # a table of hundreds of sizes (a published table's runs) is a wall

@@ -15,75 +15,44 @@ from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
 
+LAW = typer.Option(
+    "qin2026",
+    "--law",
+    help="A fit.json from `cdlaw fit`, or a preset: qin2026, muennighoff2023, "
+    "chinchilla-hoffmann, chinchilla-besiroglu.",
+)
+EXTRAPOLATE = typer.Option(
+    False,
+    "--extrapolate",
+    help=f"Plan even beyond {EXTRAPOLATION_LIMIT:g}× the fitted range: N or tokens per "
+    f"parameter D/N above {EXTRAPOLATION_LIMIT:g}× the largest fitted or below "
+    f"1/{EXTRAPOLATION_LIMIT:g} the smallest, or D′/D above {EXTRAPOLATION_LIMIT:g}× the "
+    "largest of its strategy's runs (refused otherwise); the plan then says it is "
+    "extrapolated.",
+)
+
 
 @app.command()
 def plan(
-    budget_flops: str = typer.Option(
-        None, "--budget-flops", metavar=NUMBER, help="Training compute C = 6·N·(D + D′), e.g. 1e21."
-    ),
-    unique_tokens: str = typer.Option(
-        None,
-        "--unique-tokens",
-        metavar=NUMBER,
-        help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited.",
-    ),
-    law: str = typer.Option(
-        "qin2026",
-        "--law",
-        help="A fit.json from `cdlaw fit`, or a preset: qin2026, muennighoff2023, "
-        "chinchilla-hoffmann, chinchilla-besiroglu.",
-    ),
-    strategy: str = typer.Option(
-        "auto", "--strategy", help="auto | repetition | paraphrase (auto: the lower loss)."
-    ),
-    n_params: str = typer.Option(
-        None,
-        "--n-params",
-        metavar=NUMBER,
-        help="Fix the model size N, e.g. 7B; then only the token split is planned.",
-    ),
-    frontier: bool = typer.Option(
-        False, "--frontier", help="Plan every budget of a log-spaced range instead of one."
-    ),
-    frontier_range: str = typer.Option(
-        "1e18:1e24",
-        "--frontier-range",
-        metavar="<number:number>",
-        help="LO:HI budgets of --frontier, e.g. 1e18:1e24.",
-    ),
+    budget_flops: str = typer.Option(None, "--budget-flops", metavar=NUMBER, help="Training compute C = 6·N·(D + D′), e.g. 1e21."),
+    unique_tokens: str = typer.Option(None, "--unique-tokens", metavar=NUMBER, help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited."),
+    law: str = LAW,
+    strategy: str = typer.Option("auto", "--strategy", help="auto | repetition | paraphrase (auto: the lower loss)."),
+    n_params: str = typer.Option(None, "--n-params", metavar=NUMBER, help="Fix the model size N, e.g. 7B; then only the token split is planned."),
+    frontier: bool = typer.Option(False, "--frontier", help="Plan every budget of a log-spaced range instead of one."),
+    frontier_range: str = typer.Option("1e18:1e24", "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."),
     frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
-    gpu_memory: float = typer.Option(
-        None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."
-    ),
-    gpu_flops: str = typer.Option(
-        None,
-        "--gpu-flops",
-        metavar=NUMBER,
-        help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours.",
-    ),
-    mfu: float = typer.Option(
-        None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."
-    ),
+    gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."),
+    gpu_flops: str = typer.Option(None, "--gpu-flops", metavar=NUMBER, help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."),
+    mfu: float = typer.Option(None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."),
     seq_len: int = typer.Option(4096, "--seq-len", help="Sequence length for activations."),
     micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
     vocab_size: int = typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
-    saturation: float = typer.Option(
-        0.9, "--saturation", help="Regime threshold (docs/regimes.md)."
-    ),
-    tolerance: float = typer.Option(
-        0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."
-    ),
-    extrapolate: bool = typer.Option(
-        False,
-        "--extrapolate",
-        help=f"Plan even beyond {EXTRAPOLATION_LIMIT:g}× the fitted range: N or tokens per "
-        f"parameter D/N above {EXTRAPOLATION_LIMIT:g}× the largest fitted or below "
-        f"1/{EXTRAPOLATION_LIMIT:g} the smallest, or D′/D above {EXTRAPOLATION_LIMIT:g}× the "
-        "largest of its strategy's runs (refused otherwise); the plan then says it is "
-        "extrapolated.",
-    ),
+    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
+    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
-) -> None:
+) -> None:  # fmt: skip
     """Plan N, D′, strategy and epochs for a FLOP budget and a corpus, with the predicted loss.
 
     Minimises the law's loss over model size under 6·N·(D + D′) = C with D = min(U, C/6N),
@@ -108,6 +77,31 @@ def plan(
         vocab_size=vocab_size,
         extrapolate=extrapolate,
     )
+    unique = _unique_tokens(unique_tokens, seq_len, micro_batch, vocab_size)
+    if frontier:
+        if budget_flops is not None:
+            raise BadInput(
+                "--frontier plans every budget of --frontier-range, so --budget-flops would be "
+                "ignored: drop one of them."
+            )
+        _plan_frontier(source, frontier_range, frontier_points, unique, strategy, options, json_out)
+        return
+    if budget_flops is None:
+        raise BadInput(
+            "--budget-flops is required (e.g. --budget-flops 1e21) unless --frontier is given."
+        )
+    result = planner.plan(
+        source, number(budget_flops, "--budget-flops"), unique, strategy, **options
+    )
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _render_plan(result)
+
+
+def _unique_tokens(unique_tokens, seq_len: int, micro_batch: int, vocab_size: int):
+    """--unique-tokens as a number (None: unlimited), after the shape options are checked;
+    fewer tokens than one sequence is a mistake, not a corpus."""
     for name, value in (
         ("--seq-len", seq_len),
         ("--micro-batch", micro_batch),
@@ -121,47 +115,32 @@ def plan(
             f"--unique-tokens {unique_tokens} is fewer tokens than one training sequence "
             f"(--seq-len {seq_len}): give the corpus's unique token count, e.g. 5e9."
         )
+    return unique
 
-    if frontier:
-        if budget_flops is not None:
-            raise BadInput(
-                "--frontier plans every budget of --frontier-range, so --budget-flops would be "
-                "ignored: drop one of them."
-            )
-        lo, sep, hi = frontier_range.partition(":")
-        if not sep:
-            raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")
-        budgets = planner.frontier_budgets(
-            number(lo, "--frontier-range start"),
-            number(hi, "--frontier-range end"),
-            frontier_points,
-        )
-        result = planner.frontier(source, budgets, unique, strategy, **options)
-        if result.beyond_limit:
-            say(
-                "note",
-                f"{len(result.beyond_limit)} budget(s) "
-                f"({', '.join(f'{c:.3g}' for c in result.beyond_limit)} FLOPs) left out: their "
-                f"plans lie beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
-                "fitted range; pass --extrapolate to plan them anyway",
-            )
-        if json_out:
-            print_json(result.to_dict())
-        else:
-            _render_frontier(result.plans, source.name, unique, strategy)
-        return
 
-    if budget_flops is None:
-        raise BadInput(
-            "--budget-flops is required (e.g. --budget-flops 1e21) unless --frontier is given."
-        )
-    result = planner.plan(
-        source, number(budget_flops, "--budget-flops"), unique, strategy, **options
+def _plan_frontier(source, frontier_range, points, unique, strategy, options, json_out) -> None:
+    """--frontier: plan every budget of the range and show them (or their JSON)."""
+    from cdlaw.plan import planner
+
+    lo, sep, hi = frontier_range.partition(":")
+    if not sep:
+        raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")
+    budgets = planner.frontier_budgets(
+        number(lo, "--frontier-range start"), number(hi, "--frontier-range end"), points
     )
+    result = planner.frontier(source, budgets, unique, strategy, **options)
+    if result.beyond_limit:
+        say(
+            "note",
+            f"{len(result.beyond_limit)} budget(s) "
+            f"({', '.join(f'{c:.3g}' for c in result.beyond_limit)} FLOPs) left out: their "
+            f"plans lie beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
+            "fitted range; pass --extrapolate to plan them anyway",
+        )
     if json_out:
         print_json(result.to_dict())
     else:
-        _render_plan(result)
+        _render_frontier(result.plans, source.name, unique, strategy)
 
 
 # ---------------------------------------------------------------------------------------
@@ -208,8 +187,25 @@ def _extrapolated(where: str) -> None:
 
 
 def _render_plan(p) -> None:
+    """The plan's panel, the same budget planned other ways, training cost, warnings."""
     if p.extrapolated:
         _extrapolated("; ".join(p.extrapolated))
+    out.print(_plan_panel(p))
+    out.print(_other_ways(p))
+    out.print(
+        "naive: Chinchilla's optimum counting repeats as fresh"
+        + (f" (it expects {p.naive.believed_loss:.4f})" if p.naive.believed_loss else "")
+        + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N",
+        highlight=False,
+    )
+    if p.memory:
+        _render_memory(p.memory)
+    for w in p.warnings:
+        say("warning", w)
+
+
+def _plan_panel(p) -> Panel:
+    """Budget, N, D, D′, predicted loss with its band, optimism, decision, regime, margin."""
     band = ""
     if p.predicted_loss_ci95:
         lo, hi = p.predicted_loss_ci95
@@ -271,8 +267,11 @@ def _render_plan(p) -> None:
         f"{p.marginal_gain_per_flop:.3g} nats/FLOP; {p.marginal_gain_per_doubling:.4f} nats if C doubles",
     )
     title = f"cdlaw plan · law {p.law} ({p.law_form})"
-    out.print(Panel(t, title=title, title_align="left", expand=False))
+    return Panel(t, title=title, title_align="left", expand=False)
 
+
+def _other_ways(p) -> Table:
+    """The plan beside the other strategies, the naive plan and the four-epoch rule."""
     c = Table(
         title="the same budget, other ways, each scored by the law",
         title_justify="left",
@@ -299,17 +298,7 @@ def _render_plan(p) -> None:
             f"{a.predicted_loss:.4f}",
             gap,
         )
-    out.print(c)
-    out.print(
-        "naive: Chinchilla's optimum counting repeats as fresh"
-        + (f" (it expects {p.naive.believed_loss:.4f})" if p.naive.believed_loss else "")
-        + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N",
-        highlight=False,
-    )
-    if p.memory:
-        _render_memory(p.memory)
-    for w in p.warnings:
-        say("warning", w)
+    return c
 
 
 def _render_memory(m: dict) -> None:

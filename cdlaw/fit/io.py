@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,36 +21,45 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
+from cdlaw.fit.findings import (
+    DataRange,
+    Holdout,
+    ModelFloor,
+    OptimizerReport,
+    RStarAtMedian,
+    SeedNoise,
+)
 from cdlaw.laws import LAWS
 from cdlaw.units import plain
 
 
 @dataclass
 class FitResult:
-    """Everything a fit found and did. to_dict() is fit.json; rows is fit_rows.parquet."""
+    """Everything a fit found and did. to_dict() is fit.json (docs/files.md, key by key);
+    rows is fit_rows.parquet. A part a fit.json may lack (hand-written) is None."""
 
-    law: lawlib.Law
-    method: str
-    huber_delta: float
-    naive: bool
-    select: str
-    source: str
+    law: lawlib.Law  # the fitted constants ("law", "params", "strategies")
+    method: str  # joint | staged
+    huber_delta: float  # δ of the Huber loss on log residuals
+    naive: bool  # a chinchilla fit that counted derived tokens as fresh
+    select: str  # how replicate runs were reduced: min | mean | none
+    source: str  # the path that was fitted
     param_names: list[str]  # public names, the order of `bootstrap` vectors
-    ci95: dict[str, list[float]]
-    bootstrap: np.ndarray  # (B, P) public values
-    n_rows: int
-    n_used: int
-    dropped: list[int]
-    objective: float
-    rmse_log: float
-    seed_noise: dict | None  # table.seed_noise: the log-RMSE floor set by replicate seeds
-    holdout: dict | None
-    optimizer: dict
-    data_range: dict | None  # None for a fit.json without one (hand-written)
-    model_floor: dict  # E + A/N^α at the table's N, the stable combination (docs/fit.md)
-    rstar: dict  # each strategy's R* at the table's median cell
-    regime_counts: dict[str, int]
-    warnings: list[str]
+    ci95: dict[str, list[float]]  # {name: [2.5, 97.5] percentiles of the refits}
+    bootstrap: np.ndarray  # (B, P) public values of the bootstrap refits
+    n_rows: int  # rows after --select
+    n_used: int  # rows the final fit used
+    dropped: list[int]  # row_ids removed by --drop-outliers, in order
+    objective: float  # the summed Huber loss at the optimum
+    rmse_log: float  # log-RMSE over the used rows
+    seed_noise: SeedNoise | None  # the log-RMSE floor set by replicate seeds, if any
+    holdout: Holdout | None  # the held-out largest size (--holdout-largest)
+    optimizer: OptimizerReport | None
+    data_range: DataRange | None  # what a plan is checked against
+    model_floor: ModelFloor | None  # E + A/N^α at the fitted sizes
+    rstar: RStarAtMedian | None  # R* at the median cell; None for a form without R*
+    regime_counts: dict[str, int]  # {regime: count} over the used rows (observed loss)
+    warnings: list[str]  # every warning the fit printed
     rows: pd.DataFrame | None = field(default=None, repr=False)  # None when read from fit.json
 
     def to_dict(self) -> dict:
@@ -67,19 +76,19 @@ class FitResult:
             "dropped": [int(i) for i in self.dropped],
             "objective": self.objective,
             "rmse_log": self.rmse_log,
-            "holdout": self.holdout,
-            "optimizer": self.optimizer,
-            "data_range": self.data_range,
+            "holdout": _part(self.holdout, None),
+            "optimizer": _part(self.optimizer, {}),
+            "data_range": _part(self.data_range, None),
             "bootstrap": self.bootstrap.tolist(),
             "bootstrap_params": list(self.param_names),
-            "model_floor": self.model_floor,
-            "rstar": self.rstar,
+            "model_floor": _part(self.model_floor, {}),
+            "rstar": _part(self.rstar, {}),
             "regime_counts": self.regime_counts,
             "naive": self.naive,
             "select": self.select,
             "source": self.source,
             "warnings": list(self.warnings),
-            "seed_noise": self.seed_noise,
+            "seed_noise": _part(self.seed_noise, None),
         }
 
     @classmethod
@@ -118,10 +127,9 @@ class FitResult:
         }
         source = d.get("source") or where
         try:
-            law = lawlib.Law.from_dict({"law": name, "params": params, "strategies": strategies})
+            law = lawlib.Law(name, params, strategies, str(source))
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(f"{where}: not a usable fit: {str(e).strip(chr(39))}.") from None
-        law = replace(law, source=str(source))
         _check_domain(law, where)
         names = [str(n) for n in _field(d, "bootstrap_params", list, where)]
         try:
@@ -136,7 +144,8 @@ class FitResult:
             raise BadInput(
                 f'{where}: "bootstrap" must be a list of equally long lists of numbers.'
             ) from None
-        _check_data_range(d.get("data_range"), where)
+        data_range = d.get("data_range")
+        data_range = None if data_range is None else DataRange.from_dict(data_range, where)
         return cls(
             law=law,
             method=str(d.get("method", "")),
@@ -152,12 +161,12 @@ class FitResult:
             dropped=_row_ids(_field(d, "dropped", list, where), where),
             objective=_scalar(d, "objective", float, where),
             rmse_log=_scalar(d, "rmse_log", float, where),
-            seed_noise=_field(d, "seed_noise", dict, where) or None,
-            holdout=_field(d, "holdout", dict, where) or None,
-            optimizer=_field(d, "optimizer", dict, where),
-            data_range=d.get("data_range"),
-            model_floor=_field(d, "model_floor", dict, where),
-            rstar=_field(d, "rstar", dict, where),
+            seed_noise=_read_part(SeedNoise, d, "seed_noise", where),
+            holdout=_read_part(Holdout, d, "holdout", where),
+            optimizer=_read_part(OptimizerReport, d, "optimizer", where),
+            data_range=data_range,
+            model_floor=_read_part(ModelFloor, d, "model_floor", where),
+            rstar=_read_part(RStarAtMedian, d, "rstar", where),
             regime_counts=_field(d, "regime_counts", dict, where),
             warnings=[str(w) for w in _field(d, "warnings", list, where)],
         )
@@ -209,6 +218,17 @@ class FitResult:
                 )
             )
         return laws, []
+
+
+def _part(part, empty):
+    """A part's fit.json entry: its to_dict(), or what the file says for none."""
+    return empty if part is None else part.to_dict()
+
+
+def _read_part(kind, d: dict, key: str, where: str):
+    """An optional object of fit.json as its typed part; None when absent, null or {}."""
+    value = _field(d, key, dict, where)
+    return kind.from_dict(value, where) if value else None
 
 
 def _parameter(value, name: str, where: str) -> float:
@@ -268,33 +288,6 @@ def _row_ids(values: list, where: str) -> list[int]:
                 f'{where}: "dropped" must be a list of row numbers (row_id), not {plain(v)}.'
             ) from None
     return out
-
-
-def _check_data_range(data_range, where: str) -> None:
-    """data_range: {name: [lo, hi]} (numbers or null), optionally per strategy, or absent."""
-    if data_range is None:
-        return
-    if not isinstance(data_range, dict):
-        raise BadInput(f'{where}: "data_range" must be an object of [low, high] ranges.')
-    for key, bounds in data_range.items():
-        if isinstance(bounds, dict):
-            _check_data_range(bounds, where)
-            continue
-        if not isinstance(bounds, list) or len(bounds) != 2:
-            continue  # a plan checks only [low, high] pairs and skips anything else
-        for b in bounds:
-            if b is not None and (isinstance(b, bool) or not _is_number(b)):
-                raise BadInput(
-                    f'{where}: "data_range" {key} must be [low, high] numbers, not {plain(b)}.'
-                )
-
-
-def _is_number(value) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return True
 
 
 def _check_domain(law: lawlib.Law, where: str) -> None:

@@ -30,6 +30,7 @@ from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
+from cdlaw.fit.findings import Holdout, OptimizerReport
 from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.optim import (
     SEARCH_FTOL,
@@ -242,64 +243,30 @@ def fit_law(
     source = source or cells.attrs.get("source", "")
     check_columns(cells, form, source or "the table")
     rng = np.random.default_rng(seed)
-    warnings: list[str] = []
-    copies = duplicate_rows(prepared)
-    if copies:
-        warnings.append(
-            f"{copies} rows are exact duplicates of another row (every column equal); "
-            "the seed-noise estimate counts each run once"
-            if copies > 1
-            else "1 row is an exact duplicate of another row (every column equal); "
-            "the seed-noise estimate counts each run once"
-        )
+    warnings = _duplicate_warnings(prepared)
 
     N, Dp = (cells[c].to_numpy(float) for c in ("n_params", "derived_tokens"))
     heldout = np.zeros(len(cells), bool)
     if holdout_largest:
         heldout = N == N.max()
     form_ok = (Dp == 0) | form.uses_derived | naive  # else: D′ = 0 rows only
-    eligible = ~heldout & form_ok
-    rows = cells[eligible]
+    rows = cells[~heldout & form_ok]
     if naive:
         rows = rows.assign(effective_fresh=rows["fresh_tokens"] + rows["derived_tokens"])
-    strategies: tuple[str, ...] = ()
-    if form.uses_derived:
-        derived = rows[rows["derived_tokens"] > 0]
-        strategies = tuple(s for s in lawlib.DERIVED_STRATEGIES if (derived["strategy"] == s).any())
-        if not strategies:
-            raise BadInput(
-                f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "
-                f"{form.name} law has nothing to fit beyond Chinchilla; use --law chinchilla"
-            )
+    strategies = _fitted_strategies(rows, form, source)
     names = form.fit_vector_names(strategies)
     warnings += check_identifiable(rows, form, method, strategies, len(names))
 
-    fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
-    problem = build_problem(
-        form,
-        strategies,
-        rows["n_params"],
-        fresh,
-        0 * fresh if naive else rows["derived_tokens"],
-        rows["strategy"],
-        rows["loss"],
-        rows["row_id"],
-        fixed=fixed_values(rows, form),
-    )
+    problem = _problem(form, strategies, rows, naive)
     starts, span = start_grid(problem, int(n_starts), rng)
     starts = np.vstack([warm_start_points(problem, warm_starts), starts])
     sol = _solve(problem, delta, method, starts, progress)
     n_started, n_converged = sol.n_starts, sol.n_converged  # of the full search
-
     dropped: list[int] = []
     for _ in range(int(drop_outliers)):
-        res = np.abs(problem.y - problem.log_loss(sol.z)[0])
-        worst = int(np.argmax(res))
-        dropped.append(int(problem.row_ids[worst]))
-        rows = rows[~rows["row_id"].isin(dropped)]
-        check_identifiable(rows, form, method, strategies, len(names))
-        problem = problem.subset(np.arange(len(problem.y)) != worst)
-        sol = _solve(problem, delta, method, sol.candidates, progress)
+        rows, problem, sol = _drop_worst(
+            rows, problem, sol, dropped, form, method, names, delta, progress
+        )
 
     z_boot = np.empty((0, len(names)))
     n_boot_ok = 0
@@ -318,6 +285,123 @@ def fit_law(
     boot_laws = [fitvec.law_from_public_vector(form, strategies, v) for v in boot]
 
     at_bound = params_at_bound(sol.z, problem, span, names)
+    warnings += _fit_warnings(at_bound, bootstrap, n_boot_ok, cells, prepared)
+    if (~form_ok & ~heldout).any():
+        warnings.append(
+            f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "
+            f"({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
+        )
+
+    used = (
+        cells["row_id"].isin(rows["row_id"]).to_numpy() & ~cells["row_id"].isin(dropped).to_numpy()
+    )
+    table = rows_table(cells, fitted, naive, used, heldout)
+    res_used = table["residual_log"].to_numpy()[used]
+    rstar = rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
+    holdout = None
+    if holdout_largest:
+        r = table["residual_log"].to_numpy()[heldout & form_ok]
+        rmse = float(np.sqrt(np.mean(r**2))) if len(r) else float("nan")
+        holdout = Holdout(float(N.max()), len(r), rmse)
+    return FitResult(
+        law=fitted,
+        method=method,
+        huber_delta=delta,
+        naive=naive,
+        select=select,
+        source=source,
+        param_names=names,
+        ci95=percentile_intervals(names, boot),
+        bootstrap=boot,
+        n_rows=len(cells),
+        n_used=int(used.sum()),
+        dropped=dropped,
+        objective=sol.f,
+        rmse_log=float(np.sqrt(np.mean(res_used**2))),
+        seed_noise=noise,
+        holdout=holdout,
+        optimizer=OptimizerReport(
+            success=sol.success,
+            message=sol.message,
+            n_starts=n_started,
+            n_converged=n_converged,
+            at_bound=tuple(at_bound),
+            bootstrap_converged=n_boot_ok,
+        ),
+        data_range=data_range(rows),
+        model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
+        rstar=rstar,
+        regime_counts={str(k): int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
+        warnings=warnings,
+        rows=table,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Steps of fit_law.
+# ---------------------------------------------------------------------------------------
+
+
+def _duplicate_warnings(prepared: pd.DataFrame) -> list[str]:
+    copies = duplicate_rows(prepared)
+    if not copies:
+        return []
+    return [
+        f"{copies} rows are exact duplicates of another row (every column equal); "
+        "the seed-noise estimate counts each run once"
+        if copies > 1
+        else "1 row is an exact duplicate of another row (every column equal); "
+        "the seed-noise estimate counts each run once"
+    ]
+
+
+def _fitted_strategies(rows: pd.DataFrame, form: LawForm, source: str) -> tuple[str, ...]:
+    """The derived strategies with D′ > 0 rows, in DERIVED_STRATEGIES order; none for a
+    form that ignores derived tokens, BadInput for one that needs them but has none."""
+    if not form.uses_derived:
+        return ()
+    derived = rows[rows["derived_tokens"] > 0]
+    strategies = tuple(s for s in lawlib.DERIVED_STRATEGIES if (derived["strategy"] == s).any())
+    if not strategies:
+        raise BadInput(
+            f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "
+            f"{form.name} law has nothing to fit beyond Chinchilla; use --law chinchilla"
+        )
+    return strategies
+
+
+def _problem(form: LawForm, strategies, rows: pd.DataFrame, naive: bool) -> Problem:
+    """The fit's problem on `rows`; with `naive`, derived tokens count as fresh."""
+    fresh = rows["effective_fresh"] if naive else rows["fresh_tokens"]
+    return build_problem(
+        form,
+        strategies,
+        rows["n_params"],
+        fresh,
+        0 * fresh if naive else rows["derived_tokens"],
+        rows["strategy"],
+        rows["loss"],
+        rows["row_id"],
+        fixed=fixed_values(rows, form),
+    )
+
+
+def _drop_worst(rows, problem, sol, dropped, form, method, names, delta, progress):
+    """--drop-outliers, once: drop the worst |log residual| row (its row_id joins
+    `dropped`) and refit from the last fit's minima. Returns (rows, problem, solution)."""
+    res = np.abs(problem.y - problem.log_loss(sol.z)[0])
+    worst = int(np.argmax(res))
+    dropped.append(int(problem.row_ids[worst]))
+    rows = rows[~rows["row_id"].isin(dropped)]
+    check_identifiable(rows, form, method, problem.strategies, len(names))
+    problem = problem.subset(np.arange(len(problem.y)) != worst)
+    return rows, problem, _solve(problem, delta, method, sol.candidates, progress)
+
+
+def _fit_warnings(at_bound, bootstrap: int, n_boot_ok: int, cells, prepared) -> list[str]:
+    """What a finished fit warns of: parameters at a bound, the E–A–α trade-off, the
+    bootstrap, runs left out, simulated rows."""
+    warnings = []
     if at_bound:
         warnings.append(
             "parameters at a bound or outside the start grid: "
@@ -340,58 +424,7 @@ def fit_law(
             f"{n_sim} row(s) are simulated (cdlaw sweep --executor simulate): losses drawn from "
             "a known law, so this fit measures how well that law is recovered, not a model"
         )
-    if (~form_ok & ~heldout).any():
-        warnings.append(
-            f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "
-            f"({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
-        )
-
-    used = (
-        cells["row_id"].isin(rows["row_id"]).to_numpy() & ~cells["row_id"].isin(dropped).to_numpy()
-    )
-    table = rows_table(cells, fitted, naive, used, heldout)
-    res_used = table["residual_log"].to_numpy()[used]
-    rstar = rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
-    holdout = None
-    if holdout_largest:
-        r = table["residual_log"].to_numpy()[heldout & form_ok]
-        holdout = {
-            "n_params": float(N.max()),
-            "n_rows": len(r),
-            "rmse_log": float(np.sqrt(np.mean(r**2))) if len(r) else float("nan"),
-        }
-    return FitResult(
-        law=fitted,
-        method=method,
-        huber_delta=delta,
-        naive=naive,
-        select=select,
-        source=source,
-        param_names=names,
-        ci95=percentile_intervals(names, boot),
-        bootstrap=boot,
-        n_rows=len(cells),
-        n_used=int(used.sum()),
-        dropped=dropped,
-        objective=sol.f,
-        rmse_log=float(np.sqrt(np.mean(res_used**2))),
-        seed_noise=noise,
-        holdout=holdout,
-        optimizer={
-            "success": sol.success,
-            "message": sol.message,
-            "n_starts": n_started,
-            "n_converged": n_converged,
-            "at_bound": at_bound,
-            "bootstrap_converged": n_boot_ok,
-        },
-        data_range=data_range(rows),
-        model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
-        rstar=rstar,
-        regime_counts={str(k): int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
-        warnings=warnings,
-        rows=table,
-    )
+    return warnings
 
 
 def fit_path(

@@ -10,12 +10,11 @@ here optimises.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
+from cdlaw.fit.findings import RANGE_COLUMNS, DataRange, ModelFloor, RStarAtMedian, RStarEstimate
 from cdlaw.fit.problem import Problem
 
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
@@ -39,19 +38,18 @@ def params_at_bound(z, problem: Problem, span, names) -> list[str]:
     return out
 
 
-RANGE_COLUMNS = ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param")
-
-
-def data_range(rows: pd.DataFrame) -> dict:
+def data_range(rows: pd.DataFrame) -> DataRange:
     """[min, max] of each coordinate a plan is checked against, over the fitted rows, and
     per strategy the derived ratios its own runs reached ([0, max]: the one-epoch runs
     anchor r = 0). A plan of 47 repetition epochs extrapolates R* when only paraphrase
     runs went past r = 7, whatever the table's largest r (cdlaw.plan.checks)."""
-    out: dict = {c: [float(rows[c].min()), float(rows[c].max())] for c in RANGE_COLUMNS}
+    bounds = {c: (float(rows[c].min()), float(rows[c].max())) for c in RANGE_COLUMNS}
     derived = rows[rows["derived_tokens"] > 0]
-    for strategy, group in derived.groupby("strategy"):
-        out[str(strategy)] = {"derived_ratio": [0.0, float(group["derived_ratio"].max())]}
-    return out
+    per = {
+        str(strategy): DataRange(derived_ratio=(0.0, float(group["derived_ratio"].max())))
+        for strategy, group in derived.groupby("strategy")
+    }
+    return DataRange(**bounds, strategies=per)
 
 
 def percentile_intervals(names, boot) -> dict[str, list[float]]:
@@ -61,29 +59,31 @@ def percentile_intervals(names, boot) -> dict[str, list[float]]:
     return {n: [float(a), float(b)] for n, a, b in zip(names, lo, hi, strict=True)}
 
 
-def model_floor_at_sizes(fitted, boot_laws, sizes) -> dict:
+def model_floor_at_sizes(fitted, boot_laws, sizes) -> ModelFloor:
     """E + A/N^α at each model size of the table, with its bootstrap interval."""
-    out = {"n_params": sizes.tolist(), "loss": fitted.loss_model_floor(sizes).tolist()}
+    ci95 = None
     if boot_laws:
         b = np.array([bl.loss_model_floor(sizes) for bl in boot_laws])
-        out["ci95"] = np.percentile(b, [2.5, 97.5], axis=0).T.tolist()
-    return out
+        ci95 = tuple((lo, hi) for lo, hi in np.percentile(b, [2.5, 97.5], axis=0).T.tolist())
+    return ModelFloor(tuple(sizes.tolist()), tuple(fitted.loss_model_floor(sizes).tolist()), ci95)
 
 
-def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
-    """R* per strategy at the table's median cell (median N, median tokens per param)."""
+def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> RStarAtMedian | None:
+    """R* per strategy at the table's median cell (median N, median tokens per param),
+    with a warning where it is barely identified; None for a form without R*."""
     if fitted.form_decl.rstar is None or not strategies:  # a form without R*
-        return {}
+        return None
     n_med = float(np.exp(np.median(np.log(np.unique(rows["n_params"])))))
     tpp = float(np.exp(np.median(np.log(np.unique(rows["tokens_per_param"])))))
-    out: dict = {"n_params": n_med, "fresh_tokens": n_med * tpp}
+    per = {}
     for s in strategies:
         value = float(fitted.rstar(n_med, n_med * tpp, s))
-        entry: dict[str, Any] = {"value": value}
+        ci95 = None
         if boot_laws:
             b = [float(bl.rstar(n_med, n_med * tpp, s)) for bl in boot_laws]
-            entry["ci95"] = np.percentile(b, [2.5, 97.5]).tolist()
-        out[s] = entry
+            lo, hi = np.percentile(b, [2.5, 97.5]).tolist()
+            ci95 = (lo, hi)
+        per[s] = RStarEstimate(value, ci95)
         d = rows[(rows["strategy"] == s) & (rows["derived_tokens"] > 0)]
         R = fitted.rstar(d["n_params"].to_numpy(), d["fresh_tokens"].to_numpy(), s)
         r_max = d["derived_ratio"].max()
@@ -93,13 +93,13 @@ def rstar_at_median(fitted, boot_laws, rows, strategies, warnings) -> dict:
                 f"({value:.3g} at the median cell), so R* is barely identified; see its "
                 "bootstrap interval, and add runs with larger r"
             )
-        elif "ci95" in entry and entry["ci95"][1] > RSTAR_SPREAD * entry["ci95"][0]:
-            lo, hi = entry["ci95"]
+        elif ci95 is not None and ci95[1] > RSTAR_SPREAD * ci95[0]:
+            lo, hi = ci95
             warnings.append(
                 f"{s}: R* at the median cell is poorly identified (95% interval {lo:.3g} to "
                 f"{hi:.3g})"
             )
-    return out
+    return RStarAtMedian(n_med, n_med * tpp, per)
 
 
 def predict_rows(law, rows: pd.DataFrame, naive: bool = False) -> np.ndarray:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.columns import READING, finished, numbers, read_columns, read_table, where
+from cdlaw.fit.findings import SeedNoise
 from cdlaw.law import STRATEGIES
 from cdlaw.units import plain
 
@@ -166,7 +167,7 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     return out
 
 
-def seed_noise(df: pd.DataFrame) -> dict | None:
+def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE.
 
     Runs of one cell that differ only in `seed` (same lr and weight_decay) are replicates;
@@ -188,11 +189,7 @@ def seed_noise(df: pd.DataFrame) -> dict | None:
     sizes = groups.size()
     sizes = sizes[sizes > 1]
     dof = int((sizes - 1).sum())
-    return {
-        "sd_log": float(np.sqrt(np.sum(dev**2) / dof)),
-        "n_groups": len(sizes),
-        "n_runs": int(sizes.sum()),
-    }
+    return SeedNoise(float(np.sqrt(np.sum(dev**2) / dof)), len(sizes), int(sizes.sum()))
 
 
 def duplicate_rows(df: pd.DataFrame) -> int:

@@ -51,7 +51,7 @@ def law_from_public_vector(form, strategies, values, source: str = "") -> Law:
         s: {k: p[k] if k in decl.tied else p[f"{s}.{k}"] for k in decl.strategy_params}
         for s in strategies
     }
-    return Law(decl, params={k: p[k] for k in decl.shared}, strategies=per, source=source)
+    return Law(decl, {k: p[k] for k in decl.shared}, per, source)
 
 
 def law_to_public_vector(law: Law, strategies) -> list[float]:

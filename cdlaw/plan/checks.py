@@ -63,7 +63,7 @@ def loss_band(
     s = law_strategy(best.strategy, chosen)
     losses, floors = np.array(
         [
-            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.E)
+            (float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s)), b.params["E"])
             for b in source.bootstrap
         ]
     ).T
@@ -163,7 +163,9 @@ def fitted_range(source: PlanningLaw, strategy: str) -> dict:
     """The data the law was fitted on as a plan of `strategy` sees it: each coordinate's
     [min, max] over every fitted run, with the strategy's own runs' derived ratios (where
     the fit has them) in place of every run's. {} for a law without a data range."""
-    rng = dict(source.data_range or {})
+    if source.data_range is None:
+        return {}
+    rng = source.data_range.to_dict()
     own = rng.get(strategy)
     rng.update(own if isinstance(own, dict) else {})
     return rng
@@ -219,8 +221,8 @@ def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float
     D and D′/D outside the data the law was fitted on; the factor is ∞ for a coordinate
     the fit saw only at 0."""
     rng = fitted_range(source, best.strategy)
-    own = (source.data_range or {}).get(best.strategy)
-    own = own if isinstance(own, dict) else {}
+    per = source.data_range.strategies if source.data_range is not None else {}
+    own = per[best.strategy].to_dict() if best.strategy in per else {}
     checks = [
         ("n_params", "N", best.n_params, "size"),
         ("tokens_per_param", "D/N", best.fresh_tokens / best.n_params, "tokens per parameter"),

@@ -120,7 +120,6 @@ def compare_laws(
 ) -> Comparison:
     """Fit every law (default: all known) to the same rows and score each; see the module doc."""
     from cdlaw.fit.procedure import fit_law
-    from cdlaw.fit.summary import predict_rows
     from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
     from cdlaw.laws import LAWS
 
@@ -131,7 +130,7 @@ def compare_laws(
     prepared = prepare_runs(df)
     cells = select_cells(prepared, select)
     noise = seed_noise(prepared)
-    floor = None if noise is None else float(noise["sd_log"])
+    floor = None if noise is None else float(noise.sd_log)
     sizes = np.sort(cells["n_params"].unique())
     scores, skipped, predicted = [], {}, []
     common = dict(huber_delta=huber_delta, select="none", seed=seed)
@@ -146,44 +145,9 @@ def compare_laws(
         except BadInput as e:
             skipped[name] = str(e)
             continue
-        used = full.rows["used"].to_numpy(bool)
-        res = full.rows["residual_log"].to_numpy()[used]
-        n, k = len(res), len(full.param_names)
-        rss = float(np.sum(res**2))
-        loglik = -0.5 * n * (math.log(2 * math.pi * rss / n) + 1) if n and rss > 0 else math.nan
-        lost, left_out = [], []
-        for size in sizes:
-            train = cells[cells["n_params"] != size]
-            test = cells[cells["n_params"] == size]
-            try:
-                starts = min(n_starts, REFIT_STARTS)
-                part = fit_law(train, law=name, n_starts=starts, naive=naive,
-                               warm_starts=(full.law,), **common)  # fmt: skip
-            except BadInput:
-                lost.append(float(size))
-                continue
-            pred = predict_rows(part.law, test, naive)
-            kept = test.assign(law=name, predicted=pred, largest=size == sizes[-1])
-            left_out.append(kept[ROW_COLUMNS])
-        table = pd.concat(left_out) if left_out else pd.DataFrame()
+        table, lost = _left_out_predictions(full, cells, sizes, naive, n_starts, common)
         predicted.append(table)
-        err = np.log(table["loss"]) - np.log(table["predicted"]) if len(table) else pd.Series()
-        big = table["largest"].to_numpy() if len(table) else np.array([], bool)
-        scores.append(
-            LawScore(
-                law=name,
-                n_params=k,
-                params=_params(full),
-                rmse_log=full.rmse_log,
-                objective=full.objective,
-                aic=2 * k - 2 * loglik,
-                bic=k * math.log(n) - 2 * loglik if n else math.nan,
-                heldout_rmse_log=_rmse(err[big]) if big.any() else math.nan,
-                loso_rmse_log=_rmse(err),
-                converged=bool(full.optimizer["success"]),
-                skipped_sizes=lost,
-            )
-        )
+        scores.append(_score(full, name, table, lost))
     if not scores:
         first = next(iter(skipped.items()))
         raise BadInput(f"no law could be fitted to {source or 'the table'}: {first[0]}: {first[1]}")
@@ -199,6 +163,54 @@ def compare_laws(
     if budget_flops is not None:
         attach_plans(comparison, budget_flops, unique_tokens)
     return comparison
+
+
+def _left_out_predictions(full, cells, sizes, naive, n_starts, common):
+    """Each size's rows predicted by a refit without that size (warm-started at the full
+    fit), as compare_rows.parquet has them, and the sizes whose refit could not run."""
+    from cdlaw.fit.procedure import fit_law
+    from cdlaw.fit.summary import predict_rows
+
+    name = full.law.form
+    lost, left_out = [], []
+    for size in sizes:
+        train = cells[cells["n_params"] != size]
+        test = cells[cells["n_params"] == size]
+        try:
+            starts = min(n_starts, REFIT_STARTS)
+            part = fit_law(train, law=name, n_starts=starts, naive=naive,
+                           warm_starts=(full.law,), **common)  # fmt: skip
+        except BadInput:
+            lost.append(float(size))
+            continue
+        pred = predict_rows(part.law, test, naive)
+        kept = test.assign(law=name, predicted=pred, largest=size == sizes[-1])
+        left_out.append(kept[ROW_COLUMNS])
+    return (pd.concat(left_out) if left_out else pd.DataFrame()), lost
+
+
+def _score(full, name: str, table: pd.DataFrame, lost: list[float]) -> LawScore:
+    """In-sample fit (log-RMSE, objective, AIC, BIC) and the left-out errors of one law."""
+    used = full.rows["used"].to_numpy(bool)
+    res = full.rows["residual_log"].to_numpy()[used]
+    n, k = len(res), len(full.param_names)
+    rss = float(np.sum(res**2))
+    loglik = -0.5 * n * (math.log(2 * math.pi * rss / n) + 1) if n and rss > 0 else math.nan
+    err = np.log(table["loss"]) - np.log(table["predicted"]) if len(table) else pd.Series()
+    big = table["largest"].to_numpy() if len(table) else np.array([], bool)
+    return LawScore(
+        law=name,
+        n_params=k,
+        params=_params(full),
+        rmse_log=full.rmse_log,
+        objective=full.objective,
+        aic=2 * k - 2 * loglik,
+        bic=k * math.log(n) - 2 * loglik if n else math.nan,
+        heldout_rmse_log=_rmse(err[big]) if big.any() else math.nan,
+        loso_rmse_log=_rmse(err),
+        converged=bool(full.optimizer is not None and full.optimizer.success),
+        skipped_sizes=lost,
+    )
 
 
 def _rmse(err) -> float:

@@ -31,7 +31,8 @@ from functools import partial
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.law import DERIVED_STRATEGIES, Law, chinchilla_loss
+from cdlaw.law import DERIVED_STRATEGIES, Law
+from cdlaw.laws.chinchilla import chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
@@ -157,8 +158,8 @@ def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens)
 
 def chinchilla_optimal_n_params(law: Law, budget_flops: float) -> float:
     """N* = G·(C/6)^(β/(α+β)), G = (αA/(βB))^(1/(α+β)) (Hoffmann et al. 2022, eq. 4)."""
-    a, b = law.alpha, law.beta
-    G = (a * law.A / (b * law.B)) ** (1 / (a + b))
+    a, b = law.params["alpha"], law.params["beta"]
+    G = (a * law.params["A"] / (b * law.params["B"])) ** (1 / (a + b))
     return G * (budget_flops / 6) ** (b / (a + b))
 
 
@@ -438,8 +439,9 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
     naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla", True)
     # What the naive planner expects: every token counted as fresh.
     if chinchilla_shaped:
+        p = law.params
         believed = chinchilla_loss(
-            n_naive, naive.tokens_trained, law.E, law.A, law.B, law.alpha, law.beta
+            n_naive, naive.tokens_trained, p["E"], p["A"], p["B"], p["alpha"], p["beta"]
         )
     else:
         believed = law.loss(n_naive, naive.tokens_trained, 0.0, "none")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
 from cdlaw.law import PRESETS, Law
 
@@ -21,10 +22,10 @@ from cdlaw.law import PRESETS, Law
 PRESET_DATA_RANGE = {
     # Hoffmann et al. 2022, §3: "over 400 language models ranging from 70 million to over
     # 16 billion parameters"; Besiroglu et al. 2024 refit the same runs.
-    "chinchilla-hoffmann": {"n_params": [70e6, 16e9]},
-    "chinchilla-besiroglu": {"n_params": [70e6, 16e9]},
+    "chinchilla-hoffmann": DataRange(n_params=(70e6, 16e9)),
+    "chinchilla-besiroglu": DataRange(n_params=(70e6, 16e9)),
     # The CD paper's named sizes, 14M to 600M (docs/names.md).
-    "qin2026": {"n_params": [14e6, 600e6]},
+    "qin2026": DataRange(n_params=(14e6, 600e6)),
 }
 
 
@@ -39,7 +40,7 @@ class PlanningLaw:
 
     name: str  # preset name or fit.json path
     law: Law
-    data_range: dict | None = None
+    data_range: DataRange | None = None  # what it was fitted on; None: unknown
     bootstrap: tuple[Law, ...] = ()  # one law per bootstrap sample: the 95% band
     notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
     at_bound: tuple[str, ...] = ()  # the fit's parameters at a bound: what the runs left open
@@ -63,7 +64,7 @@ class PlanningLaw:
         """A fit as the planner uses it: the law, its data range, its bootstrap laws and
         the parameters its search left at a bound (the plan warns of its strategy's)."""
         samples, notes = fit.bootstrap_laws()
-        at_bound = tuple(str(p) for p in (fit.optimizer or {}).get("at_bound", ()))
+        at_bound = fit.optimizer.at_bound if fit.optimizer is not None else ()
         name = name or fit.source or "fit"
         return cls(name, fit.law, fit.data_range, tuple(samples), tuple(notes), at_bound)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
+from cdlaw.fit.findings import DataRange
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.planner import plan
@@ -106,7 +107,9 @@ def _plan(report: Report, budget_flops, unique_tokens) -> None:
     if inputs.fit_path is not None:
         source = load_law(str(inputs.fit_path))
     else:
-        source = PlanningLaw(str(report.path), inputs.law, (inputs.fit or {}).get("data_range"))
+        fitted = (inputs.fit or {}).get("data_range")
+        data_range = None if fitted is None else DataRange.from_dict(fitted, str(report.path))
+        source = PlanningLaw(str(report.path), inputs.law, data_range)
     try:
         if budget_flops is None and compute is not None:
             report.budget_flops, inside = budget_inside_range(
