@@ -172,3 +172,38 @@ def test_the_scheduler_groups_and_sizes_packs_without_importing_torch(module):
         or t in {"cdlaw.sweep.pack.model", "cdlaw.sweep.pack.calibration", "cdlaw.sweep.pack.loop"}
     ]
     assert not heavy, f"{module} imports {heavy} at import time"
+
+
+TESTS = Path(__file__).resolve().parent
+# tests of the whole (the layout, the base install, the demo script, the shipped examples)
+WHOLE = {"test_layout.py", "test_base_install.py", "test_demo_script.py", "test_examples.py"}
+TEST_FOLDERS = {
+    "law",
+    "fit",
+    "plan",
+    "sweep",
+    "pack",
+    "train",
+    "data",
+    "figures",
+    "report",
+    "design",
+    "cli",
+}
+
+
+def test_tests_are_laid_out_like_the_package():
+    # a folder per stage (pack: cdlaw/sweep/pack; law: cdlaw/law, laws, shapes), shared
+    # helpers in tests/helpers, and at the top only conftest.py and the tests of the whole
+    stages = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_")}
+    assert TEST_FOLDERS - {"law", "pack"} <= stages, "a test folder names no package"
+    top = {p.name for p in TESTS.glob("*.py")}
+    assert top == WHOLE | {"conftest.py"}, f"tests/ should hold only {sorted(WHOLE)}"
+    folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders == TEST_FOLDERS | {"helpers"}, f"unexpected test folders: {folders}"
+    stray = [
+        str(p.relative_to(TESTS))
+        for p in TESTS.glob("*/*.py")
+        if p.parent.name != "helpers" and not p.name.startswith("test_")
+    ]
+    assert not stray, f"helpers outside tests/helpers: {stray}"

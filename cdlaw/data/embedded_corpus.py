@@ -34,7 +34,7 @@ from cdlaw.data.world import BLOCK_DOCS
 # world_lexicon.py, render.py, the BPE of tokenizer.py, and this module): it is hashed into
 # the cache key and every run's corpus_key. Bump it whenever the generated tokens change
 # (a new template, word, name, sampling step or BPE setting), and record the new digest in
-# tests/test_data_streams.py; a change that keeps the tokens (a comment, a refactor) keeps it.
+# tests/data/test_data_streams.py; a change that keeps the tokens (a comment, a refactor) keeps it.
 GENERATOR_VERSION = 1
 
 

@@ -39,7 +39,7 @@ class PackProbe:
 
 def pack_bytes(cfg: RunConfig, k: int) -> int:
     """Estimated memory of a pack of k runs of cfg (fp32 training, as the packed trainer
-    holds it; tests/test_train.py checks it against a measured pack of olmo3_14M).
+    holds it; tests/train/test_train.py checks it against a measured pack of olmo3_14M).
 
     Per run: weights, gradients and AdamW's two moments in the pack's buffers, plus the
     run's own model and AdamW state for loading and saving, 28 bytes per parameter; and one

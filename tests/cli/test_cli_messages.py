@@ -12,7 +12,7 @@ from pathlib import Path
 from cdlaw.extras import DATASETS_SPEC, install_advice
 from cdlaw.sweep.spec import tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(code: str, *args: str) -> subprocess.CompletedProcess:

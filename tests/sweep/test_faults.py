@@ -265,7 +265,7 @@ def test_diverged_and_failed_runs_are_recorded_and_the_sweep_goes_on(
 ):
     """lr = 1000 diverges (a result, exit 0); a run whose folder holds another run's
     config.json fails (exit 1, the summary says which and why) and is tried again on the
-    next sweep. (A damaged checkpoint is no failure: tests/test_damage.py.)"""
+    next sweep. (A damaged checkpoint is no failure: tests/train/test_damage.py.)"""
     path = write_sweep(runs_root, "wild", extra_grid="lr = [3e-3, 1000]", sizes='"20K"')
     sweep_dir = runs_root / "wild"
     runs = load_sweep(path).runs()

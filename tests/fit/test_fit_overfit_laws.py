@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_new_laws import L0, PER_STRATEGY, PRACTICAL, RATIOS, SHARED, SIZES, TOKENS_PER_PARAM
+from overfitgrid import L0, PER_STRATEGY, PRACTICAL, RATIOS, SHARED, SIZES, TOKENS_PER_PARAM
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
@@ -18,7 +18,7 @@ from cdlaw.law import Law
 from cdlaw.laws.cd_overfit import overfit_penalty
 
 STARTS = 128
-DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo-runs-cosine.csv"
+DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo-runs-cosine.csv"
 STRATEGIES = ("repetition", "paraphrase")
 CD_OVERFIT = Law(
     "cd-overfit", params=SHARED, strategies=dict(zip(STRATEGIES, PER_STRATEGY, strict=True))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 import cdlaw.shapes
 from cdlaw.data.streams import Segment, TokenStream, array_stream
@@ -30,7 +31,6 @@ from cdlaw.sweep.pack.model import PackedModels, packed_token_losses
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model
 from cdlaw.train.steps import token_losses
-from tests.test_train import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 torch.set_num_threads(1)
 
@@ -161,7 +161,7 @@ KILLER = """
 import os, signal, sys
 from pathlib import Path
 import cdlaw.sweep.pack.loop as packed
-from tests.test_packed import runs
+from tests.pack.test_pack_train import runs
 saves, real = [], packed.save_checkpoint
 def save_then_die(path, *args):
     real(path, *args)
@@ -177,7 +177,8 @@ packed.train_pack(runs(Path(sys.argv[1])))
 def test_a_pack_killed_with_sigkill_resumes_each_run_from_its_own_checkpoint(alone, tmp_path):
     # Checkpoints: c at step 2 (its last is step 3), a and b at 4, c … : the 3rd save is b's
     # at step 4; c is done, a has its step-4 checkpoint, b dies right after its own.
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    tests = Path(__file__).parents[1]  # the child imports this file and tests/helpers
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests / "helpers")])}
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(KILLER), str(tmp_path), "3"], env=env, check=False
     )

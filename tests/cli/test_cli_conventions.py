@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from cdlaw import __version__
 from cdlaw.cli import app, main, register_commands
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
 WIDE = {**os.environ, "COLUMNS": "250"}
 

@@ -1,13 +1,13 @@
 """fit.json and the plan made from it, byte for byte against files an earlier cdlaw wrote.
 
-tests/golden/demo-runs.fit.json was written by
+tests/fit/golden/demo-runs.fit.json was written by
 
     cdlaw fit examples/demo-runs.csv --select mean --bootstrap 8 --starts 256 \
-        --holdout-largest --out tests/golden/demo-runs.fit.json
+        --holdout-largest --out tests/fit/golden/demo-runs.fit.json
 
-and tests/golden/demo-runs.plan.json by
+and tests/fit/golden/demo-runs.plan.json by
 
-    cdlaw plan --law tests/golden/demo-runs.fit.json --budget-flops 2e12 \
+    cdlaw plan --law tests/fit/golden/demo-runs.fit.json --budget-flops 2e12 \
         --unique-tokens 96K --json
 
 both from the repository root. A change to how a fit is computed or written shows here
@@ -23,8 +23,8 @@ from cdlaw.atomic import json_safe
 from cdlaw.cli import main
 from cdlaw.fit.io import FitResult
 
-ROOT = Path(__file__).resolve().parents[1]
-GOLDEN = Path("tests/golden")
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = Path("tests/fit/golden")
 FIT_ARGS = ["--select", "mean", "--bootstrap", "8", "--starts", "256", "--holdout-largest"]
 PLAN_ARGS = ["--budget-flops", "2e12", "--unique-tokens", "96K", "--json"]
 

@@ -15,9 +15,10 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from tinyrun import MODEL, N_TOKENS, SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 import cdlaw.shapes
-from cdlaw.config import DataConfig, ExecConfig, ModelConfig, RunConfig, TrainConfig
+from cdlaw.config import ExecConfig, TrainConfig
 from cdlaw.data.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import loss_chunk_tokens
@@ -33,41 +34,6 @@ from cdlaw.train.steps import (
 )
 
 torch.set_num_threads(1)
-
-VOCAB, SEQ = 256, 32
-MODEL = ModelConfig(d_model=32, n_layers=2, n_heads=2, mlp_hidden=96, vocab_size=VOCAB, seq_len=SEQ)
-# 79 steps of 8·32 tokens (the last one partial: 20,001 = 78·256 + 33).
-N_TOKENS = 20_001
-
-
-def markov_tokens(n: int, seed: int) -> np.ndarray:
-    """Learnable tokens (each depends on the one before), so the loss really falls."""
-    table = np.random.default_rng(42).integers(0, VOCAB, (VOCAB, 4))  # one language …
-    rng = np.random.default_rng(seed)  # … many texts
-    out = np.empty(n, dtype=np.int64)
-    out[0] = 0
-    choice = rng.integers(0, 4, n)
-    for i in range(1, n):
-        out[i] = table[out[i - 1], choice[i]]
-    return out
-
-
-TRAIN_TOKENS = markov_tokens(N_TOKENS, 0)
-VAL_TOKENS = markov_tokens(2_000, 1)
-
-
-def make_cfg(n_tokens=N_TOKENS, seed=0, **train) -> RunConfig:
-    defaults = dict(batch_size=8, eval_every=25, log_every=5, checkpoint_every=30, lr=1e-2)
-    return RunConfig(
-        sweep="test",
-        strategy="none",
-        fresh_tokens=n_tokens,
-        derived_tokens=0,
-        seed=seed,
-        model=MODEL,
-        data=DataConfig(vocab_size=VOCAB),
-        train=TrainConfig(**{**defaults, **train}),
-    )
 
 
 def curve(run_dir: Path) -> pd.DataFrame:
@@ -273,9 +239,9 @@ def test_resume_after_sigterm(reference, tmp_path):
     _, result = reference
     script = f"""
 import sys, time, numpy as np, torch
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(Path(__file__).parents[1] / "helpers")!r})
 torch.set_num_threads(1)
-from test_train import make_cfg, TRAIN_TOKENS, VAL_TOKENS
+from tinyrun import make_cfg, TRAIN_TOKENS, VAL_TOKENS
 from cdlaw.data.streams import array_stream
 from cdlaw.train.loop import train_run
 def progress(p):
@@ -459,7 +425,7 @@ def at_14M():
     steps each), and a packed step of one run with the loss in chunks."""
     import importlib.util
 
-    path = Path(__file__).parent.parent / "benchmarks" / "bench_loss.py"
+    path = Path(__file__).parents[2] / "benchmarks" / "bench_loss.py"
     spec = importlib.util.spec_from_file_location("bench_loss", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

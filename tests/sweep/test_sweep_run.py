@@ -165,8 +165,9 @@ def test_calibration_rate_leaves_out_a_step_that_recompiles(monkeypatch):
     """measure_throughput's rate is tokens over time of its steady steps: a step 500× the
     others (a torch.compile recompile, say) is setup, not a slower rate. A fake clock reads
     10 ms a step and 5 s after the 10th."""
+    from tinyrun import make_cfg
+
     from cdlaw.sweep import dryrun
-    from tests.test_train import make_cfg
 
     calls = []
 
@@ -188,9 +189,10 @@ def test_calibration_with_compile_counts_the_compile_once_not_in_every_run(monke
     calibration trains the probe twice and reports the first one's extra setup as
     compile_s, the second's as the setup every run pays. A fake train_run and clock: the
     first run's first step comes 5 s late, every step takes 10 ms."""
+    from tinyrun import make_cfg
+
     from cdlaw.sweep import dryrun
     from cdlaw.train import loop
-    from tests.test_train import make_cfg
 
     now, calls = [0.0], []
 

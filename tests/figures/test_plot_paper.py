@@ -2,7 +2,7 @@
 --dpi, --style, --json, mathtext labels and the figures' own words.
 
 Every check reads back what was written (PDF bytes, PNG text chunks, SVG text) or the
-matplotlib objects drawn, on the synthetic runs of tests/plotdata.py.
+matplotlib objects drawn, on the synthetic runs of tests/helpers/plotdata.py.
 """
 
 from __future__ import annotations

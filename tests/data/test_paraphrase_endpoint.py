@@ -1,5 +1,5 @@
 """`cdlaw paraphrase --endpoint`: a real OpenAI-compatible server on loopback runs a tiny
-model made here (tests/paraphrase_server.py). The endpoint job retries a busy server,
+model made here (tests/helpers/paraphrase_server.py). The endpoint job retries a busy server,
 keeps several requests in flight, writes rows in document order, records its settings in
 job.json, gives the local backend's text for greedy decoding, resumes a failed job to the
 same rows, falls back to plain prompts when chat is refused, and refuses bad input with

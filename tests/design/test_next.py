@@ -28,7 +28,7 @@ from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import load_sweep, parse_sweep
 from cdlaw.sweep.toml import toml_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "sweeps" / "qin2026-seed.toml"
 GRID = ROOT / "sweeps" / "qin2026-grid.toml"
 SIM = Simulation(PRESETS["qin2026"], "qin2026", noise=0.02)

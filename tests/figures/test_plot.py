@@ -1,6 +1,6 @@
 """`cdlaw plot`: what each figure contains, checked through matplotlib's objects.
 
-Inputs are synthetic runs of a known CD law (tests/plotdata.py), so bands, curves and
+Inputs are synthetic runs of a known CD law (tests/helpers/plotdata.py), so bands, curves and
 points are compared with numbers computed here from the law's constants.
 """
 
@@ -170,7 +170,7 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
 
     # 245 runs of 142 model sizes, none with derived tokens, most (N, D) cells one run
     csv = tmp_path / "chinchilla.csv"
-    shutil.copy(Path(__file__).parents[1] / "examples" / "chinchilla-besiroglu.csv", csv)
+    shutil.copy(Path(__file__).parents[2] / "examples" / "chinchilla-besiroglu.csv", csv)
     law = PRESETS["chinchilla-besiroglu"]
     fit = tmp_path / "chinchilla.fit.json"
     fit.write_text(json.dumps({**law.to_dict(), "n_rows": 245, "rmse_log": 0.01}))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCH = Path(__file__).parent.parent / "benchmarks" / "bench_train.py"
+BENCH = Path(__file__).parents[2] / "benchmarks" / "bench_train.py"
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCH = Path(__file__).parent.parent / "benchmarks" / "bound_next.py"
+BENCH = Path(__file__).parents[2] / "benchmarks" / "bound_next.py"
 
 
 def test_bound_bench_prints_a_bound_per_setting():

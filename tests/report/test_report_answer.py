@@ -3,7 +3,7 @@
 The runs are examples/demo-runs.csv (72 runs of `make demo`, two seeds for every one-epoch
 cell), written as a sweep's runs folder and fitted the way `make demo` fits them (seeds
 averaged, `--select mean`) with few starts, so the page is built in seconds. A real
-headless Chromium (tests/reportbrowser.py) opens it at 1280×800 and checks that the
+headless Chromium (tests/helpers/reportbrowser.py) opens it at 1280×800 and checks that the
 first screen holds the fit's headline and the plan, and that the tables sort.
 """
 

@@ -172,7 +172,7 @@ def test_exact_duplicate_rows_are_not_seed_replicates():
 
 
 def test_fit_warns_about_exact_duplicate_rows():
-    from test_fit import make_table
+    from lawtables import make_table
 
     from cdlaw.fit.procedure import fit_law
 

@@ -75,7 +75,7 @@ def write_demo_runs(folder: Path):
 
     import pandas as pd
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     folder.mkdir(parents=True, exist_ok=True)
     summary = pd.read_csv(root / "examples" / "demo-runs.csv")
     summary.insert(0, "run_id", [

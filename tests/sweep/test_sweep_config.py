@@ -16,7 +16,7 @@ from cdlaw.sweep.selection import parse_only
 from cdlaw.sweep.spec import load_sweep, parse_sweep
 from cdlaw.train.result import run_facts
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 BASE = """
 name = "t"

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from lawtables import MULTIPLES, RATIOS, SIZES, TRUE, law_loss, make_table
 from scipy.optimize import minimize
 
 from cdlaw.errors import BadInput
@@ -28,44 +29,8 @@ from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.simulate import Simulation, simulated_result
 from cdlaw.sweep.spec import load_sweep
 
-SIZES = [14e6, 30e6, 60e6, 100e6, 190e6, 370e6, 600e6]
-MULTIPLES = [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16]  # × 20 tokens per parameter
-RATIOS = [1, 2, 4, 8, 16, 32, 60]
-TRUE = PRESETS["qin2026"]
 MEDIAN_CELL = (100e6, 20 * 100e6)  # the grid's median size and tokens per parameter
 STARTS = 128  # a small start grid keeps tests fast; test_default_grid_* checks 6,144
-
-
-def make_table(law=TRUE, noise=0.005, seed=0, n_derived=190, ratios=RATIOS, sizes=SIZES):
-    """All one-epoch cells plus n_derived random derived-token cells, losses from `law`."""
-    rng = np.random.default_rng(seed)
-    one = [(N, 20 * N * m, 0.0, "none") for N in sizes for m in MULTIPLES]
-    derived = [
-        (N, 20 * N * m, r * 20 * N * m, s)
-        for N in sizes
-        for m in MULTIPLES
-        for s in law.strategies
-        for r in ratios
-    ]
-    if n_derived is not None:
-        derived = [derived[i] for i in np.sort(rng.choice(len(derived), n_derived, replace=False))]
-    df = pd.DataFrame(
-        one + derived, columns=["n_params", "fresh_tokens", "derived_tokens", "strategy"]
-    )
-    df["loss"] = law_loss(law, df)
-    df["loss"] *= np.exp(noise * rng.standard_normal(len(df)))
-    return df
-
-
-def law_loss(law, df):
-    out = np.empty(len(df))
-    for s in df["strategy"].unique():
-        m = (df["strategy"] == s).to_numpy()
-        out[m] = law.loss(
-            df["n_params"][m].to_numpy(), df["fresh_tokens"][m].to_numpy(),
-            df["derived_tokens"][m].to_numpy(), s,
-        )  # fmt: skip
-    return out
 
 
 def true_values(law):
@@ -461,7 +426,7 @@ def test_bootstrap_refits_leave_the_best_fits_basin_when_the_data_do():
     """A simulated table with two nearly equal basins (paraphrase ρ at its bound, or inside):
     the refits start from every distinct minimum, so both basins appear among the draws and
     the plan's interval covers the true loss (from the best fit alone: sd 0.065, a miss)."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     truth = PRESETS["qin2026"]
     sim = Simulation(truth, "qin2026", noise=0.02, noise_seed=3)
     runs = load_sweep(root / "sweeps" / "qin2026-grid.toml").runs(100278)

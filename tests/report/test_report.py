@@ -1,8 +1,8 @@
 """`cdlaw report`: the page's content, and a real headless Chromium that opens it.
 
-The browser (tests/reportbrowser.py) is driven through the DevTools protocol over a pipe,
+The browser (tests/helpers/reportbrowser.py) is driven through the DevTools protocol over a pipe,
 with the standard library only: it loads the file, decodes every image, and we collect
-console errors, exceptions and failed loads. tests/test_report_answer.py checks the top
+console errors, exceptions and failed loads. tests/report/test_report_answer.py checks the top
 of the page (the answer) and the sortable tables on the demo's real runs.
 """
 
