@@ -35,6 +35,7 @@ from cdlaw.data import render, sources, tokenizer
 from cdlaw.errors import BadInput
 
 CACHE_VERSION = 1
+SCRATCH = ".prepare"  # a real corpus's document store and split, until its meta.json
 
 
 @dataclass
@@ -73,11 +74,16 @@ def _para_folder(pc: PreparedCorpus) -> Path:
             f"strategy 'paraphrase' on {pc.data.corpus!r} needs paraphrase files: set "
             "data.paraphrases to the --out folder of `cdlaw paraphrase`"
         )
-    styles = [name for name, _ in render.parse_styles(pc.data.paraphrase_styles, allowed=None)]
+    return files_para_folder(pc.data, pc.root)[0]
+
+
+def files_para_folder(data: DataConfig, root: Path) -> tuple[Path, list[str]]:
+    """A real corpus's folder for the passes of its paraphrase files, and their styles."""
+    styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
     pkey = key_digest(
-        {"files": sources.paraphrases_fingerprint(pc.data.paraphrases), "styles": styles}
+        {"files": sources.paraphrases_fingerprint(data.paraphrases), "styles": styles}
     )
-    return pc.root / f"para-{pkey}"
+    return root / f"para-{pkey}", styles
 
 
 def load_block(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -134,11 +140,12 @@ def save_tokenizer(root: Path, tok) -> None:
 def tokenizer_and_meta(root: Path):
     """The cache folder's tokenizer (loaded once per process) and its meta.json."""
     meta = json.loads((root / "meta.json").read_text())
-    return _load_tok(str(root / "tokenizer.json")), meta
+    return load_tokenizer_once(str(root / "tokenizer.json")), meta
 
 
 @lru_cache(maxsize=8)
-def _load_tok(path: str):
+def load_tokenizer_once(path: str):
+    """The tokenizer file at path, loaded once per process."""
     return tokenizer.load_tokenizer(path)
 
 
