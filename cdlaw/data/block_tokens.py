@@ -40,16 +40,19 @@ class Workers:
     executor: "local" (processes on this machine) or "ray" (tasks on a Ray cluster, the
         cache on storage every node sees).
     ray_address: the cluster to join (None: the running one, or a local Ray).
-    progress: called with a BlockDone after every block, cached ones included.
+    progress: called as progress(block, training_documents) after every block, cached
+        ones included: the BlockDone, and how many training documents there are in all.
     """
 
     count: int = 0
     executor: str = "local"
     ray_address: str | None = None
-    progress: Callable[[BlockDone], None] | None = None
+    progress: Callable[[BlockDone, int], None] | None = None
 
     def check(self) -> None:
-        """BadInput for an unknown executor or a negative count."""
+        """BadInput for an unknown executor or a negative count (and RuntimeError in a
+        worker re-running an unguarded script: refuse_in_bootstrap)."""
+        refuse_in_bootstrap()
         if self.executor not in EXECUTORS:
             raise BadInput(f"--executor must be local or ray, got {self.executor!r}")
         if self.count < 0:
@@ -107,7 +110,6 @@ def tokenise_blocks(
     in `workers.count` spawned processes or as Ray tasks. An exception from on_block stops
     the run: blocks already written stay, the rest are not started.
     """
-    workers.check()
     if workers.executor == "ray":
         _on_ray(jobs, workers, on_block)
         return
@@ -123,14 +125,13 @@ def _in_processes(jobs: list[BlockJob], count: int, on_block) -> None:
     import concurrent.futures as cf
     import multiprocessing
 
-    # fork where there is one: a spawned worker would re-run an unguarded __main__ script
-    # (and wait forever on the cache lock it holds). The workers get one tokenizer thread
-    # each from the environment they fork with; this process only waits meanwhile.
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    # spawn: workers start lean (no copy of this process's datasets and Arrow pages) and
+    # never inherit the tokenizer's thread pool; they get one tokenizer thread each from
+    # the environment they start with (this process only waits meanwhile).
     saved = os.environ.get(ONE_THREAD)
     os.environ[ONE_THREAD] = "false"
     try:
-        with cf.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method)) as pool:
+        with cf.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
             todo = iter(jobs)
             running = {pool.submit(_one_thread_block, j) for j in islice(todo, 2 * count)}
             try:
@@ -149,6 +150,19 @@ def _in_processes(jobs: list[BlockJob], count: int, on_block) -> None:
             os.environ.pop(ONE_THREAD, None)
         else:
             os.environ[ONE_THREAD] = saved
+
+
+def refuse_in_bootstrap() -> None:
+    """A spawned worker re-runs its parent's __main__ script; one without an
+    `if __name__ == "__main__":` guard would prepare again there, and wait forever on the
+    cache lock its parent holds. Say so instead, as multiprocessing itself does."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "cdlaw's preparation workers re-ran this script: put its code under "
+            '`if __name__ == "__main__":` (or pass Workers(1) to prepare in one process)'
+        )
 
 
 def _on_ray(jobs: list[BlockJob], workers: Workers, on_block) -> None:

@@ -26,13 +26,16 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cdlaw.atomic import write_atomic, write_text_atomic
-from cdlaw.config import DataConfig
 from cdlaw.data import render, sources, tokenizer
 from cdlaw.errors import BadInput
+
+if TYPE_CHECKING:  # workers import this module: not the config's law stack
+    from cdlaw.config import DataConfig
 
 CACHE_VERSION = 1
 SCRATCH = ".prepare"  # a real corpus's document store and split, until its meta.json

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from array import array
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.config import DataConfig
 from cdlaw.data import sources
+
+if TYPE_CHECKING:  # workers import this module: not the config's law stack
+    from cdlaw.config import DataConfig
 
 WRITE_BUFFER = 8 << 20  # bytes of text buffered before a write
 
@@ -157,4 +161,8 @@ def open_store(data: DataConfig, folder: Path, ds=None) -> DocStore:
             ds, _ = sources.open_dataset(
                 data.corpus, data.text_column, data.id_column, tmp, "data.corpus"
             )
-        return build_doc_store(ds, data.corpus, data.text_column, data.id_column, folder)
+        try:
+            return build_doc_store(ds, data.corpus, data.text_column, data.id_column, folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # a part-built store is never read
+            raise

@@ -208,16 +208,17 @@ class _Tally:
     corpus is too small as soon as the blocks done project it (blocks already written
     stay in the cache for a smaller run)."""
 
-    def __init__(self, where: str, data: DataConfig, fresh_tokens: int, total_bytes: int, progress):
+    def __init__(self, where: str, data: DataConfig, fresh_tokens: int, sizes, progress):
         self.where, self.val_tokens, self.fresh_tokens = where, data.val_tokens, fresh_tokens
-        self.total_bytes, self.progress = total_bytes, progress
+        self.total_bytes, self.documents = int(sizes.sum()), len(sizes)
+        self.progress = progress
         self.tokens = self.text_bytes = 0
 
     def __call__(self, done: BlockDone) -> None:
         self.tokens += done.tokens
         self.text_bytes += done.text_bytes
         if self.progress is not None:
-            self.progress(done)
+            self.progress(done, self.documents)
         if self.fresh_tokens > 1 and 0 < self.text_bytes < self.total_bytes:
             projected = int(self.tokens * self.total_bytes / self.text_bytes)
             if projected * PROJECTION_SLACK < self.fresh_tokens:
@@ -228,9 +229,7 @@ class _Tally:
 def _tokenise_train(data, root, store, train, split, fresh_tokens, workers) -> int:
     """Tokenise every training block not yet cached; the training tokens in all."""
     sizes = store.offsets[train + 1] - store.offsets[train]
-    tally = _Tally(
-        f"data.corpus {data.corpus!r}", data, fresh_tokens, int(sizes.sum()), workers.progress
-    )
+    tally = _Tally(f"data.corpus {data.corpus!r}", data, fresh_tokens, sizes, workers.progress)
     jobs = []
     for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
         path = root / "train" / f"b{b:05d}.npy"

@@ -62,7 +62,11 @@ def prepare_passes(data: DataConfig, root: Path) -> None:
         files = sources.paraphrase_files(data.paraphrases)
         join = folder / ".join"
         if not (join / "rows.json").is_file():
-            _bucket_rows(data, root, files, styles, group, join)
+            try:
+                _bucket_rows(data, root, files, styles, group, join)
+            except BaseException:
+                shutil.rmtree(join, ignore_errors=True)  # part-read rows are read again
+                raise
         passes = json.loads((join / "rows.json").read_text())["passes"]
         _tokenise_passes(root, folder, files, meta, group, passes)
         write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})

@@ -232,7 +232,7 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
     """
     columns = [text_column] + ([id_column] if id_column in ds.column_names else [])
     row = 0
-    for batch in _arrow_batches(ds, columns):
+    for batch in _decoded(_arrow_batches(ds, columns), corpus, what):
         texts = batch[text_column]
         ids = batch[id_column] if id_column in batch else range(row, row + len(texts))
         keep_texts, keep_ids = [], []
@@ -245,6 +245,16 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
                 keep_ids.append(str(i))
         row += len(texts)
         yield keep_texts, keep_ids
+
+
+def _decoded(batches, corpus: str, what: str):
+    """The batches; BadInput naming the first undecodable byte when one does not decode
+    (`datasets` keeps some text columns as raw bytes until they are read)."""
+    try:
+        yield from batches
+    except UnicodeDecodeError as e:
+        files = [] if corpus.startswith("hf:") else corpus_files(corpus, what)[1]
+        raise unreadable(what, corpus, "text", files, e) from None
 
 
 def _arrow_batches(ds, columns: list[str]):
