@@ -140,13 +140,15 @@ def encode_documents(
     zero length to mean "this document has no such text" (a missing paraphrase).
     """
     present = [i for i, t in enumerate(texts) if t]
+    # encode_batch_fast gives the same ids without character offsets (tokenizers ≥ 0.21)
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
     lengths = np.zeros(len(texts), dtype=np.int64)
     pieces = []
     # A few hundred at a time: an Encoding holds ~100 bytes a token (strings, offsets,
     # masks), so a whole block's would cost more memory than its tokens.
     for lo in range(0, len(present), ENCODE_BATCH):
         part = present[lo : lo + ENCODE_BATCH]
-        encodings = tok.encode_batch([texts[i] for i in part], add_special_tokens=False)
+        encodings = encode([texts[i] for i in part], add_special_tokens=False)
         for i, enc in zip(part, encodings, strict=True):
             ids = enc.ids
             ids.append(eos_id)
