@@ -113,8 +113,10 @@ def tokenise_blocks(
     if workers.executor == "ray":
         _on_ray(jobs, workers, on_block)
         return
+    import multiprocessing
+
     count = min(workers.count or cores(), len(jobs))
-    if count <= 1:
+    if count <= 1 or multiprocessing.current_process().daemon:  # a pool's worker has no children
         for job in jobs:
             on_block(tokenise_block(job))
         return
@@ -166,15 +168,8 @@ def refuse_in_bootstrap() -> None:
 
 
 def _on_ray(jobs: list[BlockJob], workers: Workers, on_block) -> None:
-    try:
-        import ray
-    except ImportError:
-        from cdlaw.extras import install_advice
+    import ray  # the CLI names the extra when it is missing (require_ray_extra)
 
-        raise BadInput(
-            f"--executor ray needs Ray, which this install cannot import; install "
-            f"{install_advice('ray')}."
-        ) from None
     if not ray.is_initialized():
         ray.init(address=workers.ray_address, include_dashboard=False, log_to_driver=False)
     task = ray.remote(_one_thread_block).options(num_cpus=1, max_retries=2)

@@ -13,6 +13,10 @@ options and seed; the tokenizer; and — for real corpora, whose split depends o
     train/bNNNNN.ends.npy   and each document's end offset in the block
     para-<key>/pKKK/bNNNNN  paraphrase pass K of the same documents (same layout; a
                             document without that paraphrase has length 0)
+    train_ids.json          real corpora: the training documents' ids, in order
+    id_hash.npy             real corpora: every document's id hash, sorted, and
+    id_train_pos.npy        its place in training order (-1: validation or a copy)
+    .prepare/               real corpora, until meta.json: the document store and split
 
 Every file is written atomically and is read memory-mapped, so the runs of a sweep share
 one copy; builders hold a file lock, so two processes preparing at once build each file

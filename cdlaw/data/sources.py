@@ -10,9 +10,11 @@
     other name goes to `load_dataset` (the user's own Hugging Face cache and network).
 
 Documents keep their source order here, with ids from the id column or, without one, the
-document's position in the source; the shuffle and the validation split happen in
-file_corpus.py. Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to
-the documents by id (what `cdlaw paraphrase` writes).
+document's position in the source: `document_batches` streams them a record batch at a
+time (a preparation stores them on disk, doc_store.py), `load_documents` collects them
+(`cdlaw paraphrase`). The shuffle and the validation split happen in file_corpus.py.
+Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to the documents
+by id (what `cdlaw paraphrase` writes), read a line at a time (`iter_rows`).
 """
 
 from __future__ import annotations
