@@ -13,6 +13,10 @@ options and seed; the tokenizer; and — for real corpora, whose split depends o
     train/bNNNNN.ends.npy   and each document's end offset in the block
     para-<key>/pKKK/bNNNNN  paraphrase pass K of the same documents (same layout; a
                             document without that paraphrase has length 0)
+    train_ids.json          real corpora: the training documents' ids, in order
+    id_hash.npy             real corpora: every document's id hash, sorted, and
+    id_train_pos.npy        its place in training order (-1: validation or a copy)
+    .prepare/               real corpora, until meta.json: the document store and split
 
 Every file is written atomically and is read memory-mapped, so the runs of a sweep share
 one copy; builders hold a file lock, so two processes preparing at once build each file
@@ -26,15 +30,19 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cdlaw.atomic import write_atomic, write_text_atomic
-from cdlaw.config import DataConfig
 from cdlaw.data import render, sources, tokenizer
 from cdlaw.errors import BadInput
 
+if TYPE_CHECKING:  # workers import this module: not the config's law stack
+    from cdlaw.config import DataConfig
+
 CACHE_VERSION = 1
+SCRATCH = ".prepare"  # a real corpus's document store and split, until its meta.json
 
 
 @dataclass
@@ -73,11 +81,16 @@ def _para_folder(pc: PreparedCorpus) -> Path:
             f"strategy 'paraphrase' on {pc.data.corpus!r} needs paraphrase files: set "
             "data.paraphrases to the --out folder of `cdlaw paraphrase`"
         )
-    styles = [name for name, _ in render.parse_styles(pc.data.paraphrase_styles, allowed=None)]
+    return files_para_folder(pc.data, pc.root)[0]
+
+
+def files_para_folder(data: DataConfig, root: Path) -> tuple[Path, list[str]]:
+    """A real corpus's folder for the passes of its paraphrase files, and their styles."""
+    styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
     pkey = key_digest(
-        {"files": sources.paraphrases_fingerprint(pc.data.paraphrases), "styles": styles}
+        {"files": sources.paraphrases_fingerprint(data.paraphrases), "styles": styles}
     )
-    return pc.root / f"para-{pkey}"
+    return root / f"para-{pkey}", styles
 
 
 def load_block(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -134,11 +147,12 @@ def save_tokenizer(root: Path, tok) -> None:
 def tokenizer_and_meta(root: Path):
     """The cache folder's tokenizer (loaded once per process) and its meta.json."""
     meta = json.loads((root / "meta.json").read_text())
-    return _load_tok(str(root / "tokenizer.json")), meta
+    return load_tokenizer_once(str(root / "tokenizer.json")), meta
 
 
 @lru_cache(maxsize=8)
-def _load_tok(path: str):
+def load_tokenizer_once(path: str):
+    """The tokenizer file at path, loaded once per process."""
     return tokenizer.load_tokenizer(path)
 
 

@@ -1,19 +1,31 @@
 """Real corpora (txt, jsonl, parquet, hf:): their cache key, the shuffle and validation
-split, the BPE, and the tokenised training blocks and paraphrase-file passes, built once."""
+split, the BPE, and the tokenised training blocks, built once and resumably.
+
+Entry point: `prepare_files`. The documents stay on disk (doc_store.py); the shuffle is
+a permutation of their indices, validation is the first documents of it, and exact copies
+of a validation text are found by hash. Blocks are tokenised in parallel (block_tokens.py)
+and each is written atomically, so a killed preparation resumes at the first missing
+block; the cache lock means one process prepares a corpus while the others wait for it.
+Paraphrase files are joined to the documents by paraphrase_join.py.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import shutil
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 
-from cdlaw.atomic import write_json_atomic
+from cdlaw.atomic import write_atomic, write_json_atomic
 from cdlaw.config import DataConfig
 from cdlaw.data import corpus_cache as cache
-from cdlaw.data import render, sources, tokenizer
+from cdlaw.data import paraphrase_join, sources, tokenizer
+from cdlaw.data.block_tokens import BlockDone, BlockJob, Workers, tokenise_blocks
+from cdlaw.data.corpus_cache import SCRATCH
+from cdlaw.data.doc_store import DocStore, hash64, open_store
 from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
@@ -24,31 +36,40 @@ WORST_BYTES_PER_TOKEN = 8
 HOLDOUT_MARGIN = 1.05  # a measured hold-out's slack for the BPE trained on a little less text
 SMALLEST_VAL_TOKENS = 1024  # the least data.val_tokens a too-small corpus is told to try
 SHUFFLE_TAG = 11  # seeds the document shuffle; ordering.py holds 12 and 13
+# A corpus is called too small before it is all tokenised when the tokens per byte of the
+# blocks done, times the bytes left, fall this far short of the fresh tokens asked for.
+PROJECTION_SLACK = 1.5
+COUNT_BATCH = 256  # documents encoded at a time when counting tokens
 
 
-def prepare_files(data: DataConfig, cache_dir: Path, fresh_tokens: int = 1) -> cache.PreparedCorpus:
+def prepare_files(
+    data: DataConfig, cache_dir: Path, fresh_tokens: int = 1, workers: Workers | None = None
+) -> cache.PreparedCorpus:
     """Tokenizer, validation set and every training block of a real corpus, cached.
 
     fresh_tokens (the most a run will read) only words the message of a corpus too small
-    to leave any training text; the cache is the same for every value."""
+    for it (said as soon as the blocks done show it); the cache is the same for every
+    value. `workers` says how blocks are tokenised (default: a process per core)."""
+    workers = workers or Workers()
+    workers.check()
     if data.tokenizer != "bpe":
-        tokenizer.tokenizer_file(data.tokenizer)  # a bad path is bad input before any work
+        path = tokenizer.tokenizer_file(data.tokenizer)  # a bad path is bad input before any work
+        tokenizer.find_eos(tokenizer.load_tokenizer(path), path)  # and so is a missing EOS
     if data.paraphrases:
         sources.paraphrase_files(data.paraphrases)
-    docs = None
+    ds = None
     fingerprint = cheap_fingerprint(data)
     if fingerprint is None:  # a remote hf: dataset: its fingerprint comes from loading it
-        docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
-        fingerprint = docs.fingerprint
+        ds, fingerprint = sources.open_dataset(
+            data.corpus, data.text_column, data.id_column, "", "data.corpus"
+        )
     root = cache_dir / "data" / cache.key_digest(files_key(data, fingerprint))
     if not (root / "meta.json").is_file():
         with cache.cache_lock(root):
             if not (root / "meta.json").is_file():
-                if docs is None:
-                    docs = sources.load_documents(data.corpus, data.text_column, data.id_column)
-                _build_files(data, root, docs, fresh_tokens)
+                _build_files(data, root, ds, fresh_tokens, workers)
     if data.paraphrases:
-        _build_file_paraphrases(data, root)
+        paraphrase_join.prepare_passes(data, root)
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
 
@@ -79,66 +100,170 @@ def cheap_fingerprint(data: DataConfig) -> str | None:
     return f"{loader}:{digest}:{data.text_column}:{data.id_column}"
 
 
-def _build_files(data: DataConfig, root: Path, docs: sources.Documents, fresh_tokens: int) -> None:
-    """Shuffle, split off validation, train the BPE on training text, tokenise everything."""
-    n = len(docs.texts)
-    order = np.random.default_rng([data.corpus_seed, SHUFFLE_TAG]).permutation(n).tolist()
-    texts = [docs.texts[i] for i in order]
-    ids = [docs.ids[i] for i in order]
+def _build_files(data: DataConfig, root: Path, ds, fresh_tokens: int, workers: Workers) -> None:
+    """Store the documents, shuffle and split them, tokenise the blocks; meta.json last."""
     where = f"data.corpus {data.corpus!r}"
+    store = open_store(data, root / SCRATCH / "store", ds)
+    try:
+        n_val, train = _split(data, root, store, where, fresh_tokens)
+        split = json.loads((root / SCRATCH / "split.json").read_text())
+        total = _tokenise_train(data, root, store, train, split, fresh_tokens, workers)
+        paraphrase_join.save_id_index(root, store.id_hashes(), train)
+        _write_train_ids(root / "train_ids.json", store, train)
+        name = data.corpus if data.corpus.startswith("hf:") else Path(data.corpus).name
+        meta = {
+            "kind": "files",
+            "name": f"{name}:seed{data.corpus_seed}",
+            "vocab_size": split["vocab_size"],
+            "eos_id": split["eos_id"],
+            "dtype": split["dtype"],
+            "n_documents": len(store),
+            "n_val_documents": n_val,
+            "n_train_documents": len(train),
+            "n_blocks": math.ceil(len(train) / BLOCK_DOCS),
+            "train_tokens": total,
+        }
+        write_json_atomic(root / "meta.json", meta)  # last: its presence means "complete"
+    finally:
+        store.close()
+    shutil.rmtree(root / SCRATCH, ignore_errors=True)
 
+
+class ShuffledDocs:
+    """The store's documents in shuffled order, read on demand."""
+
+    def __init__(self, store: DocStore, order: np.ndarray) -> None:
+        self.store, self.order = store, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def nbytes(self, i: int) -> int:
+        return self.store.nbytes(int(self.order[i]))
+
+    def texts(self, lo: int, hi: int) -> list[str]:
+        return self.store.texts(self.order[lo:hi])
+
+    def iter_from(self, lo: int = 0, stop: int | None = None):
+        """The texts from position lo (to stop), read COUNT_BATCH at a time."""
+        stop = len(self) if stop is None else stop
+        for a in range(lo, stop, COUNT_BATCH):
+            yield from self.texts(a, min(a + COUNT_BATCH, stop))
+
+
+def _split(data: DataConfig, root: Path, store: DocStore, where: str, fresh_tokens: int):
+    """(validation documents, the training documents' store indices in training order).
+
+    Shuffles, trains the BPE or checks the given tokenizer, writes the tokenizer and the
+    validation tokens; remembered in the scratch folder, so a resumed preparation skips it.
+    """
+    scratch = root / SCRATCH
+    if (scratch / "split.json").is_file():
+        split = json.loads((scratch / "split.json").read_text())
+        return split["n_val"], np.load(scratch / "train_order.npy")
+    order = np.random.default_rng([data.corpus_seed, SHUFFLE_TAG]).permutation(len(store))
+    docs = ShuffledDocs(store, order)
     if data.tokenizer == "bpe":
-        tok, n_val = _hold_out_for_bpe(data, texts, where, fresh_tokens)
+        tok, n_val = _hold_out_for_bpe(data, docs, where, fresh_tokens)
         cache.save_tokenizer(root, tok)
         eos_id = tok.token_to_id(tokenizer.EOS)
     else:
         path = tokenizer.tokenizer_file(data.tokenizer)
         tok = tokenizer.load_tokenizer(path)
         eos_id = tokenizer.find_eos(tok, path)
-        root.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, root / "tokenizer.json")
-        n_val, held = _count_docs_for(tok, texts, data.val_tokens)
+        n_val, held = _count_docs_for(tok, docs.iter_from(), data.val_tokens)
         if n_val is None:
             raise too_small(where, held, data.val_tokens, fresh_tokens)
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, root / "tokenizer.json")
     vocab_size = tok.get_vocab_size(with_added_tokens=True)
     dtype = tokenizer.token_dtype(vocab_size)
-    val, _ = tokenizer.encode_documents(tok, texts[:n_val], eos_id, dtype)
-    # Validation documents never appear in training, not even as an exact duplicate.
-    val_texts = set(texts[:n_val])
-    train = [i for i in range(n_val, n) if texts[i] not in val_texts]
-    if not train:  # every other document is a copy of a validation one
+    val_texts = docs.texts(0, n_val)
+    val, _ = tokenizer.encode_documents(tok, val_texts, eos_id, dtype)
+    train = _without_copies(store, order[n_val:], val_texts)
+    if not len(train):  # every other document is a copy of a validation one
         raise too_small(where, len(val), data.val_tokens, fresh_tokens)
-    total = 0
-    for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
-        block = [texts[i] for i in train[lo : lo + BLOCK_DOCS]]
-        tokens, ends = tokenizer.encode_documents(tok, block, eos_id, dtype)
-        cache.save_block(root / "train" / f"b{b:05d}.npy", tokens, ends)
-        total += len(tokens)
     cache.save_array(root / f"val-{data.val_tokens}.npy", val[: data.val_tokens])
-    write_json_atomic(root / "train_ids.json", [ids[i] for i in train])
-    name = data.corpus if data.corpus.startswith("hf:") else Path(data.corpus).name
-    meta = {
-        "kind": "files",
-        "name": f"{name}:seed{data.corpus_seed}",
-        "vocab_size": vocab_size,
-        "eos_id": int(eos_id),
-        "dtype": np.dtype(dtype).name,
-        "n_documents": n,
-        "n_val_documents": n_val,
-        "n_train_documents": len(train),
-        "n_blocks": math.ceil(len(train) / BLOCK_DOCS),
-        "train_tokens": total,
-    }
-    write_json_atomic(root / "meta.json", meta)  # last: its presence means "complete"
+    cache.save_array(scratch / "train_order.npy", train)
+    split = {"n_val": n_val, "eos_id": int(eos_id), "vocab_size": vocab_size,
+             "dtype": np.dtype(dtype).name}  # fmt: skip
+    write_json_atomic(scratch / "split.json", split)
+    return n_val, train
+
+
+def _without_copies(store: DocStore, rest: np.ndarray, val_texts: list[str]) -> np.ndarray:
+    """rest without the documents whose text is exactly a validation text: candidates by
+    hash, each confirmed by its text (validation documents never appear in training)."""
+    wanted = set(val_texts)
+    val_hashes = np.fromiter((hash64(t.encode()) for t in wanted), dtype=np.uint64)
+    maybe = np.flatnonzero(np.isin(store.text_hashes()[rest], val_hashes))
+    copies = [
+        j for j, t in zip(maybe.tolist(), store.texts(rest[maybe]), strict=True) if t in wanted
+    ]
+    return np.delete(rest, copies)
+
+
+class _Tally:
+    """Counts the finished blocks, passes them on to the progress callback, and says a
+    corpus is too small as soon as the blocks done project it (blocks already written
+    stay in the cache for a smaller run)."""
+
+    def __init__(self, where: str, data: DataConfig, fresh_tokens: int, sizes, progress):
+        self.where, self.val_tokens, self.fresh_tokens = where, data.val_tokens, fresh_tokens
+        self.total_bytes, self.documents = int(sizes.sum()), len(sizes)
+        self.progress = progress
+        self.tokens = self.text_bytes = 0
+
+    def __call__(self, done: BlockDone) -> None:
+        self.tokens += done.tokens
+        self.text_bytes += done.text_bytes
+        if self.progress is not None:
+            self.progress(done, self.documents)
+        if self.fresh_tokens > 1 and 0 < self.text_bytes < self.total_bytes:
+            projected = int(self.tokens * self.total_bytes / self.text_bytes)
+            if projected * PROJECTION_SLACK < self.fresh_tokens:
+                corpus = projected + self.val_tokens
+                raise too_small(self.where, corpus, self.val_tokens, self.fresh_tokens)
+
+
+def _tokenise_train(data, root, store, train, split, fresh_tokens, workers) -> int:
+    """Tokenise every training block not yet cached; the training tokens in all."""
+    sizes = store.offsets[train + 1] - store.offsets[train]
+    tally = _Tally(f"data.corpus {data.corpus!r}", data, fresh_tokens, sizes, workers.progress)
+    jobs = []
+    for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
+        path = root / "train" / f"b{b:05d}.npy"
+        if path.is_file() and path.with_suffix(".ends.npy").is_file():
+            ends = np.load(path.with_suffix(".ends.npy"))
+            block_bytes = int(sizes[lo : lo + BLOCK_DOCS].sum())
+            tally(BlockDone(len(ends), int(ends[-1]), block_bytes, cached=True))
+            continue
+        jobs.append(BlockJob(str(store.folder), str(root / "tokenizer.json"), split["eos_id"],
+                             split["dtype"], train[lo : lo + BLOCK_DOCS], str(path)))  # fmt: skip
+    tokenise_blocks(jobs, workers, tally)
+    return tally.tokens
+
+
+def _write_train_ids(path: Path, store: DocStore, train: np.ndarray) -> None:
+    """train_ids.json (the training documents' ids in order), written a chunk at a time."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w") as f:
+            f.write("[")
+            for lo in range(0, len(train), 4096):
+                ids = store.ids(train[lo : lo + 4096])
+                f.write(("," if lo else "") + ",".join("\n  " + json.dumps(i) for i in ids))
+            f.write("\n]\n")
+
+    write_atomic(path, write)
 
 
 def _count_docs_for(tok, texts, n_tokens: int) -> tuple[int | None, int]:
-    """(how many leading documents hold at least n_tokens tokens, each ended by EOS, or None
-    if all of them do not; the tokens counted)."""
-    have, i, step = 0, 0, 256
-    while i < len(texts):
-        encs = tok.encode_batch(texts[i : i + step], add_special_tokens=False)
-        for enc in encs:
+    """(how many leading documents of the iterable texts hold at least n_tokens tokens, each
+    ended by EOS, or None if all of them do not; the tokens counted)."""
+    have, i, texts = 0, 0, iter(texts)
+    while batch := list(islice(texts, COUNT_BATCH)):
+        for enc in tok.encode_batch(batch, add_special_tokens=False):
             have += len(enc.ids) + 1
             i += 1
             if have >= n_tokens:
@@ -146,7 +271,7 @@ def _count_docs_for(tok, texts, n_tokens: int) -> tuple[int | None, int]:
     return None, have
 
 
-def _hold_out_for_bpe(data: DataConfig, texts: list[str], where: str, fresh_tokens: int):
+def _hold_out_for_bpe(data: DataConfig, docs: ShuffledDocs, where: str, fresh_tokens: int):
     """(the BPE, how many leading documents validate): the BPE never sees a validation text.
 
     Which documents validate depends on the BPE (the first that hold data.val_tokens of its
@@ -156,12 +281,12 @@ def _hold_out_for_bpe(data: DataConfig, texts: list[str], where: str, fresh_toke
     trained on the rest say it needs, grown until it is enough. BadInput (too_small) when
     no prefix leaves training text.
     """
-    val, n = data.val_tokens, len(texts)
+    val, n = data.val_tokens, len(docs)
     need, measured = WORST_BYTES_PER_TOKEN * val, False
     while True:
         reserve, held_bytes = 0, 0
         while reserve < n and held_bytes < need:
-            held_bytes += len(texts[reserve].encode())
+            held_bytes += docs.nbytes(reserve)
             reserve += 1
         if reserve >= n:
             if measured:
@@ -170,13 +295,13 @@ def _hold_out_for_bpe(data: DataConfig, texts: list[str], where: str, fresh_toke
             need, measured = math.ceil(val / 2), True
             continue
         sample, size = [], 0
-        for t in texts[reserve:]:
+        for t in docs.iter_from(reserve):
             if size >= BPE_SAMPLE_BYTES:
                 break
             sample.append(t)
             size += len(t)
         tok = tokenizer.train_bpe(sample, data.vocab_size)
-        n_val, held = _count_docs_for(tok, texts[:reserve], val)
+        n_val, held = _count_docs_for(tok, docs.iter_from(0, reserve), val)
         if n_val is not None:
             return tok, n_val
         if measured:  # more bytes than held_bytes, so the prefix grows every round
@@ -184,8 +309,8 @@ def _hold_out_for_bpe(data: DataConfig, texts: list[str], where: str, fresh_toke
         else:
             need *= 2
     # The corpus cannot hold both: count its tokens with a BPE trained on all of it.
-    encs = tokenizer.train_bpe(texts, data.vocab_size).encode_batch(texts, add_special_tokens=False)
-    corpus_tokens = sum(len(enc.ids) + 1 for enc in encs)
+    tok = tokenizer.train_bpe(docs.iter_from(), data.vocab_size)
+    corpus_tokens = _count_docs_for(tok, docs.iter_from(), math.inf)[1]  # type: ignore[arg-type]
     raise too_small(where, corpus_tokens, val, fresh_tokens)
 
 
@@ -205,32 +330,3 @@ def too_small(where: str, corpus_tokens: int, val_tokens: int, fresh_tokens: int
     else:
         fix = "use a larger corpus or fewer fresh tokens"
     return BadInput(f"{where} is too small: {needs}, but it holds about {corpus_tokens}; {fix}")
-
-
-def _build_file_paraphrases(data: DataConfig, root: Path) -> None:
-    """Tokenise every paraphrase pass of the training documents (once per file content)."""
-    styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
-    pkey = cache.key_digest(
-        {"files": sources.paraphrases_fingerprint(data.paraphrases), "styles": styles}
-    )
-    folder = root / f"para-{pkey}"
-    if (folder / "done.json").is_file():
-        return
-    with cache.cache_lock(root):
-        if (folder / "done.json").is_file():
-            return
-        paras = sources.load_paraphrases(data.paraphrases, styles)
-        ids = json.loads((root / "train_ids.json").read_text())
-        tok, meta = cache.tokenizer_and_meta(root)
-        passes = max((len(paras.get(i, ())) for i in ids), default=0)
-        for k in range(1, passes + 1):
-            for b, lo in enumerate(range(0, len(ids), BLOCK_DOCS)):
-                texts = [
-                    p[k - 1] if len(p := paras.get(i, ())) >= k else None
-                    for i in ids[lo : lo + BLOCK_DOCS]
-                ]
-                tokens, ends = tokenizer.encode_documents(
-                    tok, texts, meta["eos_id"], cache.meta_dtype(meta)
-                )
-                cache.save_block(folder / f"p{k:03d}" / f"b{b:05d}.npy", tokens, ends)
-        write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})

@@ -4,7 +4,8 @@ ordering.py builds each run's token stream from them.
 
 The cache (corpus_cache.py) is filled by embedded_corpus.py or file_corpus.py. The
 embedded corpus is unbounded: its blocks (and paraphrase passes) are built on demand, as
-far as a run needs. A real corpus is tokenised whole on first use.
+far as a run needs. A real corpus is tokenised whole on first use, or ahead of a sweep by
+`cdlaw prepare`, through the same `prepare_corpus`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from cdlaw.config import DataConfig
 from cdlaw.data import render, world
+from cdlaw.data.block_tokens import Workers
 from cdlaw.data.corpus_cache import PreparedCorpus, block_path, cache_lock, key_digest, load_block
 from cdlaw.data.embedded_corpus import build_embedded_block, embedded_digest, prepare_embedded
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
@@ -28,9 +30,16 @@ MAX_PARAPHRASE_PASSES = 1000
 
 
 def prepare_corpus(
-    data: DataConfig, cache_dir: Path, fresh_tokens: int, paraphrase_passes: int = 0
+    data: DataConfig,
+    cache_dir: Path,
+    fresh_tokens: int,
+    paraphrase_passes: int = 0,
+    workers: Workers | None = None,
 ) -> PreparedCorpus:
     """Tokenizer, validation set and the first `fresh_tokens` training tokens, cached.
+
+    `workers` says how a real corpus's blocks are tokenised (default: a process per core;
+    block_tokens.Workers); every way gives the same cache.
 
     With `paraphrase_passes` > 0 the paraphrase passes 1…K of the documents inside
     fresh_tokens are prepared too (run_stream builds any it still lacks for the embedded
@@ -62,7 +71,7 @@ def prepare_corpus(
     else:
         if data.world:
             raise BadInput(f"data.world only applies to the embedded corpus, not {data.corpus!r}")
-        pc = prepare_files(data, Path(cache_dir), fresh_tokens)
+        pc = prepare_files(data, Path(cache_dir), fresh_tokens, workers)
     blocks = train_blocks(pc, fresh_tokens)
     pc.train_tokens_available = max(pc.train_tokens_available, sum(int(e[-1]) for _, e in blocks))
     n_docs = docs_inside(blocks, fresh_tokens)

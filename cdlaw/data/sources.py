@@ -10,9 +10,11 @@
     other name goes to `load_dataset` (the user's own Hugging Face cache and network).
 
 Documents keep their source order here, with ids from the id column or, without one, the
-document's position in the source; the shuffle and the validation split happen in
-file_corpus.py. Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to
-the documents by id (what `cdlaw paraphrase` writes).
+document's position in the source: `document_batches` streams them a record batch at a
+time (a preparation stores them on disk, doc_store.py), `load_documents` collects them
+(`cdlaw paraphrase`). The shuffle and the validation split happen in file_corpus.py.
+Paraphrase files are jsonl rows {"id", "pass", "style", "text"} aligned to the documents
+by id (what `cdlaw paraphrase` writes), read a line at a time (`iter_rows`).
 """
 
 from __future__ import annotations
@@ -100,49 +102,45 @@ def digest_files(files: list[Path], root: Path | None = None) -> str:
 def load_documents(
     corpus: str, text_column: str = "text", id_column: str = "id", what: str = "data.corpus"
 ) -> Documents:
-    """Every non-empty document of a real corpus, in source order, with unique ids.
+    """Every non-empty document of a real corpus, in source order, with unique ids, in memory
+    (for `cdlaw paraphrase`; a sweep's preparation streams them, doc_store.py).
 
-    Local files go through `datasets` with a throwaway cache folder (the texts are read
-    into memory and the token cache is what persists); a remote hf: name uses the user's
-    Hugging Face cache, as `load_dataset` always does.
+    Local files go through `datasets` with a throwaway cache folder; a remote hf: name uses
+    the user's Hugging Face cache, as `load_dataset` always does.
     """
     import tempfile
 
     if not corpus.startswith("hf:"):
         corpus_files(corpus, what)  # a missing or unknown path is refused before any import
     with tempfile.TemporaryDirectory(prefix="cdlaw-datasets-") as tmp:
-        return _load_documents(corpus, text_column, id_column, tmp, what)
+        ds, fingerprint = open_dataset(corpus, text_column, id_column, tmp, what)
+        texts: list[str] = []
+        ids: list[str] = []
+        for batch_texts, batch_ids in document_batches(ds, corpus, text_column, id_column, what):
+            texts += batch_texts
+            ids += batch_ids
+    if not texts:
+        raise empty_corpus(what, corpus, text_column)
+    if len(set(ids)) != len(ids):
+        from collections import Counter
+
+        counts = Counter(ids)
+        raise duplicate_id(what, corpus, id_column, next(i for i in ids if counts[i] > 1))
+    return Documents(texts, ids, fingerprint)
 
 
-def _load_documents(
-    corpus: str, text_column: str, id_column: str, tmp: str, what: str
-) -> Documents:
+def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: str):
+    """(the corpus as a `datasets.Dataset` on disk, its content fingerprint).
+
+    Local files are converted to Arrow under `tmp`; BadInput for a file `datasets` cannot
+    read (naming the first byte that is not UTF-8, if that is why) or a missing text column.
+    """
     import datasets
 
     datasets.disable_progress_bars()
     datasets.logging.set_verbosity_error()
     if corpus.startswith("hf:"):
-        name, config, split = parse_hf(corpus)
-        local = Path(name).expanduser()
-        if local.is_dir():
-            try:
-                ds = datasets.load_from_disk(str(local))
-            except Exception as e:
-                raise BadInput(f"{what} {corpus!r}: {local} is not a saved dataset ({e})") from None
-            if isinstance(ds, datasets.DatasetDict):
-                split = split or ("train" if "train" in ds else next(iter(ds)))
-                if split not in ds:
-                    raise BadInput(
-                        f"{what} {corpus!r} has no split {split!r}: it has {', '.join(ds)}"
-                    )
-                ds = ds[split]
-            fingerprint = digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
-        else:
-            try:
-                ds = datasets.load_dataset(name, config, split=split or "train")
-            except Exception as e:
-                raise BadInput(f"{what} {corpus!r} could not be loaded by datasets: {e}") from None
-            fingerprint = f"hf:{name}:{config}:{split}:{ds._fingerprint}"
+        ds, fingerprint = _open_hf(corpus, what, datasets)
         source = "text/jsonl"
     else:
         loader, files = corpus_files(corpus, what)
@@ -158,7 +156,7 @@ def _load_documents(
                 loader, data_files=[str(p) for p in files], split="train", cache_dir=tmp, **kwargs
             )
         except Exception as e:
-            raise BadInput(f"{what} {corpus!r} could not be read as {loader}: {e}") from None
+            raise unreadable(what, corpus, loader, files, e) from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
@@ -166,28 +164,135 @@ def _load_documents(
             f"{what} {corpus!r} has no column {text_column!r} (data.text_column): its "
             f"{source} columns are {', '.join(ds.column_names)}"
         )
-    texts = ds[text_column]
-    ids = [str(i) for i in ds[id_column]] if id_column in ds.column_names else None
-    if ids is None:
-        ids = [str(i) for i in range(len(texts))]
-    keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-    if not keep:
-        raise BadInput(f"{what} {corpus!r} is empty: it has no non-empty {text_column!r} text")
-    bad = next((t for t in texts if t is not None and not isinstance(t, str)), None)
-    if bad is not None:
-        raise BadInput(
-            f"{what} {corpus!r} column {text_column!r} must hold text, found {type(bad).__name__}"
-        )
-    texts = [texts[i].strip() for i in keep]
-    ids = [ids[i] for i in keep]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise BadInput(
-            f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
-            "ids must be unique (or drop the column to use positions)"
-        )
     fingerprint = hashlib.sha256(f"{fingerprint}|{text_column}|{id_column}".encode()).hexdigest()
-    return Documents(texts, ids, fingerprint)
+    return ds, fingerprint
+
+
+def _open_hf(corpus: str, what: str, datasets):
+    name, config, split = parse_hf(corpus)
+    local = Path(name).expanduser()
+    if not local.is_dir():
+        try:
+            ds = datasets.load_dataset(name, config, split=split or "train")
+        except Exception as e:
+            raise BadInput(f"{what} {corpus!r} could not be loaded by datasets: {e}") from None
+        return ds, f"hf:{name}:{config}:{split}:{ds._fingerprint}"
+    try:
+        ds = datasets.load_from_disk(str(local))
+    except Exception as e:
+        raise BadInput(f"{what} {corpus!r}: {local} is not a saved dataset ({e})") from None
+    if isinstance(ds, datasets.DatasetDict):
+        split = split or ("train" if "train" in ds else next(iter(ds)))
+        if split not in ds:
+            raise BadInput(f"{what} {corpus!r} has no split {split!r}: it has {', '.join(ds)}")
+        ds = ds[split]
+    return ds, digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
+
+
+def unreadable(what: str, corpus: str, loader: str, files: list[Path], e: Exception) -> BadInput:
+    """The sentence for corpus files `datasets` refused: the first byte that is not UTF-8
+    when that is why, else the error's first line."""
+    for path in files:
+        offset = first_undecodable(path)
+        if offset is not None:
+            return BadInput(
+                f"{what} {corpus!r} is not UTF-8 text: {path} has an undecodable byte at "
+                f"offset {offset}; re-encode it as UTF-8"
+            )
+    first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return BadInput(f"{what} {corpus!r} could not be read as {loader}: {first_line}")
+
+
+def first_undecodable(path: Path) -> int | None:
+    """The offset of the first byte of path that does not decode as UTF-8, or None."""
+    import codecs
+
+    decoder, done = codecs.getincrementaldecoder("utf-8")(), 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as e:
+                return done + e.start
+            done += len(chunk)
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError as e:
+        return done + e.start - len(e.object)
+    return None
+
+
+BATCH_ROWS = 1024  # rows read at a time when a dataset is not in Arrow files
+
+
+def document_batches(ds, corpus: str, text_column: str, id_column: str, what: str):
+    """(texts, ids) of the non-empty documents, a batch at a time, in source order.
+
+    Texts are stripped; an id is the id column's value or, without one, the row's position.
+    The dataset's Arrow files are read as files, not memory-mapped, so memory stays flat
+    however large they are. BadInput for a row without text or with a non-text value.
+    """
+    columns = [text_column] + ([id_column] if id_column in ds.column_names else [])
+    row = 0
+    for batch in _decoded(_arrow_batches(ds, columns), corpus, what):
+        texts = batch[text_column]
+        ids = batch[id_column] if id_column in batch else range(row, row + len(texts))
+        keep_texts, keep_ids = [], []
+        for n, (text, i) in enumerate(zip(texts, ids, strict=True), row + 1):
+            if not isinstance(text, str):
+                raise _not_text(what, corpus, text_column, n, text)
+            text = text.strip()
+            if text:
+                keep_texts.append(text)
+                keep_ids.append(str(i))
+        row += len(texts)
+        yield keep_texts, keep_ids
+
+
+def _decoded(batches, corpus: str, what: str):
+    """The batches; BadInput naming the first undecodable byte when one does not decode
+    (`datasets` keeps some text columns as raw bytes until they are read)."""
+    try:
+        yield from batches
+    except UnicodeDecodeError as e:
+        files = [] if corpus.startswith("hf:") else corpus_files(corpus, what)[1]
+        raise unreadable(what, corpus, "text", files, e) from None
+
+
+def _arrow_batches(ds, columns: list[str]):
+    """The dataset's columns as dicts of lists, a record batch at a time."""
+    files = [f["filename"] for f in ds.cache_files]
+    if not files or getattr(ds, "_indices", None) is not None:  # in memory, or a selection
+        yield from ds.select_columns(columns).iter(batch_size=BATCH_ROWS)
+        return
+    import pyarrow as pa
+
+    for name in files:
+        with pa.OSFile(name) as src:
+            for batch in pa.ipc.open_stream(src):
+                yield {c: batch.column(c).to_pylist() for c in columns}
+
+
+def _not_text(what: str, corpus: str, text_column: str, row: int, value) -> BadInput:
+    if value is None:
+        return BadInput(
+            f"{what} {corpus!r} row {row} has no {text_column!r} text (data.text_column): "
+            "every row needs one"
+        )
+    return BadInput(
+        f"{what} {corpus!r} column {text_column!r} must hold text, found {type(value).__name__}"
+    )
+
+
+def empty_corpus(what: str, corpus: str, text_column: str) -> BadInput:
+    return BadInput(f"{what} {corpus!r} is empty: it has no non-empty {text_column!r} text")
+
+
+def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
+    return BadInput(
+        f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
+        "ids must be unique (or drop the column to use positions)"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -214,46 +319,41 @@ def paraphrases_fingerprint(folder: str) -> str:
 
 def read_rows(path: Path) -> list[dict]:
     """The rows of one paraphrase jsonl file; a torn last line (a killed writer) is skipped."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            if n == len(lines):  # the last line, without its newline: an interrupted write
-                continue
-            raise BadInput(f"paraphrase file {path}:{n} is not valid JSON") from None
-        if not (
-            isinstance(row, dict)
-            and isinstance(row.get("text"), str)
-            and isinstance(row.get("pass"), int)
-            and row["pass"] >= 1
-            and "id" in row
-        ):
-            raise BadInput(
-                f"paraphrase file {path}:{n} must be a row "
-                '{"id": …, "pass": k ≥ 1, "style": …, "text": "…"}'
-            )
-        rows.append(row)
-    return rows
+    return [row for *_, row in iter_rows(path)]
 
 
-def load_paraphrases(folder: str, styles: list[str]) -> dict[str, list[str]]:
-    """id → its paraphrase texts in pass order, keeping only rows whose style is in `styles`.
+def iter_rows(path: Path):
+    """(line number, byte offset, byte length, row) of each row of a paraphrase jsonl file,
+    read a line at a time; a torn last line (a killed writer) is skipped, any other bad
+    line is BadInput."""
+    with open(path, "rb") as f:
+        offset = 0
+        for n, line in enumerate(f, 1):
+            row = parse_row(path, n, line, last=not line.endswith(b"\n"))
+            if row is not None:
+                yield n, offset, len(line), row
+            offset += len(line)
 
-    The kept rows of a document, sorted by (pass, style), are its passes 1, 2, …: so
-    `data.paraphrase_styles` selects which of the generated paraphrases are used.
-    """
-    by_id: dict[str, list[tuple[int, str, str]]] = {}
-    wanted = set(styles)
-    for path in paraphrase_files(folder):
-        for row in read_rows(path):
-            style = str(row.get("style", ""))
-            if style in wanted and row["text"].strip():
-                by_id.setdefault(str(row["id"]), []).append(
-                    (row["pass"], style, row["text"].strip())
-                )
-    return {i: [t for *_, t in sorted(v)] for i, v in by_id.items()}
+
+def parse_row(path: Path, n: int, line: bytes, last: bool = False) -> dict | None:
+    """Line n of a paraphrase file as a row; None for a blank line or a torn last one."""
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except ValueError:
+        if last:  # the last line, without its newline: an interrupted write
+            return None
+        raise BadInput(f"paraphrase file {path}:{n} is not valid JSON") from None
+    if not (
+        isinstance(row, dict)
+        and isinstance(row.get("text"), str)
+        and isinstance(row.get("pass"), int)
+        and row["pass"] >= 1
+        and "id" in row
+    ):
+        raise BadInput(
+            f"paraphrase file {path}:{n} must be a row "
+            '{"id": …, "pass": k ≥ 1, "style": …, "text": "…"}'
+        )
+    return row

@@ -124,6 +124,9 @@ def find_eos(tok, path: Path) -> int:
     )
 
 
+ENCODE_BATCH = 64  # documents encoded at a time by encode_documents
+
+
 def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= 1 << 16 else np.uint32
 
@@ -137,13 +140,19 @@ def encode_documents(
     zero length to mean "this document has no such text" (a missing paraphrase).
     """
     present = [i for i, t in enumerate(texts) if t]
-    encodings = tok.encode_batch([texts[i] for i in present], add_special_tokens=False)
+    # encode_batch_fast gives the same ids without character offsets (tokenizers ≥ 0.21)
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
     lengths = np.zeros(len(texts), dtype=np.int64)
     pieces = []
-    for i, enc in zip(present, encodings, strict=True):
-        ids = enc.ids
-        ids.append(eos_id)
-        lengths[i] = len(ids)
-        pieces.append(np.asarray(ids, dtype=dtype))
+    # A few hundred at a time: an Encoding holds ~100 bytes a token (strings, offsets,
+    # masks), so a whole block's would cost more memory than its tokens.
+    for lo in range(0, len(present), ENCODE_BATCH):
+        part = present[lo : lo + ENCODE_BATCH]
+        encodings = encode([texts[i] for i in part], add_special_tokens=False)
+        for i, enc in zip(part, encodings, strict=True):
+            ids = enc.ids
+            ids.append(eos_id)
+            lengths[i] = len(ids)
+            pieces.append(np.asarray(ids, dtype=dtype))
     tokens = np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
     return tokens, np.cumsum(lengths)

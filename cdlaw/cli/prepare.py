@@ -1,0 +1,108 @@
+"""`cdlaw prepare`: tokenise a sweep's corpus into its cache ahead of `cdlaw sweep`
+(docs/cli.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from cdlaw.cli import app, err, out
+
+
+@app.command()
+def prepare(
+    sweep_file: Path = typer.Argument(
+        ..., metavar="SWEEP_FILE", help="The sweep file (TOML) whose corpus to prepare."
+    ),
+    runs: Path = typer.Option(
+        Path("runs"), "--out", help="Runs folder: the cache is OUT/.cache, as `cdlaw sweep` uses."
+    ),
+    workers: int = typer.Option(
+        0, "--workers", help="Processes (local) or tasks in flight (ray); 0: one per core."
+    ),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (processes here) or ray (tasks on a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None, "--ray-address", help="Ray cluster address (default: start a local Ray)."
+    ),
+) -> None:
+    """Tokenise a sweep's corpus into the cache its runs read, with a progress bar;
+    killed and run again, it resumes at the first block not yet written. `cdlaw sweep`
+    prepares the same cache on demand: this only does it ahead.
+
+    Example: cdlaw prepare sweeps/qin2026-small.toml --workers 16
+    """
+    from cdlaw.cli import require_corpus_reader, require_ray_extra
+    from cdlaw.data.block_tokens import Workers
+    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.shapes import OLMO3_VOCAB_SIZE
+    from cdlaw.sweep.spec import load_sweep
+
+    if executor == "ray":
+        require_ray_extra()
+    require_corpus_reader("prepare")
+    sweep = load_sweep(sweep_file)
+    grid = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
+    largest = max(r.fresh_tokens for r in grid)  # only words a too-small corpus's sentence
+    with _ProgressBar() as bar:
+        options = Workers(workers, executor, ray_address, progress=bar.advance)
+        options.check()
+        pc = prepare_corpus(sweep.data, runs / ".cache", largest, workers=options)
+    out.print(
+        f"{pc.name}: {pc.train_tokens_available:,} training tokens, {len(pc.val_tokens):,} "
+        f"validation tokens, vocabulary {pc.vocab_size:,}; cache {pc.root}"
+        + (f" ({bar.tokenised} blocks tokenised, {bar.cached} already cached)" if bar.seen else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+class _ProgressBar:
+    """A rich progress bar on stderr: training documents and tokens done, and their rate."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = Progress(
+            TextColumn("tokenising"),
+            BarColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} documents"),
+            TextColumn("{task.fields[tokens]:,} tokens"),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=False,
+        )
+        self.task = None
+        self.tokens = self.fresh_tokens = self.tokenised = self.cached = 0
+        self.seen = False
+        self.started = 0.0
+
+    def __enter__(self):
+        import time
+
+        self.started = time.monotonic()  # the rate counts reading and splitting the corpus too
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.task is not None:
+            self.progress.stop()
+
+    def advance(self, block, documents: int) -> None:
+        import time
+
+        if self.task is None:  # shown from the first block: a cached corpus shows none
+            self.progress.start()
+            self.task = self.progress.add_task("", total=documents, tokens=0, rate="")
+        self.seen = True
+        self.tokens += block.tokens
+        if block.cached:
+            self.cached += 1
+        else:
+            self.tokenised += 1
+            self.fresh_tokens += block.tokens
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = f"{self.fresh_tokens / elapsed:,.0f} tokens/s" if self.tokenised else ""
+        self.progress.update(self.task, advance=block.documents, tokens=self.tokens, rate=rate)

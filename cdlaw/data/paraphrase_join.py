@@ -1,0 +1,175 @@
+"""Paraphrase files joined to a real corpus's training documents by id, a block at a time
+(docs/corpus.md). Entry point: `prepare_passes(data, root)`.
+
+The cache folder holds an index of every document's id (`id_hash.npy`, sorted 64-bit id
+hashes, and `id_train_pos.npy`, each one's place in training order or -1 for a
+validation document or a copy of one). The paraphrase rows are read once, a line at a
+time; each is looked up in the index and its place in its file (not its text) put in the
+bucket of its group of blocks. Each bucket is then read back, its rows parsed again and
+its blocks' passes tokenised, so memory holds one bucket's row places and one block's
+texts, however large the files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from cdlaw.atomic import write_json_atomic
+from cdlaw.config import DataConfig
+from cdlaw.data import corpus_cache as cache
+from cdlaw.data import sources, tokenizer
+from cdlaw.data.doc_store import hash64, open_store
+from cdlaw.data.world import BLOCK_DOCS
+from cdlaw.errors import BadInput
+
+MAX_BUCKETS = 256  # bucket files open at once while the rows are read
+FLUSH_ROWS = 1 << 20  # row places held before they are appended to their buckets
+RECORD = np.dtype([("doc", "<i8"), ("file", "<i4"), ("offset", "<i8"), ("length", "<i8")])
+
+
+def save_id_index(root: Path, id_hashes: np.ndarray, train: np.ndarray) -> None:
+    """Write the id index: every document's id hash, sorted, and its training place."""
+    place = np.full(len(id_hashes), -1, dtype=np.int64)
+    place[train] = np.arange(len(train))
+    order = np.argsort(id_hashes, kind="stable")
+    cache.save_array(root / "id_train_pos.npy", place[order])
+    cache.save_array(root / "id_hash.npy", id_hashes[order])
+
+
+def prepare_passes(data: DataConfig, root: Path) -> None:
+    """Tokenise every paraphrase pass of the training documents (once per file content).
+
+    Pass k of a document is the k-th of its rows whose style is in data.paraphrase_styles,
+    sorted by (pass, style, text); a document with fewer rows has an empty pass k. BadInput
+    for a row whose id is no document's. Resumable: each block of each pass is written
+    atomically and skipped when present; done.json is written last."""
+    folder, styles = cache.files_para_folder(data, root)
+    if (folder / "done.json").is_file():
+        return
+    with cache.cache_lock(root):
+        if (folder / "done.json").is_file():
+            return
+        if not (root / "id_hash.npy").is_file():
+            _index_from_train_ids(data, root)
+        meta = json.loads((root / "meta.json").read_text())
+        group = max(1, math.ceil(meta["n_blocks"] / MAX_BUCKETS))
+        files = sources.paraphrase_files(data.paraphrases)
+        join = folder / ".join"
+        if not (join / "rows.json").is_file():
+            try:
+                _bucket_rows(data, root, files, styles, group, join)
+            except BaseException:
+                shutil.rmtree(join, ignore_errors=True)  # part-read rows are read again
+                raise
+        passes = json.loads((join / "rows.json").read_text())["passes"]
+        _tokenise_passes(root, folder, files, meta, group, passes)
+        write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})
+        shutil.rmtree(join, ignore_errors=True)
+
+
+def _index_from_train_ids(data: DataConfig, root: Path) -> None:
+    """The id index of a cache folder prepared before it had one: the ids read again from
+    the corpus, their training places from train_ids.json."""
+    store = open_store(data, root / cache.SCRATCH / "store")
+    try:
+        hashes = store.id_hashes()
+        order = np.argsort(hashes, kind="stable")
+        train_ids = json.loads((root / "train_ids.json").read_text())
+        wanted = np.fromiter((hash64(str(i).encode()) for i in train_ids), dtype=np.uint64)
+        train = order[np.searchsorted(hashes[order], wanted)]
+        save_id_index(root, hashes, train)
+    finally:
+        store.close()
+    shutil.rmtree(root / cache.SCRATCH, ignore_errors=True)
+
+
+def _bucket_rows(data: DataConfig, root: Path, files, styles, group: int, join: Path) -> None:
+    """Read every row once: check its id, and put the place of each kept row in its
+    bucket (join/bNNN.bin); rows.json (the most passes a document has) last."""
+    shutil.rmtree(join, ignore_errors=True)
+    join.mkdir(parents=True)
+    hashes = np.load(root / "id_hash.npy", mmap_mode="r")
+    places = np.load(root / "id_train_pos.npy", mmap_mode="r")
+    counts = np.zeros(int(json.loads((root / "meta.json").read_text())["n_train_documents"]),
+                      dtype=np.int32)  # fmt: skip
+    wanted, pending = set(styles), []
+    for f, path in enumerate(files):
+        for n, offset, length, row in sources.iter_rows(path):
+            h = np.uint64(hash64(str(row["id"]).encode()))
+            k = int(np.searchsorted(hashes, h))
+            if k == len(hashes) or hashes[k] != h:
+                raise BadInput(
+                    f"paraphrase file {path}:{n} has id {str(row['id'])!r}, which is no "
+                    f"document of data.corpus {data.corpus!r}: the paraphrase files must be "
+                    "made from this corpus (with its data.id_column)"
+                )
+            t = int(places[k])
+            if t >= 0 and str(row.get("style", "")) in wanted and row["text"].strip():
+                pending.append((t, f, offset, length))
+                counts[t] += 1
+            if len(pending) >= FLUSH_ROWS:
+                _flush(pending, group, join)
+    _flush(pending, group, join)
+    write_json_atomic(join / "rows.json", {"passes": int(counts.max(initial=0))})
+
+
+def _flush(pending: list, group: int, join: Path) -> None:
+    if not pending:
+        return
+    records = np.array(pending, dtype=RECORD)
+    pending.clear()
+    bucket = records["doc"] // BLOCK_DOCS // group
+    for g in np.unique(bucket).tolist():
+        with open(join / f"b{g:03d}.bin", "ab") as out:
+            records[bucket == g].tofile(out)
+
+
+def _tokenise_passes(root: Path, folder: Path, files, meta: dict, group: int, passes: int):
+    """Every block of every pass not yet written, a bucket of blocks at a time."""
+    if not passes:
+        return
+    tok, _ = cache.tokenizer_and_meta(root)
+    eos_id, dtype = meta["eos_id"], cache.meta_dtype(meta)
+    n_train, n_blocks = meta["n_train_documents"], meta["n_blocks"]
+    fds = [os.open(p, os.O_RDONLY) for p in files]
+    try:
+        for g in range(math.ceil(n_blocks / group)):
+            blocks = range(g * group, min((g + 1) * group, n_blocks))
+            paths = {(b, k): folder / f"p{k:03d}" / f"b{b:05d}.npy"
+                     for b in blocks for k in range(1, passes + 1)}  # fmt: skip
+            if all(p.is_file() for p in paths.values()):
+                continue
+            bucket = folder / ".join" / f"b{g:03d}.bin"
+            records = np.fromfile(bucket, dtype=RECORD) if bucket.is_file() else np.empty(0, RECORD)
+            for b in blocks:
+                lo, hi = b * BLOCK_DOCS, min((b + 1) * BLOCK_DOCS, n_train)
+                mine = records[(records["doc"] >= lo) & (records["doc"] < hi)]
+                by_doc = _pass_texts(mine, fds)
+                for k in range(1, passes + 1):
+                    if paths[b, k].is_file():
+                        continue
+                    texts = [p[k - 1] if len(p := by_doc.get(t, ())) >= k else None
+                             for t in range(lo, hi)]  # fmt: skip
+                    tokens, ends = tokenizer.encode_documents(tok, texts, eos_id, dtype)
+                    cache.save_block(paths[b, k], tokens, ends)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _pass_texts(records: np.ndarray, fds: list[int]) -> dict[int, list[str]]:
+    """Training place → its kept paraphrase texts in pass order, sorted by (pass, style,
+    text), read back from the rows' places in their files."""
+    rows: dict[int, list[tuple[int, str, str]]] = {}
+    for doc, f, offset, length in records.tolist():
+        row = json.loads(os.pread(fds[f], length, offset))
+        rows.setdefault(doc, []).append(
+            (row["pass"], str(row.get("style", "")), row["text"].strip())
+        )
+    return {doc: [text for *_, text in sorted(v)] for doc, v in rows.items()}

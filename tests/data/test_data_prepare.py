@@ -1,0 +1,219 @@
+"""Preparing real corpora at scale: the same cache bytes as the list-based preparation
+(recorded in prepare_reference.json), in one process, in workers and on Ray; resumed
+block by block after a kill; one preparer at a time; and bad input as one sentence with
+nothing half-written."""
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from prepare_corpora import digests, given_tokenizer, write_corpora
+
+from cdlaw.config import DataConfig
+from cdlaw.data import block_tokens
+from cdlaw.data.block_tokens import Workers
+from cdlaw.data.prepare import prepare_corpus
+from cdlaw.errors import BadInput
+
+REFERENCE = json.loads((Path(__file__).parent / "prepare_reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpora")
+    return folder, write_corpora(folder)
+
+
+def prepare(data, cache, workers=1, **kw):
+    passes = 2 if data.paraphrases else 0
+    return prepare_corpus(
+        data, cache, 1000, paraphrase_passes=passes, workers=Workers(workers, **kw)
+    )
+
+
+def same_as_reference(root: Path, name: str) -> None:
+    have = digests(root)
+    assert {f: have.get(f) for f in REFERENCE[name]} == REFERENCE[name], name
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_same_tokens_as_the_list_based_preparation(tmp_path, corpora, workers):
+    folder, configs = corpora
+    for name, data in configs.items():
+        pc = prepare(data, tmp_path, workers)
+        same_as_reference(pc.root, name)
+        assert not (pc.root / ".prepare").exists()  # the document store is scratch
+        if name == "big":
+            big = pc.root
+    same_as_reference(prepare(given_tokenizer(folder, big), tmp_path, workers).root, "big_given")
+    emb = DataConfig(world={"n_entities": 300}, vocab_size=300, val_tokens=3000, corpus_seed=5)
+    same_as_reference(prepare_corpus(emb, tmp_path, 20_000, paraphrase_passes=1).root, "embedded")
+
+
+def test_a_killed_preparation_resumes_block_by_block(tmp_path, corpora, monkeypatch):
+    data = corpora[1]["big_seed3"]
+    real, made = block_tokens.tokenise_block, []
+
+    def dies_after_one(job):
+        if made:
+            raise KeyboardInterrupt  # killed while tokenising the second block
+        made.append(job.out)
+        return real(job)
+
+    monkeypatch.setattr(block_tokens, "tokenise_block", dies_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(data, tmp_path)
+    root = Path(made[0]).parent.parent
+    assert not (root / "meta.json").exists() and (root / "train" / "b00000.npy").is_file()
+    assert not list(root.rglob("*.tmp"))  # nothing half-written
+    done = []
+    monkeypatch.setattr(block_tokens, "tokenise_block", lambda job: done.append(job) or real(job))
+    seen = []
+    pc = prepare_corpus(
+        data, tmp_path, 1000, workers=Workers(1, progress=lambda b, n: seen.append(b))
+    )
+    assert [Path(j.out).name for j in done] == ["b00001.npy", "b00002.npy"]  # the rest only
+    meta = json.loads((pc.root / "meta.json").read_text())
+    assert [b.cached for b in seen] == [True, False, False]
+    assert sum(b.documents for b in seen) == meta["n_train_documents"]
+    same_as_reference(pc.root, "big_seed3")
+
+
+def test_two_processes_preparing_one_corpus_tokenise_it_once(tmp_path, corpora):
+    _folder, configs = corpora
+    data = configs["big_seed3"]
+    script = (
+        "import sys\n"
+        "from cdlaw.config import DataConfig\n"
+        "from cdlaw.data.block_tokens import Workers\n"
+        "from cdlaw.data.prepare import prepare_corpus\n"
+        "made = []\n"
+        f"data = DataConfig(corpus={data.corpus!r}, corpus_seed=3, vocab_size=300, val_tokens=2000)\n"
+        "w = Workers(1, progress=lambda b, n: made.append(not b.cached))\n"
+        "prepare_corpus(data, sys.argv[1], 1000, workers=w)\n"
+        "print(sum(made))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    counts = sorted(int(p.communicate(timeout=300)[0]) for p in procs)
+    assert counts == [0, 3]  # one tokenised the three blocks; the other waited and read them
+
+
+@pytest.mark.slow
+def test_ray_tasks_write_the_same_cache(tmp_path, corpora):
+    ray = pytest.importorskip("ray")
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # its socket paths must be short
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp)
+    try:
+        pc = prepare(corpora[1]["big"], tmp_path / "cache", 2, executor="ray")
+    finally:
+        ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
+    same_as_reference(pc.root, "big")
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def nothing_written(cache: Path) -> bool:
+    """No cache folder with a meta.json, and no scratch or temporary file left over."""
+    left = [p for p in cache.rglob("*") if p.is_file() and p.name != ".lock"]
+    return not left
+
+
+def one_sentence(excinfo) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message and message.count(": ") <= 3, message
+    return message
+
+
+def test_undecodable_bytes_rows_without_text_and_a_tokenizer_without_eos(tmp_path):
+    cache = tmp_path / "cache"
+    cases = {
+        "bad.jsonl": (
+            b'{"text": "fine"}\n{"text": "bad \xff byte"}\n',
+            "undecodable byte at offset 31",
+        ),
+        "bad.txt": (b"fine\n\nbad \xfe here\n", "undecodable byte at offset 10"),
+        "rows.jsonl": (b'{"text": "a"}\n{"id": 2}\n', "row 2 has no 'text' text"),
+    }
+    for name, (body, words) in cases.items():
+        with pytest.raises(BadInput) as e:
+            prepare(DataConfig(corpus=str(write(tmp_path / name, body)), vocab_size=300), cache)
+        assert words in one_sentence(e) and nothing_written(cache), name
+    from tokenizers import Tokenizer, models
+
+    Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, unk_token="[UNK]")).save(
+        str(tmp_path / "t.json")
+    )
+    ok = write(tmp_path / "ok.jsonl", b'{"text": "a"}\n')
+    with pytest.raises(BadInput) as e:
+        prepare(DataConfig(corpus=str(ok), tokenizer=str(tmp_path / "t.json")), tmp_path / "c2")
+    assert "has no end-of-text token" in one_sentence(e)
+    assert not (tmp_path / "c2").exists()  # refused before any work
+
+
+def test_paraphrase_ids_that_match_no_document(tmp_path, corpora):
+    _folder, configs = corpora
+    paras = tmp_path / "paras"
+    paras.mkdir()
+    (paras / "p.jsonl").write_text(
+        json.dumps({"id": "d1", "pass": 1, "style": "faq", "text": "x"})
+        + "\n"
+        + json.dumps({"id": "nobody", "pass": 1, "style": "faq", "text": "y"})
+        + "\n"
+    )
+    data = DataConfig(
+        corpus=configs["big_seed3"].corpus,
+        corpus_seed=3,
+        vocab_size=300,
+        val_tokens=2000,
+        paraphrases=str(paras),
+        paraphrase_styles=("faq",),
+    )
+    with pytest.raises(BadInput) as e:
+        prepare(data, tmp_path / "cache")
+    message = one_sentence(e)
+    assert "p.jsonl:2 has id 'nobody', which is no document" in message
+    assert not list((tmp_path / "cache").rglob("para-*/*"))  # no pass, no scratch rows
+    same_as_reference(next((tmp_path / "cache" / "data").iterdir()), "big_seed3")  # corpus kept
+
+
+def test_a_corpus_too_small_for_D_is_said_early_and_its_blocks_are_kept(tmp_path, corpora):
+    data = corpora[1]["big_seed3"]
+    seen = []
+    with pytest.raises(BadInput) as e:
+        prepare_corpus(
+            data, tmp_path, 10**8, workers=Workers(1, progress=lambda b, n: seen.append(b))
+        )
+    message = one_sentence(e)
+    assert "fresh_tokens=100000000" in message and "val_tokens=2000" in message
+    assert len(seen) == 1  # said after the first block, not after all three
+    holds = int(message.split("holds about ")[1].split(";")[0])
+    assert 400_000 < holds < 900_000  # about the 618,870 tokens it has
+    pc = prepare(data, tmp_path)  # a smaller D resumes from the block kept
+    same_as_reference(pc.root, "big_seed3")
+
+
+def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
+    bad = write(tmp_path / "bad.jsonl", b'{"text": "a"}\n{"body": "b"}\n')
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(
+        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
+        f'derived_ratio = [0]\n[data]\ncorpus = "{bad}"\nvocab_size = 300\n'
+    )
+    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
+    r = subprocess.run([sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs")],
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "row 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
