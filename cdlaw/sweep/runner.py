@@ -34,6 +34,7 @@ from pathlib import Path
 
 from cdlaw.atomic import write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.data.block_tokens import Workers
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
@@ -186,7 +187,11 @@ def _plan_work(sweep: SweepConfig, out: Path, options: SweepOptions, device: str
     packing of the runs to train; on bad input remove the folders this created."""
     simulation = options.simulation
     with _clean_up_on_bad_input(out):
-        plan = plan_sweep(sweep, out, options.only, read_corpus=simulation is None)
+        # on Ray, the corpus's blocks are tokenised as tasks too (the cache is on storage
+        # every node sees, as the runs need it)
+        ray = ray_ex is not None
+        workers = Workers(executor="ray", ray_address=options.ray_address) if ray else None
+        plan = plan_sweep(sweep, out, options.only, read_corpus=simulation is None, workers=workers)
         if simulation is not None:
             check_strategies(simulation, plan.runs)  # before any run folder is written
         results = _results(plan, options.restart)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
+from cdlaw.data.block_tokens import Workers
 from cdlaw.errors import BadInput
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
@@ -118,10 +119,12 @@ def plan_sweep(
     only: str | None = None,
     cache_dir: Path | None = None,
     read_corpus: bool = True,
+    workers: Workers | None = None,
 ) -> SweepPlan:
     """Check a loaded sweep's data against the corpus, and select its runs.
 
-    Writes nothing except the tokenised-corpus cache (in cache_dir, default <out>/.cache).
+    Writes nothing except the tokenised-corpus cache (in cache_dir, default <out>/.cache),
+    whose blocks `workers` tokenise (default: a process per core; cdlaw.data.block_tokens).
     Every problem is a BadInput. Without `read_corpus` (a simulated sweep) the corpus is
     not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
     OLMo 3's (100,278 tokens, the CD paper's).
@@ -145,11 +148,12 @@ def plan_sweep(
     if sweep.data.tokenizer == "bpe":
         runs = sweep.runs()
     else:  # the vocabulary comes from the tokenizer: ask the data layer first
-        runs = sweep.runs(prepare_corpus(sweep.data, cache, 1).vocab_size)
+        runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
     # paraphrase files must hold each run's D′.
-    prepared = prepare_corpus(sweep.data, cache, max(r.fresh_tokens for r in runs))
+    largest = max(r.fresh_tokens for r in runs)
+    prepared = prepare_corpus(sweep.data, cache, largest, workers=workers)
     vocab = runs[0].model.vocab_size
     if prepared.vocab_size > vocab:
         raise BadInput(

@@ -135,3 +135,37 @@ def test_ray_refuses_a_pack_too_big_for_a_workers_memory_before_writing(local_ra
             path, out, SweepOptions(executor="ray", exec_cfg=ExecConfig(device="cpu"), pack=100_000)
         )
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_ray_sweep_tokenises_its_real_corpus_as_ray_tasks(local_ray, tmp_path, monkeypatch):
+    from prepare_corpora import digests, world_texts
+
+    from cdlaw.data import block_tokens
+    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.sweep.spec import load_sweep
+
+    corpus = tmp_path / "corpus.jsonl"
+    texts = world_texts(600)
+    corpus.write_text(
+        "".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts))
+    )
+    sweep_file = tmp_path / "real.toml"
+    sweep_file.write_text(
+        f'name = "real"\n[grid]\nsize = ["20K"]\nfresh_tokens = [2048]\nstrategy = ["repetition"]\n'
+        f'derived_ratio = [0]\n[data]\ncorpus = "{corpus}"\nvocab_size = 512\nval_tokens = 2048\n'
+        "[model]\nseq_len = 32\n[train]\nbatch_size = 8\n"
+    )
+    on_ray = []
+    real = block_tokens._on_ray
+    monkeypatch.setattr(
+        block_tokens, "_on_ray", lambda jobs, *a: on_ray.append(len(jobs)) or real(jobs, *a)
+    )
+    options = SweepOptions(executor="ray", exec_cfg=ExecConfig(device="cpu", threads=1))
+    assert run_sweep(sweep_file, tmp_path / "runs", options).exit_code == 0
+    assert on_ray and on_ray[0] >= 1  # the blocks went to Ray tasks
+
+    # ... and the cache is the one a preparation here writes
+    here = tmp_path / "here"
+    prepare_corpus(load_sweep(sweep_file).data, here, 2048, workers=block_tokens.Workers(count=1))
+    assert digests(here / "data") == digests(tmp_path / "runs" / ".cache" / "data")
