@@ -169,17 +169,18 @@ def require_ray_extra() -> None:
         ) from None
 
 
-# The adaptive loop's options, which belong to `cdlaw adapt`: given to `cdlaw sweep`, the
-# error names the command that has them.
-ADAPT_OPTIONS = ("--adaptive", "--budget-flops", "--unique-tokens", "--until",
-                 "--experiment-flops", "--round-runs", "--max-rounds", "--grid", "--fit-law")  # fmt: skip
-
-
 def _adapt_option(e: Exception) -> str | None:
-    """The one sentence for `cdlaw sweep … --adaptive` (or another of ADAPT_OPTIONS): click's
-    unknown-option error `e` pointed at `cdlaw adapt`; None for any other error."""
+    """The one sentence for `cdlaw sweep … --adaptive` (or another option only `cdlaw adapt`
+    has): click's unknown-option error `e` pointed at `cdlaw adapt`; None for any other."""
     ctx, name = getattr(e, "ctx", None), getattr(e, "option_name", None)
-    if ctx is None or ctx.info_name != "sweep" or name not in ADAPT_OPTIONS:
+    if ctx is None or ctx.info_name != "sweep" or ctx.parent is None:
+        return None
+    commands = ctx.parent.command.commands  # the loop's options: adapt's that sweep lacks
+
+    def options(command: str) -> set[str]:
+        return {o for p in commands[command].params for o in getattr(p, "opts", ())}
+
+    if name != "--adaptive" and name not in options("adapt") - options("sweep"):
         return None
     return (
         f"`cdlaw sweep` has no {name}: the adaptive loop is `cdlaw adapt SEED_SWEEP_FILE "

@@ -76,11 +76,10 @@ class SweepOptions:
     ) -> SweepOptions:
         """The options from the command line's values: --device, --precision, --compile,
         --threads and --tracker ("tensorboard,mlflow") make the ExecConfig, `fields` the
-        rest. --threads is checked before the ExecConfig is made, which words it otherwise."""
+        rest."""
         from cdlaw.train.trackers import tracker_names
 
-        _check_device(device)
-        _check_threads(threads)
+        _check_threads(threads)  # ExecConfig would word it otherwise; the rest: __post_init__
         trackers = tracker_names(tracker)  # a missing package: refused now, dry run included
         exec_cfg = ExecConfig(
             device=device,
