@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -60,13 +62,14 @@ def prepare(
 
 
 class _ProgressBar:
-    """A rich progress bar on stderr: training documents and tokens done, and their rate."""
+    """A rich progress bar on stderr: training documents and tokens done, and their rate;
+    and a second one for paraphrase passes (documents times passes) when there are any."""
 
     def __init__(self) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.progress = Progress(
-            TextColumn("tokenising"),
+            TextColumn("{task.description}"),
             BarColumn(),
             TextColumn("{task.completed:,.0f}/{task.total:,.0f} documents"),
             TextColumn("{task.fields[tokens]:,} tokens"),
@@ -75,8 +78,8 @@ class _ProgressBar:
             console=err,
             transient=False,
         )
-        self.task = None
-        self.tokens = self.fresh_tokens = self.tokenised = self.cached = 0
+        self.tasks: dict[bool, _Task] = {}  # by BlockDone.paraphrase
+        self.tokenised = self.cached = 0  # training blocks
         self.seen = False
         self.started = 0.0
 
@@ -87,22 +90,37 @@ class _ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.task is not None:
+        if self.tasks:
             self.progress.stop()
 
     def advance(self, block, documents: int) -> None:
         import time
 
-        if self.task is None:  # shown from the first block: a cached corpus shows none
+        if not self.tasks:  # shown from the first block: a cached corpus shows none
             self.progress.start()
-            self.task = self.progress.add_task("", total=documents, tokens=0, rate="")
+        if block.paraphrase not in self.tasks:
+            name = "paraphrase passes" if block.paraphrase else "tokenising"
+            task = self.progress.add_task(name, total=documents, tokens=0, rate="")
+            self.tasks[block.paraphrase] = _Task(task, time.monotonic())
         self.seen = True
-        self.tokens += block.tokens
-        if block.cached:
-            self.cached += 1
-        else:
-            self.tokenised += 1
-            self.fresh_tokens += block.tokens
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = f"{self.fresh_tokens / elapsed:,.0f} tokens/s" if self.tokenised else ""
-        self.progress.update(self.task, advance=block.documents, tokens=self.tokens, rate=rate)
+        if not block.paraphrase:
+            self.tokenised += not block.cached
+            self.cached += block.cached
+        task = self.tasks[block.paraphrase]
+        task.tokens += block.tokens
+        task.fresh_tokens += 0 if block.cached else block.tokens
+        started = self.started if not block.paraphrase else task.started
+        elapsed = max(time.monotonic() - started, 1e-9)
+        rate = f"{task.fresh_tokens / elapsed:,.0f} tokens/s" if task.fresh_tokens else ""
+        self.progress.update(task.id, total=documents, advance=block.documents,
+                             tokens=task.tokens, rate=rate)  # fmt: skip
+
+
+@dataclass
+class _Task:
+    """One bar's counts: its rich task id, when it started, tokens in all and tokenised."""
+
+    id: Any
+    started: float
+    tokens: int = 0
+    fresh_tokens: int = 0

@@ -1,17 +1,22 @@
-"""Tokenising a real corpus's training blocks: in this process, in worker processes (one
-per core by default), or as Ray tasks — each block written atomically into the cache, so
-every way gives the same files and a killed preparation resumes at the first missing block.
+"""Tokenising a corpus's blocks: in this process, in worker processes (one per core by
+default), or as Ray tasks — each block written atomically into the cache, so every way
+gives the same files and a killed preparation resumes at the first missing block.
 
-Entry point: `tokenise_blocks(jobs, workers, on_block)`; `Workers` says how.
+Entry point: `tokenise_blocks(jobs, workers, on_block)`; `Workers` says how. A job is a
+small frozen record with a `run()` that writes its blocks and returns a BlockDone: a real
+corpus's training block (`BlockJob`, here), a bucket of its paraphrase passes
+(paraphrase_join.PassesJob), or a block of the embedded corpus
+(embedded_corpus.EmbeddedJob). Their modules import no more than a worker needs.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -23,13 +28,21 @@ ONE_THREAD = "TOKENIZERS_PARALLELISM"  # "false": the tokenizer encodes on one t
 
 @dataclass(frozen=True)
 class BlockDone:
-    """One finished training block, for progress: its documents, tokens and text bytes, and
-    whether it was already in the cache (a resumed preparation)."""
+    """One finished job, for progress: its documents, tokens and text bytes, whether it was
+    already in the cache (a resumed preparation), and whether it was paraphrase passes
+    (then `documents` counts each document once per pass)."""
 
     documents: int
     tokens: int
     text_bytes: int
     cached: bool
+    paraphrase: bool = False
+
+
+class Job(Protocol):
+    """What tokenise_blocks runs: a picklable record whose run() writes its blocks."""
+
+    def run(self) -> BlockDone: ...
 
 
 @dataclass(frozen=True)
@@ -40,8 +53,9 @@ class Workers:
     executor: "local" (processes on this machine) or "ray" (tasks on a Ray cluster, the
         cache on storage every node sees).
     ray_address: the cluster to join (None: the running one, or a local Ray).
-    progress: called as progress(block, training_documents) after every block, cached
-        ones included: the BlockDone, and how many training documents there are in all.
+    progress: called as progress(done, total) after every job, cached ones included: the
+        BlockDone, and how many documents there are in all of its kind (training
+        documents; or, for paraphrase passes, documents times passes).
     """
 
     count: int = 0
@@ -70,6 +84,9 @@ class BlockJob:
     docs: np.ndarray  # store indices of the block's documents, in training order
     out: str
 
+    def run(self) -> BlockDone:
+        return tokenise_block(self)
+
 
 def tokenise_block(job: BlockJob) -> BlockDone:
     """Read a block's texts from the store, tokenise them and write the block atomically."""
@@ -87,10 +104,10 @@ def tokenise_block(job: BlockJob) -> BlockDone:
     return BlockDone(len(texts), len(tokens), sum(len(t.encode()) for t in texts), cached=False)
 
 
-def _one_thread_block(job: BlockJob) -> BlockDone:
-    """tokenise_block in a worker: one thread each, as the workers share the cores."""
+def _one_thread_block(job: Job) -> BlockDone:
+    """A job in a worker: one tokenizer thread each, as the workers share the cores."""
     os.environ[ONE_THREAD] = "false"
-    return tokenise_block(job)
+    return job.run()
 
 
 def cores() -> int:
@@ -102,7 +119,7 @@ def cores() -> int:
 
 
 def tokenise_blocks(
-    jobs: list[BlockJob], workers: Workers, on_block: Callable[[BlockDone], None]
+    jobs: Sequence[Job], workers: Workers, on_block: Callable[[BlockDone], None]
 ) -> None:
     """Run every job, calling on_block(done) as each finishes (in finishing order).
 
@@ -118,12 +135,12 @@ def tokenise_blocks(
     count = min(workers.count or cores(), len(jobs))
     if count <= 1 or multiprocessing.current_process().daemon:  # a pool's worker has no children
         for job in jobs:
-            on_block(tokenise_block(job))
+            on_block(job.run())
         return
     _in_processes(jobs, count, on_block)
 
 
-def _in_processes(jobs: list[BlockJob], count: int, on_block) -> None:
+def _in_processes(jobs: Sequence[Job], count: int, on_block) -> None:
     import concurrent.futures as cf
     import multiprocessing
 
@@ -167,7 +184,7 @@ def refuse_in_bootstrap() -> None:
         )
 
 
-def _on_ray(jobs: list[BlockJob], workers: Workers, on_block) -> None:
+def _on_ray(jobs: Sequence[Job], workers: Workers, on_block) -> None:
     import ray  # the CLI names the extra when it is missing (require_ray_extra)
 
     if not ray.is_initialized():

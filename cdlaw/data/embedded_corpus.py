@@ -1,19 +1,23 @@
 """The embedded corpus's tokens: its cache key, its BPE and validation set, and its
-training blocks and paraphrase passes, built on demand from world.py and render.py."""
+training blocks and paraphrase passes, built from world.py and render.py — those a
+preparation asks for through the workers (`build_embedded_blocks`), any other on demand
+(`build_embedded_block`), the same bytes either way."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import shutil
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.config import DataConfig
 from cdlaw.data import render, tokenizer, world
+from cdlaw.data.block_tokens import BlockDone, Workers, tokenise_blocks
 from cdlaw.data.corpus_cache import (
     CACHE_VERSION,
     PreparedCorpus,
@@ -30,12 +34,18 @@ from cdlaw.data.corpus_cache import (
 )
 from cdlaw.data.world import BLOCK_DOCS
 
+if TYPE_CHECKING:  # workers import this module: not the config's law stack
+    from cdlaw.config import DataConfig
+
 # The version of the embedded corpus's generator (world.py, world_kinds.py,
 # world_lexicon.py, render.py, the BPE of tokenizer.py, and this module): it is hashed into
 # the cache key and every run's corpus_key. Bump it whenever the generated tokens change
 # (a new template, word, name, sampling step or BPE setting), and record the new digest in
 # tests/data/test_data_streams.py; a change that keeps the tokens (a comment, a refactor) keeps it.
 GENERATOR_VERSION = 1
+# A wave of training blocks is this much larger than the tokens per block so far say is
+# enough: a block more now costs less than another wave's start (worker processes).
+WAVE_SLACK = 1.05
 
 
 @lru_cache(maxsize=4)
@@ -109,17 +119,100 @@ def prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorp
 
 def build_embedded_block(pc: PreparedCorpus, block: int, k: int = 0) -> None:
     """Tokenise training block `block` (k = 0) or its paraphrase pass k, into the cache."""
-    options = world.WorldOptions.from_config(pc.data.world)
-    w = _world(pc.data.corpus_seed, options)
-    docs = world.documents(w, block, world.TRAIN_STREAM)
-    if k == 0:
-        texts = [render.render(w, d) for d in docs]
-    else:
-        styles = render.parse_styles(pc.data.paraphrase_styles)
-        texts = [render.render_paraphrase(w, d, k, styles)[1] for d in docs]
-    tok, meta = tokenizer_and_meta(pc.root)
-    tokens, ends = tokenizer.encode_documents(tok, texts, meta["eos_id"], meta_dtype(meta))
-    save_block(block_path(pc, block, k), tokens, ends)
+    EmbeddedJob.of(pc, block, k).run()
+
+
+@dataclass(frozen=True)
+class EmbeddedJob:
+    """Render and tokenise the embedded corpus's training block `block` (k = 0) or its
+    paraphrase pass k into the block file `out` (a worker's job: block_tokens)."""
+
+    root: str
+    seed: int
+    options: world.WorldOptions
+    styles: tuple[tuple[str, float], ...]  # render.parse_styles of data.paraphrase_styles
+    block: int
+    k: int
+    out: str
+
+    @classmethod
+    def of(cls, pc: PreparedCorpus, block: int, k: int) -> EmbeddedJob:
+        options = world.WorldOptions.from_config(pc.data.world)
+        styles = tuple(render.parse_styles(pc.data.paraphrase_styles)) if k else ()
+        out = str(block_path(pc, block, k))
+        return cls(str(pc.root), pc.data.corpus_seed, options, styles, block, k, out)
+
+    def run(self) -> BlockDone:
+        w = _world(self.seed, self.options)
+        docs = world.documents(w, self.block, world.TRAIN_STREAM)
+        if self.k == 0:
+            texts = [render.render(w, d) for d in docs]
+        else:
+            texts = [render.render_paraphrase(w, d, self.k, list(self.styles))[1] for d in docs]
+        tok, meta = tokenizer_and_meta(Path(self.root))
+        tokens, ends = tokenizer.encode_documents(tok, texts, meta["eos_id"], meta_dtype(meta))
+        save_block(Path(self.out), tokens, ends)
+        text_bytes = sum(len(t.encode()) for t in texts)
+        return BlockDone(len(texts), len(tokens), text_bytes, cached=False, paraphrase=self.k > 0)
+
+
+def build_embedded_blocks(
+    pc: PreparedCorpus, fresh_tokens: int, passes: int, workers: Workers | None = None
+) -> None:
+    """Build the training blocks that hold the first fresh_tokens tokens, and paraphrase
+    passes 1…passes of those holding a document inside them, through `workers` (default: a
+    process per core): the blocks build_embedded_block would make on demand, byte for byte.
+
+    How many blocks hold fresh_tokens is known only once they are tokenised, so they are
+    built in waves: one block, then as many as the tokens per block so far say are left
+    (WAVE_SLACK more), until they hold enough.
+    """
+    workers = workers or Workers()
+    progress = workers.progress
+    firsts, sizes = _train_waves(pc, fresh_tokens, workers)
+    starts = np.cumsum([0, *sizes])
+    inside = [b for b, first in enumerate(firsts) if starts[b] + first <= fresh_tokens]
+    todo = [(b, k) for b in inside for k in range(1, passes + 1)]
+    total = len(todo) * BLOCK_DOCS
+    if progress is not None:
+        for b, k in todo:
+            if block_path(pc, b, k).is_file():
+                progress(BlockDone(BLOCK_DOCS, 0, 0, cached=True, paraphrase=True), total)
+    _build(pc, todo, workers, None if progress is None else lambda d: progress(d, total))
+
+
+def _train_waves(pc: PreparedCorpus, fresh_tokens: int, workers: Workers):
+    """(each block's first document's tokens, each block's tokens) of the training blocks
+    that hold fresh_tokens, those missing built a wave at a time."""
+    firsts: list[int] = []
+    sizes: list[int] = []
+    built = 0  # blocks below this were built here, and told to progress as they were
+    progress = workers.progress
+    while True:
+        while sum(sizes) < fresh_tokens and (path := block_path(pc, len(sizes))).is_file():
+            ends = np.load(path.with_suffix(".ends.npy"))
+            firsts.append(int(ends[0]))
+            sizes.append(int(ends[-1]))
+            if progress is not None and len(sizes) > built:
+                progress(BlockDone(len(ends), sizes[-1], 0, cached=True), len(sizes) * BLOCK_DOCS)
+        have = sum(sizes)
+        if have >= fresh_tokens:
+            return firsts, sizes
+        b = len(sizes)
+        wave = math.ceil(WAVE_SLACK * (fresh_tokens - have) * b / have) if have else 1
+        total = (b + wave) * BLOCK_DOCS
+        on_block = None if progress is None else lambda d, t=total: progress(d, t)
+        _build(pc, [(i, 0) for i in range(b, b + wave)], workers, on_block)
+        built = b + wave
+
+
+def _build(pc: PreparedCorpus, blocks: list[tuple[int, int]], workers: Workers, on_block) -> None:
+    """Build the (block, pass) files not yet cached, under the cache lock."""
+    if all(block_path(pc, b, k).is_file() for b, k in blocks):
+        return
+    with cache_lock(pc.root):
+        jobs = [EmbeddedJob.of(pc, b, k) for b, k in blocks if not block_path(pc, b, k).is_file()]
+        tokenise_blocks(jobs, workers, on_block or (lambda done: None))
 
 
 def _meta(data: DataConfig, root: Path, name: str) -> dict:

@@ -5,9 +5,10 @@ The cache folder holds an index of every document's id (`id_hash.npy`, sorted 64
 hashes, and `id_train_pos.npy`, each one's place in training order or -1 for a
 validation document or a copy of one). The paraphrase rows are read once, a line at a
 time; each is looked up in the index and its place in its file (not its text) put in the
-bucket of its group of blocks. Each bucket is then read back, its rows parsed again and
-its blocks' passes tokenised, so memory holds one bucket's row places and one block's
-texts, however large the files.
+bucket of its group of blocks. Each bucket is then a job for the workers (PassesJob, run
+by block_tokens.tokenise_blocks: a process per core, or Ray tasks): it reads the bucket
+back, parses its rows again and tokenises its blocks' passes, so a worker holds one
+bucket's row places and one block's texts, however large the files.
 """
 
 from __future__ import annotations
@@ -16,17 +17,22 @@ import json
 import math
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.config import DataConfig
 from cdlaw.data import corpus_cache as cache
 from cdlaw.data import sources, tokenizer
+from cdlaw.data.block_tokens import BlockDone, Workers, tokenise_blocks
 from cdlaw.data.doc_store import hash64, open_store
 from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
+
+if TYPE_CHECKING:  # workers import this module: not the config's law stack
+    from cdlaw.config import DataConfig
 
 MAX_BUCKETS = 256  # bucket files open at once while the rows are read
 FLUSH_ROWS = 1 << 20  # row places held before they are appended to their buckets
@@ -42,8 +48,9 @@ def save_id_index(root: Path, id_hashes: np.ndarray, train: np.ndarray) -> None:
     cache.save_array(root / "id_hash.npy", id_hashes[order])
 
 
-def prepare_passes(data: DataConfig, root: Path) -> None:
-    """Tokenise every paraphrase pass of the training documents (once per file content).
+def prepare_passes(data: DataConfig, root: Path, workers: Workers | None = None) -> None:
+    """Tokenise every paraphrase pass of the training documents (once per file content),
+    a bucket of blocks per job, run as `workers` says (default: a process per core).
 
     Pass k of a document is the k-th of its rows whose style is in data.paraphrase_styles,
     sorted by (pass, style, text); a document with fewer rows has an empty pass k. BadInput
@@ -68,7 +75,7 @@ def prepare_passes(data: DataConfig, root: Path) -> None:
                 shutil.rmtree(join, ignore_errors=True)  # part-read rows are read again
                 raise
         passes = json.loads((join / "rows.json").read_text())["passes"]
-        _tokenise_passes(root, folder, files, meta, group, passes)
+        _tokenise_passes(root, folder, files, meta, group, passes, workers or Workers())
         write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})
         shutil.rmtree(join, ignore_errors=True)
 
@@ -130,37 +137,92 @@ def _flush(pending: list, group: int, join: Path) -> None:
             records[bucket == g].tofile(out)
 
 
-def _tokenise_passes(root: Path, folder: Path, files, meta: dict, group: int, passes: int):
-    """Every block of every pass not yet written, a bucket of blocks at a time."""
+def _tokenise_passes(root: Path, folder: Path, files, meta: dict, group: int, passes: int,
+                     workers: Workers) -> None:  # fmt: skip
+    """Every block of every pass not yet written: a job per bucket of blocks, run by the
+    workers (block_tokens.tokenise_blocks)."""
     if not passes:
         return
-    tok, _ = cache.tokenizer_and_meta(root)
-    eos_id, dtype = meta["eos_id"], cache.meta_dtype(meta)
     n_train, n_blocks = meta["n_train_documents"], meta["n_blocks"]
-    fds = [os.open(p, os.O_RDONLY) for p in files]
-    try:
-        for g in range(math.ceil(n_blocks / group)):
-            blocks = range(g * group, min((g + 1) * group, n_blocks))
-            paths = {(b, k): folder / f"p{k:03d}" / f"b{b:05d}.npy"
-                     for b in blocks for k in range(1, passes + 1)}  # fmt: skip
-            if all(p.is_file() for p in paths.values()):
-                continue
-            bucket = folder / ".join" / f"b{g:03d}.bin"
-            records = np.fromfile(bucket, dtype=RECORD) if bucket.is_file() else np.empty(0, RECORD)
-            for b in blocks:
-                lo, hi = b * BLOCK_DOCS, min((b + 1) * BLOCK_DOCS, n_train)
-                mine = records[(records["doc"] >= lo) & (records["doc"] < hi)]
-                by_doc = _pass_texts(mine, fds)
-                for k in range(1, passes + 1):
-                    if paths[b, k].is_file():
+    jobs, cached = [], []
+    for g in range(math.ceil(n_blocks / group)):
+        job = PassesJob(str(folder), str(folder / ".join" / f"b{g:03d}.bin"),
+                        tuple(str(f) for f in files), str(root / "tokenizer.json"),
+                        meta["eos_id"], meta["dtype"], g * group,
+                        min((g + 1) * group, n_blocks), n_train, passes)  # fmt: skip
+        if all(job.path(b, k).is_file() for b, k in job.blocks()):
+            cached.append(job.done_already())
+        else:
+            jobs.append(job)
+    total = n_train * passes
+
+    def on_job(done: BlockDone) -> None:
+        if workers.progress is not None:
+            workers.progress(done, total)
+
+    for done in cached:
+        on_job(done)
+    tokenise_blocks(jobs, workers, on_job)
+
+
+@dataclass(frozen=True)
+class PassesJob:
+    """Tokenise passes 1…passes of training blocks first…last − 1 (one bucket) from the
+    row places in the bucket file, writing each block of each pass not yet in `folder`."""
+
+    folder: str
+    bucket: str  # the bucket's row places (RECORD); absent when no kept row falls in it
+    files: tuple[str, ...]  # the paraphrase files, as the row places number them
+    tokenizer: str
+    eos_id: int
+    dtype: str
+    first: int
+    last: int
+    n_train: int  # training documents in all
+    passes: int
+
+    def path(self, b: int, k: int) -> Path:
+        return Path(self.folder) / f"p{k:03d}" / f"b{b:05d}.npy"
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(block, pass) of every block file this job owns."""
+        return [(b, k) for b in range(self.first, self.last) for k in range(1, self.passes + 1)]
+
+    def documents(self) -> int:
+        """Documents times passes in this job's blocks."""
+        return (min(self.last * BLOCK_DOCS, self.n_train) - self.first * BLOCK_DOCS) * self.passes
+
+    def done_already(self) -> BlockDone:
+        """Progress for a bucket whose files are all in the cache."""
+        tokens = sum(int(np.load(self.path(b, k).with_suffix(".ends.npy"))[-1])
+                     for b, k in self.blocks())  # fmt: skip
+        return BlockDone(self.documents(), tokens, 0, cached=True, paraphrase=True)
+
+    def run(self) -> BlockDone:
+        bucket = Path(self.bucket)
+        records = np.fromfile(bucket, dtype=RECORD) if bucket.is_file() else np.empty(0, RECORD)
+        tok = cache.load_tokenizer_once(self.tokenizer)
+        fds = [os.open(p, os.O_RDONLY) for p in self.files]
+        tokens = text_bytes = 0
+        try:
+            for b in range(self.first, self.last):
+                lo, hi = b * BLOCK_DOCS, min((b + 1) * BLOCK_DOCS, self.n_train)
+                by_doc = _pass_texts(records[(records["doc"] >= lo) & (records["doc"] < hi)], fds)
+                for k in range(1, self.passes + 1):
+                    if self.path(b, k).is_file():
                         continue
                     texts = [p[k - 1] if len(p := by_doc.get(t, ())) >= k else None
                              for t in range(lo, hi)]  # fmt: skip
-                    tokens, ends = tokenizer.encode_documents(tok, texts, eos_id, dtype)
-                    cache.save_block(paths[b, k], tokens, ends)
-    finally:
-        for fd in fds:
-            os.close(fd)
+                    ids, ends = tokenizer.encode_documents(
+                        tok, texts, self.eos_id, np.dtype(self.dtype)
+                    )
+                    cache.save_block(self.path(b, k), ids, ends)
+                    tokens += len(ids)
+                    text_bytes += sum(len(t.encode()) for t in texts if t)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return BlockDone(self.documents(), tokens, text_bytes, cached=False, paraphrase=True)
 
 
 def _pass_texts(records: np.ndarray, fds: list[int]) -> dict[int, list[str]]:

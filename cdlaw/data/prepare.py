@@ -18,7 +18,12 @@ from cdlaw.config import DataConfig
 from cdlaw.data import render, world
 from cdlaw.data.block_tokens import Workers
 from cdlaw.data.corpus_cache import PreparedCorpus, block_path, cache_lock, key_digest, load_block
-from cdlaw.data.embedded_corpus import build_embedded_block, embedded_digest, prepare_embedded
+from cdlaw.data.embedded_corpus import (
+    build_embedded_block,
+    build_embedded_blocks,
+    embedded_digest,
+    prepare_embedded,
+)
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
 from cdlaw.errors import BadInput
 
@@ -38,7 +43,7 @@ def prepare_corpus(
 ) -> PreparedCorpus:
     """Tokenizer, validation set and the first `fresh_tokens` training tokens, cached.
 
-    `workers` says how a real corpus's blocks are tokenised (default: a process per core;
+    `workers` says how blocks are tokenised (default: a process per core;
     block_tokens.Workers); every way gives the same cache.
 
     With `paraphrase_passes` > 0 the paraphrase passes 1…K of the documents inside
@@ -68,6 +73,7 @@ def prepare_corpus(
                 "paraphrases (choose them with data.paraphrase_styles)"
             )
         pc = prepare_embedded(data, Path(cache_dir), options)
+        build_embedded_blocks(pc, fresh_tokens, paraphrase_passes, workers)
     else:
         if data.world:
             raise BadInput(f"data.world only applies to the embedded corpus, not {data.corpus!r}")

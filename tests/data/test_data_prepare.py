@@ -10,12 +10,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from prepare_corpora import digests, given_tokenizer, write_corpora
 
 from cdlaw.config import DataConfig
-from cdlaw.data import block_tokens
+from cdlaw.data import block_tokens, paraphrase_join
 from cdlaw.data.block_tokens import Workers
+from cdlaw.data.embedded_corpus import EmbeddedJob, build_embedded_block
 from cdlaw.data.prepare import prepare_corpus
 from cdlaw.errors import BadInput
 
@@ -81,6 +83,59 @@ def test_a_killed_preparation_resumes_block_by_block(tmp_path, corpora, monkeypa
     assert [b.cached for b in seen] == [True, False, False]
     assert sum(b.documents for b in seen) == meta["n_train_documents"]
     same_as_reference(pc.root, "big_seed3")
+
+
+def test_paraphrase_passes_are_tokenised_by_the_workers_a_bucket_at_a_time(
+    tmp_path, corpora, monkeypatch
+):
+    def not_here(job):
+        raise AssertionError(f"pass blocks {job.first}-{job.last} tokenised in the parent")
+
+    monkeypatch.setattr(paraphrase_join, "MAX_BUCKETS", 2)  # 3 blocks: buckets [0, 1] and [2]
+    monkeypatch.setattr(paraphrase_join.PassesJob, "run", not_here)  # the workers import theirs
+    seen = []
+    pc = prepare(corpora[1]["big"], tmp_path, 2, progress=lambda b, n: seen.append((b, n)))
+    same_as_reference(pc.root, "big")
+    passes = [(b, n) for b, n in seen if b.paraphrase]
+    assert len(passes) == 2 and not any(b.cached for b, _ in passes)  # a job per bucket
+    meta = json.loads((pc.root / "meta.json").read_text())
+    para = next(pc.root.glob("para-*"))
+    n_passes = json.loads((para / "done.json").read_text())["passes"]
+    assert {n for _, n in passes} == {meta["n_train_documents"] * n_passes}
+    assert sum(b.documents for b, _ in passes) == meta["n_train_documents"] * n_passes
+    tokens = sum(int(np.load(e)[-1]) for e in para.glob("p*/*.ends.npy"))
+    assert sum(b.tokens for b, _ in passes) == tokens
+
+
+def test_embedded_blocks_are_built_by_the_workers_in_waves(tmp_path, monkeypatch):
+    emb = DataConfig(world={"n_entities": 300}, vocab_size=300, val_tokens=3000, corpus_seed=5)
+    real, here = EmbeddedJob.run, []
+
+    def recorded(job):
+        here.append((job.block, job.k))
+        return real(job)
+
+    monkeypatch.setattr(EmbeddedJob, "run", recorded)  # the workers import the real one
+    seen = []
+    progress = Workers(2, progress=lambda b, n: seen.append(b))
+    pc = prepare_corpus(emb, tmp_path / "a", 700_000, paraphrase_passes=2, workers=progress)
+    assert here == [(0, 0)]  # the first wave, one block, measures the tokens per block
+    train = sorted(pc.root.glob("train/b*[0-9].npy"))
+    assert (
+        len(train) >= 4 and sum(b.documents for b in seen if not b.paraphrase) == len(train) * 2048
+    )
+    assert sum(int(np.load(p.with_suffix(".ends.npy"))[-1]) for p in train[:-2]) < 700_000
+    alone = prepare_corpus(emb, tmp_path / "b", 1, workers=Workers(1))  # block by block, here
+    for path in pc.root.glob("*/**/b*[0-9].npy"):
+        block, k = (
+            int(path.stem[1:]),
+            int(path.parent.name[1:]) if path.parent.name != "train" else 0,
+        )
+        build_embedded_block(alone, block, k)
+    assert digests(alone.root) == digests(pc.root)
+    assert sum(1 for b in seen if b.paraphrase) == 2 * len(
+        list(pc.root.glob("para-*/p001/b*[0-9].npy"))
+    )
 
 
 def test_two_processes_preparing_one_corpus_tokenise_it_once(tmp_path, corpora):
