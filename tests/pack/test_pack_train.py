@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from safetensors.torch import load_file
 from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 import cdlaw.shapes
@@ -373,3 +374,28 @@ def test_a_pack_whose_compile_fails_warns_and_trains_eagerly(alone, tmp_path, mo
     for r in pack:  # eager: bit for bit again
         alone_dir, alone_result = alone[r.cfg.run_id]
         assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)
+
+
+def test_a_partial_last_batch_beside_full_ones_equals_the_run_alone(tmp_path):
+    """A run whose last batch has 12 of 16 rows, packed with a run whose batches are all
+    full: it trains that step on its own 12 rows, as alone, not on 16 with 4 of padding (a
+    matmul summing over 384 tokens rounds otherwise than over 512 with 128 zeros), so the
+    last step's gradient norm and the validation loss after it are the same bit for bit."""
+    per_step = dict(batch_size=16, log_every=1, eval_every=2, checkpoint_every=10)
+    full = make_cfg(4 * 512, seed=0, **per_step)
+    part = make_cfg(3 * 512 + 12 * SEQ, seed=1, lr=3e-3, **per_step)
+    pack = [
+        PackedRun(c, tmp_path / "packed" / c.run_id, array_stream(TRAIN_TOKENS[: c.fresh_tokens]),
+                  VAL_TOKENS)
+        for c in (full, part)
+    ]  # fmt: skip
+    results = train_pack(pack)
+    for r in pack:
+        alone_dir = tmp_path / "alone" / r.cfg.run_id
+        alone = train_run(r.cfg, alone_dir, r.stream, VAL_TOKENS)
+        assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone)
+        mine, theirs = (
+            load_file(d / "model" / "model.safetensors") for d in (r.run_dir, alone_dir)
+        )
+        assert all(torch.equal(mine[n], theirs[n]) for n in theirs), "the last update differs"
+    assert [r["steps"] for r in results.values()] == [4, 4]

@@ -145,6 +145,7 @@ class _Slot:
     val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
     elapsed_before: float  # seconds the packs (or runs alone) before this one trained it
     n_targets: int = 0  # of its current step's batch
+    batch_rows: int = 0  # rows of its current step's batch (fewer than the batch's at its end)
     ended: str = ""  # "done" | "diverged" once the run has left
     lr: float = 0.0  # of its current step
     grad_norm: torch.Tensor | None = None  # of its last step that trained (none: zero)
@@ -225,16 +226,28 @@ class _Pack:
         lrs = [s.lr for s in self.slots]
         n_targets = torch.tensor([max(s.n_targets, 1) for s in self.slots], device=self.device)
         idle = [k for k, s in enumerate(self.slots) if not s.n_targets]
-        for i in range(0, x.shape[1], self.micro_rows):
-            xb = x[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
-            yb = y[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
-            loss, ce = self.models.train_loss(xb, yb, self.z_loss, n_targets, self.amp)
-            loss.backward()
-            self.interval += ce
+        for rows, models in _row_groups(self.slots):
+            self._forward_backward(x[:, :rows], y[:, :rows], n_targets, models)
         norms = self.models.clip_grads()
         self.models.adamw_step(lrs, idle)
         self.models.zero_grad()
         return norms
+
+    def _forward_backward(self, x, y, n_targets, models: list[int] | None) -> None:
+        """Gradients of the listed models (None: all) on their batches x, y (K, rows, seq),
+        micro-batch by micro-batch, and their cross-entropy added to their intervals."""
+        z_loss = self.z_loss
+        if models is not None:
+            x, y, z_loss, n_targets = x[models], y[models], z_loss[models], n_targets[models]
+        for i in range(0, x.shape[1], self.micro_rows):
+            xb = x[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
+            yb = y[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
+            loss, ce = self.models.train_loss(xb, yb, z_loss, n_targets, self.amp, models)
+            loss.backward()
+            if models is None:
+                self.interval += ce
+            else:
+                self.interval[models] += ce
 
     def shared_validation(self) -> dict:
         """{k: validation loss} of the runs due an evaluation after this step that share
@@ -351,6 +364,21 @@ def _validation_losses(pack, models: list[int], slots, micro_rows, device, amp) 
     return {k: t / n for k, t in zip(models, total.tolist(), strict=True)}
 
 
+def _row_groups(slots: list[_Slot]) -> list[tuple[int, list[int] | None]]:
+    """(rows, models) groups of one step: the runs whose batches have the same number of
+    rows, trained together on just those rows, so each sums its gradient over the tokens
+    it would alone (a matmul over 7 rows and a padded 8th rounds differently). Every run
+    with a full batch: one group of all (models None). Runs with no target (a lone last
+    input) train nothing."""
+    groups: dict[int, list[int]] = {}
+    for k, s in enumerate(slots):
+        if s.n_targets:
+            groups.setdefault(s.batch_rows, []).append(k)
+    if len(groups) == 1 and len(next(iter(groups.values()))) == len(slots):
+        return [(next(iter(groups)), None)]
+    return sorted(groups.items())
+
+
 def _batches(slots: list[_Slot], rows: int, seq_len: int, vocab: int):
     """Each run's next batch, as train_run reads it, stacked (K, rows, seq_len); a run's
     partial last batch is padded with rows that have no targets. Sets each slot's lr,
@@ -361,7 +389,7 @@ def _batches(slots: list[_Slot], rows: int, seq_len: int, vocab: int):
         start, step = s.state["tokens_seen"], s.state["step"]
         xs, ys, n = read_batch(s.run.stream, start, rows * seq_len, seq_len, vocab)
         x[k, : len(xs)], y[k, : len(ys)] = xs, ys
-        s.n_targets = int((ys != IGNORE).sum())
+        s.n_targets, s.batch_rows = int((ys != IGNORE).sum()), len(xs)
         s.lr = lr_at(step, s.total_steps, s.run.cfg.train)
         s.step_end = start + n
     return torch.from_numpy(x), torch.from_numpy(y)

@@ -175,13 +175,24 @@ class PackedModels:
         return packed_losses(p, x, y, *self._rope(x.shape[-1], x.device), self.arch, amp)
 
     def train_loss(
-        self, x: torch.Tensor, y: torch.Tensor, z_loss: torch.Tensor, n_targets: torch.Tensor, amp
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        z_loss: torch.Tensor,
+        n_targets: torch.Tensor,
+        amp,
+        models: list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The objective to backpropagate for inputs x and targets y (K, rows, seq), and
         each model's summed cross-entropy (K,): Σ_k (ce_k + z_loss_k·z_k) / n_targets_k,
         each model's mean loss of its step, as a run alone's. Compiled when the pack was
-        built with compile=True (see `_COMPILE`)."""
+        built with compile=True (see `_COMPILE`). With `models`, of those models only (x,
+        y, z_loss, n_targets then have one row per model listed; eager): their gradients
+        go to their rows, the others' stay as they are."""
         cos, sin = self._rope(x.shape[-1], x.device)
+        if models is not None:
+            p = {n: v[models] for n, v in self.params.items()}
+            return objective(p, x, y, z_loss, n_targets, cos, sin, self.arch, amp)
         if self.compile and _COMPILE["ok"]:
             for t in (x, y, z_loss, n_targets):  # the weights' K was marked in _views
                 torch._dynamo.maybe_mark_dynamic(t, 0)
