@@ -186,16 +186,16 @@ def _train_waves(pc: PreparedCorpus, fresh_tokens: int, workers: Workers):
     that hold fresh_tokens, those missing built a wave at a time."""
     firsts: list[int] = []
     sizes: list[int] = []
-    built = 0  # blocks below this were built here, and told to progress as they were
+    have = built = 0  # tokens in sizes; blocks below `built` were built (and told) here
     progress = workers.progress
     while True:
-        while sum(sizes) < fresh_tokens and (path := block_path(pc, len(sizes))).is_file():
+        while have < fresh_tokens and (path := block_path(pc, len(sizes))).is_file():
             ends = np.load(path.with_suffix(".ends.npy"))
             firsts.append(int(ends[0]))
             sizes.append(int(ends[-1]))
+            have += sizes[-1]
             if progress is not None and len(sizes) > built:
                 progress(BlockDone(len(ends), sizes[-1], 0, cached=True), len(sizes) * BLOCK_DOCS)
-        have = sum(sizes)
         if have >= fresh_tokens:
             return firsts, sizes
         b = len(sizes)

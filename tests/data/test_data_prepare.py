@@ -4,6 +4,7 @@ block by block after a kill; one preparer at a time; and bad input as one senten
 nothing half-written."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -272,3 +273,31 @@ def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "row 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
+
+
+def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, corpora):
+    data = corpora[1]["big"]
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(
+        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["paraphrase"]\n'
+        f'derived_ratio = [1]\n[data]\ncorpus = "{data.corpus}"\nparaphrases = '
+        f'"{data.paraphrases}"\nparaphrase_styles = ["faq", "tutorial", "table"]\n'
+        "vocab_size = 300\nval_tokens = 2000\n"
+    )
+    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
+    args = [sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs"),
+            "--workers", "2"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "250"}
+    first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr
+    root = Path(first.stdout.split("cache ")[1].split(" (")[0])
+    same_as_reference(root, "big")
+    n_train = json.loads((root / "meta.json").read_text())["n_train_documents"]
+    passes = json.loads(next(root.glob("para-*/done.json")).read_text())["passes"]
+    assert "(3 blocks tokenised, 0 already cached)" in first.stdout
+    assert "tokenising" in first.stderr and f"{n_train:,}/{n_train:,} documents" in first.stderr
+    done = n_train * passes
+    assert "paraphrase passes" in first.stderr and f"{done:,}/{done:,} documents" in first.stderr
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and str(root) in again.stdout  # ready: no bar, no work
+    assert "tokenised" not in again.stdout and "documents" not in again.stderr
