@@ -238,7 +238,8 @@ def _parameter(value, name: str, where: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError, OverflowError):
-        raise BadInput(f"{where}: parameter {name} is not a finite number.") from None
+        shown = name if name.isprintable() and name.strip() == name else repr(name)
+        raise BadInput(f"{where}: parameter {shown} is not a finite number.") from None
 
 
 def _scalar(d: dict, key: str, kind, where: str):

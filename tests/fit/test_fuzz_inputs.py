@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cdlaw.errors import BadInput
@@ -220,6 +220,13 @@ def read_fit(d):
 
 @FUZZ
 @given(fit_dicts())
+@example(  # a strategy name with a newline once made a two-line message
+    {
+        "law": "chinchilla",
+        "params": {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28},
+        "strategies": {"\n": {"": None}},
+    }
+)
 def test_fit_from_dict_parses_or_refuses_any_fit_shaped_dict(d):
     parses_or_bad_input(lambda: read_fit(d))
 
