@@ -226,7 +226,9 @@ class _Pack:
         lrs = [s.lr for s in self.slots]
         n_targets = torch.tensor([max(s.n_targets, 1) for s in self.slots], device=self.device)
         idle = [k for k, s in enumerate(self.slots) if not s.n_targets]
-        for rows, models in _row_groups(self.slots):
+        # A compiled step rounds its own way anyway: it keeps one graph, on padded batches.
+        groups = [(x.shape[1], None)] if self.models.compile else _row_groups(self.slots)
+        for rows, models in groups:
             self._forward_backward(x[:, :rows], y[:, :rows], n_targets, models)
         norms = self.models.clip_grads()
         self.models.adamw_step(lrs, idle)
