@@ -30,6 +30,7 @@ from cdlaw.fit.findings import (
     SeedNoise,
 )
 from cdlaw.laws import LAWS
+from cdlaw.strategies import NAME_RULE, is_name
 from cdlaw.units import plain
 
 
@@ -303,10 +304,10 @@ def _check_domain(law: lawlib.Law, where: str) -> None:
         if name in form.positive and value <= 0:
             raise BadInput(f"{where}: parameter {name} = {value:g} must be > 0.")
     for strategy, params in law.strategies.items():
-        if strategy not in lawlib.DERIVED_STRATEGIES:
+        if not is_name(strategy):
             raise BadInput(
-                f'{where}: strategy {strategy!r} in "strategies" is not one of '
-                f"{', '.join(lawlib.DERIVED_STRATEGIES)}."
+                f'{where}: strategy {strategy!r} in "strategies" is not a derived strategy\'s '
+                f"name ({NAME_RULE})."
             )
         for name, value in params.items():
             if not math.isfinite(value):
