@@ -112,3 +112,31 @@ def _paraphrase_files(files: str, per_d, data: DataConfig, where: str) -> DataCo
     if data.paraphrases:
         raise BadInput(f"{where} and data.paraphrases both declare the paraphrase files: keep one")
     return dataclasses.replace(data, paraphrases=files)
+
+
+def distill_target(sweep, runs, strategy: str, fresh_tokens: float | None) -> tuple[int, str]:
+    """(D, folder) that `cdlaw distill` writes for a declared strategy of `sweep` (whose
+    `runs` are given): the folder of the strategy's runs at D (default: its one folder,
+    for its largest D)."""
+    if strategy not in sweep.derived:
+        have = ", ".join(sweep.derived) or "none"
+        hint = " (`cdlaw paraphrase` writes paraphrase files)" if strategy == PARAPHRASE else ""
+        raise BadInput(
+            f"--strategy {strategy!r} is no [derived.<name>] strategy of {sweep.source} "
+            f"(declared: {have}){hint}"
+        )
+    declared = sweep.derived[strategy]
+    sizes = sorted({r.fresh_tokens for r in runs if r.strategy == strategy})
+    if fresh_tokens is None:
+        if not declared.files:
+            have = ", ".join(format_number(d) for d, _ in declared.per_fresh_tokens)
+            raise BadInput(
+                f"[derived.{strategy}] has a folder per fresh_tokens ({have}): give "
+                "--fresh-tokens, the D whose documents to write"
+            )
+        return sizes[-1], declared.files
+    d = round(fresh_tokens)
+    if d not in sizes:
+        have = ", ".join(format_number(x) for x in sizes)
+        raise BadInput(f"--fresh-tokens {d:,} is no D of {strategy}'s runs ({have})")
+    return d, declared.folder(d)
