@@ -149,9 +149,11 @@ def plan_sweep(
         runs = sweep.runs()
     else:  # the vocabulary comes from the tokenizer: ask the data layer first
         runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
+    selected = _select(runs, keep, only)
+    check_derived_folders(sweep, selected)  # the runs to train: --only may leave some out
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
-    # paraphrase files and a declared strategy's files must hold each run's D′.
+    # paraphrase files and a declared strategy's files must hold each selected run's D′.
     largest = max(r.fresh_tokens for r in runs)
     prepared = prepare_corpus(sweep.data, cache, largest, workers=workers)
     vocab = runs[0].model.vocab_size
@@ -159,8 +161,7 @@ def plan_sweep(
         raise BadInput(
             f"the tokenizer has {prepared.vocab_size} tokens, more than data.vocab_size={vocab}"
         )
-    check_derived_files(sweep, runs, prepared)
-    selected = _select(runs, keep, only)
+    check_derived_files(sweep, selected, prepared)
     return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
 
 
@@ -206,10 +207,9 @@ def check_writable(out: Path, sweep_name: str) -> None:
 
 def check_cells(sweep: SweepConfig) -> None:
     """What every cell needs that is known without the corpus: paraphrase files for a real
-    corpus, a folder of derived files for each declared strategy, and at most
-    MAX_DERIVED_PASSES passes (D′/D) of any strategy but repetition. BadInput if not."""
+    corpus, and at most MAX_DERIVED_PASSES passes (D′/D) of any strategy but repetition.
+    BadInput if not."""
     from cdlaw.data.prepare import MAX_DERIVED_PASSES as most
-    from cdlaw.data.sources import paraphrase_files
 
     cells = [c for c in sweep.cells() if c.strategy != "repetition" and c.derived_ratio > 0]
     if not cells:
@@ -221,11 +221,6 @@ def check_cells(sweep: SweepConfig) -> None:
                 "needs paraphrase files: set data.paraphrases to the --out folder of `cdlaw "
                 "paraphrase`, or drop 'paraphrase' from grid.strategy"
             )
-    for s, declared in sweep.derived.items():
-        for folder in (
-            [declared.files] if declared.files else dict(declared.per_fresh_tokens).values()
-        ):
-            paraphrase_files(folder, f"{sweep.source}: [derived.{s}] files {folder!r}")
     worst = max(cells, key=lambda c: c.derived_ratio)
     if worst.derived_ratio > most:
         name = sweep.ratio_name(worst.strategy)
@@ -235,6 +230,15 @@ def check_cells(sweep: SweepConfig) -> None:
             f"limit of {most} (cdlaw.data.prepare.MAX_DERIVED_PASSES); use {name} ≤ "
             f"{most - RATIO_KEYS[worst.ratio_key]:g} for {worst.strategy}"
         )
+
+
+def check_derived_folders(sweep: SweepConfig, runs: list[RunConfig]) -> None:
+    """Each run of a declared strategy needs its folder of derived files: BadInput naming
+    the folder and what writes it, before any corpus work."""
+    from cdlaw.data.sources import paraphrase_files
+
+    for folder, s in sorted({(r.derived_files, r.strategy) for r in runs if r.derived_files}):
+        paraphrase_files(folder, f"{sweep.source}: [derived.{s}] files {folder!r}")
 
 
 def check_derived_files(sweep: SweepConfig, runs: list[RunConfig], prepared) -> None:
