@@ -75,8 +75,9 @@ def prepare_passes(data: DataConfig, root: Path, source: cache.DerivedSource | N
                 shutil.rmtree(join, ignore_errors=True)  # part-read rows are read again
                 raise
         rows = json.loads((join / "rows.json").read_text())
-        meta.update(n_train_documents=rows["documents"],
-                    n_blocks=math.ceil(rows["documents"] / BLOCK_DOCS))  # fmt: skip
+        if embedded:  # whole blocks of the documents the rows name (the rest: no text)
+            n_blocks = math.ceil(rows["documents"] / BLOCK_DOCS)
+            meta.update(n_train_documents=n_blocks * BLOCK_DOCS, n_blocks=n_blocks)
         _tokenise_passes(root, folder, files, meta, group, rows["passes"])
         styles = None if source.styles is None else list(source.styles)
         write_json_atomic(folder / "done.json", {"passes": rows["passes"], "styles": styles})

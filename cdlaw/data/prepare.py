@@ -166,7 +166,7 @@ def derived_pass_parts(
             continue
         block = _block(pc, b, k, source)
         lengths = None if block is None else np.diff(block[1][:m], prepend=0)
-        if block is None or (lengths == 0).any():
+        if block is None or len(lengths) < m or (lengths == 0).any():
             covered = 0 if block is None else int((lengths > 0).sum())
             raise BadInput(
                 f"the {source.describe()} do not cover the documents in fresh_tokens: pass {k} "

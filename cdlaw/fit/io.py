@@ -177,7 +177,12 @@ class FitResult:
         """Read a fit.json that `cdlaw fit` wrote; BadInput when it is not one."""
         path = Path(path)
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(path.read_text(), object_pairs_hook=_once_each)
+        except _NamedTwice as e:
+            raise BadInput(
+                f"{path}: names {e.args[0]!r} twice in one object (two strategies with one "
+                "name?); keep one."
+            ) from None
         except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or JSON
             detail = " ".join(str(e).split())[:200]
             raise BadInput(f"{path}: not a readable JSON fit file ({detail}).") from None
@@ -289,6 +294,19 @@ def _row_ids(values: list, where: str) -> list[int]:
                 f'{where}: "dropped" must be a list of row numbers (row_id), not {plain(v)}.'
             ) from None
     return out
+
+
+class _NamedTwice(ValueError):
+    """A JSON object with one key twice (json keeps the last silently)."""
+
+
+def _once_each(pairs: list[tuple[str, object]]) -> dict:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _NamedTwice(key)
+        seen.add(key)
+    return dict(pairs)
 
 
 def _check_domain(law: lawlib.Law, where: str) -> None:
