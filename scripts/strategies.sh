@@ -30,7 +30,7 @@ if len(pick) != 1:
 print(pick["run_id"].iloc[0])
 PY
 )
-  $CDLAW distill $SWEEP --out $OUT --fresh-tokens $D --passes "$PASSES" --batch-size 64 \
+  $CDLAW distill $SWEEP --out $OUT --fresh-tokens $D --passes "$PASSES" --batch-size 512 \
     --teacher "$OUT/strategies/$teacher/model"
 done
 

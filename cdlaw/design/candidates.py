@@ -234,9 +234,13 @@ def batch_sweep_text(
         "zip": [ZIPPED],
     }
     out["grid"] = grid
-    for table in ("model", "data", "train", "derived"):
+    for table in ("model", "data", "train"):
         if raw.get(table):
             out[table] = {k: v for k, v in raw[table].items() if k not in ("lr", "weight_decay")}
+    used = {"paraphrase", *(c.run.strategy for c in chosen)}  # the strategies it declares
+    derived = {k: v for k, v in raw.get("derived", {}).items() if k in used}
+    if derived:
+        out["derived"] = derived
     text = toml_text(out, header)
     back = parse_sweep(text, source=f"{name}.toml", default_name=name)
     want = {c.run.run_id for c in chosen}
