@@ -222,6 +222,13 @@ def run_stream(
 
     source = DerivedSource.of(prepared.data, strategy, derived_files)
     prepare_derived(prepared, source)  # files: tokenised once, then read from the cache
+    return _derived_stream(prepared, source, blocks, fresh, Dp, info)
+
+
+def _derived_stream(prepared, source: DerivedSource, blocks, fresh: _Concat, Dp: int, info):
+    """F[:D], then passes 1, 2, … of `source`'s documents inside D until exactly D′ more
+    tokens (paraphrase and every declared strategy)."""
+    D, L, seed = fresh.n, info["seq_len"], info["seed"]
     n_docs = docs_inside(blocks, D)
     if not sum(n_docs):
         raise BadInput(too_short_for_derived(D, blocks, source))
@@ -240,7 +247,7 @@ def run_stream(
         a, b = _shuffled_sequences(n, L, [seed, PASS_TAG, k])
         left -= _add_until(out, derived, offset + a, offset + b, left, True)
         offset += n
-    passes = "paraphrase_passes" if strategy == "paraphrase" else "derived_passes"
+    passes = "paraphrase_passes" if source.strategy == "paraphrase" else "derived_passes"
     info[passes] = Dp / D
     info[f"{passes}_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))

@@ -399,10 +399,7 @@ def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> Non
 def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
     if strategy != "auto" and not is_name(strategy):
-        raise BadInput(
-            f"--strategy {strategy!r} is neither auto nor a strategy's name ({NAME_RULE}); "
-            "use auto or one the law has parameters for."
-        )
+        raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
     if law.form_decl.uses_derived and not law.form_decl.strategy_params:
         # A law that counts derived tokens but cannot tell strategies apart (practical):
         # repeating is the one that costs nothing beyond training.

@@ -4,15 +4,13 @@ not, through a local folder or an endpoint; a teacher that cannot be loaded and 
 input exit 2 with one sentence and write nothing. Then a sweep trains on the rows."""
 
 import json
-import sys
 from collections import Counter
 from dataclasses import replace
 
 import pytest
 from paraphrase_server import TinyServer
-from runhelpers import cdlaw
+from runhelpers import cdlaw, cdlaw_here
 
-from cdlaw.cli import main
 from cdlaw.data.distill import ROWS_FILE, DistillOptions, corpus_documents, distill_documents
 from cdlaw.data.prepare import prepare_corpus
 from cdlaw.errors import BadInput
@@ -118,22 +116,12 @@ def test_an_endpoint_teacher_gets_plain_completions_of_each_opening(root):
     assert job["backend"] == "endpoint" and job["endpoint_api"] == "completions"
 
 
-def run(monkeypatch, capsys, cwd, *args):
-    """`cdlaw ARGS` in-process in cwd; (exit code, stdout, stderr)."""
-    monkeypatch.chdir(cwd)
-    monkeypatch.setattr(sys, "argv", ["cdlaw", *map(str, args)])
-    with pytest.raises(SystemExit) as e:
-        main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return e.value.code or 0, captured.out, captured.err
-
-
 def test_a_sweep_trains_on_the_rows_with_exact_counts(root, monkeypatch, capsys):
     out = root / "runs"
-    code, stdout, err = run(monkeypatch, capsys, root, "distill", root / "strat.toml", "--teacher",
-                            teacher(root), "--out", out, "--passes", 2, "--max-new-tokens", 12,
-                            "--json")  # fmt: skip
+    args = ("--teacher", teacher(root), "--out", out, "--passes", 2, "--max-new-tokens", 12)
+    code, stdout, err = cdlaw_here(
+        monkeypatch, capsys, root, "distill", root / "strat.toml", *args, "--json"
+    )
     assert code == 0, err
     assert json.loads(stdout)["done"] > 0
     result = cdlaw("sweep", root / "strat.toml", "--out", out, cwd=root)
@@ -166,7 +154,7 @@ def test_bad_input_exits_2_with_one_sentence_and_writes_nothing(
     (broken / "config.json").write_text('{"model_type": "no-such-model"}')
     args = [a.format(root=root, model=teacher(root)) for a in args]
     sweep = write(root, "bad", "distill", 0.5, '[derived.distill]\nfiles = "bad-derived"')
-    code, stdout, err = run(
+    code, stdout, err = cdlaw_here(
         monkeypatch, capsys, root, "distill", sweep, *args, "--out", root / "runs"
     )
     sentence = " ".join(err.split())

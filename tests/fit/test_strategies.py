@@ -4,14 +4,13 @@ the rows cannot pin down are one sentence, exit 2, nothing written."""
 
 import json
 import math
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 from lawtables import MULTIPLES, SIZES, law_loss
+from runhelpers import cdlaw_here
 
-from cdlaw.cli import main
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.procedure import fit_law
@@ -78,29 +77,18 @@ def test_the_plan_chooses_among_all_three_and_says_what_each_loses(fitted):
     assert plan(fit.law, budget, unique).strategy == plan(TRUE, budget, unique).strategy
 
 
-def run(monkeypatch, capsys, tmp_path, *args):
-    """`cdlaw ARGS` in-process in tmp_path; (exit code, stdout, stderr)."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "argv", ["cdlaw", *map(str, args)])
-    with pytest.raises(SystemExit) as e:
-        main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return e.value.code or 0, captured.out, captured.err
-
-
 def test_a_strategy_cdlaw_never_heard_of_fits_and_plans_from_the_command_line(
     monkeypatch, capsys, tmp_path
 ):
     df = planted(noise=0.0, seed=1, per_strategy=60)
     df["strategy"] = df["strategy"].str.replace("self-distill", "Self-Distill ")  # as typed
     df.to_csv(tmp_path / "t.csv", index=False)
-    code, _, err = run(monkeypatch, capsys, tmp_path, "fit", "t.csv", "--starts", 64)
+    code, _, err = cdlaw_here(monkeypatch, capsys, tmp_path, "fit", "t.csv", "--starts", 64)
     assert code == 0, err
     fit = FitResult.read(tmp_path / "t.fit.json")
     assert list(fit.law.strategies) == STRATEGIES  # "Self-Distill " read as self-distill
     assert "self-distill" in fit.data_range.strategies
-    code, out, err = run(
+    code, out, err = cdlaw_here(
         monkeypatch, capsys, tmp_path, "plan", "--law", "t.fit.json", "--budget-flops", "1e21",
         "--unique-tokens", "2e9", "--strategy", "self-distill", "--json",
     )  # fmt: skip
@@ -122,7 +110,7 @@ def test_bad_strategies_are_one_sentence_and_write_nothing(
     monkeypatch, capsys, tmp_path, change, message
 ):
     change(planted(noise=0.0, seed=2, per_strategy=40)).to_csv(tmp_path / "t.csv", index=False)
-    code, out, err = run(monkeypatch, capsys, tmp_path, "fit", "t.csv", "--starts", 16)
+    code, out, err = cdlaw_here(monkeypatch, capsys, tmp_path, "fit", "t.csv", "--starts", 16)
     sentence = " ".join(err.split())
     assert code == 2 and message in sentence and not out, sentence
     assert sentence.count(". ") == 0
