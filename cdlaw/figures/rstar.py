@@ -105,10 +105,10 @@ def _curve_key(strategies, n_refs, t_refs) -> list:
     return handles
 
 
-def _winner_map(ax, law: Law, strategies, n_grid, t_grid) -> float:
+def _winner_map(ax, law: Law, strategies, n_grid, t_grid) -> tuple[float, set[str]]:
     """The (N, D/N) plane in the colour of the strategy with the largest R*, deeper where
     it leads by more, hatched per strategy, with the lines where two tie; returns the
-    largest lead shown."""
+    largest lead shown and the strategies that lead somewhere in view."""
     from matplotlib.colors import to_rgb
 
     NN, TT = np.meshgrid(n_grid, t_grid)
@@ -125,7 +125,7 @@ def _winner_map(ax, law: Law, strategies, n_grid, t_grid) -> float:
                                  hatches=[HATCHES[i % len(HATCHES)]])  # fmt: skip
             region.set_gid(f"wins:{s}")
     _tie_lines(ax, law, strategies, NN, TT)
-    return top
+    return top, {strategies[i] for i in np.unique(best)}
 
 
 def _tie_lines(ax, law: Law, strategies, NN, TT) -> None:
@@ -148,13 +148,15 @@ def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> list:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    top = _winner_map(ax, law, strategies, n_grid, t_grid)
+    top, leaders = _winner_map(ax, law, strategies, n_grid, t_grid)
     handles = [
         Patch(
             facecolor=style.strategy_style(s, strategies)["color"],
             edgecolor="black",
             hatch=HATCHES[i % len(HATCHES)] or None,
-            label=f"right: {s} has the largest {RSTAR}",
+            label=f"right: {s} has the largest {RSTAR}"
+            if s in leaders
+            else f"right: {s} leads nowhere in view",
         )
         for i, s in enumerate(strategies)
     ]

@@ -370,6 +370,10 @@ def test_rstar_shows_where_each_of_three_strategies_wins():
     assert "equal-rstar:repetition:distill" in ties
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "right: distill has the largest $R^*$" in legend
+    # a strategy that leads nowhere in the plane says so, rather than claim a colour
+    weak = Law("cd", LAW.params, {**LAW.strategies, "distill": {**third, "K": 1e-3}})
+    legend = [t.get_text() for t in rstar_figure(weak).legends[0].get_texts()]
+    assert "right: distill leads nowhere in view" in legend
 
 
 def test_every_strategy_gets_a_style_of_its_own():
