@@ -86,7 +86,11 @@ def distill_documents(
     _check(options)
     out = Path(out)
     check_out(out)
-    backend, model_key, run = open_backend(model, options, warn, chat=options.mode == "rewrite")
+    rewrite = options.mode == "rewrite"
+    backend, model_key, run = open_backend(model, options, warn, chat=rewrite)
+    if backend is None:  # a teacher that cannot be loaded is refused before any writing
+        backend = LocalModel(Path(model_key), options.device, options.batch_size, warn, rewrite)
+    item, generation = _items(backend, options, str(model))
     pc = prepare_corpus(data, cache_dir, fresh_tokens)
     docs = corpus_documents(pc, fresh_tokens)
     job = {
@@ -105,12 +109,7 @@ def distill_documents(
         **run,
     }
     start_job(out, job, SAME_ON_RESUME)
-    if backend is None:  # loaded only once the inputs are known to be good
-        backend = LocalModel(
-            Path(model_key), options.device, options.batch_size, warn, options.mode == "rewrite"
-        )
-    item, options = _items(backend, options, str(model))
-    result = write_rows(out, ROWS_FILE, job, docs, backend, item, options, on_progress)
+    result = write_rows(out, ROWS_FILE, job, docs, backend, item, generation, on_progress)
     return {**result, "warnings": warnings}
 
 

@@ -154,10 +154,9 @@ def test_bad_input_exits_2_with_one_sentence_and_writes_nothing(
     (broken / "config.json").write_text('{"model_type": "no-such-model"}')
     args = [a.format(root=root, model=teacher(root)) for a in args]
     sweep = write(root, "bad", "distill", 0.5, '[derived.distill]\nfiles = "bad-derived"')
-    code, stdout, err = cdlaw_here(
-        monkeypatch, capsys, root, "distill", sweep, *args, "--out", root / "runs"
-    )
+    out = root / "bad-runs"  # not even the corpus cache is written
+    code, stdout, err = cdlaw_here(monkeypatch, capsys, root, "distill", sweep, *args, "--out", out)
     sentence = " ".join(err.split())
     assert code == 2 and message in sentence and not stdout, sentence
     assert sentence.startswith("error: ") and sentence.count(". ") == 0
-    assert not (root / "bad-derived").exists()
+    assert not (root / "bad-derived").exists() and not out.exists()
