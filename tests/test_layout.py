@@ -23,6 +23,7 @@ FOUNDATION = {
     "config",
     "shapes",
     "schedule",
+    "strategies",
 }
 ALLOWED = {
     "foundation": {"foundation"},

@@ -69,7 +69,7 @@ def prepare_files(
             if not (root / "meta.json").is_file():
                 _build_files(data, root, ds, fresh_tokens, workers)
     if data.paraphrases:
-        paraphrase_join.prepare_passes(data, root, workers)
+        paraphrase_join.prepare_passes(data, root, workers=workers)
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
 
