@@ -75,13 +75,14 @@ class Workers:
 
 @dataclass(frozen=True)
 class BlockJob:
-    """Tokenise documents `docs` of the store at `store` into the block file `out`."""
+    """Tokenise the documents at byte ranges `spans` of the store's texts file `texts`
+    into the block file `out`."""
 
-    store: str
+    texts: str
     tokenizer: str
     eos_id: int
     dtype: str
-    docs: np.ndarray  # store indices of the block's documents, in training order
+    spans: np.ndarray  # (documents, 2): each one's start and end in texts, training order
     out: str
 
     def run(self) -> BlockDone:
@@ -91,17 +92,14 @@ class BlockJob:
 def tokenise_block(job: BlockJob) -> BlockDone:
     """Read a block's texts from the store, tokenise them and write the block atomically."""
     from cdlaw.data import corpus_cache, tokenizer
-    from cdlaw.data.doc_store import DocStore
+    from cdlaw.data.doc_store import read_spans
 
-    store = DocStore(Path(job.store))
-    try:
-        texts = store.texts(job.docs)
-    finally:
-        store.close()
+    texts = read_spans(Path(job.texts), job.spans)
     tok = corpus_cache.load_tokenizer_once(job.tokenizer)
     tokens, ends = tokenizer.encode_documents(tok, texts, job.eos_id, np.dtype(job.dtype))
     corpus_cache.save_block(Path(job.out), tokens, ends)
-    return BlockDone(len(texts), len(tokens), sum(len(t.encode()) for t in texts), cached=False)
+    text_bytes = int((job.spans[:, 1] - job.spans[:, 0]).sum())
+    return BlockDone(len(texts), len(tokens), text_bytes, cached=False)
 
 
 def _one_thread_block(job: Job) -> BlockDone:

@@ -13,8 +13,10 @@ into `folder`:
     done.json        written last: the store is complete
 
 `DocStore(folder)` reads documents back with positioned reads (os.pread), so a block of
-documents costs its own bytes and nothing more however large the corpus. Memory per
-document is the arrays above (about 40 bytes), never its text.
+documents costs its own bytes and nothing more however large the corpus; a worker given
+a block's byte ranges (`spans`) reads them with `read_spans` and holds nothing else of
+the store. Memory per document is the arrays above, read when needed (8 bytes each; the
+text offsets while the blocks are tokenised), never its text.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +35,6 @@ from cdlaw.data import sources
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
-
-WRITE_BUFFER = 8 << 20  # bytes of text buffered before a write
 
 
 def hash64(data: bytes) -> int:
@@ -49,8 +48,14 @@ class DocStore:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.offsets = np.load(self.folder / "offsets.npy")
-        self.id_offsets = np.load(self.folder / "id_offsets.npy")
+        self._id_offsets: np.ndarray | None = None  # read when ids are first asked for
         self._fds: dict[str, int] = {}
+
+    @property
+    def id_offsets(self) -> np.ndarray:
+        if self._id_offsets is None:
+            self._id_offsets = np.load(self.folder / "id_offsets.npy")
+        return self._id_offsets
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -62,6 +67,12 @@ class DocStore:
     def texts(self, indices) -> list[str]:
         """The texts of documents `indices`, in that order."""
         return self._read("texts.bin", self.offsets, indices)
+
+    def spans(self, indices) -> np.ndarray:
+        """(n, 2) int64: where documents `indices` lie in texts.bin (start, end), for
+        read_spans in a process that does not open the store."""
+        indices = np.asarray(indices, dtype=np.int64)
+        return np.stack([self.offsets[indices], self.offsets[indices + 1]], axis=1)
 
     def ids(self, indices) -> list[str]:
         """The ids of documents `indices`, in that order."""
@@ -77,16 +88,27 @@ class DocStore:
         fd = self._fds.get(name)
         if fd is None:
             fd = self._fds[name] = os.open(self.folder / name, os.O_RDONLY)
-        out = []
-        for i in np.asarray(indices, dtype=np.int64).tolist():
-            lo, hi = int(offsets[i]), int(offsets[i + 1])
-            out.append(os.pread(fd, hi - lo, lo).decode())
-        return out
+        indices = np.asarray(indices, dtype=np.int64)
+        return _pread_all(fd, np.stack([offsets[indices], offsets[indices + 1]], axis=1))
 
     def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+
+
+def read_spans(path: Path, spans: np.ndarray) -> list[str]:
+    """The UTF-8 texts at byte ranges `spans` ((n, 2): start, end) of the file at path:
+    a block's documents read by a worker that holds nothing of the store but these."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return _pread_all(fd, spans)
+    finally:
+        os.close(fd)
+
+
+def _pread_all(fd: int, spans: np.ndarray) -> list[str]:
+    return [os.pread(fd, hi - lo, lo).decode() for lo, hi in spans.tolist()]
 
 
 def store_complete(folder: Path) -> bool:
@@ -102,38 +124,62 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "done.json").unlink(missing_ok=True)
-    # Growable typed arrays (8 bytes a value), not lists of Python ints (~36).
-    columns = {
-        "offsets": array("q", [0]),
-        "id_offsets": array("q", [0]),
-        "text_hash": array("Q"),
-        "id_hash": array("Q"),
-    }
-    what = "data.corpus"
-    with open(folder / "texts.bin", "wb") as texts_f, open(folder / "ids.bin", "wb") as ids_f:
-        pending: list[bytes] = []
-        for texts, ids in sources.document_batches(ds, corpus, text_column, id_column, what):
-            for text, doc_id in zip(texts, ids, strict=True):
-                raw, raw_id = text.encode(), doc_id.encode()
-                pending.append(raw)
-                columns["offsets"].append(columns["offsets"][-1] + len(raw))
-                columns["text_hash"].append(hash64(raw))
-                ids_f.write(raw_id)
-                columns["id_offsets"].append(columns["id_offsets"][-1] + len(raw_id))
-                columns["id_hash"].append(hash64(raw_id))
-            if sum(map(len, pending)) >= WRITE_BUFFER:
-                texts_f.write(b"".join(pending))
-                pending.clear()
-        texts_f.write(b"".join(pending))
-    if len(columns["text_hash"]) == 0:
-        raise sources.empty_corpus(what, corpus, text_column)
-    for name, values in columns.items():
-        np.save(folder / f"{name}.npy", np.frombuffer(values, dtype=values.typecode))
-    columns.clear()
+    names = ("offsets", "id_offsets", "text_hash", "id_hash")
+    columns = {name: _Column(folder / f"{name}.npy") for name in names}
+    ends = {"offsets": 0, "id_offsets": 0}
+    columns["offsets"].append(np.zeros(1, np.int64))
+    columns["id_offsets"].append(np.zeros(1, np.int64))
+    try:
+        what = "data.corpus"
+        with open(folder / "texts.bin", "wb") as texts_f, open(folder / "ids.bin", "wb") as ids_f:
+            for texts, ids in sources.document_batches(ds, corpus, text_column, id_column, what):
+                raw, raw_ids = [t.encode() for t in texts], [i.encode() for i in ids]
+                texts_f.write(b"".join(raw))
+                ids_f.write(b"".join(raw_ids))
+                for name, parts in (("offsets", raw), ("id_offsets", raw_ids)):
+                    cum = ends[name] + np.cumsum([len(p) for p in parts], dtype=np.int64)
+                    columns[name].append(cum)
+                    ends[name] = int(cum[-1]) if len(cum) else ends[name]
+                columns["text_hash"].append(np.fromiter(map(hash64, raw), np.uint64, len(raw)))
+                columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(raw)))
+        if columns["text_hash"].count == 0:
+            raise sources.empty_corpus(what, corpus, text_column)
+        for column in columns.values():
+            column.finish()
+    finally:
+        for column in columns.values():
+            column.f.close()  # finish() closed it already, unless bad input stopped the build
     store = DocStore(folder)
     _check_unique_ids(store, corpus, id_column)
     write_json_atomic(folder / "done.json", {"documents": len(store)})
     return store
+
+
+class _Column:
+    """A 1-d .npy file written a batch at a time: the values go to a raw file, and
+    finish() puts the header (which needs the length) before them, copying file to file,
+    so a column costs no memory however many documents there are."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.raw = path, path.with_suffix(".raw")
+        self.f = open(self.raw, "wb")  # closed by finish, or by the build
+        self.dtype: np.dtype | None = None
+        self.count = 0
+
+    def append(self, values: np.ndarray) -> None:
+        self.dtype = values.dtype
+        self.count += len(values)
+        values.tofile(self.f)
+
+    def finish(self) -> None:
+        self.f.close()
+        assert self.dtype is not None
+        header = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+                  "shape": (self.count,)}  # fmt: skip
+        with open(self.path, "wb") as out, open(self.raw, "rb") as raw:
+            np.lib.format.write_array_header_1_0(out, header)
+            shutil.copyfileobj(raw, out, 1 << 20)
+        self.raw.unlink()
 
 
 def _check_unique_ids(store: DocStore, corpus: str, id_column: str) -> None:

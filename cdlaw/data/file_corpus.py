@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Sequence
 from itertools import islice
 from pathlib import Path
 
@@ -208,9 +209,10 @@ class _Tally:
     corpus is too small as soon as the blocks done project it (blocks already written
     stay in the cache for a smaller run)."""
 
-    def __init__(self, where: str, data: DataConfig, fresh_tokens: int, sizes, progress):
+    def __init__(self, where: str, data: DataConfig, fresh_tokens: int, total_bytes: int,
+                 documents: int, progress) -> None:  # fmt: skip
         self.where, self.val_tokens, self.fresh_tokens = where, data.val_tokens, fresh_tokens
-        self.total_bytes, self.documents = int(sizes.sum()), len(sizes)
+        self.total_bytes, self.documents = total_bytes, documents
         self.progress = progress
         self.tokens = self.text_bytes = 0
 
@@ -228,20 +230,53 @@ class _Tally:
 
 def _tokenise_train(data, root, store, train, split, fresh_tokens, workers) -> int:
     """Tokenise every training block not yet cached; the training tokens in all."""
-    sizes = store.offsets[train + 1] - store.offsets[train]
-    tally = _Tally(f"data.corpus {data.corpus!r}", data, fresh_tokens, sizes, workers.progress)
-    jobs = []
-    for b, lo in enumerate(range(0, len(train), BLOCK_DOCS)):
+    spans = _BlockSpans(store, train)
+    where = f"data.corpus {data.corpus!r}"
+    tally = _Tally(where, data, fresh_tokens, spans.total_bytes(), len(train), workers.progress)
+    todo = []
+    for b in range(spans.n_blocks):
         path = root / "train" / f"b{b:05d}.npy"
         if path.is_file() and path.with_suffix(".ends.npy").is_file():
             ends = np.load(path.with_suffix(".ends.npy"))
-            block_bytes = int(sizes[lo : lo + BLOCK_DOCS].sum())
+            block_bytes = int(np.diff(spans(b), axis=1).sum())
             tally(BlockDone(len(ends), int(ends[-1]), block_bytes, cached=True))
-            continue
-        jobs.append(BlockJob(str(store.folder), str(root / "tokenizer.json"), split["eos_id"],
-                             split["dtype"], train[lo : lo + BLOCK_DOCS], str(path)))  # fmt: skip
-    tokenise_blocks(jobs, workers, tally)
+        else:
+            todo.append(b)
+    tokenise_blocks(_BlockJobs(spans, todo, root, split), workers, tally)
     return tally.tokens
+
+
+class _BlockSpans:
+    """Training block b's documents as byte ranges of the store's texts file, made when
+    asked for: the preparing process holds the store's offsets and the training order
+    (8 bytes a document each), not every block's ranges."""
+
+    def __init__(self, store: DocStore, train: np.ndarray) -> None:
+        self.store, self.train = store, train
+        self.n_blocks = math.ceil(len(train) / BLOCK_DOCS)
+
+    def __call__(self, b: int) -> np.ndarray:
+        return self.store.spans(self.train[b * BLOCK_DOCS : (b + 1) * BLOCK_DOCS])
+
+    def total_bytes(self) -> int:
+        return sum(int(np.diff(self(b), axis=1).sum()) for b in range(self.n_blocks))
+
+
+class _BlockJobs(Sequence):
+    """The BlockJobs of blocks `todo`, each made when the workers take it."""
+
+    def __init__(self, spans: _BlockSpans, todo: list[int], root: Path, split: dict) -> None:
+        self.spans, self.todo, self.root, self.split = spans, todo, root, split
+
+    def __len__(self) -> int:
+        return len(self.todo)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        b = self.todo[i]
+        texts = str(self.spans.store.folder / "texts.bin")
+        out = str(self.root / "train" / f"b{b:05d}.npy")
+        tok = str(self.root / "tokenizer.json")
+        return BlockJob(texts, tok, self.split["eos_id"], self.split["dtype"], self.spans(b), out)
 
 
 def _write_train_ids(path: Path, store: DocStore, train: np.ndarray) -> None:
