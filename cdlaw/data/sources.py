@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,17 @@ class Documents:
     texts: list[str]
     ids: list[str]
     fingerprint: str  # content hash: the same bytes (and options) give the same cache
+
+
+@dataclass(frozen=True)
+class ArrowFiles:
+    """A local corpus as the Arrow files `datasets` converted it into, in row order, read
+    as files (document_batches). Not a memory-mapped `datasets.Dataset`: opening one
+    touches every record batch's page of the file, so its resident pages grew with the
+    corpus."""
+
+    files: tuple[str, ...]
+    column_names: list[str]
 
 
 def parse_hf(spec: str) -> tuple[str, str | None, str | None]:
@@ -130,10 +142,10 @@ def load_documents(
 
 
 def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: str):
-    """(the corpus as a `datasets.Dataset` on disk, its content fingerprint).
-
-    Local files are converted to Arrow under `tmp`; BadInput for a file `datasets` cannot
-    read (naming the first byte that is not UTF-8, if that is why) or a missing text column.
+    """(the corpus on disk, its content fingerprint): local files converted to Arrow under
+    `tmp` (ArrowFiles), an `hf:` name as a `datasets.Dataset`; either goes to
+    document_batches. BadInput for a file `datasets` cannot read (naming the first byte
+    that is not UTF-8, if that is why) or a missing text column.
     """
     import datasets
 
@@ -152,9 +164,7 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
                 "document" if len(files) > 1 or Path(corpus).is_dir() else "paragraph"
             )
         try:
-            ds = datasets.load_dataset(
-                loader, data_files=[str(p) for p in files], split="train", cache_dir=tmp, **kwargs
-            )
+            ds = _convert(datasets, loader, files, tmp, kwargs)
         except Exception as e:
             raise unreadable(what, corpus, loader, files, e) from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
@@ -166,6 +176,36 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
         )
     fingerprint = hashlib.sha256(f"{fingerprint}|{text_column}|{id_column}".encode()).hexdigest()
     return ds, fingerprint
+
+
+def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -> ArrowFiles:
+    """The local files converted to Arrow under tmp by `datasets`' own loader."""
+    from datasets.arrow_reader import ArrowReader
+
+    builder = datasets.load_dataset_builder(
+        loader, data_files=[str(p) for p in files], cache_dir=tmp, **kwargs
+    )
+    with _system_arrow_pool():
+        builder.download_and_prepare()
+    splits = builder.info.splits.values()
+    parts = ArrowReader(builder.cache_dir, builder.info).get_file_instructions(
+        builder.dataset_name, "train", splits
+    )
+    return ArrowFiles(tuple(p["filename"] for p in parts), list(builder.info.features))
+
+
+@contextmanager
+def _system_arrow_pool():
+    """Arrow allocates from the C library's malloc meanwhile: its default pool (mimalloc)
+    keeps pages it freed, so a conversion's memory grew with the corpus."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(pool)
 
 
 def _open_hf(corpus: str, what: str, datasets):
@@ -261,10 +301,17 @@ def _decoded(batches, corpus: str, what: str):
 
 def _arrow_batches(ds, columns: list[str]):
     """The dataset's columns as dicts of lists, a record batch at a time."""
+    if isinstance(ds, ArrowFiles):
+        yield from _arrow_file_batches(ds.files, columns)
+        return
     files = [f["filename"] for f in ds.cache_files]
     if not files or getattr(ds, "_indices", None) is not None:  # in memory, or a selection
         yield from ds.select_columns(columns).iter(batch_size=BATCH_ROWS)
         return
+    yield from _arrow_file_batches(files, columns)
+
+
+def _arrow_file_batches(files, columns: list[str]):
     import pyarrow as pa
 
     for name in files:

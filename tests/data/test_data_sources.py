@@ -4,6 +4,7 @@ tokenizer, and paraphrase files aligned by id (nothing is downloaded)."""
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -263,3 +264,42 @@ def test_paraphrase_files_are_aligned_by_id_and_must_cover_D(tmp_path, jsonl, te
         prepare_corpus(data(jsonl, paraphrases=str(paras)), tmp_path, D, paraphrase_passes=1)
     with pytest.raises(BadInput, match="needs paraphrase files"):
         run_stream(prepare_corpus(data(jsonl), tmp_path, D), "paraphrase", D, 10, 64, 0)
+
+
+def test_a_local_corpus_is_read_from_its_arrow_files_never_memory_mapped(tmp_path, jsonl):
+    """Opening a memory-mapped Dataset touches a page per record batch, so the preparing
+    process's resident memory grew with the corpus; the Arrow files are read as files."""
+    import pyarrow as pa
+
+    pool = pa.default_memory_pool().backend_name
+    ds, _ = sources.open_dataset(str(jsonl), "text", "id", str(tmp_path), "data.corpus")
+    assert isinstance(ds, sources.ArrowFiles) and ds.column_names == ["id", "text"]
+    assert pa.default_memory_pool().backend_name == pool  # the conversion's pool is undone
+    maps = Path("/proc/self/maps")
+    if maps.is_file():
+        assert not any(f in maps.read_text() for f in ds.files)
+
+
+def test_the_document_store_reads_by_index_and_by_byte_range(tmp_path, texts):
+    """Every column of the store, written a batch at a time, is what the documents say."""
+    from cdlaw.data.doc_store import build_doc_store, hash64, read_spans
+
+    docs = [t + " é✓" * (i % 3) for i, t in enumerate(texts * 8)]  # 3,200: several batches
+    rows = [{"id": f"n{i}", "text": f"  {t}\n"} for i, t in enumerate(docs)]
+    rows.insert(7, {"id": "blank", "text": "   "})  # an empty document is left out
+    corpus = write_jsonl(tmp_path / "c.jsonl", rows)
+    ds, _ = sources.open_dataset(str(corpus), "text", "id", str(tmp_path / "a"), "data.corpus")
+    store = build_doc_store(ds, str(corpus), "text", "id", tmp_path / "store")
+    try:
+        raw = [t.encode() for t in docs]
+        assert len(store) == len(docs)
+        assert store.offsets.tolist() == np.cumsum([0] + [len(r) for r in raw]).tolist()
+        assert store.text_hashes().tolist() == [hash64(r) for r in raw]
+        assert store.id_hashes().tolist() == [hash64(f"n{i}".encode()) for i in range(len(docs))]
+        pick = np.array([3199, 0, 1234, 7, 7])
+        assert store.texts(pick) == [docs[i] for i in pick]
+        assert store.ids(pick) == [f"n{i}" for i in pick]
+        assert read_spans(store.folder / "texts.bin", store.spans(pick)) == store.texts(pick)
+        assert not list(store.folder.glob("*.raw"))
+    finally:
+        store.close()
