@@ -15,7 +15,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
-from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cdlaw.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
 from cdlaw.law import DERIVED_STRATEGIES
 from cdlaw.sweep.values import same_number, sweep_number
@@ -69,6 +69,7 @@ class SweepConfig:
     model: dict = field(default_factory=dict)  # validated ModelConfig overrides
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # [eval]: tasks, in no run id
 
     def cells(self) -> list[Cell]:
         """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""
@@ -223,6 +224,7 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
             model=model,
             data=data,
             train=dataclasses.replace(sweep.train, lr=cell.lr, weight_decay=cell.weight_decay),
+            eval=sweep.eval,
         )
         runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by both strategies
     return list(runs.values())

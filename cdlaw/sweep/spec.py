@@ -23,6 +23,7 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     [model]                            # ModelConfig overrides (seq_len, rope_theta, or a fixed shape)
     [data]                             # DataConfig (corpus, tokenizer, vocab_size, ...)
     [train]                            # TrainConfig (batch_size, schedule, ...)
+    [eval]                             # EvalConfig: downstream tasks (not part of any run id)
 
 The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strategy "none",
 shared by both strategies. Every mistake is a BadInput naming the file, the key and what
@@ -42,6 +43,7 @@ from pathlib import Path
 
 from cdlaw.config import (
     DataConfig,
+    EvalConfig,
     ModelConfig,
     TrainConfig,
     from_dict,
@@ -65,7 +67,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the `tomli` package
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "share", "grid", "exclude", "model", "data", "train")
+TOP_KEYS = ("name", "description", "share", "grid", "exclude", "model", "data", "train", "eval")
 GRID_AXES = (
     "size",
     "fresh_tokens",
@@ -159,6 +161,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         model=model,
         data=data,
         train=train,
+        eval=_eval(_table(raw, "eval"), train),
     )
     sweep = dataclasses.replace(sweep, exclude=_excludes(raw.get("exclude", []), sweep))
     if not sweep.cells():
@@ -266,6 +269,19 @@ def _optimizer_axes(
     )
     seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
     return lrs, wds, seeds
+
+
+def _eval(table: dict, train: TrainConfig) -> EvalConfig:
+    """[eval]: the tasks, with task evaluations on validation steps only (so every task
+    number has its validation loss beside it in metrics.parquet)."""
+    ev = from_dict(EvalConfig, table, "eval")
+    if ev.every % train.eval_every:
+        raise BadInput(
+            f"eval.every = {ev.every} must be a multiple of train.eval_every = "
+            f"{train.eval_every} (tasks are evaluated with the validation loss), or 0 for "
+            "every evaluation"
+        )
+    return ev
 
 
 def _table(raw: dict, key: str) -> dict:
