@@ -217,8 +217,9 @@ def builtin_task(name: str, data: DataConfig) -> Task:
       is" and, as the gold continuation, the one-word value the document stated: the
       last word needs the context (or the fact, learned).
     - world_mc: "Quiz: the <fact> of <subject>? Answer:" with four choices, the subject's
-      value and three values other entities of its kind have for that fact: closed book,
-      so only what training taught about the subject answers it.
+      value and the values three other entities of its kind, drawn at random, have for
+      that fact: closed book, so only what training taught about the subject answers it
+      (the gold value is a draw of the same distribution as the distractors).
     """
     return _builtin(name, data.corpus_seed, json.dumps(data.world, sort_keys=True))
 
@@ -231,11 +232,11 @@ def _builtin(name: str, seed: int, world_json: str) -> Task:
     w = _world(seed, world.WorldOptions.from_config(json.loads(world_json)))
     rng = random.Random(f"{seed}:{name}")
     make = _cloze_item if name == "world_cloze" else _mc_item
-    values = _values_by_attribute(w) if name == "world_mc" else {}
+    by_kind = _entities_by_kind(w) if name == "world_mc" else {}
     items: list[TaskItem] = []
     for block in itertools.count():
         for doc in world.documents(w, block, world.TASK_STREAM):
-            item = make(w, doc, rng, render, values)
+            item = make(w, doc, rng, render, by_kind)
             if item is not None:
                 items.append(item)
             if len(items) == BUILTIN_ITEMS:
@@ -247,7 +248,7 @@ def _builtin(name: str, seed: int, world_json: str) -> Task:
     raise AssertionError("unreachable")
 
 
-def _cloze_item(w, doc, rng: random.Random, render, values) -> TaskItem | None:
+def _cloze_item(w, doc, rng: random.Random, render, by_kind) -> TaskItem | None:
     kind = w.kind_of(doc.subject)
     one_word = [a for a in doc.attrs if " " not in w.values[doc.subject][a]]
     if not one_word:
@@ -259,28 +260,33 @@ def _cloze_item(w, doc, rng: random.Random, render, values) -> TaskItem | None:
     return TaskItem(context, (" " + w.values[doc.subject][attr],))
 
 
-def _mc_item(w, doc, rng: random.Random, render, values) -> TaskItem | None:
+def _mc_item(w, doc, rng: random.Random, render, by_kind) -> TaskItem | None:
     kind = w.kind_of(doc.subject)
     attr = rng.choice(doc.attrs)
     gold = w.values[doc.subject][attr]
-    pool = [v for v in values[kind.name, attr] if v != gold]
-    if len(pool) < MC_CHOICES - 1:
+    # Distractors are what other entities of the kind have for the fact, drawn alike: the
+    # gold value is one draw of the same distribution, so no prior singles it out.
+    others: list[str] = []
+    for entity in rng.sample(by_kind[kind.name], min(64, len(by_kind[kind.name]))):
+        v = w.values[entity][attr]
+        if v != gold and v not in others:
+            others.append(v)
+            if len(others) == MC_CHOICES - 1:
+                break
+    else:
         return None  # a fact with too few values to ask (solid, liquid or gas)
-    choices = [gold, *rng.sample(pool, MC_CHOICES - 1)]
+    choices = [gold, *others]
     rng.shuffle(choices)
     context = MC_TEMPLATE.format(noun=kind.attributes[attr].noun, name=w.names[doc.subject])
     return TaskItem(context, tuple(" " + c for c in choices), choices.index(gold))
 
 
-def _values_by_attribute(w) -> dict[tuple[str, int], list[str]]:
-    """{(kind, attribute): the distinct values the world's entities of that kind have},
-    sorted, so the distractors are a pure function of the seed."""
-    out: dict[tuple[str, int], set[str]] = {}
-    for entity, vals in enumerate(w.values):
-        kind = w.kind_of(entity).name
-        for attr, v in enumerate(vals):
-            out.setdefault((kind, attr), set()).add(v)
-    return {k: sorted(v) for k, v in out.items()}
+def _entities_by_kind(w) -> dict[str, list[int]]:
+    """{kind: its entities}, in index order."""
+    out: dict[str, list[int]] = {}
+    for entity in range(len(w.values)):
+        out.setdefault(w.kind_of(entity).name, []).append(entity)
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -122,6 +122,18 @@ def parse_sweep(text: str, source: str = "sweep.toml", default_name: str = "swee
         raise BadInput(msg if msg.startswith(source) else f"{source}: {msg}") from None
 
 
+def same_runs(text: str, other: str) -> bool:
+    """Do two sweep files define the same runs, differing at most in [eval] (which no run
+    id hashes)? Both must parse; comments and layout are not compared."""
+    try:
+        a, b = tomllib.loads(text), tomllib.loads(other)
+    except tomllib.TOMLDecodeError:
+        return False
+    a.pop("eval", None)
+    b.pop("eval", None)
+    return a == b
+
+
 def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     """The SweepConfig of a parsed sweep file, every check in the order the file reads."""
     name, description, share = _top_level(raw, default_name)

@@ -41,12 +41,19 @@ from cdlaw.train.steps import device_name
 
 def save_hf_model(net, path: Path) -> None:
     """save_pretrained without its progress bar (a sweep draws its own on stderr)."""
+    with no_hf_progress():
+        net.save_pretrained(path)
+
+
+@contextlib.contextmanager
+def no_hf_progress():
+    """transformers' progress bars off while inside (a sweep draws its own on stderr)."""
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        net.save_pretrained(path)
+        yield
     finally:
         if enabled:
             hf_logging.enable_progress_bar()

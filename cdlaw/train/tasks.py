@@ -125,3 +125,18 @@ def task_metrics(task: TaskTokens, nll: np.ndarray, greedy: np.ndarray) -> dict[
         }
     assert tuple(values) == METRICS[task.kind]
     return {column(task.name, m): v for m, v in values.items()}
+
+
+def score_saved_model(model_dir, tasks: list[TaskTokens], device: str, precision: str) -> dict:
+    """evaluate_tasks on a finished run's model/ folder (transformers' from_pretrained), on
+    `device` with `precision` as training would use them."""
+    from transformers import AutoModelForCausalLM
+
+    from cdlaw.train.run_parts import no_hf_progress
+    from cdlaw.train.steps import autocast_dtype, resolve_device
+
+    dev = torch.device(resolve_device(device))
+    with no_hf_progress():
+        net = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    net = net.to(dev)
+    return evaluate_tasks(net, tasks, autocast_dtype(precision, dev, net.config.hidden_size))
