@@ -39,7 +39,7 @@ GENERATOR_VERSION = 1
 
 
 @lru_cache(maxsize=4)
-def _world(seed: int, options: world.WorldOptions) -> world.World:
+def cached_world(seed: int, options: world.WorldOptions) -> world.World:
     return world.build_world(seed, options)
 
 
@@ -75,7 +75,7 @@ def prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorp
     val_path = root / f"val-{data.val_tokens}.npy"
     if not (root / "meta.json").is_file() or not val_path.is_file():
         with cache_lock(root):
-            w = _world(data.corpus_seed, options)
+            w = cached_world(data.corpus_seed, options)
             if not (root / "meta.json").is_file():
                 if data.tokenizer == "bpe":
                     texts = (
@@ -110,7 +110,7 @@ def prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorp
 def build_embedded_block(pc: PreparedCorpus, block: int, k: int = 0) -> None:
     """Tokenise training block `block` (k = 0) or its paraphrase pass k, into the cache."""
     options = world.WorldOptions.from_config(pc.data.world)
-    w = _world(pc.data.corpus_seed, options)
+    w = cached_world(pc.data.corpus_seed, options)
     docs = world.documents(w, block, world.TRAIN_STREAM)
     if k == 0:
         texts = [render.render(w, d) for d in docs]

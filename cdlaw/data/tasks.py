@@ -36,14 +36,11 @@ import numpy as np
 
 from cdlaw.config import DataConfig, EvalConfig
 from cdlaw.errors import BadInput
+from cdlaw.task_columns import METRICS, column
 
 BUILTIN_TASKS = ("world_cloze", "world_mc")
 BUILTIN_ITEMS = 500  # items generated per built-in task (eval.max_items takes the first ones)
-METRICS = {"cloze": ("bpb", "acc"), "mc": ("bpb", "acc", "acc_norm")}
-COLUMN_PREFIX = "task_"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]*$")
-# Metric names, longest first: a column's task is what is left before its metric.
-_COLUMN_METRICS = ("acc_norm", "bpb", "acc")
 
 
 @dataclass(frozen=True)
@@ -67,32 +64,6 @@ class Task:
     @property
     def columns(self) -> list[str]:
         return [column(self.name, m) for m in METRICS[self.kind]]
-
-
-def column(task: str, metric: str) -> str:
-    """The column a task's metric gets in metrics.parquet, result.json and summary.parquet."""
-    return f"{COLUMN_PREFIX}{task}_{metric}"
-
-
-def parse_column(name: str) -> tuple[str, str] | None:
-    """(task, metric) of a task column `task_<task>_<metric>`, else None."""
-    if not name.startswith(COLUMN_PREFIX):
-        return None
-    rest = name[len(COLUMN_PREFIX) :]
-    for metric in _COLUMN_METRICS:
-        if rest.endswith("_" + metric) and len(rest) > len(metric) + 1:
-            return rest[: -len(metric) - 1], metric
-    return None
-
-
-def task_columns(columns) -> dict[str, list[str]]:
-    """{task: [its metrics]} of the task columns among `columns`, in their order."""
-    out: dict[str, list[str]] = {}
-    for c in columns:
-        parsed = parse_column(str(c))
-        if parsed is not None:
-            out.setdefault(parsed[0], []).append(parsed[1])
-    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -227,9 +198,9 @@ def builtin_task(name: str, data: DataConfig) -> Task:
 @lru_cache(maxsize=8)
 def _builtin(name: str, seed: int, world_json: str) -> Task:
     from cdlaw.data import render, world
-    from cdlaw.data.embedded_corpus import _world
+    from cdlaw.data.embedded_corpus import cached_world
 
-    w = _world(seed, world.WorldOptions.from_config(json.loads(world_json)))
+    w = cached_world(seed, world.WorldOptions.from_config(json.loads(world_json)))
     rng = random.Random(f"{seed}:{name}")
     make = _cloze_item if name == "world_cloze" else _mc_item
     by_kind = _entities_by_kind(w) if name == "world_mc" else {}

@@ -151,7 +151,7 @@ def _read_metrics(runs_dir: Path) -> dict:
 def _read_downstream(inputs: PlotInputs, path: Path) -> None:
     """The task links `cdlaw downstream` wrote beside the runs, when it has."""
     if path.is_file():
-        from cdlaw.fit.downstream import Downstream
+        from cdlaw.fit.task_links import Downstream
 
         inputs.downstream = Downstream.read(path)
 

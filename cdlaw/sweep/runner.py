@@ -63,6 +63,7 @@ from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
 from cdlaw.sweep.spec import load_sweep, same_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
+from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
 from cdlaw.train.result import read_result, run_facts
 
@@ -146,28 +147,12 @@ def run_sweep(
             trained = scheduler.run()
     finally:
         ex.close()
-    _score_finished_runs(work)
-    return _outcome(work, todo, trained, started, options.executor)
-
-
-def _score_finished_runs(work: _Work) -> None:
-    """Done runs that lack the columns of tasks [eval] names now (added after they trained)
-    are scored from their model/ folders (cdlaw.sweep.worker.score_finished_run)."""
-    plan = work.plan
-    if plan.prepared is None or not plan.sweep.eval.enabled:
-        return
-    from cdlaw.sweep.worker import score_finished_run
-
-    scored = [
-        r.run_id
-        for r in plan.runs
-        if score_finished_run(r, plan.sweep_dir / r.run_id, plan.prepared, work.exec_cfg)
-    ]
-    if scored:
+    if scored := score_finished_runs(work.plan, work.exec_cfg):
         log.info(
             f"scored {len(scored)} finished run(s) on the [eval] tasks they lacked, from "
             "their model/ folders (the end of each run only)"
         )
+    return _outcome(work, todo, trained, started, options.executor)
 
 
 @dataclass

@@ -174,6 +174,18 @@ def _execute_run(
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
 
 
+def score_finished_runs(plan, exec_cfg: ExecConfig) -> list[str]:
+    """score_finished_run for every run of a SweepPlan whose corpus was prepared; the ids
+    of the runs whose result.json gained task columns."""
+    if plan.prepared is None or not plan.sweep.eval.enabled:
+        return []
+    return [
+        r.run_id
+        for r in plan.runs
+        if score_finished_run(r, plan.sweep_dir / r.run_id, plan.prepared, exec_cfg)
+    ]
+
+
 def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecConfig) -> bool:
     """A done run that lacks columns of the tasks its [eval] now names (tasks added after
     it trained) is scored on them from its model/ folder, under its lock, and its

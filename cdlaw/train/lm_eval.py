@@ -101,7 +101,7 @@ def scores_of(results: dict) -> dict[str, float]:
 def column(task: str, metric: str) -> str:
     """cdlaw's column for an lm-eval task's metric (characters other than letters, digits
     and "_" in the task's name become "_")."""
-    from cdlaw.data.tasks import column as task_column
+    from cdlaw.task_columns import column as task_column
 
     return task_column(re.sub(r"[^A-Za-z0-9_]", "_", task), metric)
 

@@ -16,7 +16,8 @@ import math
 import numpy as np
 import torch
 
-from cdlaw.data.tasks import METRICS, TaskTokens, column
+from cdlaw.data.tasks import TaskTokens
+from cdlaw.task_columns import METRICS, column
 from cdlaw.train.steps import autocast
 
 BATCH_TOKENS = 8192  # padded tokens per forward: a few MB of activations at the demo's sizes
