@@ -53,8 +53,23 @@ def with_tasks(plan: Plan, source: PlanningLaw, links: list[TaskLink]) -> Plan:
     plan's loss lies outside of."""
     preds = [predict_task(plan, source, lk) for lk in links]
     notes = tuple(f"{p.column}: {p.beyond_runs}" for p in preds if p.beyond_runs)
+    notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)
+
+
+def _strategies_differ(link: TaskLink, strategy: str) -> str | None:
+    """A warning when the link's collapse test found the strategies apart: the pooled link
+    then mis-states a plan of one strategy by about its shift."""
+    c = link.collapse
+    if c is None or c.collapses or strategy not in c.shift:
+        return None
+    return (
+        f"{link.column}: the strategies' runs do not share one link (F = {c.f:.3g}, "
+        f"p = {c.p_value:.2g}; shifts in nats of loss vs {c.reference}: "
+        + ", ".join(f"{s} {d:+.3g}" for s, d in c.shift.items())
+        + f"): the pooled link's prediction for this {strategy} plan is off by about its shift"
+    )
 
 
 def predict_task(plan: Plan, source: PlanningLaw, link: TaskLink) -> TaskPrediction:
