@@ -12,6 +12,7 @@ filter suffix (",none") dropped. The `lm-eval` extra installs it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import random
 import re
@@ -45,8 +46,8 @@ def check_lm_eval(ev: EvalConfig) -> None:
     eval.lm_eval (its own tasks, and those in eval.lm_eval_include)."""
     if not ev.lm_eval:
         return
-    _, task_manager, _ = _harness()
-    manager = _manager(task_manager, ev)
+    _harness()
+    manager = _manager(ev.lm_eval_include, ev.lm_eval)
     unknown = [t for t in ev.lm_eval if t not in manager.all_tasks]
     if unknown:
         where = f" or in {ev.lm_eval_include}" if ev.lm_eval_include else ""
@@ -56,11 +57,19 @@ def check_lm_eval(ev: EvalConfig) -> None:
         )
 
 
-def _manager(task_manager, ev: EvalConfig):
-    include = ev.lm_eval_include or None
-    if include is not None and not Path(include).is_dir():
+@functools.lru_cache(maxsize=4)
+def _manager(include: str, tasks: tuple[str, ...]):
+    """lm-eval's TaskManager, made once per process: over the include folder alone when it
+    holds every task (indexing lm-eval's own thousands of task files takes a minute), else
+    over both."""
+    _, task_manager, _ = _harness()
+    if include and not Path(include).is_dir():
         raise BadInput(f"eval.lm_eval_include {include!r} is not a folder of lm-eval task YAMLs")
-    return task_manager(include_path=include, verbosity="ERROR")
+    if include:
+        local = task_manager(include_path=include, include_defaults=False)
+        if all(t in local.all_tasks for t in tasks):
+            return local
+    return task_manager(include_path=include or None)
 
 
 def lm_eval_scores(model_dir: Path | None, ev: EvalConfig, device: str = "cpu") -> dict:
@@ -72,13 +81,13 @@ def lm_eval_scores(model_dir: Path | None, ev: EvalConfig, device: str = "cpu") 
     """
     if model_dir is None:
         return {column(t, "acc"): math.nan for t in ev.lm_eval}
-    simple_evaluate, task_manager, hflm = _harness()
+    simple_evaluate, _, hflm = _harness()
     with _generators_kept():
         model = hflm(pretrained=str(model_dir), device=device, batch_size=BATCH_SIZE)
         results = simple_evaluate(
             model=model,
             tasks=list(ev.lm_eval),
-            task_manager=_manager(task_manager, ev),
+            task_manager=_manager(ev.lm_eval_include, ev.lm_eval),
             log_samples=False,
             bootstrap_iters=0,
             verbosity="ERROR",

@@ -1,0 +1,107 @@
+"""`cdlaw downstream`, `cdlaw plot --kind downstream`, `cdlaw plan --link` and the report's
+downstream section, end to end on runs simulated with a planted shift (tests/helpers)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from plantedlinks import planted_runs
+
+from cdlaw.cli import main
+
+CAPTURED: list = []
+
+
+@pytest.fixture(autouse=True)
+def _streams(capfd):
+    CAPTURED[:] = [capfd]
+    yield
+    CAPTURED.clear()
+
+
+def cdlaw(*args):
+    """The real entry point, in this process (the subprocess tests of the CLI's conventions
+    are tests/cli/test_cli_conventions.py): (exit code, stdout, stderr)."""
+    capfd = CAPTURED[0] if CAPTURED else None  # none in a module fixture
+    if capfd is not None:
+        capfd.readouterr()
+    argv, sys.argv = sys.argv, ["cdlaw", *map(str, args)]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code or 0
+    finally:
+        sys.argv = argv
+    out, err = capfd.readouterr() if capfd is not None else ("", "")
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Path:
+    """The planted runs (paraphrase shifted 0.15 nats), fitted, with their task links."""
+    path = tmp_path_factory.mktemp("planted") / "runs.parquet"
+    planted_runs({"paraphrase": 0.15}).to_parquet(path, index=False)
+    assert cdlaw("fit", path, "--bootstrap", 8, "--starts", 64)[0] == 0
+    return path
+
+
+def test_downstream_prints_links_and_verdicts_and_writes_its_file(table):
+    code, out, err = cdlaw("downstream", table, "--bootstrap", 30)
+    assert code == 0, err
+    assert "quiz" in out and "differ" in out and "task_quiz_acc = " in out
+    assert "shifts in loss vs none" in out and "a rerun with another seed" in out
+    written = table.with_name("runs.downstream.json")
+    assert f"wrote {written}" in err
+    links = json.loads(written.read_text())["links"]
+    assert {lk["column"] for lk in links} == {"task_quiz_acc", "task_quiz_bpb"}
+    assert all(len(lk["bootstrap"]) == 30 for lk in links)
+    code, out, _ = cdlaw("downstream", table, "--task", "quiz", "--bootstrap", 0, "--json",
+                         "--out", table.with_name("json.downstream.json"))  # fmt: skip
+    assert code == 0 and json.loads(out)["links"][0]["collapse"]["collapses"] is False
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--task", "lambada"], "--task 'lambada' is not a task"),
+        (["--bootstrap", "-1"], "--bootstrap -1"),
+    ],
+)
+def test_downstream_refuses_in_one_sentence(table, args, says):
+    code, out, err = cdlaw("downstream", table, *args)
+    assert code == 2 and says in err and err.count("\n") == 1 and out == ""
+
+
+def test_runs_without_tasks_are_refused_naming_eval(tmp_path):
+    path = tmp_path / "plain.csv"
+    planted_runs().drop(columns=["task_quiz_acc", "task_quiz_bpb"]).to_csv(path, index=False)
+    code, _, err = cdlaw("downstream", path)
+    assert code == 2 and "[eval]" in err and not tmp_path.joinpath("plain.downstream.json").exists()
+
+
+def test_plot_plan_and_report_read_the_links(table):
+    assert cdlaw("downstream", table, "--bootstrap", 20)[0] == 0
+    code, out, err = cdlaw("plot", table, "--kind", "downstream")
+    assert code == 0, err
+    assert Path(out.strip()).name == "downstream.png" and Path(out.strip()).stat().st_size > 10_000
+    links = table.with_name("runs.downstream.json")
+    fit = table.with_name("runs.fit.json")
+    code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e19", "--unique-tokens",
+                           "5e9", "--link", links, "--json")  # fmt: skip
+    assert code == 0, err
+    plan = json.loads(out)
+    tasks = {t["column"]: t for t in plan["tasks"]}
+    acc = tasks["task_quiz_acc"]
+    assert acc["ci95"][0] < acc["value"] < acc["ci95"][1] and 0 < acc["value"] < 1
+    assert any("do not share one link" in w for w in plan["warnings"])  # the planted shift
+    code, out, _ = cdlaw("plan", "--law", fit, "--budget-flops", "1e19", "--link", links,
+                         "--task", "quiz")  # fmt: skip
+    assert code == 0 and "task metrics at the plan's loss" in out
+    assert cdlaw("plan", "--budget-flops", "1e19", "--task", "quiz")[0] == 2
+    assert cdlaw("plan", "--frontier", "--link", links)[0] == 2
+    code, _, err = cdlaw("report", table)
+    assert code == 0, err
+    html = table.with_name("runs.report.html").read_text()
+    assert "Downstream tasks" in html and 'id="fig-downstream"' in html and "at the plan" in html
