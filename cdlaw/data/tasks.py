@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
 import re
 from dataclasses import dataclass
@@ -353,12 +352,3 @@ def _cached_tokens(key: str, tokenizer_path: str, eos_id: int, seq_len: int):
     ev, data = json.loads(key)
     tasks = resolve_tasks(from_dict(EvalConfig, ev), from_dict(DataConfig, data))
     return tokenise_tasks(tasks, load_tokenizer_once(tokenizer_path), eos_id, seq_len)
-
-
-def nan_columns(ev: EvalConfig, data: DataConfig) -> dict[str, float]:
-    """NaN for every column of the tasks [eval] names (a run that did not finish)."""
-    try:
-        tasks = resolve_tasks(ev, data)
-    except BadInput:
-        return {}
-    return {c: math.nan for t in tasks for c in t.columns}

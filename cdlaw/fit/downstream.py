@@ -54,32 +54,29 @@ def fit_downstream(
     of one task. BadInput when the table has no task columns, or not the task asked for."""
     from cdlaw.task_columns import parse_column
 
-    columns = [c for c in runs.columns if parse_column(str(c))]
+    where = source or "the table"
+    columns = {str(c): p for c in runs.columns if (p := parse_column(str(c)))}
     if not columns:
         raise BadInput(
-            f"{source or 'the table'} has no task columns (task_<task>_<metric>); name tasks in "
-            "the sweep file's [eval] and run the sweep again (docs/downstream.md)"
+            f"{where} has no task columns (task_<task>_<metric>); name tasks in the sweep "
+            "file's [eval] and run the sweep again (docs/downstream.md)"
         )
     if task is not None:
-        chosen = [c for c in columns if parse_column(c)[0] == task or c == task]  # type: ignore[index]
+        chosen = {c: p for c, p in columns.items() if task in (p[0], c)}
         if not chosen:
-            have = ", ".join(sorted({parse_column(c)[0] for c in columns}))  # type: ignore[index]
-            raise BadInput(
-                f"--task {task!r} is not a task of {source or 'the table'}; tasks: {have}"
-            )
+            have = ", ".join(sorted({p[0] for p in columns.values()}))
+            raise BadInput(f"--task {task!r} is not a task of {where}; tasks: {have}")
         columns = chosen
     result = Downstream(source, len(runs), sorted(set(runs["strategy"].astype(str))), [])
     rng = np.random.default_rng(seed)
-    for col in columns:
-        name, metric = parse_column(col)  # type: ignore[misc]
+    for col, (name, metric) in columns.items():
         form = FORM_OF_METRIC.get(metric)
         rows = runs[np.isfinite(pd.to_numeric(runs[col], errors="coerce"))]
         rows = rows[np.isfinite(rows["loss"].to_numpy(float))]
         why = _why_not(form, rows, col)
-        if why:
-            result.skipped[col] = why
+        if why or form is None:
+            result.skipped[col] = why or ""
             continue
-        assert form is not None
         result.links.append(_task_link(col, name, metric, form, rows, n_boot, rng))
     return result
 
@@ -152,7 +149,7 @@ def _seed_noise(rows: pd.DataFrame, col: str) -> tuple[float | None, int]:
 
 
 def _per_strategy(form, L, y, strategy) -> dict[str, dict]:
-    out = {}
+    out: dict[str, dict] = {}
     for s in sorted(set(strategy)):
         m = strategy == s
         if m.sum() < len(form.params) + 2:

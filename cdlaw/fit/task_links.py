@@ -165,8 +165,8 @@ class TaskLink:
                 rmse=_num(d.get("rmse")),
                 seed_sd=None if d.get("seed_sd") is None else float(d["seed_sd"]),
                 seed_groups=int(d.get("seed_groups") or 0),
-                loss_range=tuple(d.get("loss_range") or (math.nan, math.nan)),  # type: ignore[arg-type]
-                metric_range=tuple(d.get("metric_range") or (math.nan, math.nan)),  # type: ignore[arg-type]
+                loss_range=_pair(d.get("loss_range")),
+                metric_range=_pair(d.get("metric_range")),
                 per_strategy=d.get("per_strategy") or {},
                 collapse=collapse,
                 bootstrap=[[float(x) for x in b] for b in d.get("bootstrap") or []],
@@ -239,6 +239,11 @@ class Downstream:
 
 def _num(x) -> float:
     return math.nan if x is None else float(x)
+
+
+def _pair(x) -> tuple[float, float]:
+    lo, hi = x or (None, None)
+    return _num(lo), _num(hi)
 
 
 # ---------------------------------------------------------------------------------------

@@ -285,8 +285,13 @@ def _optimizer_axes(
 
 def _eval(table: dict, train: TrainConfig) -> EvalConfig:
     """[eval]: the tasks, with task evaluations on validation steps only (so every task
-    number has its validation loss beside it in metrics.parquet)."""
+    number has its validation loss beside it in metrics.parquet). Task files and the
+    lm-eval folder are made absolute (from the working directory), so worker processes
+    and Ray tasks that start elsewhere read the same files."""
     ev = from_dict(EvalConfig, table, "eval")
+    tasks = tuple(str(Path(t).absolute()) if t.endswith(".jsonl") else t for t in ev.tasks)
+    include = str(Path(ev.lm_eval_include).absolute()) if ev.lm_eval_include else ""
+    ev = dataclasses.replace(ev, tasks=tasks, lm_eval_include=include)
     if ev.every % train.eval_every:
         raise BadInput(
             f"eval.every = {ev.every} must be a multiple of train.eval_every = "

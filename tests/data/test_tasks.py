@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from minitasks import mini_bpe
 
 from cdlaw.config import DataConfig, EvalConfig
 from cdlaw.data import render, world
@@ -18,7 +19,6 @@ from cdlaw.data.tasks import (
     resolve_tasks,
     tokenise_tasks,
 )
-from cdlaw.data.tokenizer import ASCII, train_bpe
 from cdlaw.errors import BadInput
 from cdlaw.task_columns import column, parse_column, task_columns
 
@@ -149,7 +149,7 @@ def test_two_tasks_of_one_name_are_refused(tmp_path):
 
 @pytest.fixture(scope="module")
 def bpe():
-    return train_bpe(["The sky is blue. The grass is green. Roses are red."] * 50, 128, ASCII)
+    return mini_bpe()
 
 
 def test_rows_are_eos_context_continuation_with_the_continuation_its_own_tokens(bpe):

@@ -5,12 +5,11 @@ from dataclasses import replace
 
 import pandas as pd
 import torch
-from tinyrun import TRAIN_TOKENS, VAL_TOKENS, make_cfg
+from minitasks import mini_tasks
+from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, make_cfg
 
 from cdlaw.config import EvalConfig, ExecConfig
 from cdlaw.data.streams import array_stream
-from cdlaw.data.tasks import Task, TaskItem, tokenise_tasks
-from cdlaw.data.tokenizer import ASCII, train_bpe
 from cdlaw.sweep.pack.loop import PackedRun, train_pack
 from cdlaw.train.loop import train_run
 
@@ -19,12 +18,7 @@ EX = ExecConfig(device="cpu", threads=1)
 
 
 def test_packed_runs_score_tasks_as_runs_alone(tmp_path):
-    bpe = train_bpe(["The sky is blue. The grass is green. Roses are red."] * 50, 128, ASCII)
-    task = Task("quiz", "mc", tuple(
-        TaskItem(f"The {w} is", (" blue", " green", " red"), i % 3)
-        for i, w in enumerate(["sky", "grass", "rose", "sea"])
-    ), "test")  # fmt: skip
-    tasks = tokenise_tasks([task], bpe, eos_id=0, seq_len=32)
+    tasks = mini_tasks(SEQ, n_quiz=4)
     every = EvalConfig(every=10)
     cfgs = [  # two lengths, lrs and seeds; tasks every 10 steps and at each run's end
         replace(make_cfg(3_000, seed=0, eval_every=5, log_every=1), eval=every),
@@ -47,9 +41,9 @@ def test_packed_runs_score_tasks_as_runs_alone(tmp_path):
         pd.testing.assert_frame_equal(
             m_pack.drop(columns="elapsed_s"), m_alone.drop(columns="elapsed_s"), check_exact=True
         )
-        scored = m_alone.loc[m_alone["task_quiz_acc"].notna(), "step"].tolist()
+        scored = m_alone.loc[m_alone["task_mini_mc_acc"].notna(), "step"].tolist()
         assert scored == [s for s in (10, 20, 30) if s < m_alone["step"].max()] + [
             int(m_alone["step"].max())
         ]
-        for col in task.columns:
+        for col in [c for t in tasks for c in t.columns]:
             assert p[col] == a[col], col

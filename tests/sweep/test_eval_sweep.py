@@ -94,7 +94,8 @@ def bad_evals(tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 
 @pytest.mark.parametrize(
-    "case", ["missing field", "gold out of range", "empty task", "unknown task", "every", "unknown key"]
+    "case",
+    ["missing field", "gold out of range", "empty task", "unknown task", "every", "unknown key"],
 )
 def test_a_bad_task_is_one_sentence_and_exit_2_before_anything_is_written(tmp_path, case):
     import subprocess

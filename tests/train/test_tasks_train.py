@@ -9,14 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from minitasks import mini_tasks
 from safetensors.torch import load_file
 from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, make_cfg
 from torch.nn.functional import log_softmax
 
 from cdlaw.config import EvalConfig, ExecConfig
 from cdlaw.data.streams import array_stream
-from cdlaw.data.tasks import Task, TaskItem, tokenise_tasks
-from cdlaw.data.tokenizer import ASCII, train_bpe
 from cdlaw.train.forks import fork_path
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model
@@ -28,17 +27,7 @@ EX = ExecConfig(device="cpu", threads=1)
 
 @pytest.fixture(scope="module")
 def tasks():
-    """A multiple-choice and a cloze task in a real BPE's tokens (ids < 128 < the vocab)."""
-    bpe = train_bpe(["The sky is blue. The grass is green. Roses are red."] * 50, 128, ASCII)
-    mc = Task("mini_mc", "mc", tuple(
-        TaskItem(f"The {w} is", (" blue", " green", " red"), i % 3)
-        for i, w in enumerate(["sky", "grass", "rose", "sea", "tree", "sun", "moon"])
-    ), "test")  # fmt: skip
-    cloze = Task("mini_cloze", "cloze", (
-        TaskItem("Roses are", (" red",)), TaskItem("The grass is", (" green",)),
-        TaskItem("The sky is blue. The sky is", (" blue",)),
-    ), "test")  # fmt: skip
-    return tokenise_tasks([mc, cloze], bpe, eos_id=0, seq_len=SEQ)
+    return mini_tasks(SEQ)
 
 
 def by_hand(net, tokens) -> dict:
