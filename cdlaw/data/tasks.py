@@ -186,10 +186,13 @@ def builtin_task(name: str, data: DataConfig) -> Task:
     - world_cloze (LAMBADA-like): the document, then "In short, the <fact> of <subject>
       is" and, as the gold continuation, the one-word value the document stated: the
       last word needs the context (or the fact, learned).
-    - world_mc: "Quiz: the <fact> of <subject>? Answer:" with four choices, the subject's
-      value and the values three other entities of its kind, drawn at random, have for
-      that fact: closed book, so only what training taught about the subject answers it
-      (the gold value is a draw of the same distribution as the distractors).
+    - world_mc: "Quiz: the <fact> of <subject>? Answer:" with four choices: the values
+      four entities of one kind (the document's subject and its nearest neighbours in
+      popularity) have for that fact, each entity asked in its own item with the same
+      choices. Closed book, so only what training taught about each entity answers it;
+      a guess that ignores the entity scores 25% however it ranks the values.
+      Only facts whose values are drawn alike for every entity (a year, a number, a word
+      from a list, a serial or symbol) are asked, so no choice is more frequent a priori.
     """
     return _builtin(name, data.corpus_seed, json.dumps(data.world, sort_keys=True))
 
@@ -201,15 +204,14 @@ def _builtin(name: str, seed: int, world_json: str) -> Task:
 
     w = cached_world(seed, world.WorldOptions.from_config(json.loads(world_json)))
     rng = random.Random(f"{seed}:{name}")
-    make = _cloze_item if name == "world_cloze" else _mc_item
+    make = _cloze_item if name == "world_cloze" else _mc_group
     by_kind = _entities_by_kind(w) if name == "world_mc" else {}
     items: list[TaskItem] = []
     for block in itertools.count():
         for doc in world.documents(w, block, world.TASK_STREAM):
-            item = make(w, doc, rng, render, by_kind)
-            if item is not None:
-                items.append(item)
-            if len(items) == BUILTIN_ITEMS:
+            items += make(w, doc, rng, render, by_kind)
+            if len(items) >= BUILTIN_ITEMS:
+                items = items[:BUILTIN_ITEMS]
                 return Task(
                     name, "cloze" if name == "world_cloze" else "mc", tuple(items), "built-in"
                 )
@@ -218,37 +220,49 @@ def _builtin(name: str, seed: int, world_json: str) -> Task:
     raise AssertionError("unreachable")
 
 
-def _cloze_item(w, doc, rng: random.Random, render, by_kind) -> TaskItem | None:
+def _cloze_item(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
     kind = w.kind_of(doc.subject)
     one_word = [a for a in doc.attrs if " " not in w.values[doc.subject][a]]
     if not one_word:
-        return None
+        return []
     attr = rng.choice(one_word)
     context = CLOZE_TEMPLATE.format(
         document=render.render(w, doc), noun=kind.attributes[attr].noun, name=w.names[doc.subject]
     )
-    return TaskItem(context, (" " + w.values[doc.subject][attr],))
+    return [TaskItem(context, (" " + w.values[doc.subject][attr],))]
 
 
-def _mc_item(w, doc, rng: random.Random, render, by_kind) -> TaskItem | None:
+def _mc_group(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
+    """Four items that share their four choices: the document's subject and the three
+    entities of its kind nearest it in popularity with other values for the fact, each
+    asked its own. Whatever ignores the subject ranks the four choices alike for all four
+    questions, so it answers one of them right: 25%, whatever it knows of the values'
+    frequency. Facts naming another entity are left out (their values are few and skewed
+    by popularity, so four distinct ones are rare among the popular names)."""
     kind = w.kind_of(doc.subject)
-    attr = rng.choice(doc.attrs)
-    gold = w.values[doc.subject][attr]
-    # Distractors are what other entities of the kind have for the fact, drawn alike: the
-    # gold value is one draw of the same distribution, so no prior singles it out.
-    others: list[str] = []
-    for entity in rng.sample(by_kind[kind.name], min(64, len(by_kind[kind.name]))):
-        v = w.values[entity][attr]
-        if v != gold and v not in others:
-            others.append(v)
-            if len(others) == MC_CHOICES - 1:
+    asked = [a for a in doc.attrs if not kind.attributes[a].value.startswith("entity:")]
+    if not asked:
+        return []
+    attr = rng.choice(asked)
+    same = by_kind[kind.name]
+    here = same.index(doc.subject)
+    group, values = [doc.subject], [w.values[doc.subject][attr]]
+    for i in sorted(range(len(same)), key=lambda i: (abs(i - here), i))[1:64]:
+        v = w.values[same[i]][attr]
+        if v not in values:
+            group.append(same[i])
+            values.append(v)
+            if len(group) == MC_CHOICES:
                 break
     else:
-        return None  # a fact with too few values to ask (solid, liquid or gas)
-    choices = [gold, *others]
-    rng.shuffle(choices)
-    context = MC_TEMPLATE.format(noun=kind.attributes[attr].noun, name=w.names[doc.subject])
-    return TaskItem(context, tuple(" " + c for c in choices), choices.index(gold))
+        return []  # a fact with too few values to ask (solid, liquid or gas)
+    items = []
+    for entity, gold in zip(group, values, strict=True):
+        choices = list(values)
+        rng.shuffle(choices)
+        context = MC_TEMPLATE.format(noun=kind.attributes[attr].noun, name=w.names[entity])
+        items.append(TaskItem(context, tuple(" " + c for c in choices), choices.index(gold)))
+    return items
 
 
 def _entities_by_kind(w) -> dict[str, list[int]]:

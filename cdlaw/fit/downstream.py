@@ -87,8 +87,13 @@ def _why_not(form: str | None, rows: pd.DataFrame, col: str) -> str | None:
     need = len(LINK_FORMS[form].params) + 2
     if len(rows) < need:
         return f"{len(rows)} run(s) with a finite value; a {form} link needs at least {need}"
-    if np.ptp(rows[col].to_numpy(float)) == 0:
-        return "the metric is the same in every run"
+    y = rows[col].to_numpy(float)
+    differ = int((y != np.median(y)).sum())
+    if differ < len(LINK_FORMS[form].params):
+        return (
+            f"the metric barely varies: {differ} run(s) differ from the median value "
+            f"{np.median(y):.3g}, too few for a {form} link"
+        )
     return None
 
 

@@ -194,6 +194,9 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
     False for a run with nothing missing, no model/ (the columns stay missing: NaN in the
     summary), or held by another process."""
     from cdlaw.data.tasks import task_tokens_for
+    from cdlaw.train.lm_eval import column, lm_eval_scores
+    from cdlaw.train.steps import resolve_device
+    from cdlaw.train.tasks import score_saved_model
 
     result = read_result(run_dir)
     model = run_dir / "model"
@@ -201,26 +204,18 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
         return False
     tasks = task_tokens_for(cfg.eval, prepared, cfg.model.seq_len)
     todo = [t for t in tasks if not all(c in result for c in t.columns)]
-    from cdlaw.train.lm_eval import column
-
     harness = [n for n in cfg.eval.lm_eval if not any(k.startswith(column(n, "")) for k in result)]
     if not todo and not harness:
         return False
     lock = RunLock(run_dir / LOCK_NAME)
     if not lock.acquire():
         return False
-    from cdlaw.train.steps import resolve_device
-
     device = resolve_device(exec_cfg.device)
     with lock:
         scores: dict = {}
         if todo:
-            from cdlaw.train.tasks import score_saved_model
-
             scores = score_saved_model(model, todo, device, exec_cfg.precision)
         if harness:
-            from cdlaw.train.lm_eval import lm_eval_scores
-
             ev = dataclasses.replace(cfg.eval, lm_eval=tuple(harness))
             scores.update(lm_eval_scores(model, ev, device))
         write_json_atomic(run_dir / "result.json", {**scores, **result})
