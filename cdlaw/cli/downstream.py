@@ -65,6 +65,15 @@ def downstream(
     err.print(f"wrote {target}", highlight=False)
 
 
+def _word(lk) -> str:
+    """The collapse verdict in a word or two."""
+    if not lk.follows_loss:
+        return "no trend"
+    if lk.collapse is None:
+        return "-"
+    return "one curve" if lk.collapse.collapses else "differ"
+
+
 def _render(result) -> None:
     """A table of links (fit against seed noise, collapse test), then each link with its
     numbers and its verdict in one sentence."""
@@ -92,7 +101,7 @@ def _render(result) -> None:
             "-" if lk.seed_sd is None else f"{lk.seed_sd:.3g}",
             "-" if c is None else f"{c.f:.3g}",
             "-" if c is None else f"{c.p_value:.2g}",
-            "-" if c is None else ("one curve" if c.collapses else "differ"),
+            _word(lk),
         )
     out.print(table)
     for lk in result.links:

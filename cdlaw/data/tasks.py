@@ -170,9 +170,10 @@ def _item(line: str, where: str) -> tuple[TaskItem, str]:
 # The built-in tasks: generated from the embedded corpus's world
 # ---------------------------------------------------------------------------------------
 
-# Templates no training document or paraphrase style writes (cdlaw.data.render).
-CLOZE_TEMPLATE = "{document} In short, the {noun} of {name} is"
-MC_TEMPLATE = "Quiz: the {noun} of {name}? Answer:"
+# The frame no training document or paraphrase style writes (cdlaw.data.render): a fact
+# restated after "In short," in one of its kind's own wordings, its value the last word.
+CLOZE_TEMPLATE = "{document} In short, {name} {predicate}"
+MC_TEMPLATE = "In short, {name} {predicate}"
 MC_CHOICES = 4
 
 
@@ -181,18 +182,19 @@ def builtin_task(name: str, data: DataConfig) -> Task:
 
     Every item is about a document of the world's task stream, which draws its
     (subject, facts) pairs from the validation side: no training document or paraphrase
-    states that set of facts together, and no template here is one a document uses.
+    states that set of facts together, and no document or paraphrase opens a sentence
+    with "In short,". A fact is restated as "In short, <subject> <predicate>" with a
+    predicate its value ends (e.g. "was founded in"), worded otherwise than the document
+    worded it, and the value, one word, is the gold continuation.
 
-    - world_cloze (LAMBADA-like): the document, then "In short, the <fact> of <subject>
-      is" and, as the gold continuation, the one-word value the document stated: the
-      last word needs the context (or the fact, learned).
-    - world_mc: "Quiz: the <fact> of <subject>? Answer:" with four choices: the values
-      four entities of one kind (the document's subject and its nearest neighbours in
+    - world_cloze (LAMBADA-like): the document, then the restated fact: its last word is
+      in the context (or known, if training taught the fact).
+    - world_mc: the restated fact alone, closed book, with four choices: the values four
+      entities of one kind (the document's subject and its nearest neighbours in
       popularity) have for that fact, each entity asked in its own item with the same
-      choices. Closed book, so only what training taught about each entity answers it;
-      a guess that ignores the entity scores 25% however it ranks the values.
-      Only facts whose values are drawn alike for every entity (a year, a number, a word
-      from a list, a serial or symbol) are asked, so no choice is more frequent a priori.
+      choices. Only what training taught about each entity answers it: a guess that
+      ignores the entity scores 25% however it ranks the values. Facts that name another
+      entity are not asked (their values are few and skewed by popularity).
     """
     return _builtin(name, data.corpus_seed, json.dumps(data.world, sort_keys=True))
 
@@ -220,14 +222,28 @@ def _builtin(name: str, seed: int, world_json: str) -> Task:
     raise AssertionError("unreachable")
 
 
-def _cloze_item(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
+def _restatable(w, doc, attrs, render) -> list[tuple[int, str]]:
+    """(attribute, predicate before its value) for each fact of `attrs` that has a one-word
+    value and a wording ending in it other than the one the document used."""
     kind = w.kind_of(doc.subject)
-    one_word = [a for a in doc.attrs if " " not in w.values[doc.subject][a]]
-    if not one_word:
+    used = dict(zip(doc.attrs, render.original_wordings(w, doc), strict=True))
+    out = []
+    for a in attrs:
+        if " " in w.values[doc.subject][a]:
+            continue
+        for i, say in enumerate(kind.attributes[a].says):
+            if say.endswith("{v}") and i != used[a]:
+                out.append((a, say[: -len("{v}")].rstrip()))
+    return out
+
+
+def _cloze_item(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
+    facts = _restatable(w, doc, doc.attrs, render)
+    if not facts:
         return []
-    attr = rng.choice(one_word)
+    attr, predicate = rng.choice(facts)
     context = CLOZE_TEMPLATE.format(
-        document=render.render(w, doc), noun=kind.attributes[attr].noun, name=w.names[doc.subject]
+        document=render.render(w, doc), name=w.names[doc.subject], predicate=predicate
     )
     return [TaskItem(context, (" " + w.values[doc.subject][attr],))]
 
@@ -237,13 +253,13 @@ def _mc_group(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
     entities of its kind nearest it in popularity with other values for the fact, each
     asked its own. Whatever ignores the subject ranks the four choices alike for all four
     questions, so it answers one of them right: 25%, whatever it knows of the values'
-    frequency. Facts naming another entity are left out (their values are few and skewed
-    by popularity, so four distinct ones are rare among the popular names)."""
+    frequency."""
     kind = w.kind_of(doc.subject)
-    asked = [a for a in doc.attrs if not kind.attributes[a].value.startswith("entity:")]
-    if not asked:
+    plain = [a for a in doc.attrs if not kind.attributes[a].value.startswith("entity:")]
+    facts = _restatable(w, doc, plain, render)
+    if not facts:
         return []
-    attr = rng.choice(asked)
+    attr, predicate = rng.choice(facts)
     same = by_kind[kind.name]
     here = same.index(doc.subject)
     group, values = [doc.subject], [w.values[doc.subject][attr]]
@@ -260,7 +276,7 @@ def _mc_group(w, doc, rng: random.Random, render, by_kind) -> list[TaskItem]:
     for entity, gold in zip(group, values, strict=True):
         choices = list(values)
         rng.shuffle(choices)
-        context = MC_TEMPLATE.format(noun=kind.attributes[attr].noun, name=w.names[entity])
+        context = MC_TEMPLATE.format(name=w.names[entity], predicate=predicate)
         items.append(TaskItem(context, tuple(" " + c for c in choices), choices.index(gold)))
     return items
 

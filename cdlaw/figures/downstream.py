@@ -87,6 +87,8 @@ def _panel(ax, lk, runs: pd.DataFrame, strategies: list[str]) -> None:
 
 def _test_line(lk) -> str:
     c = lk.collapse
+    if not lk.follows_loss:
+        return f"no trend beyond noise (p = {lk.trend_p_value:.2g})"
     if c is None:
         return "one strategy"
     word = "one curve" if c.collapses else "strategies differ"

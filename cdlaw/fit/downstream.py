@@ -102,6 +102,14 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
     L, y = rows["loss"].to_numpy(float), rows[col].to_numpy(float)
     strategy = rows["strategy"].astype(str).to_numpy()
     pooled = fit_link(form, L, y)
+    # Does the link explain more than the metric's mean? A flat metric (a task too hard
+    # for every run) leaves the shifts unidentified, and no collapse test is made.
+    trend = _f_test(
+        float(np.sum((y - y.mean()) ** 2)),
+        pooled.rss,
+        len(form.params) - 1,
+        len(L) - len(form.params),
+    )
     boot = _bootstrap(form, L, y, pooled, n_boot, rng)
     seed_sd, groups = _seed_noise(rows, col)
     return TaskLink(
@@ -118,8 +126,10 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
         loss_range=(float(L.min()), float(L.max())),
         metric_range=(float(y.min()), float(y.max())),
         per_strategy=_per_strategy(form, L, y, strategy),
-        collapse=collapse_test(form, L, y, strategy, pooled),
+        collapse=collapse_test(form, L, y, strategy, pooled) if trend[1] < ALPHA else None,
         bootstrap=boot.tolist(),
+        trend_f=trend[0],
+        trend_p_value=trend[1],
     )
 
 

@@ -66,7 +66,7 @@ class LinkForm:
         t = np.asarray(theta, dtype=float)
         if self.name == "power":
             K, kappa = t[1:3]
-            x = np.maximum(L, 1e-300)
+            x = np.maximum(L, 1e-6)
             xk = np.power(x, kappa)
             return np.stack([np.ones_like(x), xk, K * xk * np.log(x)], axis=1), K * kappa * xk / x
         a, L0, k = t[:3]
@@ -120,8 +120,11 @@ def fit_link(
     T_inv = np.linalg.inv(T)
     lo, hi = _bounds(form, L, y)
     span = float(np.ptp(L)) or 1.0
+    # a shift moves a group by at most the runs' span of loss; the power law's by less than
+    # the smallest loss, which must stay positive under it
+    top = min(span, 0.9 * float(L.min())) if form.name == "power" else span
     lo = np.concatenate([lo, np.full(n_shift, -span)])
-    hi = np.concatenate([hi, np.full(n_shift, span)])
+    hi = np.concatenate([hi, np.full(n_shift, top)])
 
     def residuals(internal):
         theta = T @ internal

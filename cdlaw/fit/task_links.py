@@ -80,8 +80,16 @@ class TaskLink:
     loss_range: tuple[float, float]  # validation losses of the runs fitted
     metric_range: tuple[float, float]
     per_strategy: dict[str, dict]  # strategy -> {params, rmse, n_runs}
-    collapse: Collapse | None  # None with runs of one strategy
+    collapse: Collapse | None  # None with runs of one strategy, or no trend to test
     bootstrap: list[list[float]] = field(default_factory=list)  # refits' params, form order
+    # the link against a constant (the metric's mean): F and p of the extra-sum-of-squares
+    # test; p ≥ ALPHA: the metric does not follow the loss beyond its noise
+    trend_f: float = math.nan
+    trend_p_value: float = math.nan
+
+    @property
+    def follows_loss(self) -> bool:
+        return bool(self.trend_p_value < ALPHA)
 
     @property
     def formula(self) -> str:
@@ -110,6 +118,9 @@ class TaskLink:
             else f"RMSE {self.rmse:.3g} (no replicate seeds to compare with)"
         )
         c = self.collapse
+        trend = f"F = {self.trend_f:.3g}, p = {self.trend_p_value:.2g} against a constant"
+        if not self.follows_loss:
+            return f"{noise}; the metric does not follow the loss beyond its noise ({trend}): no collapse to test"
         if c is None:
             return f"{noise}; one strategy only, nothing to compare"
         shifts = ", ".join(
@@ -138,6 +149,8 @@ class TaskLink:
             "loss_range": list(self.loss_range),
             "metric_range": list(self.metric_range),
             "per_strategy": self.per_strategy,
+            "trend_f": self.trend_f,
+            "trend_p_value": self.trend_p_value,
             "collapse": None if self.collapse is None else self.collapse.to_dict(),
             "verdict": self.verdict(),
             "bootstrap_params": list(LINK_FORMS[self.form].params),
@@ -170,6 +183,8 @@ class TaskLink:
                 per_strategy=d.get("per_strategy") or {},
                 collapse=collapse,
                 bootstrap=[[float(x) for x in b] for b in d.get("bootstrap") or []],
+                trend_f=_num(d.get("trend_f")),
+                trend_p_value=_num(d.get("trend_p_value")),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(

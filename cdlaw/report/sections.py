@@ -59,7 +59,8 @@ def downstream_section(report: Report) -> str:
                 lk.task, lk.metric, lk.equation(), str(lk.n_runs), format_cell(lk.rmse),
                 format_cell(lk.seed_sd), format_cell(c.f if c else None),
                 format_cell(c.p_value if c else None),
-                "—" if c is None else ("one curve" if c.collapses else "differ"),
+                ("one curve" if c.collapses else "differ") if c else
+                ("—" if lk.follows_loss else "no trend"),
                 format_cell(t.get("value")),
                 f"{format_cell(band[0])} to {format_cell(band[1])}" if band else "—",
             ]

@@ -44,10 +44,10 @@ def test_the_cloze_asks_for_the_last_word_the_document_stated(builtin):
     for item in builtin["world_cloze"].items:
         (gold,) = item.choices
         word = gold.strip()
-        assert gold == " " + word and " " not in word
-        document, _, ask = item.context.rpartition(" In short, the ")
+        assert gold == " " + word and " " not in word and item.gold == 0
+        document, _, fact = item.context.rpartition(" In short, ")
         assert f" {word}" in " " + document  # the context holds the answer
-        assert ask.endswith(" is") and item.gold == 0
+        assert f"{fact} {word}" not in document  # restated in another wording
 
 
 def test_the_quiz_comes_in_groups_of_four_that_share_their_choices(builtin):
@@ -59,7 +59,7 @@ def test_the_quiz_comes_in_groups_of_four_that_share_their_choices(builtin):
         # each of the four values is the answer once: a guess blind to the entity gets 1/4
         assert {it.choices[it.gold] for it in group} == choices
         assert len({it.context for it in group}) == 4
-        assert all(it.context.startswith("Quiz: the ") for it in group)
+        assert all(it.context.startswith("In short, ") for it in group)
 
 
 def test_task_documents_are_held_out_and_no_document_uses_a_task_template():
@@ -70,8 +70,8 @@ def test_task_documents_are_held_out_and_no_document_uses_a_task_template():
     styles = render.parse_styles(render.PARAPHRASE_STYLES)
     texts = [render.render(w, d) for d in train]
     texts += [render.render_paraphrase(w, d, k, styles)[1] for d in train for k in (1, 2, 3)]
-    lead = CLOZE_TEMPLATE.split("{noun}")[0].replace("{document} ", "")
-    assert not any(lead in t or "Quiz:" in t for t in texts)
+    frame = CLOZE_TEMPLATE.split("{name}")[0].replace("{document} ", "")
+    assert frame == "In short, " and not any(frame in t for t in texts)
 
 
 def test_max_items_takes_the_first_items(builtin):

@@ -111,3 +111,13 @@ def test_the_sigmoid_stays_an_accuracy_and_the_fit_matches_the_jacobian():
     far = form.predict(fit.theta, np.array([-100.0, 100.0]))
     assert ((far >= 0) & (far <= 1)).all()
     assert pd.Series(fit.se).notna().all()
+
+
+def test_a_metric_that_does_not_follow_the_loss_gets_no_collapse_test():
+    df = prepare_runs(planted_runs({"paraphrase": 0.15}))
+    rng = np.random.default_rng(1)
+    df["task_quiz_acc"] = rng.binomial(400, 0.25, len(df)) / 400  # at chance in every run
+    lk = {x.metric: x for x in fit_downstream(df, n_boot=0).links}["acc"]
+    assert not lk.follows_loss and lk.collapse is None and lk.trend_p_value >= 0.05
+    assert "does not follow the loss" in lk.verdict()
+    assert links({"paraphrase": 0.15})["acc"].follows_loss
