@@ -52,7 +52,11 @@ def with_tasks(plan: Plan, source: PlanningLaw, links: list[TaskLink]) -> Plan:
     """The plan with its predicted task metrics (Plan.tasks) and a warning per link the
     plan's loss lies outside of."""
     preds = [predict_task(plan, source, lk) for lk in links]
-    notes = tuple(f"{p.column}: {p.beyond_runs}" for p in preds if p.beyond_runs)
+    beyond: dict[str, list[str]] = {}  # one warning per sentence, naming its columns
+    for p in preds:
+        if p.beyond_runs:
+            beyond.setdefault(p.beyond_runs, []).append(p.column)
+    notes = tuple(f"{', '.join(cols)}: {why}" for why, cols in beyond.items())
     notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)
@@ -103,7 +107,7 @@ def predict_task(plan: Plan, source: PlanningLaw, link: TaskLink) -> TaskPredict
     if not lo_run <= loss <= hi_run:
         beyond = (
             f"the plan's loss {loss:.4g} lies outside the runs' losses {lo_run:.4g}–{hi_run:.4g} "
-            "the link was fitted to: its metric is the link's extrapolation"
+            "the links were fitted to: their metric there is an extrapolation"
         )
     value = float(link.predict(loss))
     return TaskPrediction(link.column, link.task, link.metric, value, ci, why, beyond)
