@@ -39,7 +39,7 @@ def downstream(
     per strategy, which an F test compares with the pooled curve (docs/downstream.md).
     Prints each link, its RMSE beside the seed noise, and the collapse verdict; writes
     downstream.json, which `cdlaw plot --kind downstream`, `cdlaw report` and `cdlaw plan
-    --link` read.
+    --link` read, and its figure (RUNS/figures/downstream.png, or T.figures/ beside a table).
 
     Example: cdlaw downstream runs/demo --task world_mc
     """
@@ -53,7 +53,8 @@ def downstream(
     target = downstream_path(path, out_path)
     if target.is_dir():
         raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
-    result = fit_downstream(load_runs(path), task, bootstrap, seed, source=str(path))
+    runs = load_runs(path)
+    result = fit_downstream(runs, task, bootstrap, seed, source=str(path))
     if not result.links:
         why = "; ".join(f"{c}: {w}" for c, w in result.skipped.items())
         raise BadInput(f"no task of {path} can be linked to the loss ({why})")
@@ -61,8 +62,11 @@ def downstream(
         print_json(result.to_dict())
     else:
         _render(result)
+    from cdlaw.figures.downstream import write_downstream_figure
+
     result.write(target)
-    err.print(f"wrote {target}", highlight=False)
+    figure = write_downstream_figure(result, runs, path)
+    err.print(f"wrote {target} and {figure}", highlight=False)
 
 
 def _word(lk) -> str:

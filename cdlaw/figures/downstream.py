@@ -10,6 +10,7 @@ loss. The panel's title gives the collapse test (docs/downstream.md).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -93,3 +94,15 @@ def _test_line(lk) -> str:
         return "one strategy"
     word = "one curve" if c.collapses else "strategies differ"
     return f"{word} (F = {c.f:.3g}, p = {c.p_value:.2g})"
+
+
+def write_downstream_figure(result, runs: pd.DataFrame, path) -> Path:
+    """Draw the figure of `result` and the runs it was fitted to, and write it (PNG) beside
+    them: <runs>/figures/downstream.png, or t.figures/downstream.png beside a table t.csv."""
+    from cdlaw.figures.inputs import figures_dir
+    from cdlaw.figures.output import figure_context, save_figure
+
+    path = Path(path)
+    folder = path / "figures" if path.is_dir() else figures_dir(path)
+    with figure_context():
+        return save_figure(downstream_figure(result, runs), folder / "downstream.png", "png")

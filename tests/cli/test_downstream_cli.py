@@ -53,7 +53,8 @@ def test_downstream_prints_links_and_verdicts_and_writes_its_file(table):
     assert "quiz" in out and "differ" in out and "task_quiz_acc = " in out
     assert "shifts in loss vs none" in out and "a rerun with another seed" in out
     written = table.with_name("runs.downstream.json")
-    assert f"wrote {written}" in err
+    figure = table.with_name("runs.figures") / "downstream.png"
+    assert f"wrote {written} and {figure}" in err and figure.stat().st_size > 10_000
     links = json.loads(written.read_text())["links"]
     assert {lk["column"] for lk in links} == {"task_quiz_acc", "task_quiz_bpb"}
     assert all(len(lk["bootstrap"]) == 30 for lk in links)
