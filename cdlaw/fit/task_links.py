@@ -104,7 +104,7 @@ class TaskLink:
 
     def equation(self) -> str:
         """The pooled link with its numbers, e.g. 0.41 / (1 + exp(3.2·(L − 2.9))) + 0.25."""
-        p = self.params
+        p = {k: (0.0 if abs(v) < 1e-9 else v) for k, v in self.params.items()}  # 1e-21 is 0
         if self.form == "power":
             return f"{p['E']:.4g} + {p['K']:.4g}·L^{p['kappa']:.4g}"
         return f"{p['a']:.4g} / (1 + exp({-p['k']:.4g}·(L − {p['L0']:.4g}))) + {p['b']:.4g}"

@@ -493,6 +493,8 @@ def test_every_figure_names_its_fit(figures):
         text = caption(fig)
         if kind == "compare":  # many fits: it names the comparison and its rows instead
             assert "72 rows" in text and "Huber δ 0.1" in text and "source" in text
+        elif kind == "downstream":  # no law: it names the links and the runs they fit
+            assert "links fitted to" in text and "runs of" in text
         else:
             assert "fit: cd law" in text and "rmse_log 0.0" in text, kind
         assert fig.get_suptitle(), kind
