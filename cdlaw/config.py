@@ -19,14 +19,15 @@ import typing
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from cdlaw import strategies
 from cdlaw.errors import BadInput
-from cdlaw.law import Strategy
 from cdlaw.units import plain
 
 Schedule = Literal["cosine", "wsd"]
 # Fields added after runs were first named: left out of run_id at their default, so a run
 # trained before a field existed keeps its id (and its folder) when the field is unused.
-ADDED_FIELDS = {("train", "warmup_steps"): 0}
+# A key is the field's path in config.json: ("train", "warmup_steps") or ("derived_files",).
+ADDED_FIELDS: dict[tuple[str, ...], object] = {("train", "warmup_steps"): 0, ("derived_files",): ""}
 Precision = Literal["auto", "bf16", "fp32"]
 Tracker = Literal["tensorboard", "wandb", "mlflow"]  # cdlaw.train.trackers
 TRACKERS: tuple[str, ...] = get_args(Tracker)
@@ -191,17 +192,29 @@ class RunConfig:
     """Everything that defines one run: what is trained, on which tokens, how."""
 
     sweep: str
-    strategy: Strategy
+    strategy: str  # "none" (D′ = 0), "repetition", "paraphrase" or a declared name (strategies.py)
     fresh_tokens: int  # D, exact
-    derived_tokens: int  # D′, exact: repetition (epochs − 1)·D, paraphrase tokens consumed
+    derived_tokens: int  # D′, exact: repetition (epochs − 1)·D, else derived tokens consumed
     seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)  # not in run_id: it trains nothing
+    # The folder of jsonl rows aligned to the documents by id that a strategy declared with
+    # [derived.<name>] files reads ("" for none, repetition and paraphrase, whose
+    # paraphrase files are data.paraphrases): docs/corpus.md, "Derived files".
+    derived_files: str = ""
 
     def __post_init__(self):
-        _check_literal(Strategy, self.strategy, "strategy")
+        if self.strategy != strategies.NONE:
+            strategies.check_name(self.strategy, "strategy")
+        declared = self.strategy not in (strategies.NONE, *strategies.BUILT_IN)
+        if declared != bool(self.derived_files):
+            raise BadInput(
+                f"strategy {self.strategy!r} with derived_files={self.derived_files!r}: a "
+                "strategy other than none, repetition and paraphrase reads its derived files "
+                "(declare them with [derived.<name>] files = DIR), and those three read none"
+            )
         _require(self.fresh_tokens > 0, "fresh_tokens", self.fresh_tokens, "positive")
         _require(self.derived_tokens >= 0, "derived_tokens", self.derived_tokens, "≥ 0")
         _require(self.seed >= 0, "seed", self.seed, "≥ 0")
@@ -231,9 +244,12 @@ class RunConfig:
         defining = to_dict(self)
         defining["model"].pop("size")
         defining.pop("eval")
-        for (table, key), default in ADDED_FIELDS.items():  # ids of older runs stay the same
-            if defining[table][key] == default:
-                defining[table].pop(key)
+        for (*tables, key), default in ADDED_FIELDS.items():  # ids of older runs stay the same
+            holder = defining
+            for table in tables:
+                holder = holder[table]
+            if holder[key] == default:
+                holder.pop(key)
         blob = json.dumps(defining, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

@@ -16,20 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 
 from cdlaw.laws import LAWS
 from cdlaw.laws.cd import effective_data, eta
 from cdlaw.laws.form import LawForm
-
-# What a run trains on beyond one pass of its fresh tokens: nothing ("none", D′ = 0), or
-# derived tokens by one of the strategies the CD paper fits its own R* for.
-DerivedStrategy = Literal["repetition", "paraphrase"]
-Strategy = Literal["none", "repetition", "paraphrase"]
-DERIVED_STRATEGIES: tuple[str, ...] = get_args(DerivedStrategy)
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 
 def _declaration(form: str | LawForm) -> LawForm:

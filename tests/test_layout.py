@@ -24,6 +24,7 @@ FOUNDATION = {
     "shapes",
     "schedule",
     "task_columns",
+    "strategies",
 }
 ALLOWED = {
     "foundation": {"foundation"},

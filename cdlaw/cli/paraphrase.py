@@ -116,7 +116,7 @@ def paraphrase(
         concurrency=concurrency,
         api_key_env=api_key_env,
     )
-    bar, progress = _progress_bar(transient=json_out)
+    bar, progress = progress_bar("paraphrasing", transient=json_out)
     try:
         result = paraphrase_corpus(
             corpus,
@@ -128,10 +128,10 @@ def paraphrase(
         )
     finally:
         bar.stop()
-    _render(result, json_out)
+    render(result, json_out, "paraphrases")
 
 
-def _progress_bar(transient: bool):
+def progress_bar(label: str, transient: bool):
     """A progress bar on stderr and the on_progress callback that drives it. The bar
     starts with the first report, after the inputs were checked, so a bad input prints
     its one sentence and nothing else."""
@@ -151,19 +151,19 @@ def _progress_bar(transient: bool):
         nonlocal task
         if task is None:
             bar.start()
-            task = bar.add_task("paraphrasing", total=total)
+            task = bar.add_task(label, total=total)
         bar.update(task, completed=done, total=total)
 
     return bar, progress
 
 
-def _render(result: dict, json_out: bool) -> None:
+def render(result: dict, json_out: bool, what: str) -> None:
     """The counts as JSON on stdout, or one line on stderr."""
     if json_out:
         print_json(result)
     else:
         err.print(
-            f"wrote {result['written']} paraphrases ({result['done']} of {result['total']} done) "
+            f"wrote {result['written']} {what} ({result['done']} of {result['total']} done) "
             f"to {result['path']}"
             + (
                 f"; {result['empty']} came back empty and will be retried"

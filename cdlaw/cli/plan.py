@@ -37,7 +37,7 @@ def plan(
     budget_flops: str = typer.Option(None, "--budget-flops", metavar=NUMBER, help="Training compute C = 6·N·(D + D′), e.g. 1e21."),
     unique_tokens: str = typer.Option(None, "--unique-tokens", metavar=NUMBER, help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited."),
     law: str = LAW,
-    strategy: str = typer.Option("auto", "--strategy", help="auto | repetition | paraphrase (auto: the lower loss)."),
+    strategy: str = typer.Option("auto", "--strategy", help="auto | any strategy the law has parameters for: repetition, paraphrase, … (auto: the lowest loss)."),
     n_params: str = typer.Option(None, "--n-params", metavar=NUMBER, help="Fix the model size N, e.g. 7B; then only the token split is planned."),
     frontier: bool = typer.Option(False, "--frontier", help="Plan every budget of a log-spaced range instead of one."),
     frontier_range: str = typer.Option("1e18:1e24", "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."),
@@ -69,8 +69,11 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
+    from cdlaw.plan.tasks import read_links
 
-    links = _links(link, task, frontier)
+    if link is not None and frontier:
+        raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
+    links = read_links(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
@@ -108,23 +111,6 @@ def plan(
         print_json(result.to_dict())
     else:
         _render_plan(result)
-
-
-def _links(link: str | None, task: str | None, frontier: bool) -> list:
-    """The task links of --link (one task with --task), read before anything is planned."""
-    if link is None:
-        if task is not None:
-            raise BadInput("--task goes with --link: name the downstream.json to predict it with")
-        return []
-    if frontier:
-        raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
-    from pathlib import Path
-
-    from cdlaw.fit.task_links import Downstream
-
-    if not Path(link).is_file():
-        raise BadInput(f"--link {link} does not exist; write it with `cdlaw downstream RUNS`")
-    return Downstream.read(link).link(task)
 
 
 def _unique_tokens(unique_tokens, seq_len: int, micro_batch: int, vocab_size: int):
@@ -181,11 +167,12 @@ def _tokens(x: float) -> str:
 
 
 def _uses(a) -> str:
-    """How the derived tokens are made: '7.53 epochs', '4.35 passes' (paraphrase), '1 epoch'."""
+    """How the derived tokens are made: '7.53 epochs' (repetition), '4.35 passes' (D′/D of
+    paraphrase or any other derived strategy), '1 epoch'."""
     if a.strategy == "repetition":
         return f"{a.epochs:.3g} epochs"
-    if a.strategy == "paraphrase":
-        return f"{a.paraphrase_passes:.3g} passes"
+    if a.strategy != "none":
+        return f"{a.derived_ratio:.3g} passes"
     return "1 epoch"
 
 
@@ -329,8 +316,10 @@ def _other_ways(p) -> Table:
     for col in ("", "N", "D", "D′", "strategy", "uses", "loss", "gap"):
         c.add_column(col, justify="left" if col in ("", "strategy", "uses") else "right")
     rows = [("plan", p.best)]
-    # the other strategies, where they lose (under auto the plan is the best of them)
-    rows += [(s, a) for s, a in p.candidates.items() if a.loss_gap > 0]
+    # the other strategies, where they lose (under auto the plan is the best of them),
+    # closest first
+    losers = sorted((a.loss_gap, s) for s, a in p.candidates.items() if a.loss_gap > 0)
+    rows += [(s, p.candidates[s]) for _, s in losers]
     rows += [("naive", p.naive), ("≤ 4 epochs", p.four_epoch)]
     for name, a in rows:
         gap = "—" if a is p.best else _gap(a.predicted_loss - p.predicted_loss, 4)
@@ -433,7 +422,7 @@ def _render_frontier(plans, law: str, unique, strategy: str) -> None:
         t.add_column(col, justify="left" if col in ("uses", "regime") else "right")
     short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
     for p in plans:
-        uses = short[p.strategy] + (
+        uses = short.get(p.strategy, p.strategy) + (
             "" if p.strategy == "none" else " " + _uses(p.best).split()[0] + "×"
         )
         t.add_row(
@@ -450,7 +439,7 @@ def _render_frontier(plans, law: str, unique, strategy: str) -> None:
         )
     out.print(t)
     out.print(
-        "uses: epochs (rep) or paraphrase passes (para); gain 2×C: nats the loss drops if C doubles; "
+        "uses: epochs (rep) or passes of derived tokens (para and the rest); gain 2×C: nats the loss drops if C doubles; "
         "naive, ≤4 ep: their loss minus the plan's",
         highlight=False,
     )

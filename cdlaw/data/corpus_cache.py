@@ -55,7 +55,7 @@ class PreparedCorpus:
     tokenizer_path: Path
     val_tokens: np.ndarray  # held-out fresh documents, the same for every run of a sweep
     train_tokens_available: int  # real corpora: all; embedded (unbounded): as many as built
-    paraphrase_passes_available: int  # passes that cover every document inside fresh_tokens
+    paraphrase_passes_available: int  # paraphrase passes that cover every document inside D
     data: DataConfig
     root: Path  # the cache folder holding this corpus's tokens
 
@@ -65,32 +65,74 @@ class PreparedCorpus:
 # ---------------------------------------------------------------------------------------
 
 
-def block_path(pc: PreparedCorpus, block: int, k: int = 0) -> Path:
-    """Where training block `block` (k = 0) or its paraphrase pass k is cached."""
+@dataclass(frozen=True)
+class DerivedSource:
+    """Where a derived strategy's documents come from (docs/corpus.md, "Derived files").
+
+    Either rendered paraphrases of the embedded corpus (`files` ""), or a folder of jsonl
+    rows {"id", "pass", "text"[, "style"]} aligned to the training documents by id —
+    paraphrase files, self-distilled text, any other — tokenised into the cache once per
+    file content. `styles` keeps only rows of those styles (paraphrase files); None keeps
+    every row. Build it with `of`.
+    """
+
+    strategy: str
+    files: str = ""
+    styles: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, data: DataConfig, strategy: str, derived_files: str = "") -> DerivedSource:
+        """The source of a run's derived tokens: paraphrase reads data.paraphrases (or, on
+        the embedded corpus, renders them); any other strategy its own derived_files."""
+        if strategy != "paraphrase":
+            if not derived_files:
+                raise BadInput(
+                    f"strategy {strategy!r} has no derived files: declare them in the sweep "
+                    f"with [derived.{strategy}] files = DIR"
+                )
+            return cls(strategy, derived_files)
+        if data.corpus == "embedded":
+            return cls(strategy)
+        if not data.paraphrases:
+            raise BadInput(
+                f"strategy 'paraphrase' on {data.corpus!r} needs paraphrase files: set "
+                "data.paraphrases to the --out folder of `cdlaw paraphrase`"
+            )
+        styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
+        return cls(strategy, data.paraphrases, tuple(styles))
+
+    def describe(self) -> str:
+        """How messages name it: "paraphrase files in 'DIR'"."""
+        if not self.files:
+            return "the embedded corpus's rendered paraphrases"
+        what = "paraphrase files" if self.strategy == "paraphrase" else "derived files"
+        return f"{what} in {self.files!r}"
+
+    def setting(self) -> str:
+        """The sweep setting that names the files: "data.paraphrases 'DIR'"."""
+        if self.strategy == "paraphrase":
+            return f"data.paraphrases {self.files!r}"
+        return f"[derived.{self.strategy}] files {self.files!r}"
+
+    def folder(self, root: Path, data: DataConfig) -> Path:
+        """The cache folder of its passes: p001/, p002/, … of blocks, keyed by what decides
+        the tokens (the rendered styles, or the files' content and the styles kept)."""
+        if not self.files:
+            styles = render.parse_styles(data.paraphrase_styles)
+            return root / f"para-{key_digest({'styles': styles})}"
+        fingerprint = sources.paraphrases_fingerprint(self.files, self.setting())
+        if self.styles is None:
+            return root / f"derived-{key_digest({'files': fingerprint})}"
+        return root / f"para-{key_digest({'files': fingerprint, 'styles': list(self.styles)})}"
+
+
+def block_path(pc: PreparedCorpus, block: int, k: int = 0, source: DerivedSource | None = None):
+    """Where training block `block` (k = 0) or its derived pass k of `source` is cached
+    (default: the paraphrase source of pc.data)."""
     if k == 0:
         return pc.root / "train" / f"b{block:05d}.npy"
-    return _para_folder(pc) / f"p{k:03d}" / f"b{block:05d}.npy"
-
-
-def _para_folder(pc: PreparedCorpus) -> Path:
-    if pc.data.corpus == "embedded":
-        styles = render.parse_styles(pc.data.paraphrase_styles)
-        return pc.root / f"para-{key_digest({'styles': styles})}"
-    if not pc.data.paraphrases:
-        raise BadInput(
-            f"strategy 'paraphrase' on {pc.data.corpus!r} needs paraphrase files: set "
-            "data.paraphrases to the --out folder of `cdlaw paraphrase`"
-        )
-    return files_para_folder(pc.data, pc.root)[0]
-
-
-def files_para_folder(data: DataConfig, root: Path) -> tuple[Path, list[str]]:
-    """A real corpus's folder for the passes of its paraphrase files, and their styles."""
-    styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
-    pkey = key_digest(
-        {"files": sources.paraphrases_fingerprint(data.paraphrases), "styles": styles}
-    )
-    return root / f"para-{pkey}", styles
+    source = source or DerivedSource.of(pc.data, "paraphrase")
+    return source.folder(pc.root, pc.data) / f"p{k:03d}" / f"b{block:05d}.npy"
 
 
 def load_block(path: Path) -> tuple[np.ndarray, np.ndarray]:

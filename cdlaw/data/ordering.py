@@ -11,6 +11,8 @@ Streams (what the trainer reads, front to back):
                inside D, each pass cut into seq_len sequences in a seeded order of its own
                (the short remainder last), until exactly D′ more tokens; the last pass may
                be partial.
+  any other    the same, with the passes of the strategy's derived files (self-distilled
+               text, synthetic rewrites: [derived.<name>] files) in place of paraphrases.
 Counts are exact: the stream holds exactly D + D′ tokens, D′ of them derived.
 
 Streams nest. Every stream starts with F[:D], and F does not depend on D or the seed. The
@@ -27,17 +29,19 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.config import RunConfig
-from cdlaw.data.corpus_cache import PreparedCorpus
+from cdlaw.data.corpus_cache import DerivedSource, PreparedCorpus
 from cdlaw.data.prepare import (
-    MAX_PARAPHRASE_PASSES,
+    MAX_DERIVED_PASSES,
+    derived_pass_parts,
     docs_inside,
-    paraphrase_pass_parts,
     prepare_corpus,
-    too_short_for_paraphrase,
+    prepare_derived,
+    too_short_for_derived,
     train_blocks,
 )
 from cdlaw.data.streams import TokenStream
 from cdlaw.errors import BadInput
+from cdlaw.strategies import NONE, REPETITION, check_name
 
 # Seed streams, so no two uses share numbers (file_corpus.py: 11). 13 was the mixed
 # paraphrase order of stream order 1; it is retired, not reused.
@@ -50,8 +54,6 @@ REPEAT_TAG, PASS_TAG = 12, 14
 #   2: paraphrase streams are F[:D], then passes 1, 2, … each in its own seeded order, so
 #      they nest in D′ like repetition epochs; none and repetition are unchanged.
 STREAM_ORDER_VERSION = 2
-
-STRATEGIES = ("none", "repetition", "paraphrase")
 
 
 class _Concat:
@@ -150,8 +152,8 @@ def shared_prefix(a: tuple[str, int, int], b: tuple[str, int, int]) -> int:
     """
     (sa, da, dpa), (sb, db, dpb) = a, b
     for strategy, d, dp in (a, b):
-        if strategy not in STRATEGIES:
-            raise BadInput(f"strategy must be none, repetition or paraphrase, got {strategy!r}")
+        if strategy != NONE:
+            check_name(strategy, "strategy")
         if int(d) <= 0 or int(dp) < 0:
             raise BadInput(f"need D > 0 and D′ ≥ 0, got {d}, {dp}")
     if sa == sb and int(da) == int(db):
@@ -166,11 +168,15 @@ def run_stream(
     derived_tokens: int,
     seq_len: int,
     seed: int,
+    derived_files: str = "",
 ) -> TokenStream:
-    """The exact token stream of one run: fresh_tokens + derived_tokens tokens (see above)."""
+    """The exact token stream of one run: fresh_tokens + derived_tokens tokens (see above).
+
+    derived_files: the folder a strategy other than none, repetition and paraphrase reads
+    its passes from (RunConfig.derived_files)."""
     D, Dp, L = int(fresh_tokens), int(derived_tokens), int(seq_len)
-    if strategy not in STRATEGIES:
-        raise BadInput(f"strategy must be none, repetition or paraphrase, got {strategy!r}")
+    if strategy != NONE:
+        check_name(strategy, "strategy")
     if D <= 0 or Dp < 0 or L <= 0:
         raise BadInput(
             f"need fresh_tokens > 0, derived_tokens ≥ 0 and seq_len > 0, got {D}, {Dp}, {L}"
@@ -181,10 +187,10 @@ def run_stream(
         )
     if seed < 0:
         raise BadInput(f"seed must be ≥ 0, got {seed}")
-    if strategy == "paraphrase" and Dp > MAX_PARAPHRASE_PASSES * D:
+    if strategy != REPETITION and Dp > MAX_DERIVED_PASSES * D:
         raise BadInput(
-            f"derived_tokens={Dp} is {Dp / D:.10g} paraphrase passes of fresh_tokens={D}, more "
-            f"than the limit of {MAX_PARAPHRASE_PASSES}; use derived_tokens ≤ {MAX_PARAPHRASE_PASSES * D}"
+            f"derived_tokens={Dp} is {Dp / D:.10g} {strategy} passes of fresh_tokens={D}, more "
+            f"than the limit of {MAX_DERIVED_PASSES}; use derived_tokens ≤ {MAX_DERIVED_PASSES * D}"
         )
     blocks = train_blocks(prepared, D)
     arrays, start = [], 0
@@ -202,7 +208,7 @@ def run_stream(
         "paraphrase_passes": 0.0,
         "stream_order": STREAM_ORDER_VERSION,
     }
-    if strategy in ("none", "repetition"):
+    if strategy in (NONE, REPETITION):
         out = _StreamBuilder(fresh)
         out.add(fresh, [0], [D], False)  # F[:D]: every stream starts with it
         left, epoch = Dp, 2
@@ -214,12 +220,21 @@ def run_stream(
             info["epochs"] = (D + Dp) / D
         return out.stream(info)
 
+    source = DerivedSource.of(prepared.data, strategy, derived_files)
+    prepare_derived(prepared, source)  # files: tokenised once, then read from the cache
+    return _derived_stream(prepared, source, blocks, fresh, Dp, info)
+
+
+def _derived_stream(prepared, source: DerivedSource, blocks, fresh: _Concat, Dp: int, info):
+    """F[:D], then passes 1, 2, … of `source`'s documents inside D until exactly D′ more
+    tokens (paraphrase and every declared strategy)."""
+    D, L, seed = fresh.n, info["seq_len"], info["seed"]
     n_docs = docs_inside(blocks, D)
     if not sum(n_docs):
-        raise BadInput(too_short_for_paraphrase(D, blocks))
+        raise BadInput(too_short_for_derived(D, blocks, source))
     parts, lengths, have, passes_used = [], [], 0, 0.0
     while have < Dp:  # each pass adds tokens (a pass lacking a document is refused)
-        pass_parts = paraphrase_pass_parts(prepared, blocks, n_docs, len(lengths) + 1)
+        pass_parts = derived_pass_parts(prepared, blocks, n_docs, len(lengths) + 1, source)
         parts += pass_parts  # the whole pass: its order must not depend on D′
         lengths.append(sum(len(p) for p in pass_parts))
         passes_used += min(lengths[-1], Dp - have) / lengths[-1]
@@ -232,8 +247,9 @@ def run_stream(
         a, b = _shuffled_sequences(n, L, [seed, PASS_TAG, k])
         left -= _add_until(out, derived, offset + a, offset + b, left, True)
         offset += n
-    info["paraphrase_passes"] = Dp / D
-    info["paraphrase_passes_used"] = passes_used  # whole passes + the share of the last
+    passes = "paraphrase_passes" if source.strategy == "paraphrase" else "derived_passes"
+    info[passes] = Dp / D
+    info[f"{passes}_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))
     return out.stream(info)
 
@@ -248,5 +264,6 @@ def stream_for_run(cfg: RunConfig, cache_dir: Path) -> tuple[PreparedCorpus, Tok
         cfg.derived_tokens,
         seq_len=cfg.model.seq_len,
         seed=cfg.seed,
+        derived_files=cfg.derived_files,
     )
     return prepared, stream

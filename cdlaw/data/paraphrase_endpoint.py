@@ -1,11 +1,13 @@
-"""The endpoint backend of `cdlaw paraphrase`: any OpenAI-compatible server.
+"""The endpoint backend of `cdlaw paraphrase` and `cdlaw distill`: any OpenAI-compatible
+server.
 
 `vllm serve`, SGLang and llama.cpp's `llama-server` all answer GET /v1/models and POST
 /v1/chat/completions and /v1/completions. At start the server must answer and serve the
 model, or BadInput says so before anything is written. A one-token chat request then
 checks that the server can format the model's chat; a server that refuses it (a model
 without a chat template) is sent plain prompts on /v1/completions instead, the local
-backend's fallback, and one warning says so.
+backend's fallback, and one warning says so. Continuations (no instruction) always go to
+/v1/completions, the text itself as the prompt.
 
 Requests run `concurrency` at a time in threads and their answers are handed back in
 document order. Each carries a seed made from (document, pass, piece), so a rerun or a
@@ -37,8 +39,7 @@ from types import SimpleNamespace
 from cdlaw.data.paraphrase_prompts import (
     Chunks,
     Item,
-    context_too_short,
-    join_pieces,
+    answer_text,
     plain_prompt,
     request_text,
     seed_of,
@@ -139,8 +140,10 @@ class Endpoint:
         api_key_env: str | None,
         concurrency: int,
         warn: Callable[[str], None],
+        chat: bool = True,
     ) -> Endpoint:
-        """Check that the server answers and serves `model`; BadInput otherwise."""
+        """Check that the server answers and serves `model`; BadInput otherwise. With `chat`
+        False (continuations only) the chat check is skipped: plain completions are asked."""
         base = url.rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise BadInput(f"--endpoint {url!r} must be an http(s) URL such as http://host:8000/v1")
@@ -162,38 +165,39 @@ class Endpoint:
             names = ", ".join(sorted(served)) or "no model"
             raise BadInput(f"--model {model!r} is not served by {base}, which serves {names}")
         server.context = int(served[model].get("max_model_len") or DEFAULT_CONTEXT)
-        chat = server.send(
-            "POST", "/chat/completions", server._body("Say OK.", 1, temperature=0), connecting=True
+        if chat:
+            answer = server.send(
+                "POST", "/chat/completions", server._body("Say OK.", 1, temperature=0),
+                connecting=True,
+            )  # fmt: skip
+            if answer.status == 200:
+                return server
+            if answer.status == 0 or answer.status in RETRY_STATUS or answer.status in (401, 403):
+                raise BadInput(f"--endpoint {base} failed a first request ({answer.reason()})")
+        server.api = "completions"
+        plain = server.send(
+            "POST", "/completions", server._body("Say OK.", 1, temperature=0), connecting=True
         )
-        if chat.status != 200:
-            if chat.status == 0 or chat.status in RETRY_STATUS or chat.status in (401, 403):
-                raise BadInput(f"--endpoint {base} failed a first request ({chat.reason()})")
-            server.api = "completions"
-            plain = server.send(
-                "POST", "/completions", server._body("Say OK.", 1, temperature=0), connecting=True
+        if plain.status != 200:
+            refused = f"chat ({answer.reason()}) and plain completion" if chat else "completion"
+            raise BadInput(
+                f"--endpoint {base} refused {refused} requests ({plain.reason()}) for {model!r}"
             )
-            if plain.status != 200:
-                raise BadInput(
-                    f"--endpoint {base} refused both chat ({chat.reason()}) and plain "
-                    f"completion requests ({plain.reason()}) for {model!r}"
-                )
+        if chat:
             warn(
-                f"{base} refused a chat request for {model!r} ({chat.reason()}), so it gets "
+                f"{base} refused a chat request for {model!r} ({answer.reason()}), so it gets "
                 "plain prompts on /v1/completions (a model without a chat template?)"
             )
         return server
 
-    def text_budget(self, styles: tuple[str, ...], max_new_tokens: int, model: str) -> int:
-        """Tokens of document text per request: the context less instructions and answer."""
-        overhead = TEMPLATE_SLACK + max(
-            len(self.tokens(plain_prompt(s, "")).input_ids) for s in styles
-        )
-        budget = self.context - max_new_tokens - overhead
-        if budget < 16:
-            raise context_too_short(model, self.context, overhead, max_new_tokens)
-        return budget
+    def prompt_tokens(self, instruction: str | None) -> int:
+        """Tokens a request takes beyond its text: the instruction and the chat template's
+        slack (counted a token per CHARS_PER_TOKEN characters); a continuation none."""
+        if instruction is None:
+            return 0
+        return TEMPLATE_SLACK + len(self.tokens(plain_prompt(instruction, "")).input_ids)
 
-    def paraphrase(
+    def generate(
         self, items: Iterable[Item], max_new_tokens: int, temperature: float, seed: int
     ) -> Chunks:
         """Answers in item order, `concurrency` requests at a time."""
@@ -202,12 +206,10 @@ class Endpoint:
         def answer(it: Item) -> str:
             texts = []
             for j, piece in enumerate(it.pieces):
-                chat = self.api == "chat/completions"
-                text = request_text(it.style, piece) if chat else plain_prompt(it.style, piece)
                 sampling = {"top_p": 0.95} if temperature else {}  # as the local backend
                 body = self._body(
-                    text, max_new_tokens, temperature=temperature, **sampling,
-                    seed=(seed_of(seed, it.doc_id, it.k) + j) % SEED_SPAN,
+                    self._request(it.instruction, piece), max_new_tokens, temperature=temperature,
+                    **sampling, seed=(seed_of(seed, it.doc_id, it.k) + j) % SEED_SPAN,
                 )  # fmt: skip
                 reply = self.send("POST", f"/{self.api}", body, stop)
                 if reply.status != 200:
@@ -217,11 +219,11 @@ class Endpoint:
                         "command continues the job"
                     )
                 texts.append(self._text(reply))
-            return join_pieces(texts)
+            return answer_text(it, texts)
 
         # Twice the concurrency in flight keeps the server busy while the head finishes.
         window: deque[tuple[Item, Future]] = deque()
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cdlaw-paraphrase")
+        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="cdlaw-generate")
         try:
             for it in items:
                 window.append((it, pool.submit(answer, it)))
@@ -232,6 +234,14 @@ class Endpoint:
         finally:
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
+
+    def _request(self, instruction: str | None, piece: str) -> str:
+        """The text sent: a chat message, a plain prompt, or a continuation's own text."""
+        if instruction is None:
+            return piece
+        if self.api == "chat/completions":
+            return request_text(instruction, piece)
+        return plain_prompt(instruction, piece)
 
     def send(
         self,

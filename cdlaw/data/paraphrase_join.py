@@ -1,9 +1,10 @@
-"""Paraphrase files joined to a real corpus's training documents by id, a block at a time
-(docs/corpus.md). Entry point: `prepare_passes(data, root)`.
+"""Paraphrase files, and any other derived files, joined to a corpus's training documents by
+id, a block at a time (docs/corpus.md). Entry point: `prepare_passes(data, root, source)`.
 
-The cache folder holds an index of every document's id (`id_hash.npy`, sorted 64-bit id
-hashes, and `id_train_pos.npy`, each one's place in training order or -1 for a
-validation document or a copy of one). The paraphrase rows are read once, a line at a
+A real corpus's cache folder holds an index of every document's id (`id_hash.npy`, sorted
+64-bit id hashes, and `id_train_pos.npy`, each one's place in training order or -1 for a
+validation document or a copy of one); the embedded corpus's ids are the places themselves
+("0", "1", …: what `cdlaw distill` writes). The paraphrase rows are read once, a line at a
 time; each is looked up in the index and its place in its file (not its text) put in the
 bucket of its group of blocks. Each bucket is then read back, its rows parsed again and
 its blocks' passes tokenised, so memory holds one bucket's row places and one block's
@@ -29,6 +30,7 @@ from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
 MAX_BUCKETS = 256  # bucket files open at once while the rows are read
+EMBEDDED_IDS = 2**31  # the embedded corpus's ids are training places below this
 FLUSH_ROWS = 1 << 20  # row places held before they are appended to their buckets
 RECORD = np.dtype([("doc", "<i8"), ("file", "<i4"), ("offset", "<i8"), ("length", "<i8")])
 
@@ -42,34 +44,43 @@ def save_id_index(root: Path, id_hashes: np.ndarray, train: np.ndarray) -> None:
     cache.save_array(root / "id_hash.npy", id_hashes[order])
 
 
-def prepare_passes(data: DataConfig, root: Path) -> None:
-    """Tokenise every paraphrase pass of the training documents (once per file content).
+def prepare_passes(data: DataConfig, root: Path, source: cache.DerivedSource | None = None):
+    """Tokenise every pass of the training documents in `source`'s files (default: the
+    paraphrase files of data), once per file content.
 
-    Pass k of a document is the k-th of its rows whose style is in data.paraphrase_styles,
-    sorted by (pass, style, text); a document with fewer rows has an empty pass k. BadInput
-    for a row whose id is no document's. Resumable: each block of each pass is written
-    atomically and skipped when present; done.json is written last."""
-    folder, styles = cache.files_para_folder(data, root)
+    Pass k of a document is the k-th of its rows, sorted by (pass, style, text), that has
+    text (and, for paraphrase files, a style in data.paraphrase_styles); a document with
+    fewer rows has an empty pass k. BadInput for a row whose id is no document's.
+    Resumable: each block of each pass is written atomically and skipped when present;
+    done.json is written last."""
+    source = source or cache.DerivedSource.of(data, "paraphrase")
+    folder = source.folder(root, data)
     if (folder / "done.json").is_file():
         return
     with cache.cache_lock(root):
         if (folder / "done.json").is_file():
             return
-        if not (root / "id_hash.npy").is_file():
+        embedded = data.corpus == "embedded"
+        if not embedded and not (root / "id_hash.npy").is_file():
             _index_from_train_ids(data, root)
         meta = json.loads((root / "meta.json").read_text())
-        group = max(1, math.ceil(meta["n_blocks"] / MAX_BUCKETS))
-        files = sources.paraphrase_files(data.paraphrases)
+        # the embedded corpus has no end: a bucket per block of the documents the rows name
+        group = 1 if embedded else max(1, math.ceil(meta["n_blocks"] / MAX_BUCKETS))
+        files = sources.paraphrase_files(source.files, source.setting())
         join = folder / ".join"
         if not (join / "rows.json").is_file():
             try:
-                _bucket_rows(data, root, files, styles, group, join)
+                _bucket_rows(data, root, files, source, group, join)
             except BaseException:
                 shutil.rmtree(join, ignore_errors=True)  # part-read rows are read again
                 raise
-        passes = json.loads((join / "rows.json").read_text())["passes"]
-        _tokenise_passes(root, folder, files, meta, group, passes)
-        write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})
+        rows = json.loads((join / "rows.json").read_text())
+        if embedded:  # whole blocks of the documents the rows name (the rest: no text)
+            n_blocks = math.ceil(rows["documents"] / BLOCK_DOCS)
+            meta.update(n_train_documents=n_blocks * BLOCK_DOCS, n_blocks=n_blocks)
+        _tokenise_passes(root, folder, files, meta, group, rows["passes"])
+        styles = None if source.styles is None else list(source.styles)
+        write_json_atomic(folder / "done.json", {"passes": rows["passes"], "styles": styles})
         shutil.rmtree(join, ignore_errors=True)
 
 
@@ -89,34 +100,56 @@ def _index_from_train_ids(data: DataConfig, root: Path) -> None:
     shutil.rmtree(root / cache.SCRATCH, ignore_errors=True)
 
 
-def _bucket_rows(data: DataConfig, root: Path, files, styles, group: int, join: Path) -> None:
+def _bucket_rows(data: DataConfig, root: Path, files, source, group: int, join: Path) -> None:
     """Read every row once: check its id, and put the place of each kept row in its
-    bucket (join/bNNN.bin); rows.json (the most passes a document has) last."""
+    bucket (join/bNNN.bin); rows.json (the most passes a document has, and the training
+    documents the passes span) last."""
     shutil.rmtree(join, ignore_errors=True)
     join.mkdir(parents=True)
-    hashes = np.load(root / "id_hash.npy", mmap_mode="r")
-    places = np.load(root / "id_train_pos.npy", mmap_mode="r")
-    counts = np.zeros(int(json.loads((root / "meta.json").read_text())["n_train_documents"]),
-                      dtype=np.int32)  # fmt: skip
-    wanted, pending = set(styles), []
+    place_of = _places(data, root)
+    documents = int(json.loads((root / "meta.json").read_text()).get("n_train_documents", 0))
+    counts, pending = np.zeros(documents, dtype=np.int32), []
     for f, path in enumerate(files):
         for n, offset, length, row in sources.iter_rows(path):
-            h = np.uint64(hash64(str(row["id"]).encode()))
-            k = int(np.searchsorted(hashes, h))
-            if k == len(hashes) or hashes[k] != h:
+            t = place_of(str(row["id"]))
+            if t is None:
                 raise BadInput(
-                    f"paraphrase file {path}:{n} has id {str(row['id'])!r}, which is no "
-                    f"document of data.corpus {data.corpus!r}: the paraphrase files must be "
-                    "made from this corpus (with its data.id_column)"
+                    f"derived file {path}:{n} has id {str(row['id'])!r}, which is no "
+                    f"document of data.corpus {data.corpus!r}: the files must be made from "
+                    "this corpus (with its data.id_column; the embedded corpus's ids are "
+                    "training places 0, 1, …)"
                 )
-            t = int(places[k])
-            if t >= 0 and str(row.get("style", "")) in wanted and row["text"].strip():
+            kept = source.styles is None or str(row.get("style", "")) in source.styles
+            if t >= 0 and kept and row["text"].strip():
                 pending.append((t, f, offset, length))
+                if t >= len(counts):  # the embedded corpus: as many as the rows name
+                    counts = np.resize(counts, max(t + 1, 2 * len(counts)))
+                    counts[documents:] = 0
+                documents = max(documents, t + 1)
                 counts[t] += 1
             if len(pending) >= FLUSH_ROWS:
                 _flush(pending, group, join)
     _flush(pending, group, join)
-    write_json_atomic(join / "rows.json", {"passes": int(counts.max(initial=0))})
+    write_json_atomic(
+        join / "rows.json", {"passes": int(counts.max(initial=0)), "documents": documents}
+    )
+
+
+def _places(data: DataConfig, root: Path):
+    """A document id → its place in training order (-1: held out), or None for no document's."""
+    if data.corpus == "embedded":
+        return lambda i: (
+            int(i) if i.isdigit() and str(int(i)) == i and int(i) < EMBEDDED_IDS else None
+        )
+    hashes = np.load(root / "id_hash.npy", mmap_mode="r")
+    places = np.load(root / "id_train_pos.npy", mmap_mode="r")
+
+    def place(i: str) -> int | None:
+        h = np.uint64(hash64(i.encode()))
+        k = int(np.searchsorted(hashes, h))
+        return None if k == len(hashes) or hashes[k] != h else int(places[k])
+
+    return place
 
 
 def _flush(pending: list, group: int, join: Path) -> None:

@@ -1,6 +1,9 @@
-"""What `cdlaw paraphrase` asks a model, and how a document is cut and its answers joined.
+"""What `cdlaw paraphrase` and `cdlaw distill` ask a model, and how a document is cut and
+its answers joined.
 
-Shared by both backends (paraphrase.py runs a local model, paraphrase_endpoint.py a server).
+An Item asks either for a rewrite (an instruction and the text: paraphrase styles, or a
+distill prompt) or for a continuation (no instruction: the model goes on from the text, as
+a base model does). Shared by both backends (generate.LocalModel, paraphrase_endpoint).
 """
 
 from __future__ import annotations
@@ -34,25 +37,34 @@ def style_for(doc_id: str, k: int, styles: tuple[str, ...], seed: int = 0) -> st
     return styles[(h + k - 1) % len(styles)]
 
 
-def request_text(style: str, text: str) -> str:
+def request_text(instruction: str, text: str) -> str:
     """The instruction and the text: the user message of a chat request."""
-    return f"{PROMPTS[style]}\n\nText:\n{text}"
+    return f"{instruction}\n\nText:\n{text}"
 
 
-def plain_prompt(style: str, text: str) -> str:
+def plain_prompt(instruction: str, text: str) -> str:
     """The request for a model without a chat template: it continues after the cue."""
-    return f"{request_text(style, text)}\n\nRewritten text:\n"
+    return f"{request_text(instruction, text)}\n\nRewritten text:\n"
 
 
-def build_prompt(tokenizer, style: str, text: str) -> str:
-    """The chat-formatted request (or a plain one when the tokenizer has no chat template)."""
+def build_prompt(tokenizer, instruction: str | None, text: str) -> str:
+    """The chat-formatted request (or a plain one when the tokenizer has no chat template);
+    without an instruction, the text to continue, after the token that begins a document."""
+    if instruction is None:
+        return document_start(tokenizer) + text
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": request_text(style, text)}],
+            [{"role": "user", "content": request_text(instruction, text)}],
             tokenize=False,
             add_generation_prompt=True,
         )
-    return plain_prompt(style, text)
+    return plain_prompt(instruction, text)
+
+
+def document_start(tokenizer) -> str:
+    """What a model read before each document: its begin token, or for a model trained on
+    documents each ended by end-of-text (a cdlaw run's), that token."""
+    return getattr(tokenizer, "bos_token", None) or getattr(tokenizer, "eos_token", None) or ""
 
 
 def split_text(tokenizer, text: str, max_tokens: int) -> list[str]:
@@ -80,17 +92,27 @@ def split_text(tokenizer, text: str, max_tokens: int) -> list[str]:
 
 @dataclass
 class Item:
-    """One (document, pass) to paraphrase: its style and its text cut to fit the context."""
+    """One (document, pass) to ask for: its row's style, its text cut to fit the context, and
+    the instruction (None: continue the one piece, the document's opening)."""
 
     doc_id: str
     k: int
     style: str
     pieces: list[str]
+    instruction: str | None = None
 
 
 def join_pieces(outputs: Iterable[str]) -> str:
     """A document's paraphrase from its pieces' answers ("" when the model said nothing)."""
     return "\n\n".join(o.strip() for o in outputs if o.strip())
+
+
+def answer_text(item: Item, outputs: list[str]) -> str:
+    """The row's text: a rewrite's pieces' answers joined ("" when the model said nothing);
+    a continuation's opening and what the model wrote after it, as one document."""
+    if item.instruction is None:
+        return item.pieces[0] + "".join(outputs).rstrip()
+    return join_pieces(outputs)
 
 
 def seed_of(seed: int, doc_id: str, k: int) -> int:

@@ -1,5 +1,6 @@
 """Prepare a corpus once per sweep (`prepare_corpus`), name its tokens (`corpus_key`),
-and read its training blocks and paraphrase passes (docs/names.md, docs/corpus.md);
+and read its training blocks and the passes of its derived strategies (paraphrases,
+derived files: `prepare_derived`, `derived_pass_parts`; docs/names.md, docs/corpus.md);
 ordering.py builds each run's token stream from them.
 
 The cache (corpus_cache.py) is filled by embedded_corpus.py or file_corpus.py. The
@@ -15,18 +16,25 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.config import DataConfig
-from cdlaw.data import render, world
+from cdlaw.data import paraphrase_join, render, world
 from cdlaw.data.block_tokens import Workers
-from cdlaw.data.corpus_cache import PreparedCorpus, block_path, cache_lock, key_digest, load_block
+from cdlaw.data.corpus_cache import (
+    DerivedSource,
+    PreparedCorpus,
+    block_path,
+    cache_lock,
+    key_digest,
+    load_block,
+)
 from cdlaw.data.embedded_corpus import build_embedded_block, embedded_digest, prepare_embedded
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
 from cdlaw.errors import BadInput
 
-# The most paraphrase passes (D′/D) a paraphrase run may ask for. The embedded corpus renders
-# any pass on demand, so this only bounds a typo (D′/D = 2000 would render ~400 MB of tokens
-# before failing); plan_sweep checks every cell against it before any work, and run_stream
-# refuses a longer stream up front.
-MAX_PARAPHRASE_PASSES = 1000
+# The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
+# may ask for. The embedded corpus renders any paraphrase pass on demand, so this only bounds
+# a typo (D′/D = 2000 would render ~400 MB of tokens before failing); plan_sweep checks every
+# cell against it before any work, and run_stream refuses a longer stream up front.
+MAX_DERIVED_PASSES = 1000
 
 
 def prepare_corpus(
@@ -77,13 +85,20 @@ def prepare_corpus(
     n_docs = docs_inside(blocks, fresh_tokens)
     pc.paraphrase_passes_available = _passes_available(pc, blocks, n_docs)
     if paraphrase_passes:
+        source = DerivedSource.of(data, "paraphrase")
         if not sum(n_docs):
-            raise BadInput(too_short_for_paraphrase(fresh_tokens, blocks))
-        for k in range(1, paraphrase_passes + 1):
-            paraphrase_pass_parts(
-                pc, blocks, n_docs, k
-            )  # builds (embedded) or checks coverage (files)
+            raise BadInput(too_short_for_derived(fresh_tokens, blocks, source))
+        for k in range(1, paraphrase_passes + 1):  # builds (embedded) or checks coverage (files)
+            derived_pass_parts(pc, blocks, n_docs, k, source)
     return pc
+
+
+def prepare_derived(pc: PreparedCorpus, source: DerivedSource) -> None:
+    """Tokenise the passes of a derived source's files into pc's cache (once per file
+    content; a rendered source is built block by block as runs read it). BadInput for a
+    missing folder or a row whose id is no training document's."""
+    if source.files:
+        paraphrase_join.prepare_passes(pc.data, pc.root, source)
 
 
 def corpus_key(data: DataConfig) -> str | None:
@@ -105,10 +120,14 @@ def corpus_key(data: DataConfig) -> str | None:
 # ---------------------------------------------------------------------------------------
 
 
-def _block(pc: PreparedCorpus, block: int, k: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
-    """Block `block` (of pass k), built first if the corpus is embedded; None if absent."""
-    path = block_path(pc, block, k)
-    if not path.is_file() and pc.data.corpus == "embedded":
+def _block(
+    pc: PreparedCorpus, block: int, k: int = 0, source: DerivedSource | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Block `block` (of pass k of `source`), built first where the embedded corpus renders
+    it; None if absent."""
+    path = block_path(pc, block, k, source)
+    rendered = k == 0 or source is None or not source.files
+    if not path.is_file() and pc.data.corpus == "embedded" and rendered:
         with cache_lock(pc.root):
             if not path.is_file():
                 build_embedded_block(pc, block, k)
@@ -137,66 +156,74 @@ def docs_inside(blocks, n_tokens: int) -> list[int]:
     return out
 
 
-def paraphrase_pass_parts(
-    pc: PreparedCorpus, blocks, n_docs: list[int], k: int
+def derived_pass_parts(
+    pc: PreparedCorpus, blocks, n_docs: list[int], k: int, source: DerivedSource
 ) -> list[np.ndarray]:
-    """Pass k's paraphrase tokens of the documents inside D, block by block (exact slices)."""
+    """Pass k's derived tokens of the documents inside D, block by block (exact slices)."""
     parts = []
     for b, m in enumerate(n_docs):
         if m == 0:
             continue
-        block = _block(pc, b, k)
+        block = _block(pc, b, k, source)
         lengths = None if block is None else np.diff(block[1][:m], prepend=0)
-        if block is None or (lengths == 0).any():
+        if block is None or len(lengths) < m or (lengths == 0).any():
             covered = 0 if block is None else int((lengths > 0).sum())
             raise BadInput(
-                f"paraphrase files in {pc.data.paraphrases!r} do not cover the documents in "
-                f"fresh_tokens: pass {k} exists for {covered} of the {m} documents of block {b} "
-                f"(styles {', '.join(pc.data.paraphrase_styles)}); run `cdlaw paraphrase` with "
-                f"--passes {k} or more, or use fewer fresh or derived tokens"
+                f"the {source.describe()} do not cover the documents in fresh_tokens: pass {k} "
+                f"exists for {covered} of the {m} documents of block {b}"
+                + (f" (styles {', '.join(source.styles)})" if source.styles else "")
+                + f"; {_more_passes(source, k)}, or use fewer fresh or derived tokens"
             )
         parts.append(block[0][: int(block[1][m - 1])])
     return parts
 
 
+def _more_passes(source: DerivedSource, k: int) -> str:
+    command = "paraphrase" if source.strategy == "paraphrase" else "distill"
+    return f"run `cdlaw {command}` with --passes {k} or more"
+
+
 def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
     if pc.data.corpus == "embedded":
-        return MAX_PARAPHRASE_PASSES
+        return MAX_DERIVED_PASSES
     if not pc.data.paraphrases or not sum(n_docs):
         return 0
+    source = DerivedSource.of(pc.data, "paraphrase")
     k = 0
     while True:
         try:
-            paraphrase_pass_parts(pc, blocks, n_docs, k + 1)
+            derived_pass_parts(pc, blocks, n_docs, k + 1, source)
         except BadInput:
             return k
         k += 1
 
 
-def paraphrase_tokens(pc: PreparedCorpus, fresh_tokens: int) -> tuple[int, int]:
-    """(tokens, passes): the most D′ a paraphrase run at D = fresh_tokens can have on a real
-    corpus — the paraphrase tokens of the documents wholly inside D, over the passes of the
-    paraphrase files that cover every one of them (at most MAX_PARAPHRASE_PASSES).
+def derived_tokens_available(
+    pc: PreparedCorpus, fresh_tokens: int, source: DerivedSource
+) -> tuple[int, int]:
+    """(tokens, passes): the most D′ a run of `source` at D = fresh_tokens can have from
+    files — the derived tokens of the documents wholly inside D, over the passes of the
+    files that cover every one of them (at most MAX_DERIVED_PASSES).
 
-    Reads the cache prepare_corpus filled; not for the embedded corpus, which renders any
-    pass (asking it would build them). BadInput if D holds no whole document.
+    Reads the cache prepare_derived filled; not for rendered paraphrases, which exist for
+    any pass (asking would build them). BadInput if D holds no whole document.
     """
     blocks = train_blocks(pc, fresh_tokens)
     n_docs = docs_inside(blocks, fresh_tokens)
     if not sum(n_docs):
-        raise BadInput(too_short_for_paraphrase(fresh_tokens, blocks))
+        raise BadInput(too_short_for_derived(fresh_tokens, blocks, source))
     total = 0
-    for k in range(1, MAX_PARAPHRASE_PASSES + 1):
+    for k in range(1, MAX_DERIVED_PASSES + 1):
         try:
-            total += sum(len(p) for p in paraphrase_pass_parts(pc, blocks, n_docs, k))
+            total += sum(len(p) for p in derived_pass_parts(pc, blocks, n_docs, k, source))
         except BadInput:
             return total, k - 1
-    return total, MAX_PARAPHRASE_PASSES
+    return total, MAX_DERIVED_PASSES
 
 
-def too_short_for_paraphrase(n_tokens: int, blocks) -> str:
+def too_short_for_derived(n_tokens: int, blocks, source: DerivedSource) -> str:
     first = int(blocks[0][1][0]) if blocks else 0
     return (
         f"fresh_tokens={n_tokens} holds no whole document (the first has {first} tokens): "
-        "paraphrase needs at least one, so use more fresh tokens"
+        f"{source.strategy} needs at least one, so use more fresh tokens"
     )

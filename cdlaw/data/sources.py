@@ -300,21 +300,24 @@ def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
 # ---------------------------------------------------------------------------------------
 
 
-def paraphrase_files(folder: str) -> list[Path]:
+def paraphrase_files(folder: str, what: str = "") -> list[Path]:
+    """The .jsonl files of a folder of rows aligned by id (paraphrase or other derived
+    files); `what` names the folder in messages (default: data.paraphrases)."""
+    what = what or f"data.paraphrases {folder!r}"
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise BadInput(
-            f"data.paraphrases {folder!r} is not a folder: point it to the --out folder of "
-            "`cdlaw paraphrase`"
+            f"{what} is not a folder: point it to the folder `cdlaw paraphrase` or "
+            "`cdlaw distill` wrote (or any folder of jsonl rows aligned by id)"
         )
     files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     if not files:
-        raise BadInput(f"data.paraphrases folder {folder!r} holds no .jsonl paraphrase files")
+        raise BadInput(f"{what} holds no .jsonl files of rows")
     return files
 
 
-def paraphrases_fingerprint(folder: str) -> str:
-    return digest_files(paraphrase_files(folder))
+def paraphrases_fingerprint(folder: str, what: str = "") -> str:
+    return digest_files(paraphrase_files(folder, what))
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -26,7 +26,6 @@ from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
-from cdlaw.law import DERIVED_STRATEGIES
 from cdlaw.plan.checks import fitted_range, strategy_bounds
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
@@ -114,7 +113,7 @@ def plan_doubt(current: Plan, source: PlanningLaw) -> str:
     """
     best = current.best
     s = best.strategy
-    if s not in DERIVED_STRATEGIES or best.derived_tokens <= 0:
+    if s == "none" or best.derived_tokens <= 0:
         return ""
     bounds = fitted_range(source, s).get("derived_ratio")
     r_max = float(bounds[1]) if isinstance(bounds, (list, tuple)) and len(bounds) == 2 else None

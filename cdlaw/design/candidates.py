@@ -8,8 +8,8 @@ size of the grid, and at sizes above it, doubling, up to the plan's N (when the 
 has one lr for every size). R* depends on D/N and N, so runs at the plan's D/N and r are
 the closest a small run gets to the plan itself.
 
-A batch is written as an ordinary sweep file: the parent's [model], [data], [train] and
-`share`, and a grid whose size, fresh_tokens, strategy and derived_ratio axes are zipped,
+A batch is written as an ordinary sweep file: the parent's [model], [data], [train],
+[derived.<name>] and `share`, and a grid whose size, fresh_tokens, strategy and derived_ratio axes are zipped,
 one entry per run.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from cdlaw.config import RunConfig
+from cdlaw.data.prepare import MAX_DERIVED_PASSES
 from cdlaw.errors import BadInput
-from cdlaw.law import DERIVED_STRATEGIES
 from cdlaw.plan.result import Allocation
 from cdlaw.shapes import count_params
 from cdlaw.sweep.forest import plan_forest
@@ -126,7 +126,7 @@ def zipped_sweep(
         d_axis="fresh_tokens",
         d_values=tuple(float(d) for d in ds),
         strategies=strategies,
-        ratios={s: ("derived_ratio", ratios) for s in DERIVED_STRATEGIES},
+        ratios={s: ("derived_ratio", ratios) for s in dict.fromkeys(strategies)},
         ratio_tables=(),
         lrs=tuple(hp[size][0] for size in sizes),
         weight_decays=tuple(hp[size][1] for size in sizes),
@@ -174,7 +174,8 @@ def candidates(
             cells += [
                 (size, d, strategy, r * k)
                 for k in RATIO_STEPS
-                if (k == 0 or r * k * d >= 1) and (strategy == "repetition" or r * k <= 1000)
+                if (k == 0 or r * k * d >= 1)
+                and (strategy == "repetition" or r * k <= MAX_DERIVED_PASSES)
             ]
         if cells:
             add(
@@ -236,6 +237,10 @@ def batch_sweep_text(
     for table in ("model", "data", "train"):
         if raw.get(table):
             out[table] = {k: v for k, v in raw[table].items() if k not in ("lr", "weight_decay")}
+    used = {"paraphrase", *(c.run.strategy for c in chosen)}  # the strategies it declares
+    derived = {k: v for k, v in raw.get("derived", {}).items() if k in used}
+    if derived:
+        out["derived"] = derived
     text = toml_text(out, header)
     back = parse_sweep(text, source=f"{name}.toml", default_name=name)
     want = {c.run.run_id for c in chosen}

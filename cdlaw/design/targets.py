@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from cdlaw.design.value import Ensemble
-from cdlaw.law import DERIVED_STRATEGIES, Law
+from cdlaw.law import Law
 from cdlaw.plan.planner import budget_loss, optimal_n_params
 from cdlaw.plan.result import Allocation
 
@@ -21,25 +21,36 @@ def best_loss(
     return n, float(budget_loss(law, strategy, budget_flops, n, unique_tokens))
 
 
-def plan_strategies(law: Law) -> list[str]:
-    """The derived-token strategies the law can plan with."""
-    return [s for s in DERIVED_STRATEGIES if law.knows_strategy(s)]
+def rival_strategy(
+    law: Law, strategy: str, budget_flops: float, unique_tokens: float
+) -> str | None:
+    """The strategy whose optimum comes closest to the plan's `strategy` under `law` (the
+    decision most likely to flip); None when the law has no other."""
+    others = [s for s in law.strategies if s != strategy]
+    if strategy == "none" or not others:
+        return None
+    return min(others, key=lambda s: best_loss(law, s, budget_flops, unique_tokens)[1])
 
 
 def draw_targets(
-    law: Law, best: Allocation, strategy: str, budget_flops: float, unique_tokens: float
+    law: Law,
+    best: Allocation,
+    strategy: str,
+    rival: str | None,
+    budget_flops: float,
+    unique_tokens: float,
 ) -> tuple[float, float, float]:
-    """(log loss at the plan, log N*, strategy gap) under one law; gap 0 with < 2 strategies."""
+    """(log loss at the plan, log N*, strategy gap) under one law. The gap is
+    log L*(rival) − log L*(strategy), each at its own optimal N: its sign is the decision
+    between the plan's strategy and its closest rival (0 without a rival)."""
     loss = math.log(
         float(law.loss(best.n_params, best.fresh_tokens, best.derived_tokens, strategy))
     )
-    kinds = plan_strategies(law)
-    # each strategy's optimum once: the plan's strategy is one of them
-    optima = {s: best_loss(law, s, budget_flops, unique_tokens) for s in {*kinds, strategy}}
+    n_best, loss_best = best_loss(law, strategy, budget_flops, unique_tokens)
     gap = 0.0
-    if len(kinds) == 2:
-        gap = math.log(optima["repetition"][1]) - math.log(optima["paraphrase"][1])
-    return loss, math.log(optima[strategy][0]), gap
+    if rival is not None and law.knows_strategy(rival):
+        gap = math.log(best_loss(law, rival, budget_flops, unique_tokens)[1]) - math.log(loss_best)
+    return loss, math.log(n_best), gap
 
 
 def candidate_log_losses(law: Law, cells: list[tuple[float, float, float, str]]) -> np.ndarray:
@@ -63,14 +74,15 @@ def build_ensemble(
 ) -> tuple[Ensemble, int]:
     """The Ensemble over the draws whose predictions are all finite; and how many were dropped."""
     targets, preds = [], []
+    rival = rival_strategy(point, strategy, budget_flops, unique_tokens)
     for law in draws:
         with np.errstate(all="ignore"):
-            t = draw_targets(law, best, strategy, budget_flops, unique_tokens)
+            t = draw_targets(law, best, strategy, rival, budget_flops, unique_tokens)
             y = candidate_log_losses(law, cells)
         if all(math.isfinite(v) for v in t) and np.isfinite(y).all():
             targets.append(t)
             preds.append(y)
-    gap_mean = draw_targets(point, best, strategy, budget_flops, unique_tokens)[2]
+    gap_mean = draw_targets(point, best, strategy, rival, budget_flops, unique_tokens)[2]
     ens = Ensemble(
         np.array(targets, dtype=float).reshape(len(targets), 3),
         np.array(preds, dtype=float).reshape(len(preds), len(cells)),

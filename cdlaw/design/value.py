@@ -5,7 +5,8 @@ draw b predicts three things a team bets on, for the budget C and the unique tok
 
     loss  = log L_b(N*, D*, D′*, s*)   the loss at the current plan (its 95% interval)
     n     = log N*_b(s*)               where draw b would put the model size
-    gap   = log L*_b(rep) − log L*_b(para)   which strategy draw b would choose
+    gap   = log L*_b(s') − log L*_b(s*)     which of the plan's strategy s* and its
+                                         closest rival s' draw b would choose
 
 and the log loss y_j = log L_b(x_j) of every candidate run x_j. Across the draws these
 are correlated: a run whose outcome varies with the plan's loss from draw to draw pins

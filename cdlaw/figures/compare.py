@@ -30,7 +30,7 @@ def compare_figure(comparison: dict, rows):
         ax = axes[i // ncols][i % ncols]
         mine = finite[finite["law"] == score["law"]]
         for s in style.strategy_order(mine["strategy"].unique()):
-            st = style.strategy_style(s)
+            st = style.strategy_style(s, finite["strategy"].unique())
             m = mine[mine["strategy"] == s]
             big = m["largest"].to_numpy(bool)
             for part, edge, size in ((m[~big], "none", 18), (m[big], "black", 30)):

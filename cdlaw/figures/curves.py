@@ -93,9 +93,9 @@ def _curves_key(strategies: list[str]) -> list:
         Line2D(
             [],
             [],
-            color=style.strategy_style(s)["color"],
-            linestyle=style.strategy_style(s)["linestyle"],
-            marker=style.strategy_style(s)["marker"],
+            color=style.strategy_style(s, strategies)["color"],
+            linestyle=style.strategy_style(s, strategies)["linestyle"],
+            marker=style.strategy_style(s, strategies)["marker"],
             markeredgecolor="black",
             label=f"validation loss, {s}",
         )
@@ -130,7 +130,7 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
     for ax, n in zip(axes.flat, keys, strict=False):
         for run_id, m, rn, s in runs:
             if rn == n or (np.isnan(n) and np.isnan(rn)):
-                _run_curve(ax, run_id, m, style.strategy_style(s))
+                _run_curve(ax, run_id, m, style.strategy_style(s, strategies))
                 shown += 1
         ax.set_xscale("log")
         style.log_axis(ax, "x")

@@ -35,9 +35,9 @@ def downstream_figure(result, runs: pd.DataFrame):
     ncols = min(3, len(links))
     nrows = math.ceil(len(links) / ncols)
     fig, axes = style.new_figure(nrows, ncols, panel=(3.4, 2.9))
-    strategies = style.strategy_order(runs["strategy"].fillna("none").astype(str).unique())
+    styles = style.strategy_styles(runs["strategy"].fillna("none").astype(str).unique())
     for i, lk in enumerate(links):
-        _panel(axes[i // ncols][i % ncols], lk, runs, strategies)
+        _panel(axes[i // ncols][i % ncols], lk, runs, styles)
     for j in range(len(links), nrows * ncols):
         axes[j // ncols][j % ncols].set_visible(False)
     handles, labels = style.dedupe(*axes[0][0].get_legend_handles_labels())
@@ -55,7 +55,7 @@ def downstream_figure(result, runs: pd.DataFrame):
     )
 
 
-def _panel(ax, lk, runs: pd.DataFrame, strategies: list[str]) -> None:
+def _panel(ax, lk, runs: pd.DataFrame, styles: dict[str, dict]) -> None:
     """One link: the runs by strategy, the pooled curve and band, each strategy's curve."""
     loss = pd.to_numeric(runs["loss"], errors="coerce").to_numpy(float)
     metric = pd.to_numeric(runs.get(lk.column), errors="coerce").to_numpy(float)
@@ -68,8 +68,7 @@ def _panel(ax, lk, runs: pd.DataFrame, strategies: list[str]) -> None:
         curves = np.array([lk.predict(grid, b) for b in lk.bootstrap])
         band = np.nanpercentile(curves, [2.5, 97.5], axis=0)
         ax.fill_between(grid, band[0], band[1], color="0.85", zorder=1, gid="band")
-    for s in strategies:
-        st = style.strategy_style(s)
+    for s, st in styles.items():
         own = (lk.per_strategy.get(s) or {}).get("params")
         if own:
             ax.plot(grid, lk.predict(grid, own), color=st["color"], linestyle=st["linestyle"],

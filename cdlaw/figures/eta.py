@@ -1,6 +1,6 @@
 """η, the worth of a derived token relative to a fresh one, against r = D′/D.
 
-One panel per strategy. Points are the empirical η of each run (docs/files.md: the fresh data
+One panel per strategy (PANELS_PER_ROW to a row). Points are the empirical η of each run (docs/files.md: the fresh data
 its observed gain over one epoch was worth); lines are the fitted η(r) of each (N, D)
 cell. Colour is D/N (viridis: ordered in lightness, so it reads in grey); marker and
 line style are the model size.
@@ -12,6 +12,8 @@ import numpy as np
 
 from cdlaw.figures import style
 from cdlaw.law import Law
+
+PANELS_PER_ROW = 4
 
 
 def eta_limits(etas, margin: float = 0.06) -> tuple[float, float]:
@@ -70,7 +72,7 @@ def _eta_panel(ax, law: Law, pts, s: str, sizes, colour_of, marker_of, line_of) 
     ax.set_xscale("log")
     ax.set_xlim(r_lo, r_hi)
     style.log_axis(ax, "x", style.plain)
-    ax.set_title(f"{s}", fontsize=10, color=style.strategy_style(s)["color"])
+    ax.set_title(f"{s}", fontsize=10)
     ax.set_xlabel("derived ratio r = D′/D (tokens per fresh token)", fontsize=8)
     ax.set_ylabel(r"$\eta$, value of a derived token (fresh token = 1)", fontsize=8)
     ax.tick_params(labelsize=7)
@@ -122,7 +124,9 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
     import matplotlib as mpl
 
     derived, strategies = _eta_runs(law, rows)
-    fig, axes = style.new_figure(1, len(strategies), panel=(4.2, 3.4), sharey=True)
+    ncols = min(len(strategies), PANELS_PER_ROW)
+    nrows = -(-len(strategies) // ncols)
+    fig, axes = style.new_figure(nrows, ncols, panel=(4.2, 3.4), sharey=True)
     tpp = derived["tokens_per_param"]
     norm = mpl.colors.LogNorm(tpp.min() / 1.05, tpp.max() * 1.05)
     cmap = style.sequential_cmap()
@@ -130,9 +134,12 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
     marker_of = {n: style.MARKERS[i % len(style.MARKERS)] for i, n in enumerate(sizes)}
     line_of = {n: style.LINESTYLES[i % len(style.LINESTYLES)] for i, n in enumerate(sizes)}
 
-    for ax, s in zip(axes[0], strategies, strict=True):
+    for ax, s in zip(axes.flat, strategies, strict=False):
         pts = derived[derived["strategy"] == s]
         _eta_panel(ax, law, pts, s, sizes, lambda t: cmap(norm(t)), marker_of, line_of)
+        ax.title.set_color(style.strategy_style(s, strategies)["color"])
+    for ax in axes.flat[len(strategies) :]:
+        ax.set_axis_off()
     drawn = derived[derived["strategy"].isin(strategies)]["empirical_eta"].to_numpy()
     axes[0, 0].set_ylim(*eta_limits(drawn))
 

@@ -119,9 +119,10 @@ def _plan_lines(panels, table: dict, with_derived: bool) -> None:
 
 def _strategy_marks(panels, plan: dict) -> None:
     """The plan's chosen strategy, as coloured markers on its own line."""
-    for s in style.strategy_order(set(plan["strategy"])):
+    strategies = style.strategy_order(set(plan["strategy"]))
+    for s in strategies:
         m = plan["strategy"] == s
-        st = style.strategy_style(s)
+        st = style.strategy_style(s, strategies)
         for ax, key in panels:
             ax.scatter(
                 plan["budget_flops"][m],
@@ -210,12 +211,12 @@ def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade:
                 [],
                 [],
                 linestyle="",
-                color=style.strategy_style(s)["color"],
-                marker=style.strategy_style(s)["marker"],
+                color=look["color"],
+                marker=look["marker"],
                 markeredgecolor="black",
                 label=f"plan uses {s}" if s != "none" else "plan: fresh tokens only",
             )
-            for s in style.strategy_order(set(plan["strategy"]))
+            for s, look in style.strategy_styles(set(plan["strategy"])).items()
         ]
     if np.isfinite(U):
         handles.append(

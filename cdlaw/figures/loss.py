@@ -126,7 +126,7 @@ def _bands(ax, xs, ylim, L_D: float, L_1ep: float, L_N: float) -> None:
             )
 
 
-def _overfit_bands(ax, law: Law, n: float, d: float, floors: dict, x_hi: float) -> None:
+def _overfit_bands(ax, law: Law, n: float, d: float, floors: dict, x_hi: float, look) -> None:
     """The fourth regime: past each strategy's loss minimum in D′, more tokens raise the loss."""
     for s in floors:
         x_best = d + float(law.best_derived_tokens(n, d, s))
@@ -134,7 +134,7 @@ def _overfit_bands(ax, law: Law, n: float, d: float, floors: dict, x_hi: float) 
             ax.axvspan(
                 x_best,
                 x_hi,
-                facecolor=style.strategy_style(s)["color"],
+                facecolor=look[s]["color"],
                 alpha=0.10,
                 hatch="\\\\",
                 edgecolor="0.6",
@@ -145,7 +145,7 @@ def _overfit_bands(ax, law: Law, n: float, d: float, floors: dict, x_hi: float) 
             )
 
 
-def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict) -> None:
+def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict, look) -> None:
     """L_1ep, L_N and each strategy's data floor L_D as horizontal lines."""
     ax.axhline(
         L_1ep,
@@ -163,7 +163,7 @@ def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict) -> None:
         gid="L_N",
     )
     for s, floor in floors.items():
-        st = style.strategy_style(s)
+        st = look[s]
         ax.axhline(
             floor,
             color=st["color"],
@@ -174,7 +174,7 @@ def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict) -> None:
         )
 
 
-def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bool) -> None:
+def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bool, look):
     """The fitted curves from one epoch out to x_hi, and each strategy's runs on top."""
     grid = np.geomspace(d, x_hi, 200)
     if naive:
@@ -189,7 +189,7 @@ def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bo
             gid="fit:naive",
         )
     for s in strategies:
-        st = style.strategy_style(s)
+        st = look[s]
         if s in floors and not naive:
             ax.plot(
                 grid,
@@ -215,8 +215,9 @@ def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bo
         )
 
 
-def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive: bool = False):
-    """One (N, D) cell: the regime bands, the floors, the fitted curves and the runs."""
+def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive: bool, look):
+    """One (N, D) cell: the regime bands, the floors, the fitted curves and the runs; `look`
+    maps each strategy to its style (style.strategy_styles)."""
     L_1ep = float(law.loss_one_epoch(n, d))
     L_N = float(law.loss_model_floor(n))
     floors = _data_floors(law, n, d, strategies)
@@ -227,9 +228,9 @@ def _panel(ax, law: Law, cell, n: float, d: float, strategies: list[str], naive:
     # Bands first, so lines and points sit on top.
     _bands(ax, [x_lo, x_hi], (y_lo, y_hi), L_D, L_1ep, L_N)
     if law.form_decl.can_overfit:
-        _overfit_bands(ax, law, n, d, floors, x_hi)
-    _floor_lines(ax, L_1ep, L_N, floors)
-    _fits_and_runs(ax, law, cell, n, d, x_hi, strategies, floors, naive)
+        _overfit_bands(ax, law, n, d, floors, x_hi, look)
+    _floor_lines(ax, L_1ep, L_N, floors, look)
+    _fits_and_runs(ax, law, cell, n, d, x_hi, strategies, floors, naive, look)
 
     ax.set_xscale("log")
     ax.set_xlim(x_lo, x_hi)
@@ -250,6 +251,7 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     n_cols = max(len(v) for v in grid.values())
     fig, axes = style.new_figure(len(grid), n_cols, panel=(3.4, 2.7))
     all_strategies = style.strategy_order(rows["strategy"].unique())
+    look = style.strategy_styles([*all_strategies, *law.strategies])
     for i, (n, ds) in enumerate(grid.items()):
         for j in range(n_cols):
             ax = axes[i, j]
@@ -259,7 +261,7 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
             d = ds[j]
             cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
             present = [s for s in all_strategies if s in set(cell["strategy"])]
-            _panel(ax, law, cell, n, d, present, is_naive(fit))
+            _panel(ax, law, cell, n, d, present, is_naive(fit), look)
 
     handles, labels = [], []
     for ax in axes.flat:
@@ -333,7 +335,7 @@ def _size_group(ax, law: Law, runs, sizes, colour, g: int, strategies: list[str]
     )
     for s in strategies:
         pts = runs[runs["strategy"] == s]
-        marker = style.strategy_style(s)["marker"]
+        marker = style.strategy_style(s, strategies)["marker"]
         style.scatter_runs(
             ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
         )
@@ -360,7 +362,7 @@ def _sizes_key(rows, strategies: list[str], derived: bool, fit: dict | None) -> 
                 [],
                 linestyle="",
                 color="0.5",
-                marker=style.strategy_style(s)["marker"],
+                marker=style.strategy_style(s, strategies)["marker"],
                 markeredgecolor="black",
                 label=f"runs, {s}",
             )

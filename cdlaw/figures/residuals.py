@@ -121,7 +121,7 @@ def residuals_figure(rows, fit: dict | None = None):
     dropped = ~rows["used"].to_numpy(bool) & ~held
     order = style.strategy_order(rows["strategy"].unique())
     for i, s in enumerate(order):
-        st = style.strategy_style(s)
+        st = style.strategy_style(s, order)
         m = (rows["strategy"] == s).to_numpy()
         # Strategies side by side at each model size (a few percent apart on the log axis).
         dodge = 1.07 ** (i - (len(order) - 1) / 2)

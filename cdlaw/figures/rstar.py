@@ -1,9 +1,11 @@
 """R* = K·(D/N)^ρ·N^σ per strategy: how many passes' worth of derived tokens still pay off.
 
 Left: R* against D/N at three model sizes; middle: R* against N at three values of D/N;
-right (when the law has both repetition and paraphrase): the (N, D/N) plane split where
-paraphrasing beats repetition. η grows with R* at every r, so paraphrasing beats
-repetition exactly where R*_paraphrase > R*_repetition, for every amount of derived data.
+right (when the law has two strategies or more): the (N, D/N) plane coloured by the
+strategy with the largest R*. η grows with R* at every r, so that strategy's derived
+tokens are worth the most there, for every amount of derived data. The shade deepens with
+its lead over the runner-up, log₁₀(R*_best/R*_next); black lines are where two strategies
+tie.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from cdlaw.law import Law
 # mathtext, as a paper typesets them
 RSTAR = r"$R^*$"
 FORMULA = r"$R^* = K\,(D/N)^{\rho}\,N^{\sigma}$"
-RATIO_LABEL = r"$\log_{10}\,(R^*_{\mathrm{paraphrase}}\,/\,R^*_{\mathrm{repetition}})$"
+LEAD_LABEL = r"$\log_{10}\,(R^*_{\mathrm{best}}\,/\,R^*_{\mathrm{next}})$"
+HATCHES = ("", "///", "\\\\", "xx", "..", "++", "oo", "--")  # one per strategy, for grey prints
 
 
 def _ranges(law: Law, rows, fit: dict | None):
@@ -35,18 +38,22 @@ def _ranges(law: Law, rows, fit: dict | None):
     return (1.4e7, 6e8), (1.0, 200.0), None
 
 
-def paraphrase_wins(law: Law, n_params, tokens_per_param):
-    """True where R*_paraphrase > R*_repetition (so η_paraphrase > η_repetition at every r)."""
+def best_strategy(law: Law, strategies, n_params, tokens_per_param):
+    """Per point, the index into `strategies` of the one with the largest R* (so the
+    largest η at every r), and its lead: log₁₀ R*_best/R*_next (0 with one strategy)."""
     n = np.asarray(n_params, dtype=float)
     d = n * np.asarray(tokens_per_param, dtype=float)
-    return law.rstar(n, d, "paraphrase") > law.rstar(n, d, "repetition")
+    logs = np.log10(np.stack([np.broadcast_to(law.rstar(n, d, s), n.shape) for s in strategies]))
+    ranked = np.sort(logs, axis=0)
+    lead = ranked[-1] - ranked[-2] if len(strategies) > 1 else np.zeros(n.shape)
+    return np.argmax(logs, axis=0), lead
 
 
 def _rstar_lines(ax, law: Law, strategies, x_grid, refs, along_ratio: bool) -> None:
     """R* per strategy against D/N at each reference size (along_ratio), or against N at
     each reference D/N; line styles tell the references apart."""
     for s in strategies:
-        st = style.strategy_style(s)
+        st = style.strategy_style(s, strategies)
         for i, ref in enumerate(refs):
             if along_ratio:
                 rstar = law.rstar(ref, ref * x_grid, s)
@@ -82,7 +89,7 @@ def _curve_key(strategies, n_refs, t_refs) -> list:
     from matplotlib.lines import Line2D
 
     handles = [
-        Line2D([], [], color=style.strategy_style(s)["color"], linewidth=2, label=s)
+        Line2D([], [], color=style.strategy_style(s, strategies)["color"], linewidth=2, label=s)
         for s in strategies
     ]
     handles += [
@@ -98,42 +105,61 @@ def _curve_key(strategies, n_refs, t_refs) -> list:
     return handles
 
 
-def _winner_map(ax, law: Law, n_grid, t_grid):
-    """The (N, D/N) plane coloured by log R*_paraphrase/R*_repetition, hatched where
-    paraphrasing wins, with the line of equal R*; returns the colour mesh."""
+def _winner_map(ax, law: Law, strategies, n_grid, t_grid) -> tuple[float, set[str]]:
+    """The (N, D/N) plane in the colour of the strategy with the largest R*, deeper where
+    it leads by more, hatched per strategy, with the lines where two tie; returns the
+    largest lead shown and the strategies that lead somewhere in view."""
+    from matplotlib.colors import to_rgb
+
     NN, TT = np.meshgrid(n_grid, t_grid)
-    ratio = np.log10(law.rstar(NN, NN * TT, "paraphrase") / law.rstar(NN, NN * TT, "repetition"))
-    lim = float(np.nanmax(np.abs(ratio))) or 1.0
-    mesh = ax.pcolormesh(
-        NN,
-        TT,
-        ratio,
-        cmap=style.diverging_cmap(),
-        vmin=-lim,
-        vmax=lim,
-        shading="auto",
-        rasterized=True,
-    )
-    wins = ratio > 0
-    if wins.any():
-        hatched = ax.contourf(
-            NN, TT, wins.astype(float), levels=[0.5, 1.5], colors="none", hatches=["///"]
-        )
-        hatched.set_gid("paraphrase-wins")
-    if wins.any() and (~wins).any():
-        equal = ax.contour(NN, TT, ratio, levels=[0.0], colors="black", linewidths=1.6)
-        equal.set_gid("equal-rstar")
-    return mesh
+    best, lead = best_strategy(law, strategies, NN, TT)
+    top = float(np.nanmax(lead)) if np.isfinite(lead).any() else 0.0
+    depth = 0.25 + 0.75 * np.clip(lead / (top or 1.0), 0.0, 1.0)  # a tie keeps a tint
+    colours = np.array([to_rgb(style.strategy_style(s, strategies)["color"]) for s in strategies])
+    image = 1.0 - depth[..., None] * (1.0 - colours[best])  # the colour, blended with white
+    ax.pcolormesh(NN, TT, image, shading="auto", rasterized=True, gid="best-strategy")
+    for i, s in enumerate(strategies):
+        mine = best == i
+        if mine.any() and HATCHES[i % len(HATCHES)]:
+            region = ax.contourf(NN, TT, mine.astype(float), levels=[0.5, 1.5], colors="none",
+                                 hatches=[HATCHES[i % len(HATCHES)]])  # fmt: skip
+            region.set_gid(f"wins:{s}")
+    _tie_lines(ax, law, strategies, NN, TT)
+    return top, {strategies[i] for i in np.unique(best)}
 
 
-def _winner_panel(fig, ax, law: Law, n_grid, t_grid, runs) -> list:
-    """The right panel: where paraphrasing beats repetition, and the runs' cells on it;
-    returns its legend entries."""
+def _tie_lines(ax, law: Law, strategies, NN, TT) -> None:
+    """Black lines where the lead passes from one strategy to another: R*_a = R*_b, drawn
+    only where a and b are the two best."""
+    logs = {s: np.log10(law.rstar(NN, NN * TT, s)) for s in strategies}
+    for i, a in enumerate(strategies):
+        for b in strategies[i + 1 :]:
+            others = [logs[s] for s in strategies if s not in (a, b)]
+            beaten = np.maximum(logs[a], logs[b]) >= np.max(others, axis=0) if others else True
+            ratio = np.where(beaten, logs[a] - logs[b], np.nan)
+            if (ratio > 0).any() and (ratio < 0).any():
+                line = ax.contour(NN, TT, ratio, levels=[0.0], colors="black", linewidths=1.6)
+                line.set_gid(f"equal-rstar:{a}:{b}")
+
+
+def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> list:
+    """The right panel: which strategy's derived tokens are worth most, and the runs' cells
+    on it; returns its legend entries."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = []
-    mesh = _winner_map(ax, law, n_grid, t_grid)
+    top, leaders = _winner_map(ax, law, strategies, n_grid, t_grid)
+    handles = [
+        Patch(
+            facecolor=style.strategy_style(s, strategies)["color"],
+            edgecolor="black",
+            hatch=HATCHES[i % len(HATCHES)] or None,
+            label=f"right: {s} has the largest {RSTAR}"
+            if s in leaders
+            else f"right: {s} leads nowhere in view",
+        )
+        for i, s in enumerate(strategies)
+    ]
     if runs is not None:
         ax.scatter(
             runs["n_params"],
@@ -163,28 +189,24 @@ def _winner_panel(fig, ax, law: Law, n_grid, t_grid, runs) -> list:
     style.log_axis(ax, "y", style.plain)
     ax.set_xlabel("model size, N (parameters)", fontsize=8)
     ax.set_ylabel("fresh tokens per parameter, D/N (tokens/param)", fontsize=8)
-    ax.set_title("where paraphrasing beats repetition", fontsize=9)
+    ax.set_title("where each strategy's derived tokens are worth most", fontsize=9)
     ax.tick_params(labelsize=7)
-    cbar = fig.colorbar(mesh, ax=ax, pad=0.02)
-    cbar.set_label(RATIO_LABEL, fontsize=8)
-    cbar.ax.tick_params(labelsize=7)
+    handles.append(Line2D([], [], color="black", linewidth=1.6, label=f"right: equal {RSTAR}"))
     handles.append(
         Patch(
-            facecolor="white",
-            edgecolor="black",
-            hatch="///",
-            label="right: paraphrase beats repetition",
+            facecolor="0.55",
+            edgecolor="none",
+            label=f"right: deeper with the lead, {LEAD_LABEL}, up to {top:.2g}",
         )
     )
-    handles.append(Line2D([], [], color="black", linewidth=1.6, label=f"right: equal {RSTAR}"))
     return handles
 
 
 def rstar_figure(law: Law, rows=None, fit: dict | None = None):
-    """R* over model size and D/N per strategy, marking where paraphrasing wins."""
+    """R* over model size and D/N per strategy, and where each strategy leads."""
     strategies = style.strategy_order(law.strategies)
-    both = {"repetition", "paraphrase"} <= set(strategies)
-    fig, axes = style.new_figure(1, 3 if both else 2, panel=(3.7, 3.2))
+    several = len(strategies) >= 2
+    fig, axes = style.new_figure(1, 3 if several else 2, panel=(3.7, 3.2))
     (n_lo, n_hi), (t_lo, t_hi), runs = _ranges(law, rows, fit)
     n_grid = np.geomspace(n_lo / 3, n_hi * 3, 120)
     t_grid = np.geomspace(t_lo / 3, t_hi * 3, 120)
@@ -195,8 +217,8 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
     _rstar_lines(axes[0, 1], law, strategies, n_grid, t_refs, along_ratio=False)
     _curve_axes(axes)
     handles = _curve_key(strategies, n_refs, t_refs)
-    if both:
-        handles += _winner_panel(fig, axes[0, 2], law, n_grid, t_grid, runs)
+    if several:
+        handles += _winner_panel(axes[0, 2], law, strategies, n_grid, t_grid, runs)
     return style.finish(
         fig,
         f"{FORMULA}: how long derived tokens keep their worth",

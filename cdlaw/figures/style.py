@@ -8,10 +8,13 @@ lightness and hatch for the same reason.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
+from cdlaw.strategies import ordered
 from cdlaw.units import format_number
 
 # Okabe–Ito.
@@ -32,11 +35,13 @@ STRATEGY_STYLE = {
     "repetition": {"color": ORANGE, "marker": "s", "linestyle": "--"},
     "paraphrase": {"color": BLUE, "marker": "^", "linestyle": "-"},
 }
-_EXTRA = [
-    {"color": GREEN, "marker": "D", "linestyle": "-."},
-    {"color": PURPLE, "marker": "v", "linestyle": (0, (5, 1, 1, 1))},
-    {"color": VERMILLION, "marker": "P", "linestyle": (0, (1, 1))},
-]
+# Every other strategy (any name: cdlaw.strategies) takes a spare style: the rest of
+# Okabe–Ito, then Paul Tol's colour-blind-safe "muted" set; past those the colours come
+# round again with another marker, so styles stay distinct for 12 × 8 strategies.
+SPARE_COLORS = (GREEN, VERMILLION, PURPLE, SKY, "#882255", "#44AA99", "#999933", "#332288",
+                "#CC6677", "#117733", "#88CCEE", "#DDCC77")  # fmt: skip
+SPARE_MARKERS = ("D", "v", "P", "X", "*", "h", "<", ">")
+SPARE_LINESTYLES = ("-.", (0, (5, 1, 1, 1)), (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1)), (0, (5, 2)))
 
 # The three regime bands (docs/regimes.md) (compute, data, model), light to dark in grey.
 BAND_STYLE = {
@@ -66,24 +71,41 @@ def sequential_cmap():
     return ListedColormap(base(np.linspace(0.0, CMAP_TOP, 256)), name="viridis_cut")
 
 
-def diverging_cmap():
-    """Orange (repetition) through white to blue (paraphrase): the strategies' own colours."""
-    from matplotlib.colors import LinearSegmentedColormap
+def strategy_style(name: str, among: Iterable[str] | None = None) -> dict:
+    """Colour, marker and line style of strategy `name`, for any name.
 
-    return LinearSegmentedColormap.from_list("rep_para", [ORANGE, "#ffffff", BLUE])
-
-
-def strategy_style(name: str) -> dict:
-    """Colour, marker and line style of a strategy (unknown names get the spare styles)."""
+    none, repetition and paraphrase always look the same. Any other strategy takes the
+    i-th spare style, i its place among the other strategies of `among` (the strategies a
+    figure draws, in strategy_order), so no two strategies of one figure look alike.
+    Without `among` its place comes from its name: the same in every figure, though two
+    names may then share a colour.
+    """
     if name in STRATEGY_STYLE:
         return dict(STRATEGY_STYLE[name])
-    return dict(_EXTRA[sum(map(ord, name)) % len(_EXTRA)])
+    others = [s for s in strategy_order(among or ()) if s not in STRATEGY_STYLE]
+    if name in others:
+        i = others.index(name)
+    else:
+        i = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "little")
+        i %= len(SPARE_COLORS)
+    colors, markers = len(SPARE_COLORS), len(SPARE_MARKERS)
+    return {
+        "color": SPARE_COLORS[i % colors],
+        "marker": SPARE_MARKERS[(i + i // colors) % markers],
+        "linestyle": SPARE_LINESTYLES[i % len(SPARE_LINESTYLES)],
+    }
+
+
+def strategy_styles(names) -> dict[str, dict]:
+    """strategy_style of each of `names`, all told apart: what a figure drawing these
+    strategies looks each one up in."""
+    names = strategy_order(names)
+    return {s: strategy_style(s, names) for s in names}
 
 
 def strategy_order(names) -> list[str]:
     """none, repetition, paraphrase first, then the rest alphabetically."""
-    known = [s for s in STRATEGY_STYLE if s in set(names)]
-    return known + sorted(set(names) - set(known))
+    return list(ordered(names))
 
 
 def tokens(x: float) -> str:

@@ -34,6 +34,7 @@ from scipy import stats
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link
 from cdlaw.fit.task_links import ALPHA, Collapse, Downstream, TaskLink
+from cdlaw.strategies import ordered
 
 REPLICATE_KEYS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "lr", "weight_decay")
 
@@ -67,7 +68,7 @@ def fit_downstream(
             have = ", ".join(sorted({p[0] for p in columns.values()}))
             raise BadInput(f"--task {task!r} is not a task of {where}; tasks: {have}")
         columns = chosen
-    result = Downstream(source, len(runs), sorted(set(runs["strategy"].astype(str))), [])
+    result = Downstream(source, len(runs), list(ordered(runs["strategy"].astype(str))), [])
     rng = np.random.default_rng(seed)
     for col, (name, metric) in columns.items():
         form = FORM_OF_METRIC.get(metric)
@@ -165,7 +166,7 @@ def _seed_noise(rows: pd.DataFrame, col: str) -> tuple[float | None, int]:
 
 def _per_strategy(form, L, y, strategy) -> dict[str, dict]:
     out: dict[str, dict] = {}
-    for s in sorted(set(strategy)):
+    for s in ordered(strategy):
         m = strategy == s
         if m.sum() < len(form.params) + 2:
             out[s] = {"n_runs": int(m.sum()), "params": None, "rmse": None}
@@ -181,18 +182,17 @@ def _per_strategy(form, L, y, strategy) -> dict[str, dict]:
 
 def reference_strategy(strategies) -> str:
     """What shifts are measured from: the one-epoch runs (`none`) when there are any,
-    else the first strategy by name."""
-    names = sorted(set(strategies))
-    return "none" if "none" in names else names[0]
+    else the first strategy in cdlaw.strategies' order (repetition, paraphrase, the rest
+    by name)."""
+    return ordered(strategies)[0]
 
 
 def collapse_test(form, L, y, strategy, pooled: LinkFit) -> Collapse | None:
     """The pooled link against the same link shifted in loss per strategy (module doc)."""
-    names = sorted(set(strategy))
-    if len(names) < 2:
+    order = list(ordered(strategy))  # the reference first (reference_strategy)
+    if len(order) < 2:
         return None
-    ref = reference_strategy(names)
-    order = [ref, *[s for s in names if s != ref]]
+    names, ref = order, order[0]
     groups = np.array([order.index(s) for s in strategy])
     shifted = fit_link(
         form, L, y, groups, start=np.concatenate([pooled.theta, np.zeros(len(order) - 1)])

@@ -30,6 +30,7 @@ from cdlaw.fit.findings import (
     SeedNoise,
 )
 from cdlaw.laws import LAWS
+from cdlaw.strategies import NAME_RULE, is_name
 from cdlaw.units import plain
 
 
@@ -176,7 +177,12 @@ class FitResult:
         """Read a fit.json that `cdlaw fit` wrote; BadInput when it is not one."""
         path = Path(path)
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(path.read_text(), object_pairs_hook=_once_each)
+        except _NamedTwice as e:
+            raise BadInput(
+                f"{path}: names {e.args[0]!r} twice in one object (two strategies with one "
+                "name?); keep one."
+            ) from None
         except (OSError, ValueError, RecursionError) as e:  # ValueError: not UTF-8 or JSON
             detail = " ".join(str(e).split())[:200]
             raise BadInput(f"{path}: not a readable JSON fit file ({detail}).") from None
@@ -238,7 +244,8 @@ def _parameter(value, name: str, where: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError, OverflowError):
-        raise BadInput(f"{where}: parameter {name} is not a finite number.") from None
+        shown = name if name.isprintable() and name.strip() == name else repr(name)
+        raise BadInput(f"{where}: parameter {shown} is not a finite number.") from None
 
 
 def _scalar(d: dict, key: str, kind, where: str):
@@ -290,6 +297,19 @@ def _row_ids(values: list, where: str) -> list[int]:
     return out
 
 
+class _NamedTwice(ValueError):
+    """A JSON object with one key twice (json keeps the last silently)."""
+
+
+def _once_each(pairs: list[tuple[str, object]]) -> dict:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _NamedTwice(key)
+        seen.add(key)
+    return dict(pairs)
+
+
 def _check_domain(law: lawlib.Law, where: str) -> None:
     """Parameters a law can be planned with: finite, each within the sign its form declares
     (positive, nonnegative), every strategy a derived-token strategy, and at least one
@@ -303,10 +323,10 @@ def _check_domain(law: lawlib.Law, where: str) -> None:
         if name in form.positive and value <= 0:
             raise BadInput(f"{where}: parameter {name} = {value:g} must be > 0.")
     for strategy, params in law.strategies.items():
-        if strategy not in lawlib.DERIVED_STRATEGIES:
+        if not is_name(strategy):
             raise BadInput(
-                f'{where}: strategy {strategy!r} in "strategies" is not one of '
-                f"{', '.join(lawlib.DERIVED_STRATEGIES)}."
+                f'{where}: strategy {strategy!r} in "strategies" is not a derived strategy\'s '
+                f"name ({NAME_RULE})."
             )
         for name, value in params.items():
             if not math.isfinite(value):

@@ -54,6 +54,7 @@ from cdlaw.fit.table import duplicate_rows, prepare_runs, seed_noise, select_cel
 from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
+from cdlaw.strategies import ordered
 
 DEFAULT_STARTS = 6144  # the CD paper's grid
 N_POLISH = 5  # distinct best minima polished with scipy
@@ -356,12 +357,12 @@ def _duplicate_warnings(prepared: pd.DataFrame) -> list[str]:
 
 
 def _fitted_strategies(rows: pd.DataFrame, form: LawForm, source: str) -> tuple[str, ...]:
-    """The derived strategies with D′ > 0 rows, in DERIVED_STRATEGIES order; none for a
-    form that ignores derived tokens, BadInput for one that needs them but has none."""
+    """The derived strategies with D′ > 0 rows, in strategies.ordered order (repetition,
+    paraphrase, then the rest alphabetically); none for a form that ignores derived tokens,
+    BadInput for one that needs them but has none."""
     if not form.uses_derived:
         return ()
-    derived = rows[rows["derived_tokens"] > 0]
-    strategies = tuple(s for s in lawlib.DERIVED_STRATEGIES if (derived["strategy"] == s).any())
+    strategies = ordered(rows.loc[rows["derived_tokens"] > 0, "strategy"])
     if not strategies:
         raise BadInput(
             f"{source or 'the table'} has no runs with derived tokens (D′ > 0), so the "

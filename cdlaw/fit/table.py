@@ -18,7 +18,7 @@ import pandas as pd
 from cdlaw.errors import BadInput
 from cdlaw.fit.columns import READING, finished, numbers, read_columns, read_table, where
 from cdlaw.fit.findings import SeedNoise
-from cdlaw.law import STRATEGIES
+from cdlaw.strategies import NAME_RULE, NONE, is_name
 from cdlaw.units import plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
@@ -104,18 +104,18 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
-    bad = ~strategy.isin(STRATEGIES)
+    bad = ~strategy.map(lambda s: s == NONE or is_name(s)).to_numpy(bool)
     if bad.any():
         raise BadInput(
-            f"{name} {where(df, bad)}: strategy {plain(df['strategy'][bad].iloc[0])} is not one "
-            f"of {', '.join(STRATEGIES)}"
+            f"{name} {where(df, bad)}: strategy {plain(df['strategy'][bad].iloc[0])} is neither "
+            f"none nor a derived strategy's name ({NAME_RULE}, like self-distill)"
         )
     undeclared = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
     if undeclared.any():
         raise BadInput(
             f"{name} {where(df, undeclared)}: strategy is none but derived_tokens is "
-            f"{df['derived_tokens'][undeclared].iloc[0]:g}; a run with derived tokens is repetition "
-            "or paraphrase"
+            f"{df['derived_tokens'][undeclared].iloc[0]:g}; a run with derived tokens names the "
+            "strategy that made them (repetition, paraphrase or another)"
         )
     strategy[df["derived_tokens"] == 0] = "none"
     df["strategy"] = strategy.astype(str)

@@ -31,7 +31,7 @@ from functools import partial
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.law import DERIVED_STRATEGIES, Law
+from cdlaw.law import Law
 from cdlaw.laws.chinchilla import chinchilla_loss
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
@@ -54,9 +54,9 @@ from cdlaw.plan.result import Allocation, Frontier, Plan
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
+from cdlaw.strategies import NAME_RULE, is_name
 from cdlaw.units import plain
 
-STRATEGY_CHOICES = ("auto", *DERIVED_STRATEGIES)
 FOUR_EPOCHS = 4.0
 # The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
 # of 0.01 decade, so that no sane law has its optimum off the grid; Brent's method then
@@ -398,8 +398,8 @@ def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> Non
 
 def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
-    if strategy not in STRATEGY_CHOICES:
-        raise BadInput(f"--strategy {strategy!r} is not one of {', '.join(STRATEGY_CHOICES)}.")
+    if strategy != "auto" and not is_name(strategy):
+        raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
     if law.form_decl.uses_derived and not law.form_decl.strategy_params:
         # A law that counts derived tokens but cannot tell strategies apart (practical):
         # repeating is the one that costs nothing beyond training.

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdlaw.fit.task_links import TaskLink
+from cdlaw.errors import BadInput
+from cdlaw.fit.task_links import Downstream, TaskLink
 from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
@@ -46,6 +47,20 @@ class TaskPrediction:
             "no_band_reason": self.no_band_reason,
             "beyond_runs": self.beyond_runs,
         }
+
+
+def read_links(path: str | None, task: str | None = None) -> list[TaskLink]:
+    """The links of a downstream.json (`plan --link`; one task's with `task`), [] for none.
+    BadInput for a file that is missing or unreadable, or a task it does not hold."""
+    if path is None:
+        if task is not None:
+            raise BadInput("--task goes with --link: name the downstream.json to predict it with")
+        return []
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
+    return Downstream.read(path).link(task)
 
 
 def with_tasks(plan: Plan, source: PlanningLaw, links: list[TaskLink]) -> Plan:

@@ -86,9 +86,7 @@ def _how_trained(p: dict) -> str:
     passes = (
         f"{format_cell(p.get('epochs'))} epochs"
         if strategy == "repetition"
-        else f"{format_cell(p.get('paraphrase_passes'))} paraphrase passes"
-        if strategy == "paraphrase"
-        else strategy
+        else f"{format_cell(p.get('derived_ratio'))} {strategy} passes"
     )
     return (
         f"<b>D′ = {format_number(p['derived_tokens'])}</b> derived tokens by {strategy} ({passes})"
@@ -127,19 +125,29 @@ def plan_answer(report: Report) -> str:
         f"nats/token{band}, <b>{e(str(p['regime']))}</b>.</p>"
     )
     lead += _decision_note(p)
-    head = ["plan", "strategy", "N", "D", "D′", "epochs", "paraphrase passes",
+    head = ["plan", "strategy", "N", "D", "D′", "epochs", "passes (D′/D)",
             "predicted loss", "loss above the CD plan"]  # fmt: skip
+    # the plan, the best plan of each other strategy (closest first), and the two baselines
+    others = sorted(
+        ((a.get("loss_gap") or 0.0, s, a) for s, a in (p.get("candidates") or {}).items()
+         if s != p["strategy"] and (a.get("loss_gap") or 0.0) > 0),
+        key=lambda t: t[0],
+    )  # fmt: skip
+    rows = [("CD law", p), *((f"best {s}", a) for _, s, a in others),
+            ("naive Chinchilla", p["naive"]), ("four-epoch rule", p["four_epoch"])]  # fmt: skip
     body = []
-    for name, a in (("CD law", p), ("naive Chinchilla", p["naive"]), ("four-epoch rule", p["four_epoch"])):  # fmt: skip
+    for name, a in rows:
+        strategy = a.get("strategy", "—")
+        passes = a.get("derived_ratio") if strategy not in ("repetition", "none") else 0.0
         body.append(
             [
                 name,
-                a.get("strategy", "—"),
+                strategy,
                 cell(a["n_params"], "n_params"),
                 cell(a["fresh_tokens"], "fresh_tokens"),
                 cell(a["derived_tokens"], "derived_tokens"),
                 cell(a.get("epochs")),
-                cell(a.get("paraphrase_passes")),
+                cell(passes),
                 cell(a["predicted_loss"]),
                 _gap(a) if name != "CD law" else "—",
             ]

@@ -304,7 +304,7 @@ FIGURE_TEXT = {
     "compute-, data- and model-bound bands for a sweep with derived tokens, else one "
     "colour per model size.",
     "eta": "Empirical η (worth of a derived token) against r = D′/D, with the fitted η(r).",
-    "rstar": "R* over model size and D/N, and where paraphrasing beats repetition.",
+    "rstar": "R* over model size and D/N, and where each strategy's derived tokens are worth most.",
     "frontier": "The best plan over a range of budgets, against the naive Chinchilla and "
     "four-epoch plans.",
     "residuals": "Predicted against observed loss; held-out runs ringed.",

@@ -81,6 +81,7 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
         strategy="none",
         fresh_tokens=steps * batch_tokens,
         derived_tokens=0,
+        derived_files="",
         train=train,
     )
     rng = np.random.default_rng(0)

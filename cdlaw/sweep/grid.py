@@ -1,10 +1,11 @@
 """A validated sweep (SweepConfig) and its grid: cells, [[exclude]], runs with exact token counts.
 
 Zipped axes vary together; the zip groups and the other axes form a product. The ratio
-axis may differ by strategy ([grid.repetition] / [grid.paraphrase]). A cell is dropped
+axis may differ by strategy ([grid.<strategy>] tables). A cell is dropped
 when an [[exclude]] entry matches it. Token counts are integers rounded half up
 (D = round(tokens_per_param · N), D′ = round(r · D)), and the D′ = 0 run of a cell is one
-run with strategy "none", shared by both strategies. Reading and validating the sweep
+run with strategy "none", shared by every strategy. A declared strategy's runs carry the
+folder of their derived files (RunConfig.derived_files). Reading and validating the sweep
 file into a SweepConfig is cdlaw.sweep.spec's job.
 """
 
@@ -14,11 +15,15 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cdlaw.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
-from cdlaw.law import DERIVED_STRATEGIES
+from cdlaw.strategies import BUILT_IN
 from cdlaw.sweep.values import same_number, sweep_number
+
+if TYPE_CHECKING:
+    from cdlaw.sweep.derived import Declared
 
 # The ratio axis may be written three ways; each maps to r = D′/D.
 RATIO_KEYS = {"derived_ratio": 0.0, "epochs": -1.0, "passes": 0.0}  # r = value + offset
@@ -33,7 +38,7 @@ class Cell:
     size: str  # as written in the sweep file ("1M", "olmo3_14M", or "custom")
     d_axis: str  # "fresh_tokens" or "tokens_per_param"
     d_value: float
-    strategy: str  # as in the grid (repetition | paraphrase), before r = 0 becomes "none"
+    strategy: str  # as in the grid (repetition, paraphrase, …), before r = 0 becomes "none"
     ratio_key: str  # "derived_ratio", "epochs" or "passes"
     ratio_value: float
     lr: float
@@ -57,8 +62,8 @@ class SweepConfig:
     sizes: tuple[str, ...] = ()  # empty when [model] gives a fixed shape
     d_axis: str = "tokens_per_param"
     d_values: tuple[float, ...] = ()
-    strategies: tuple[str, ...] = DERIVED_STRATEGIES
-    # strategy -> (ratio key, values); the same entry for both unless [grid.<strategy>] is used
+    strategies: tuple[str, ...] = BUILT_IN
+    # strategy -> (ratio key, values); the same entry for all unless [grid.<strategy>] is used
     ratios: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
     ratio_tables: tuple[str, ...] = ()  # the strategies whose ratio axis is a [grid.<strategy>]
     lrs: tuple[float, ...] = ()
@@ -67,6 +72,8 @@ class SweepConfig:
     zip_groups: tuple[tuple[str, ...], ...] = ()
     exclude: tuple[dict, ...] = ()
     model: dict = field(default_factory=dict)  # validated ModelConfig overrides
+    # the [derived.<name>] strategies: where each one's derived files are (cdlaw.sweep.derived)
+    derived: dict[str, Declared] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)  # [eval]: tasks, in no run id
@@ -213,6 +220,7 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
                 f"{where}, {cell.ratio_key}={cell.ratio_value:g} gives D′ = 0 derived tokens; "
                 "use a larger ratio or D"
             )
+        declared = sweep.derived.get(cell.strategy) if derived > 0 else None
         label = cell.size if sweep.sizes else "custom"
         model = dataclasses.replace(shape.model_config(vocab_size, seq_len, size=label), **extra)
         cfg = RunConfig(
@@ -225,8 +233,9 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
             data=data,
             train=dataclasses.replace(sweep.train, lr=cell.lr, weight_decay=cell.weight_decay),
             eval=sweep.eval,
+            derived_files=declared.folder(fresh) if declared else "",
         )
-        runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by both strategies
+        runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by every strategy
     return list(runs.values())
 
 

@@ -2,9 +2,9 @@
 
 `parse_only` turns `--only` into a predicate on them (parsed, never evaluated);
 `plan_sweep` checks every cell first without touching the corpus (`check_cells`: the
-paraphrase pass limit, paraphrase files for a real corpus), then asks the data layer whether
-the corpus holds the largest D and the paraphrase files each run's D′
-(`check_paraphrase_files`), and selects the runs. Nothing is written but the
+pass limit, paraphrase files for a real corpus, a declared strategy's folder), then asks
+the data layer whether the corpus holds the largest D and the derived files each run's D′
+(`check_derived_files`), and selects the runs. Nothing is written but the
 tokenised-corpus cache, and nothing at all when `check_cells` refuses the sweep.
 """
 
@@ -151,9 +151,11 @@ def plan_sweep(
         runs = sweep.runs()
     else:  # the vocabulary comes from the tokenizer: ask the data layer first
         runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
+    selected = _select(runs, keep, only)
+    check_derived_folders(sweep, selected)  # the runs to train: --only may leave some out
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
-    # paraphrase files must hold each run's D′.
+    # paraphrase files and a declared strategy's files must hold each selected run's D′.
     largest = max(r.fresh_tokens for r in runs)
     prepared = prepare_corpus(sweep.data, cache, largest, workers=workers)
     vocab = runs[0].model.vocab_size
@@ -161,11 +163,9 @@ def plan_sweep(
         raise BadInput(
             f"the tokenizer has {prepared.vocab_size} tokens, more than data.vocab_size={vocab}"
         )
-    if sweep.data.corpus != "embedded":
-        check_paraphrase_files(sweep, runs, prepared)
+    check_derived_files(sweep, selected, prepared)
     for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
         task_tokens_for(sweep.eval, prepared, seq_len)
-    selected = _select(runs, keep, only)
     return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
 
 
@@ -211,26 +211,28 @@ def check_writable(out: Path, sweep_name: str) -> None:
 
 def check_cells(sweep: SweepConfig) -> None:
     """What every cell needs that is known without the corpus: paraphrase files for a real
-    corpus, and at most MAX_PARAPHRASE_PASSES paraphrase passes (D′/D). BadInput if not."""
-    from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES as most
+    corpus, and at most MAX_DERIVED_PASSES passes (D′/D) of any strategy but repetition.
+    BadInput if not."""
+    from cdlaw.data.prepare import MAX_DERIVED_PASSES as most
 
-    para = [c for c in sweep.cells() if c.strategy == "paraphrase" and c.derived_ratio > 0]
-    if not para:
+    cells = [c for c in sweep.cells() if c.strategy != "repetition" and c.derived_ratio > 0]
+    if not cells:
         return
     if sweep.data.corpus != "embedded" and not sweep.data.paraphrases:
-        raise BadInput(
-            f"{sweep.source}: strategy 'paraphrase' on data.corpus {sweep.data.corpus!r} needs "
-            "paraphrase files: set data.paraphrases to the --out folder of `cdlaw paraphrase`, "
-            "or drop 'paraphrase' from grid.strategy"
-        )
-    worst = max(para, key=lambda c: c.derived_ratio)
+        if any(c.strategy == "paraphrase" for c in cells):
+            raise BadInput(
+                f"{sweep.source}: strategy 'paraphrase' on data.corpus {sweep.data.corpus!r} "
+                "needs paraphrase files: set data.paraphrases to the --out folder of `cdlaw "
+                "paraphrase`, or drop 'paraphrase' from grid.strategy"
+            )
+    worst = max(cells, key=lambda c: c.derived_ratio)
     if worst.derived_ratio > most:
-        name = sweep.ratio_name("paraphrase")
+        name = sweep.ratio_name(worst.strategy)
         raise BadInput(
-            f"{sweep.source}: {name} = {worst.ratio_value:.10g} asks strategy 'paraphrase' "
-            f"for {worst.derived_ratio:.10g} paraphrase passes (D′/D), more than the limit of "
-            f"{most} (cdlaw.data.prepare.MAX_PARAPHRASE_PASSES); use {name} ≤ "
-            f"{most - RATIO_KEYS[worst.ratio_key]:g} for paraphrase"
+            f"{sweep.source}: {name} = {worst.ratio_value:.10g} asks strategy "
+            f"{worst.strategy!r} for {worst.derived_ratio:.10g} passes (D′/D), more than the "
+            f"limit of {most} (cdlaw.data.prepare.MAX_DERIVED_PASSES); use {name} ≤ "
+            f"{most - RATIO_KEYS[worst.ratio_key]:g} for {worst.strategy}"
         )
 
 
@@ -244,23 +246,41 @@ def check_eval(sweep: SweepConfig) -> None:
         check_lm_eval(sweep.eval)
 
 
-def check_paraphrase_files(sweep: SweepConfig, runs: list[RunConfig], prepared) -> None:
-    """Each paraphrase run's D′ must be in the paraphrase files (real corpora; after
-    prepare_corpus has tokenised them): BadInput naming the ratio key and the most there is."""
-    from cdlaw.data.prepare import paraphrase_tokens
+def check_derived_folders(sweep: SweepConfig, runs: list[RunConfig]) -> None:
+    """Each run of a declared strategy needs its folder of derived files: BadInput naming
+    the folder and what writes it, before any corpus work."""
+    from cdlaw.data.sources import paraphrase_files
 
-    para = [r for r in runs if r.strategy == "paraphrase"]
-    for D in sorted({r.fresh_tokens for r in para}):
-        have, passes = paraphrase_tokens(prepared, D)
-        need = max(r.derived_tokens for r in para if r.fresh_tokens == D)
-        if need > have:
-            name = sweep.ratio_name("paraphrase")
-            offset = RATIO_KEYS[sweep.ratios["paraphrase"][0]]
+    for folder, s in sorted({(r.derived_files, r.strategy) for r in runs if r.derived_files}):
+        paraphrase_files(folder, f"{sweep.source}: [derived.{s}] files {folder!r}")
+
+
+def check_derived_files(sweep: SweepConfig, runs: list[RunConfig], prepared) -> None:
+    """Each run's D′ must be in its derived files (paraphrase files of a real corpus, the
+    files of a declared strategy; after prepare_corpus): BadInput naming the ratio key and
+    the most there is."""
+    from cdlaw.data.corpus_cache import DerivedSource
+    from cdlaw.data.prepare import derived_tokens_available, prepare_derived
+
+    need: dict[tuple[str, int, str], int] = {}
+    for r in runs:
+        rendered = r.strategy == "paraphrase" and sweep.data.corpus == "embedded"
+        if r.strategy not in ("none", "repetition") and not rendered:
+            key = (r.strategy, r.fresh_tokens, r.derived_files)
+            need[key] = max(need.get(key, 0), r.derived_tokens)
+    for (s, D, files), most_asked in sorted(need.items()):
+        source = DerivedSource.of(prepared.data, s, files)
+        prepare_derived(prepared, source)
+        have, passes = derived_tokens_available(prepared, D, source)
+        if most_asked > have:
+            name = sweep.ratio_name(s)
+            offset = RATIO_KEYS[sweep.ratios[s][0]]
             most = math.floor(have / D * 1000) / 1000 - offset
+            command = "paraphrase" if s == "paraphrase" else "distill"
             raise BadInput(
-                f"{sweep.source}: {name} = {need / D - offset:.4g} at D = {D:,} fresh tokens "
-                f"asks for D′ = {need:,} paraphrase tokens, but the paraphrase files in "
-                f"{sweep.data.paraphrases!r} hold {have:,} for the documents inside D "
-                f"({passes} full pass(es)); use {name} ≤ {most:g} there, or write more passes "
-                f"with `cdlaw paraphrase --passes {passes + 1}` or more"
+                f"{sweep.source}: {name} = {most_asked / D - offset:.4g} at D = {D:,} fresh "
+                f"tokens asks for D′ = {most_asked:,} {s} tokens, but the {source.describe()} "
+                f"hold {have:,} for the documents inside D ({passes} full pass(es)); use "
+                f"{name} ≤ {most:g} there, or write more passes with `cdlaw {command} "
+                f"--passes {passes + 1}` or more"
             )

@@ -8,13 +8,16 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     [grid]
     size = ["30K", "100K", "olmo3_14M"]   # n_params targets (the shape ladder) or named sizes
     tokens_per_param = [10, 20]        # D = round(tokens_per_param · N)  (or fresh_tokens = [...])
-    strategy = ["repetition", "paraphrase"]
+    strategy = ["repetition", "paraphrase", "distill"]   # built in, or declared below
     derived_ratio = [0, 1, 3, 7]       # r = D′/D, D′ = round(r · D)   (or epochs = [1, 2, 4, 8])
     lr = [3e-3]                        # also weight_decay, seed
     zip = [["size", "lr"]]             # these axes vary together instead of as a product
 
     [grid.paraphrase]                  # optional: a ratio axis for one strategy only
     passes = [0, 1, 2]                 # paraphrase passes = D′/D  (repetition: epochs = 1 + D′/D)
+
+    [derived.distill]                  # a derived strategy of its own: files aligned by id
+    files = "derived/distill"          # (or a folder per D: { "48K" = "DIR", ... })
 
     [[exclude]]                        # drop every cell matching all of these keys
     size = "100K"                      # (a list matches any of its values)
@@ -26,13 +29,14 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     [eval]                             # EvalConfig: downstream tasks (not part of any run id)
 
 The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strategy "none",
-shared by both strategies. Every mistake is a BadInput naming the file, the key and what
+shared by every strategy. Every mistake is a BadInput naming the file, the key and what
 would be valid, raised before anything is written.
 
 This module reads and validates the file into a SweepConfig. SweepConfig itself, its
 cells, [[exclude]] matching and the expansion into runs are in cdlaw.sweep.grid; the
-checks of single values in cdlaw.sweep.values; the facts of a run and `--only` in
-cdlaw.sweep.selection.
+strategy and ratio axes in cdlaw.sweep.strategy_axes; [derived.<name>] in
+cdlaw.sweep.derived; the checks of single values in cdlaw.sweep.values; the facts of a
+run and `--only` in cdlaw.sweep.selection.
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ from cdlaw.config import (
     unknown_key_message,
 )
 from cdlaw.errors import BadInput
-from cdlaw.law import DERIVED_STRATEGIES
+from cdlaw.sweep.derived import parse_derived
 from cdlaw.sweep.forest import check_sharing
-from cdlaw.sweep.grid import RATIO_KEYS, SHAPE_KEYS, SweepConfig, cell_matches, grid_cells
+from cdlaw.sweep.grid import SHAPE_KEYS, SweepConfig, cell_matches, grid_cells
+from cdlaw.sweep.strategy_axes import axis_values, ratio_axes, strategy_axis, strategy_tables
 from cdlaw.sweep.values import (
     nonnegative_number,
     positive_number,
@@ -67,7 +72,18 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the `tomli` package
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "share", "grid", "exclude", "model", "data", "train", "eval")
+TOP_KEYS = (
+    "name",
+    "description",
+    "share",
+    "grid",
+    "exclude",
+    "model",
+    "data",
+    "train",
+    "derived",
+    "eval",
+)
 GRID_AXES = (
     "size",
     "fresh_tokens",
@@ -79,11 +95,6 @@ GRID_AXES = (
     "weight_decay",
     "seed",
 )
-GRID_KEYS = (*GRID_AXES, "zip", "repetition", "paraphrase")
-STRATEGY_RATIO_KEYS = {
-    "repetition": ("derived_ratio", "epochs"),
-    "paraphrase": ("derived_ratio", "passes"),
-}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -138,6 +149,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     """The SweepConfig of a parsed sweep file, every check in the order the file reads."""
     name, description, share = _top_level(raw, default_name)
     data = from_dict(DataConfig, _table(raw, "data"), "data")
+    declared, data = parse_derived(raw, data)
     train_raw = _table(raw, "train")
     train = from_dict(TrainConfig, train_raw, "train")
     model = _model_overrides(_table(raw, "model"))
@@ -147,8 +159,9 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     # Zipped axes may repeat values (one list entry per cell, e.g. a `cdlaw next` batch);
     # what must not repeat is a zipped tuple.
     zipped = _zipped_axes(grid)
-    strategies = _strategies(grid, zipped)
-    ratios = _ratios(grid, strategies, zipped)
+    strategies = strategy_axis(grid, zipped, declared)
+    tables = strategy_tables(grid, (*GRID_AXES, "zip"), strategies)
+    ratios = ratio_axes(grid, strategies, zipped)
     lrs, wds, seeds = _optimizer_axes(grid, train, train_raw)
     for key, values in (("size", sizes), (d_axis, d_values), ("lr", lrs), ("weight_decay", wds),
                         ("seed", seeds)):  # fmt: skip
@@ -165,11 +178,12 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         d_values=d_values,
         strategies=strategies,
         ratios=ratios,
-        ratio_tables=tuple(s for s in strategies if isinstance(grid.get(s), dict)),
+        ratio_tables=tables,
+        derived=declared,
         lrs=lrs,
         weight_decays=wds,
         seeds=seeds,
-        zip_groups=_zip_groups(grid, ratios),
+        zip_groups=_zip_groups(grid, tables),
         model=model,
         data=data,
         train=train,
@@ -207,15 +221,12 @@ def _top_level(raw: dict, default_name: str) -> tuple[str, str, bool]:
 
 
 def _grid_table(raw: dict) -> dict:
-    """[grid], there and with known keys only."""
+    """[grid], there (its keys: strategy_tables)."""
     grid = _table(raw, "grid")
     if not grid:
         raise BadInput(
             "the sweep needs a [grid] table (size, tokens_per_param, derived_ratio, ...)"
         )
-    for key in grid:
-        if key not in GRID_KEYS:
-            raise BadInput(unknown_key_message(f"grid.{key}", key, list(GRID_KEYS)))
     return grid
 
 
@@ -233,7 +244,7 @@ def _sizes(grid: dict, model: dict) -> tuple[str, ...]:
         return ()
     if "size" not in grid:
         raise BadInput('grid.size is required: model sizes like ["100K", "1M", "olmo3_14M"]')
-    return tuple(size_entry(v) for v in _axis(grid, "size"))
+    return tuple(size_entry(v) for v in axis_values(grid, "size"))
 
 
 def _fresh_tokens(grid: dict) -> tuple[str, tuple[float, ...]]:
@@ -245,21 +256,7 @@ def _fresh_tokens(grid: dict) -> tuple[str, tuple[float, ...]]:
             f"grid.tokens_per_param (D = tokens_per_param · N), got {d_keys or 'neither'}"
         )
     d_axis = d_keys[0]
-    return d_axis, tuple(positive_number(v, f"grid.{d_axis}") for v in _axis(grid, d_axis))
-
-
-def _strategies(grid: dict, zipped: set[str]) -> tuple[str, ...]:
-    """grid.strategy (default: both derived strategies), each once unless zipped."""
-    strategies = tuple(_axis(grid, "strategy")) if "strategy" in grid else DERIVED_STRATEGIES
-    for s in strategies:
-        if s not in DERIVED_STRATEGIES:
-            hint = " (D′ = 0 runs get strategy 'none' by themselves)" if s == "none" else ""
-            raise BadInput(
-                f"grid.strategy entries must be 'repetition' or 'paraphrase', got {s!r}{hint}"
-            )
-    if "strategy" not in zipped and len(set(strategies)) != len(strategies):
-        raise BadInput(f"grid.strategy lists a strategy twice: {list(strategies)}")
-    return strategies
+    return d_axis, tuple(positive_number(v, f"grid.{d_axis}") for v in axis_values(grid, d_axis))
 
 
 def _optimizer_axes(
@@ -270,16 +267,16 @@ def _optimizer_axes(
         if key in grid and key in train_raw:
             raise BadInput(f"{key} is set in both [grid] and [train]: keep one")
     lrs = (
-        tuple(positive_number(v, "grid.lr") for v in _axis(grid, "lr"))
+        tuple(positive_number(v, "grid.lr") for v in axis_values(grid, "lr"))
         if "lr" in grid
         else (train.lr,)
     )
     wds = (
-        tuple(nonnegative_number(v, "grid.weight_decay") for v in _axis(grid, "weight_decay"))
+        tuple(nonnegative_number(v, "grid.weight_decay") for v in axis_values(grid, "weight_decay"))
         if "weight_decay" in grid
         else (train.weight_decay,)
     )
-    seeds = tuple(seed_entry(v) for v in _axis(grid, "seed")) if "seed" in grid else (0,)
+    seeds = tuple(seed_entry(v) for v in axis_values(grid, "seed")) if "seed" in grid else (0,)
     return lrs, wds, seeds
 
 
@@ -308,14 +305,6 @@ def _table(raw: dict, key: str) -> dict:
     return value
 
 
-def _axis(grid: dict, key: str, where: str = "grid") -> list:
-    value = grid[key]
-    values = value if isinstance(value, list) else [value]
-    if not values:
-        raise BadInput(f"{where}.{key} is an empty list: give at least one value")
-    return values
-
-
 def _model_overrides(table: dict) -> dict:
     if "size" in table:
         raise BadInput("model.size is set by grid.size; remove it from [model]")
@@ -338,59 +327,7 @@ def _zipped_axes(grid: dict) -> set[str]:
     }
 
 
-def _ratios(
-    grid: dict, strategies: tuple[str, ...], zipped: set[str] = frozenset()
-) -> dict[str, tuple[str, tuple[float, ...]]]:
-    """strategy -> (the ratio key as written, its values); r = value + RATIO_KEYS[key]."""
-    if "passes" in grid:
-        raise BadInput("passes belongs in [grid.paraphrase]; in [grid] use derived_ratio or epochs")
-    top = [k for k in ("derived_ratio", "epochs") if k in grid]
-    if len(top) > 1:
-        raise BadInput("give grid.derived_ratio or grid.epochs, not both")
-    ratios = {}
-    for strategy in DERIVED_STRATEGIES:
-        sub = grid.get(strategy)
-        if sub is None:
-            continue
-        where = f"grid.{strategy}"
-        if not isinstance(sub, dict):
-            raise BadInput(f"{where} must be a table ([{where}]), got {sub!r}")
-        if strategy not in strategies:
-            raise BadInput(f"[{where}] is given but {strategy!r} is not in grid.strategy")
-        valid = STRATEGY_RATIO_KEYS[strategy]
-        for key in sub:
-            if key not in valid:
-                raise BadInput(unknown_key_message(f"{where}.{key}", key, list(valid)))
-        if len(sub) != 1:
-            raise BadInput(f"[{where}] needs exactly one of {' or '.join(valid)}")
-        (key,) = sub
-        ratios[strategy] = (key, tuple(_ratio(v, key, where) for v in _axis(sub, key, where)))
-    for strategy in strategies:
-        if strategy in ratios:
-            continue
-        if not top:
-            raise BadInput(
-                "the grid needs a derived-token axis: grid.derived_ratio (r = D′/D, e.g. "
-                f"[0, 1, 3]) or grid.epochs, or a [grid.{strategy}] table"
-            )
-        key = top[0]
-        ratios[strategy] = (key, tuple(_ratio(v, key, "grid") for v in _axis(grid, key)))
-    for strategy, (key, values) in ratios.items():
-        if key not in zipped and len(set(values)) != len(values):
-            raise BadInput(f"the {key} axis of {strategy} lists a value twice: {list(values)}")
-    return {s: ratios[s] for s in strategies}
-
-
-def _ratio(value, key: str, where: str) -> float:
-    x = sweep_number(value, f"{where}.{key}")
-    low = -RATIO_KEYS[key]
-    if x < low:
-        what = "at least 1 (1 = one pass over D)" if key == "epochs" else "≥ 0"
-        raise BadInput(f"{where}.{key} entries must be {what}, got {plain(value)}")
-    return x
-
-
-def _zip_groups(grid: dict, ratios: dict) -> tuple[tuple[str, ...], ...]:
+def _zip_groups(grid: dict, tables: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     groups = grid.get("zip", [])
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
         raise BadInput('grid.zip must be a list of lists of axis names, e.g. [["size", "lr"]]')
@@ -408,15 +345,14 @@ def _zip_groups(grid: dict, ratios: dict) -> tuple[tuple[str, ...], ...]:
             if axis in seen:
                 raise BadInput(f"grid.zip names the axis {axis!r} twice")
             seen.add(axis)
-            if axis in ("derived_ratio", "epochs") and any(s in grid for s in DERIVED_STRATEGIES):
+            if axis in ("derived_ratio", "epochs") and tables:
                 raise BadInput(
-                    f"grid.zip cannot zip {axis!r} when [grid.repetition] or [grid.paraphrase] "
-                    "give their own ratio axis"
+                    f"grid.zip cannot zip {axis!r} when [grid.{tables[0]}] gives its own ratio axis"
                 )
-        lengths = {a: len(_axis(grid, a)) for a in group}
+        lengths = {a: len(axis_values(grid, a)) for a in group}
         if len(set(lengths.values())) > 1:
             raise BadInput(f"zipped axes must have the same length, got {lengths}")
-        tuples = list(zip(*(map(str, _axis(grid, a)) for a in group), strict=True))
+        tuples = list(zip(*(map(str, axis_values(grid, a)) for a in group), strict=True))
         twice = next((t for i, t in enumerate(tuples) if t in tuples[:i]), None)
         if twice is not None:
             raise BadInput(f"grid.zip {list(group)} lists the entry {list(twice)} twice")

@@ -2,52 +2,34 @@
 downstream section, end to end on runs simulated with a planted shift (tests/helpers)."""
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from plantedlinks import planted_runs
+from runhelpers import cdlaw_here
 
-from cdlaw.cli import main
-
-CAPTURED: list = []
-
-
-@pytest.fixture(autouse=True)
-def _streams(capfd):
-    CAPTURED[:] = [capfd]
-    yield
-    CAPTURED.clear()
+from cdlaw.fit.io import output_paths, write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
 
 
-def cdlaw(*args):
-    """The real entry point, in this process (the subprocess tests of the CLI's conventions
-    are tests/cli/test_cli_conventions.py): (exit code, stdout, stderr)."""
-    capfd = CAPTURED[0] if CAPTURED else None  # none in a module fixture
-    if capfd is not None:
-        capfd.readouterr()
-    argv, sys.argv = sys.argv, ["cdlaw", *map(str, args)]
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code or 0
-    finally:
-        sys.argv = argv
-    out, err = capfd.readouterr() if capfd is not None else ("", "")
-    return code, out, err
+@pytest.fixture
+def cdlaw(monkeypatch, capsys, tmp_path):
+    """`cdlaw ARGS` in this process: (exit code, stdout, stderr)."""
+    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory) -> Path:
-    """The planted runs (paraphrase shifted 0.15 nats), fitted, with their task links."""
+    """The planted runs (paraphrase shifted 0.15 nats), fitted as `cdlaw fit` would."""
     path = tmp_path_factory.mktemp("planted") / "runs.parquet"
     planted_runs({"paraphrase": 0.15}).to_parquet(path, index=False)
-    assert cdlaw("fit", path, "--bootstrap", 8, "--starts", 64)[0] == 0
+    fit = fit_law(load_runs(path), bootstrap=8, n_starts=64, source=str(path))
+    write_fit(fit, *output_paths(path))
     return path
 
 
-def test_downstream_prints_links_and_verdicts_and_writes_its_file(table):
+def test_downstream_prints_links_and_verdicts_and_writes_its_file(cdlaw, table):
     code, out, err = cdlaw("downstream", table, "--bootstrap", 30)
     assert code == 0, err
     assert "quiz" in out and "differ" in out and "task_quiz_acc = " in out
@@ -70,19 +52,19 @@ def test_downstream_prints_links_and_verdicts_and_writes_its_file(table):
         (["--bootstrap", "-1"], "--bootstrap -1"),
     ],
 )
-def test_downstream_refuses_in_one_sentence(table, args, says):
+def test_downstream_refuses_in_one_sentence(cdlaw, table, args, says):
     code, out, err = cdlaw("downstream", table, *args)
     assert code == 2 and says in err and err.count("\n") == 1 and out == ""
 
 
-def test_runs_without_tasks_are_refused_naming_eval(tmp_path):
+def test_runs_without_tasks_are_refused_naming_eval(cdlaw, tmp_path):
     path = tmp_path / "plain.csv"
     planted_runs().drop(columns=["task_quiz_acc", "task_quiz_bpb"]).to_csv(path, index=False)
     code, _, err = cdlaw("downstream", path)
     assert code == 2 and "[eval]" in err and not tmp_path.joinpath("plain.downstream.json").exists()
 
 
-def test_plot_plan_and_report_read_the_links(table):
+def test_plot_plan_and_report_read_the_links(cdlaw, table):
     assert cdlaw("downstream", table, "--bootstrap", 20)[0] == 0
     code, out, err = cdlaw("plot", table, "--kind", "downstream")
     assert code == 0, err

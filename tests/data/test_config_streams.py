@@ -31,8 +31,24 @@ def test_run_id_is_stable_and_defined_by_content():
 def test_fixed_choices_are_checked_by_name():
     with pytest.raises(BadInput, match=r"train\.schedule must be one of cosine, wsd, got 'linear'"):
         from_dict(TrainConfig, {"schedule": "linear"}, "train")
-    with pytest.raises(BadInput, match="strategy must be one of none, repetition, paraphrase"):
-        run(strategy="repeat")
+    with pytest.raises(BadInput, match="'Repeat!' cannot name a derived strategy: a strat"):
+        run(strategy="Repeat!")
+    with pytest.raises(BadInput, match=r"strategy 'repeat' with derived_files='': .*declare"):
+        run(strategy="repeat")  # a name of its own reads its own files
+
+
+def test_derived_files_enter_the_run_id_only_when_set():
+    a = run()
+    assert "derived_files" in to_dict(a) and a.derived_files == ""
+    # a config.json from before the field still reads, with the same id
+    old = to_dict(a)
+    del old["derived_files"]
+    assert from_dict(RunConfig, old) == a and from_dict(RunConfig, old).run_id == a.run_id
+    distill = run(strategy="distill", derived_files="derived/distill")
+    other = run(strategy="distill", derived_files="derived/distill-96K")
+    assert len({a.run_id, distill.run_id, other.run_id}) == 3
+    with pytest.raises(BadInput, match="those three read none"):
+        run(strategy="repetition", derived_files="derived/x")
     with pytest.raises(BadInput, match=r"train\.decay_frac"):
         TrainConfig(decay_frac=0.0)
 

@@ -126,12 +126,18 @@ def test_paraphrase_stream_is_fresh_then_passes_of_the_documents_in_D(pc, cache)
     assert np.array_equal(tokens[:D], fresh)
     # ...and the derived tokens are pass 1, 2, … of exactly the documents inside D.
     fresh_docs, _ = docs_of(fresh, pc.eos_id)
-    from cdlaw.data.prepare import docs_inside, paraphrase_pass_parts, train_blocks
+    from cdlaw.data.corpus_cache import DerivedSource
+    from cdlaw.data.prepare import derived_pass_parts, docs_inside, train_blocks
 
     blocks = train_blocks(pc, D)
     n_docs = docs_inside(blocks, D)
     assert sum(n_docs) == len(fresh_docs) == s.info["fresh_documents"]
-    passes = [np.concatenate(paraphrase_pass_parts(pc, blocks, n_docs, k)) for k in (1, 2, 3, 4)]
+    passes = [
+        np.concatenate(
+            derived_pass_parts(pc, blocks, n_docs, k, DerivedSource.of(pc.data, "paraphrase"))
+        )
+        for k in (1, 2, 3, 4)
+    ]
     lengths = [len(p) for p in passes]
     # Pass by pass (stream order 2; order 1 took the first D′ tokens of the passes and mixed
     # them): each pass is its own seq_len sequences in a shuffled order, the short remainder
@@ -151,7 +157,12 @@ def test_paraphrase_stream_is_fresh_then_passes_of_the_documents_in_D(pc, cache)
     full = int(np.searchsorted(np.cumsum(lengths), Dp, side="right"))
     used = full + (Dp - sum(lengths[:full])) / lengths[full]
     assert s.info["paraphrase_passes_used"] == pytest.approx(used)
-    pass_docs, _ = docs_of(np.concatenate(paraphrase_pass_parts(pc, blocks, n_docs, 1)), pc.eos_id)
+    pass_docs, _ = docs_of(
+        np.concatenate(
+            derived_pass_parts(pc, blocks, n_docs, 1, DerivedSource.of(pc.data, "paraphrase"))
+        ),
+        pc.eos_id,
+    )
     assert len(pass_docs) == len(fresh_docs)
     # Aligned: pass 1 of the i-th document is the paraphrase of the i-th fresh document.
     from tokenizers import Tokenizer
@@ -224,8 +235,12 @@ def test_the_same_seed_gives_the_same_bytes_in_other_processes(tmp_path):
 def test_bad_stream_requests_are_bad_input(pc):
     with pytest.raises(BadInput, match="use 'none' exactly when"):
         run_stream(pc, "none", 100, 5, L, 0)
-    with pytest.raises(BadInput, match="strategy must be"):
+    with pytest.raises(BadInput, match="'Shuffle' cannot name a derived strategy"):
+        run_stream(pc, "Shuffle", 100, 5, L, 0)
+    with pytest.raises(BadInput, match=r"'shuffle' has no derived files: .*\[derived\.shuffle\]"):
         run_stream(pc, "shuffle", 100, 5, L, 0)
+    with pytest.raises(BadInput, match=r"\[derived\.shuffle\] files '/nowhere' is not a folder"):
+        run_stream(pc, "shuffle", 100, 5, L, 0, derived_files="/nowhere")
     with pytest.raises(BadInput, match="seed must be"):
         run_stream(pc, "repetition", 100, 5, L, -1)
     with pytest.raises(BadInput, match="no whole document"):
@@ -265,7 +280,8 @@ def test_the_generated_tokens_change_only_with_the_generator_version(tmp_path, m
     from tokenizers import Tokenizer
 
     from cdlaw.data import embedded_corpus
-    from cdlaw.data.prepare import corpus_key, docs_inside, paraphrase_pass_parts, train_blocks
+    from cdlaw.data.corpus_cache import DerivedSource
+    from cdlaw.data.prepare import corpus_key, derived_pass_parts, docs_inside, train_blocks
 
     data = DataConfig(
         corpus_seed=7,
@@ -282,7 +298,9 @@ def test_the_generated_tokens_change_only_with_the_generator_version(tmp_path, m
     h.update(np.asarray(blocks[0][0], np.int64).tobytes())
     n_docs = docs_inside(blocks, int(blocks[0][1][-1]))
     for k in (1, 2):
-        for part in paraphrase_pass_parts(pc, blocks, n_docs, k):
+        for part in derived_pass_parts(
+            pc, blocks, n_docs, k, DerivedSource.of(pc.data, "paraphrase")
+        ):
             h.update(np.asarray(part, np.int64).tobytes())
     version, digest = embedded_corpus.GENERATOR_VERSION, h.hexdigest()
     assert GENERATED_TOKENS.get(version) == digest, (
@@ -296,15 +314,15 @@ def test_the_generated_tokens_change_only_with_the_generator_version(tmp_path, m
 
 
 def test_paraphrase_passes_beyond_the_limit_are_refused_before_any_is_built(pc, monkeypatch):
-    """D′/D above MAX_PARAPHRASE_PASSES is refused up front, not after rendering 1000 passes
+    """D′/D above MAX_DERIVED_PASSES is refused up front, not after rendering 1000 passes
     (~400 MB of cache for a 2000-pass run of the embedded corpus)."""
     from cdlaw.data import ordering
-    from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES
+    from cdlaw.data.prepare import MAX_DERIVED_PASSES
 
     def built(*args):
         raise AssertionError("a paraphrase pass was built for a stream that cannot be")
 
-    monkeypatch.setattr(ordering, "paraphrase_pass_parts", built)
+    monkeypatch.setattr(ordering, "derived_pass_parts", built)
     D = 2000
     with pytest.raises(BadInput, match=r"is 1000\.0005 paraphrase passes .* limit of 1000"):
-        run_stream(pc, "paraphrase", D, MAX_PARAPHRASE_PASSES * D + 1, L, 0)
+        run_stream(pc, "paraphrase", D, MAX_DERIVED_PASSES * D + 1, L, 0)

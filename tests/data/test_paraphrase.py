@@ -109,11 +109,11 @@ def test_prompts_styles_and_long_documents(model):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model)
-    prompt = job.build_prompt(tok, "faq", "The river runs.")
+    prompt = job.build_prompt(tok, job.PROMPTS["faq"], "The river runs.")
     assert prompt.startswith("<user>Rewrite the text below as questions and answers")
     assert prompt.endswith("The river runs.\n<assistant>")
     tok.chat_template = None
-    assert job.build_prompt(tok, "math", "x").endswith("Text:\nx\n\nRewritten text:\n")
+    assert job.build_prompt(tok, job.PROMPTS["math"], "x").endswith("Text:\nx\n\nRewritten text:\n")
     text = " ".join(f"Sentence number {i} is about the river." for i in range(40))
     pieces = job.split_text(tok, text, 60)
     assert len(pieces) > 1 and " ".join(pieces) == text

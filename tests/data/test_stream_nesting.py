@@ -57,7 +57,10 @@ def test_the_rule_on_named_cases():
     assert shared_prefix(("paraphrase", 2000, 50), ("paraphrase", 1000, 50)) == 1000
     # Repetition and paraphrase part at D.
     assert shared_prefix(("repetition", 1000, 700), ("paraphrase", 1000, 700)) == 1000
-    for bad in (("shuffle", 1000, 5), ("none", 0, 0), ("repetition", 10, -1)):
+    # Any declared strategy nests like paraphrase: its passes follow F[:D].
+    assert shared_prefix(("distill", 1000, 2500), ("distill", 1000, 500)) == 1500
+    assert shared_prefix(("distill", 1000, 700), ("paraphrase", 1000, 700)) == 1000
+    for bad in (("Shuffle!", 1000, 5), ("none", 0, 0), ("repetition", 10, -1)):
         with pytest.raises(BadInput):
             shared_prefix(bad, ("none", 1000, 0))
 

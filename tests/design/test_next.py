@@ -448,3 +448,53 @@ def test_cells_around_the_plan_go_above_the_grid_where_its_lr_is_one_for_every_s
     assert {r.run_id for r in parse_sweep(text, default_name="next-1").runs(100278)} == {
         c.run.run_id for c in para[:3]
     }
+
+
+# ---------------------------------------------------------------------------------------
+# Any number of strategies: a third, declared one, simulated, fitted and designed for.
+# ---------------------------------------------------------------------------------------
+
+THIRD = {"K": math.exp(4.0), "rho": -0.15, "sigma": -0.05}  # worth most at large N
+
+
+def with_third(path: Path, name: str) -> str:
+    """A sweep file of `path` with a declared strategy `self-distill` beside the built-ins."""
+    text = path.read_text().replace(f'name = "{path.stem}"', f'name = "{name}"')
+    text = text.replace('strategy = ["repetition", "paraphrase"]',
+                        'strategy = ["repetition", "paraphrase", "self-distill"]')  # fmt: skip
+    text = text.replace(
+        "[grid.paraphrase]", "[grid.self-distill]\npasses = [0, 4]\n[grid.paraphrase]", 1
+    )
+    return text + '\n[derived.self-distill]\nfiles = "/nowhere/self-distill"  # never read\n'
+
+
+def test_a_third_strategy_is_simulated_fitted_and_designed_for(tmp_path):
+    from cdlaw.law import Law
+
+    qin = PRESETS["qin2026"]
+    law = Law("cd", qin.params, {**qin.strategies, "self-distill": THIRD})
+    seed = tmp_path / "seed3.toml"
+    seed.write_text(with_third(SEED, "seed3"))
+    simulated = SweepOptions(executor="simulate", simulation=Simulation(law, "three", noise=0.02))
+    run_sweep(seed, tmp_path / "runs", simulated)
+    folder = tmp_path / "runs" / "seed3"
+    table = load_runs(folder)
+    assert set(table["strategy"]) == {"none", "repetition", "paraphrase", "self-distill"}
+    fit = fit_law(table, "cd", source=str(folder), **FAST)
+    assert list(fit.law.strategies) == ["repetition", "paraphrase", "self-distill"]
+    grid = tmp_path / "grid3.toml"
+    grid.write_text(with_third(GRID, "grid3"))
+    batch = next_batch(table, fit, load_sweep(grid), 1e21, 5e9, max_runs=6, name="next-1")
+    assert 1 <= len(batch.chosen) <= 6
+    back = parse_sweep(batch.text, default_name="next-1")
+    assert {r.run_id for r in back.runs(100278)} == {c.run.run_id for c in batch.chosen}
+    from cdlaw.design.candidates import batch_sweep_text, candidates
+
+    cands = candidates(load_sweep(grid), 100278, set(), plan(fit.law, 1e21, 5e9).candidates)
+    assert {"repetition", "paraphrase", "self-distill"} <= {c.run.strategy for c in cands}
+    # a batch with a run of the third strategy declares it; one without it does not
+    mine = [c for c in cands if c.run.strategy == "self-distill"][:1]
+    others = [c for c in cands if c.run.strategy == "repetition"][:1]
+    for chosen, declared in ((mine + others, True), (others, False)):
+        text = batch_sweep_text(load_sweep(grid), "grid3", chosen, [])  # the candidates' name
+        assert ("self-distill" in parse_sweep(text).derived) == declared

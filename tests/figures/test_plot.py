@@ -302,7 +302,7 @@ def test_eta_axes_hold_every_point_however_far_out(tmp_path):
 
 
 def test_rstar_marks_where_paraphrase_beats_repetition(figures):
-    from cdlaw.figures.rstar import paraphrase_wins
+    from cdlaw.figures.rstar import best_strategy
 
     def rstar(s, n, tpp):
         log_k, rho, sigma = {
@@ -312,11 +312,14 @@ def test_rstar_marks_where_paraphrase_beats_repetition(figures):
         return math.exp(log_k) * tpp**rho * n**sigma
 
     # the qin2026 constants: paraphrase keeps its worth longer at small N only.
+    both = ["repetition", "paraphrase"]
     for n, tpp in ((14e6, 20), (100e6, 20), (30e6, 5), (600e6, 5), (1e9, 100)):
-        assert bool(paraphrase_wins(LAW, n, tpp)) == (
-            rstar("paraphrase", n, tpp) > rstar("repetition", n, tpp)
-        )
-    assert paraphrase_wins(LAW, 14e6, 20) and not paraphrase_wins(LAW, 100e6, 20)
+        best, lead = best_strategy(LAW, both, n, tpp)
+        para, rep = rstar("paraphrase", n, tpp), rstar("repetition", n, tpp)
+        assert both[int(best)] == ("paraphrase" if para > rep else "repetition")
+        assert float(lead) == pytest.approx(abs(math.log10(para / rep)), rel=1e-9)
+    assert best_strategy(LAW, both, 14e6, 20)[0] == 1
+    assert best_strategy(LAW, both, 100e6, 20)[0] == 0
 
     fig = figures["rstar"]
     axes = data_axes(fig)
@@ -329,16 +332,64 @@ def test_rstar_marks_where_paraphrase_beats_repetition(figures):
     assert len(left.lines) == 6
     x, y = left.lines[0].get_xdata(), left.lines[0].get_ydata()
     np.testing.assert_allclose(y, rstar("repetition", min(plotdata.SIZES), x), rtol=1e-9)
-    # right panel: the hatched region and the equal-R* contour
+    # right panel: each strategy's region (paraphrase's hatched) and the equal-R* line
     right = axes[2]
-    (hatched,) = by_gid(right, "paraphrase-wins")
+    (hatched,) = by_gid(right, "wins:paraphrase")
     assert hatched.hatches == ["///"] and list(hatched.levels) == [0.5, 1.5]
-    (equal,) = by_gid(right, "equal-rstar")
-    assert list(equal.levels) == [0.0]  # log10 R*_paraphrase / R*_repetition = 0
+    assert not by_gid(right, "wins:repetition")  # the first strategy's region is plain
+    (equal,) = by_gid(right, "equal-rstar:repetition:paraphrase")
+    assert list(equal.levels) == [0.0]  # log10 R*_repetition / R*_paraphrase = 0
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "right: paraphrase beats repetition" in legend
+    assert "right: paraphrase has the largest $R^*$" in legend
+    assert "right: repetition has the largest $R^*$" in legend
     (cells,) = by_gid(right, "runs")
     assert len(cells.get_offsets()) == 8  # the 8 (N, D/N) cells of the runs
+
+
+def test_rstar_shows_where_each_of_three_strategies_wins():
+    from cdlaw.figures.rstar import best_strategy, rstar_figure
+    from cdlaw.law import Law
+
+    # three strategies with constant R* in different places: each wins somewhere
+    third = {"K": 2e3, "rho": 0.0, "sigma": -0.3}  # R* = 2e3·N^-0.3: large at small N
+    law = Law("cd", LAW.params, {**LAW.strategies, "distill": third})
+    strategies = ["repetition", "paraphrase", "distill"]
+    n, tpp = np.geomspace(1e6, 1e10, 60), np.geomspace(0.1, 1000, 60)
+    NN, TT = np.meshgrid(n, tpp)
+    best, lead = best_strategy(law, strategies, NN, TT)
+    logs = np.log10([law.rstar(NN, NN * TT, s) for s in strategies])
+    np.testing.assert_array_equal(best, np.argmax(logs, axis=0))
+    np.testing.assert_allclose(lead, np.sort(logs, axis=0)[-1] - np.sort(logs, axis=0)[-2])
+    fig = rstar_figure(
+        law, fit={"data_range": {"n_params": [1e6, 1e10], "fresh_tokens": [1e6, 1e12]}}
+    )
+    right = data_axes(fig)[2]
+    hatched = {a.get_gid() for a in right.findobj(lambda a: str(a.get_gid()).startswith("wins:"))}
+    assert hatched == {"wins:paraphrase", "wins:distill"}  # repetition's region is plain
+    ties = {a.get_gid() for a in right.findobj(lambda a: str(a.get_gid()).startswith("equal-"))}
+    assert "equal-rstar:repetition:distill" in ties
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "right: distill has the largest $R^*$" in legend
+    # a strategy that leads nowhere in the plane says so, rather than claim a colour
+    weak = Law("cd", LAW.params, {**LAW.strategies, "distill": {**third, "K": 1e-3}})
+    legend = [t.get_text() for t in rstar_figure(weak).legends[0].get_texts()]
+    assert "right: distill leads nowhere in view" in legend
+
+
+def test_every_strategy_gets_a_style_of_its_own():
+    from cdlaw.figures import style
+
+    names = ["none", "repetition", "paraphrase", *(f"synthetic-{i:02d}" for i in range(60))]
+    looks = style.strategy_styles(names)
+    assert looks["repetition"] == style.STRATEGY_STYLE["repetition"]  # built-ins never move
+    assert looks["paraphrase"] == style.STRATEGY_STYLE["paraphrase"]
+    pairs = {(v["color"], v["marker"]) for v in looks.values()}
+    assert len(pairs) == len(names)  # no two strategies of one figure look alike
+    # a name alone (no figure) always gets the same style
+    assert style.strategy_style("self-distill") == style.strategy_style("self-distill")
+    assert style.strategy_style("qa", ["qa", "distill"]) != style.strategy_style(
+        "distill", ["qa", "distill"]
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -666,3 +717,35 @@ def test_other_law_forms(tmp_path):
         + law.params["B"] / x ** law.params["beta"],
     )
     assert not by_gid(ax, "fit:repetition")
+
+
+# ---------------------------------------------------------------------------------------
+# downstream: task metric against loss
+# ---------------------------------------------------------------------------------------
+
+
+def test_downstream_draws_every_strategy_in_its_own_colour_with_the_pooled_link():
+    from matplotlib.colors import to_rgb
+    from plantedlinks import planted_runs
+
+    from cdlaw.figures import style
+    from cdlaw.figures.downstream import downstream_figure
+    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.fit.table import prepare_runs
+
+    three = ("repetition", "paraphrase", "self-distill")
+    runs = prepare_runs(planted_runs({"self-distill": 0.12}, strategies=three))
+    result = fit_downstream(runs, n_boot=5)
+    fig = downstream_figure(result, runs)
+    ax = data_axes(fig)[0]
+    colours, looks = {}, style.strategy_styles(["none", *three])
+    for s in ("none", *three):
+        (points,) = by_gid(ax, f"runs:{s}")
+        assert len(points.get_offsets()) == (runs.strategy == s).sum(), s
+        colours[s] = tuple(points.get_facecolor()[0])
+        assert colours[s][:3] == pytest.approx(to_rgb(looks[s]["color"]))
+    assert len(set(colours.values())) == 4
+    (pooled,) = by_gid(ax, "link:pooled")
+    lk = result.links[0]
+    np.testing.assert_allclose(pooled.get_ydata(), lk.predict(pooled.get_xdata()))
+    assert by_gid(ax, "band") and "strategies differ" in ax.get_title()

@@ -74,8 +74,31 @@ def test_any_strategy_names_and_references_work():
     df = df[df.strategy != "none"].replace({"strategy": {"paraphrase": "backtranslation"}})
     lk = {x.metric: x for x in fit_downstream(df, n_boot=0).links}["acc"]
     c = lk.collapse
-    assert c.reference == "backtranslation" and set(c.shift) == {"backtranslation", "repetition"}
-    assert not c.collapses and c.shift["repetition"] < 0  # repetition buys less than it
+    assert c.reference == "repetition" and set(c.shift) == {"backtranslation", "repetition"}
+    assert not c.collapses and c.shift["backtranslation"] > 0.1  # it buys more per nat
+
+
+THREE = ("repetition", "paraphrase", "self-distill")
+
+
+@pytest.mark.parametrize("metric", ["acc", "bpb"])
+def test_a_third_strategy_shifted_is_detected_and_none_shifted_is_one_curve(metric):
+    lk = {x.metric: x for x in fit_downstream(
+        prepare_runs(planted_runs({"self-distill": 0.12}, strategies=THREE)), n_boot=0
+    ).links}[metric]  # fmt: skip
+    c = lk.collapse
+    assert list(c.shift) == ["none", *THREE] and c.df[0] == 3
+    assert not c.collapses and c.p_value < 1e-3
+    assert c.shift["self-distill"] == pytest.approx(0.12, abs=3 * c.shift_se["self-distill"] + 0.02)
+    for s in ("repetition", "paraphrase"):
+        assert abs(c.shift[s]) < 3 * c.shift_se[s] + 0.02, s
+    rejections = 0
+    for seed in range(4):
+        fitted = fit_downstream(prepare_runs(planted_runs(seed=seed, strategies=THREE)), n_boot=0)
+        lk = {x.metric: x for x in fitted.links}[metric]
+        assert lk.collapse.df == (3, lk.n_runs - len(lk.params) - 3)
+        rejections += not lk.collapse.collapses
+    assert rejections <= 1
 
 
 def test_downstream_json_reads_back(tmp_path):

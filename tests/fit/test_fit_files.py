@@ -61,8 +61,8 @@ BAD = [
     (edited(MUENNIGHOFF, **{"repetition.rstar_n": 0}), ("repetition.rstar_n = 0 must be > 0",)),
     ({**edited(MUENNIGHOFF), "strategies": {}}, ("a muennighoff law needs parameters",)),
     (
-        {**edited(), "strategies": {"shuffle": QIN.strategies["repetition"]}},
-        ("strategy 'shuffle'", "is not one of repetition, paraphrase"),
+        {**edited(), "strategies": {"Shuffle!": QIN.strategies["repetition"]}},
+        ("strategy 'Shuffle!'", "is not a derived strategy's name (a lowercase letter"),
     ),
     ({**edited(), "data_range": {"n_params": ["big", 1e9]}}, ('"data_range" n_params',)),
     ({**edited(), "dropped": [3, "x"]}, ('"dropped" must be a list of row numbers',)),

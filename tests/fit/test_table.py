@@ -51,8 +51,8 @@ def test_status_filters_unfinished_runs_and_counts_them():
         (dict(fresh_tokens=[1e9, 1e9, 1e9, np.inf, 2e9]), ["row 4", "fresh_tokens"]),
         (dict(derived_tokens=[0, 0, -5, 0, 0]), ["row 3", "derived_tokens", "≥ 0"]),
         (
-            dict(strategy=["none", "none", "epochs", "none", "none"]),
-            ["row 3", "'epochs'", "paraphrase"],
+            dict(strategy=["none", "none", "2 epochs", "none", "none"]),
+            ["row 3", "'2 epochs'", "lowercase letter"],
         ),
         (dict(derived_tokens=[0, 7e8, 0, 0, 0]), ["row 2", "strategy is none", "derived_tokens"]),
         (dict(loss=["3.2", "x", "2", "2", "2"]), ["row 2", "loss must be a number", "'x'"]),

@@ -20,6 +20,21 @@ def cdlaw(*args, cwd=None, timeout=300) -> subprocess.CompletedProcess:
     )
 
 
+def cdlaw_here(monkeypatch, capsys, cwd, *args) -> tuple[int, str, str]:
+    """`cdlaw ARGS` in this process (no start-up cost) in cwd: (exit code, stdout, stderr)."""
+    import pytest
+
+    from cdlaw.cli import main
+
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["cdlaw", *map(str, args)])
+    with pytest.raises(SystemExit) as e:
+        main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return e.value.code or 0, captured.out, captured.err
+
+
 def result_losses(sweep_dir: Path) -> dict[str, tuple]:
     """run_id -> (status, loss) of every result.json in a sweep folder."""
     out = {}

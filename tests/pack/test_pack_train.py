@@ -283,7 +283,11 @@ def test_packed_runs_equal_runs_alone_with_the_loss_in_chunks(tmp_path, monkeypa
         assert_same_run(r.run_dir, alone_dir, results[r.cfg.run_id], alone_result)
         first = curve(alone_dir).train_loss.iloc[0]
         assert first == curve(tmp_path / "whole" / r.cfg.run_id).train_loss.iloc[0]
-        assert alone_result["loss"] == pytest.approx(whole[r.cfg.run_id]["loss"], rel=1e-5)
+        # fp32: chunks change the loss by rounding. bf16: the LM head runs in bf16 under
+        # autocast, and on CPUs with native bf16 (AVX512-BF16, AMX) oneDNN picks its kernel,
+        # and so its order of accumulation, by shape: a chunk rounds otherwise than the whole.
+        rel = 1e-5 if precision == "fp32" else 1e-3
+        assert alone_result["loss"] == pytest.approx(whole[r.cfg.run_id]["loss"], rel=rel)
 
 
 def test_sigterm_checkpoints_every_run_of_the_pack_then_the_previous_handler_runs(

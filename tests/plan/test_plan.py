@@ -483,7 +483,11 @@ def test_bad_input_is_one_clear_sentence(tmp_path):
         (lambda: plan(QIN, 1e21, 5e9, mfu=1.5, gpu_flops=1e15), "--mfu 1.5 must lie in (0, 1]"),
         (lambda: plan(QIN, 1e21, 5e9, mfu=0, gpu_flops=1e15), "--mfu 0 must lie in (0, 1]"),
         (lambda: plan(MUENNIGHOFF, 1e21, 5e9, "paraphrase"), "has no paraphrase parameters"),
-        (lambda: plan(QIN, 1e21, 5e9, "shuffle"), "--strategy 'shuffle' is not one of"),
+        (lambda: plan(QIN, 1e21, 5e9, "shuffle"), "has no shuffle parameters (it has: repetition"),
+        (
+            lambda: plan(QIN, 1e21, 5e9, "Shuffle!"),
+            "--strategy 'Shuffle!' is not auto or a strategy's name",
+        ),
         (lambda: load_law("qin2027"), "is not a preset (chinchilla-hoffmann"),
         (lambda: load_law(str(tmp_path / "nope.json")), "no such fit file"),
         (lambda: load_law(write(tmp_path, "{oops", "broken.json")), "not a readable JSON"),

@@ -8,7 +8,7 @@ import re
 import pytest
 from runhelpers import cdlaw
 
-from cdlaw.data.prepare import MAX_PARAPHRASE_PASSES
+from cdlaw.data.prepare import MAX_DERIVED_PASSES
 from cdlaw.errors import BadInput
 from cdlaw.sweep.selection import check_cells, plan_sweep
 from cdlaw.sweep.spec import load_sweep, parse_sweep
@@ -42,7 +42,7 @@ def one_sentence(stderr: str) -> str:
 
 
 def test_the_paraphrase_pass_limit_is_a_public_constant_checked_on_every_cell(tmp_path):
-    assert MAX_PARAPHRASE_PASSES == 1000
+    assert MAX_DERIVED_PASSES == 1000
     check_cells(para("derived_ratio = [0, 1000]"))  # at the limit: fine
     cases = [
         ("derived_ratio = [1, 2000]", "grid.derived_ratio = 2000", "grid.derived_ratio ≤ 1000"),

@@ -182,6 +182,16 @@ def test_shipped_sweep_files_parse_and_expand():
         assert r.strategy == "paraphrase" and r.fresh_tokens == 96_000
         n = run_facts(r)["n_params"]
         assert 6 * n * r.tokens_trained == pytest.approx(2e12, rel=1e-3) and 0.9 < n / 275e3 < 1.1
+    three = load_sweep(REPO / "sweeps/strategies.toml").runs()  # the strategies sweep
+    assert len(three) == 84 and {r.strategy for r in three} >= {
+        "repetition",
+        "paraphrase",
+        "distill",
+    }
+    assert {r.fresh_tokens: r.derived_files for r in three if r.strategy == "distill"} == {
+        48_000: "runs/strategies-derived/distill-48K",
+        96_000: "runs/strategies-derived/distill-96K",
+    }  # a teacher per D, each trained on that D alone
     for path in sorted((REPO / "sweeps").glob("*.toml")):  # every shipped file
         sweep_file = load_sweep(path)
         assert sweep_file.runs(None if sweep_file.data.tokenizer == "bpe" else 100_278), path
