@@ -82,6 +82,9 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
             )
         if inputs.summary is None or not len(inputs.summary):
             return "it needs the runs the links were fitted to (summary.parquet or a table)"
+        if not inputs.downstream.links:
+            skipped = "; ".join(f"{c}: {why}" for c, why in inputs.downstream.skipped.items())
+            return f"no task column could be linked to the loss ({skipped or 'none'})"
         return None
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 

@@ -191,7 +191,8 @@ class Plan:
             "memory": self.memory,
             "warnings": list(self.warnings),
             "extrapolated": list(self.extrapolated),
-            "tasks": [dict(t) for t in self.tasks],
+            # only with --link, so a plan without links reads as it always has
+            **({"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}),
         }
 
     @classmethod
