@@ -71,22 +71,26 @@ def sweep_with(tmp_path: Path, eval_table: str) -> Path:
     return path
 
 
-def task_file(tmp_path: Path, *lines) -> str:
-    path = tmp_path / "quiz.jsonl"
+def task_file(tmp_path: Path, name: str, *lines) -> str:
+    path = tmp_path / name / "quiz.jsonl"
+    path.parent.mkdir()
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     return str(path)
 
 
 def bad_evals(tmp_path: Path) -> dict[str, tuple[str, str]]:
     """eval table -> the words its one-sentence refusal must hold."""
-    missing = task_file(tmp_path, {"context": "a", "choices": [" x", " y"]})
+    missing = task_file(tmp_path, "missing", {"context": "a", "choices": [" x", " y"]})
+    out_of_range = task_file(
+        tmp_path, "range", {"context": "a", "choices": [" x", " y"], "gold": 5}
+    )
     return {
         "missing field": (f'tasks = ["{missing}"]', 'lacks "gold"'),
         "gold out of range": (
-            f'tasks = ["{task_file(tmp_path, {"context": "a", "choices": [" x", " y"], "gold": 5})}"]',
+            f'tasks = ["{out_of_range}"]',
             "out of range for 2 choices",
         ),
-        "empty task": (f'tasks = ["{task_file(tmp_path)}"]', "holds no items"),
+        "empty task": (f'tasks = ["{task_file(tmp_path, "empty")}"]', "holds no items"),
         "unknown task": ('tasks = ["hellaswag"]', "neither a built-in task"),
         "every": ('tasks = ["world_mc"]\nevery = 3', "multiple of train.eval_every"),
         "unknown key": ('task = ["world_mc"]', "did you mean 'tasks'"),
