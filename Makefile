@@ -32,9 +32,9 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
-# Every optional extra installed (Ray, the trackers), so no test skips for a missing package.
+# Every optional extra installed (Ray, the trackers, lm-eval), so no test skips for a missing package.
 test-all:
-	$(MAKE) test EXTRAS=dev,ray,trackers
+	$(MAKE) test EXTRAS=dev,ray,trackers,lm-eval
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"

@@ -161,6 +161,33 @@ class ExecConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    """Downstream tasks every run is evaluated on (a sweep's [eval]; docs/downstream.md).
+
+    Not part of the run's identity: tasks measure a run, they do not change what it trains
+    on, so adding, changing or dropping [eval] keeps every run id.
+    """
+
+    tasks: tuple[str, ...] = ()  # built-in task names (world_cloze, world_mc) or .jsonl task files
+    every: int = (
+        0  # steps between task evaluations (a multiple of train.eval_every); 0: at every one
+    )
+    max_items: int = 0  # at most this many items of each task, the first ones (0: all)
+    lm_eval: tuple[str, ...] = ()  # lm-evaluation-harness tasks, run on model/ when a run ends
+    lm_eval_include: str = ""  # a folder of lm-eval task YAML files (lm-eval's include_path)
+
+    def __post_init__(self):
+        _require(self.every >= 0, "eval.every", self.every, "≥ 0 (0: at every evaluation)")
+        _require(self.max_items >= 0, "eval.max_items", self.max_items, "≥ 0 (0: every item)")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise BadInput(f"eval.tasks lists a task twice: {list(self.tasks)}")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.tasks or self.lm_eval)
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one run: what is trained, on which tokens, how."""
 
@@ -172,6 +199,7 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # not in run_id: it trains nothing
     # The folder of jsonl rows aligned to the documents by id that a strategy declared with
     # [derived.<name>] files reads ("" for none, repetition and paraphrase, whose
     # paraphrase files are data.paraphrases): docs/corpus.md, "Derived files".
@@ -210,10 +238,12 @@ class RunConfig:
         """A short hash of the defining config: the same run always gets the same id.
 
         The model's `size` label is left out: a run is its shape, so "20K" and 20000 that
-        resolve to the same shape are the same run.
+        resolve to the same shape are the same run. So is `eval`: the tasks a run is
+        evaluated on do not change what it trains.
         """
         defining = to_dict(self)
         defining["model"].pop("size")
+        defining.pop("eval")
         for (*tables, key), default in ADDED_FIELDS.items():  # ids of older runs stay the same
             holder = defining
             for table in tables:

@@ -19,7 +19,12 @@ CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 DATASETS_SPEC = "datasets>=3"
 # Extras that bring torch (ray and dev include train), and the `make setup` that installs
 # each (its EXTRAS default to dev).
-WITH_TORCH = {"train": "make setup", "dev": "make setup", "ray": "make setup EXTRAS=dev,ray"}
+WITH_TORCH = {
+    "train": "make setup",
+    "dev": "make setup",
+    "ray": "make setup EXTRAS=dev,ray",
+    "lm-eval": "make setup EXTRAS=dev,lm-eval",
+}
 
 
 def install_advice(extra: str) -> str:

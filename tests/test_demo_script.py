@@ -1,4 +1,4 @@
-"""`make demo` after its sweep: scripts/demo.sh's fit, held-out fit, plan and report stages,
+"""`make demo` after its sweep: scripts/demo.sh's fit, held-out fit, downstream, plan and report stages,
 run as the script runs them, on the demo's own 72 runs (examples/demo-runs.csv written as a
 runs folder). The sweep stage is `cdlaw sweep`, tested on its own; this checks the glue."""
 
@@ -24,6 +24,7 @@ def test_demo_script_fits_holds_out_plans_and_reports(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "held out N = 200K" in r.stdout  # the script shows the held-out check
     assert "decision" in r.stdout and "paraphrase" in r.stdout  # the plan's panel
+    assert "no task links" in r.stdout  # the CSV's runs predate [eval]: planned without links
     for name in ("fit.json", "fit_holdout.json", "report.html"):
         assert (runs / name).is_file(), name
     assert "demo finished" in r.stdout

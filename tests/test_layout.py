@@ -23,6 +23,7 @@ FOUNDATION = {
     "config",
     "shapes",
     "schedule",
+    "task_columns",
     "strategies",
 }
 ALLOWED = {

@@ -51,6 +51,8 @@ def plan(
     saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
     tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."),
     extrapolate: bool = EXTRAPOLATE,
+    link: str = typer.Option(None, "--link", help="A downstream.json from `cdlaw downstream`: also predict each task's metric at the plan, with a 95% band through the law's and the link's bootstraps."),
+    task: str = typer.Option(None, "--task", help="With --link: this task only (e.g. world_mc)."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
 ) -> None:  # fmt: skip
     """Plan N, D′, strategy and epochs for a FLOP budget and a corpus, with the predicted loss.
@@ -59,11 +61,19 @@ def plan(
     compares it with the naive Chinchilla plan and the four-epoch rule, and names the
     regime (compute-, data- or model-bound).
 
+    With --link, the plan also predicts each task's metric through the link from loss to
+    task that `cdlaw downstream` fitted (docs/downstream.md).
+
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
+    Example: cdlaw plan --law runs/demo/fit.json --budget-flops 2e12 --unique-tokens 96K --link runs/demo/downstream.json
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
+    from cdlaw.plan.tasks import read_links
 
+    if link is not None and frontier:
+        raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
+    links = read_links(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
@@ -93,6 +103,10 @@ def plan(
     result = planner.plan(
         source, number(budget_flops, "--budget-flops"), unique, strategy, **options
     )
+    if links:
+        from cdlaw.plan.tasks import with_tasks
+
+        result = with_tasks(result, source, links)
     if json_out:
         print_json(result.to_dict())
     else:
@@ -192,6 +206,8 @@ def _render_plan(p) -> None:
     if p.extrapolated:
         _extrapolated("; ".join(p.extrapolated))
     out.print(_plan_panel(p))
+    if p.tasks:
+        out.print(_task_table(p))
     out.print(_other_ways(p))
     out.print(
         "naive: Chinchilla's optimum counting repeats as fresh"
@@ -269,6 +285,22 @@ def _plan_panel(p) -> Panel:
     )
     title = f"cdlaw plan · law {p.law} ({p.law_form})"
     return Panel(t, title=title, title_align="left", expand=False)
+
+
+def _task_table(p) -> Table:
+    """Each task's metric predicted at the plan (law → loss → link), with its band."""
+    t = Table(
+        title=f"task metrics at the plan's loss {p.predicted_loss:.4f} (--link)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("task", "metric", "predicted", "95% band"):
+        t.add_column(col, justify="left" if col in ("task", "metric") else "right")
+    for x in p.tasks:
+        band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else "none"
+        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band)
+    return t
 
 
 def _other_ways(p) -> Table:

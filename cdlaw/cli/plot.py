@@ -22,7 +22,8 @@ def plot(
         None,
         "--kind",
         "-k",
-        help="Figure(s) to draw: loss, eta, rstar, frontier, residuals, curves; repeat the "
+        help="Figure(s) to draw: loss, eta, rstar, frontier, residuals, curves, compare, "
+        "downstream; repeat the "
         "option or separate with commas. Default: every kind the inputs allow.",
         show_default=False,
     ),
@@ -67,7 +68,7 @@ def plot(
         False, "--json", help="Print only JSON on stdout: the files written."
     ),
 ) -> None:
-    """Draw the figures of a sweep: loss in the regime bands, η, R*, the frontier, residuals, curves.
+    """Draw the figures of a sweep: loss in the regime bands, η, R*, the frontier, residuals, curves, task metrics against loss.
 
     Writes OUT/KIND.FORMAT for each figure and prints the paths. Fonts are embedded as
     TrueType; each file's metadata names the fit it was drawn from.

@@ -49,7 +49,7 @@ WAVE_SLACK = 1.05
 
 
 @lru_cache(maxsize=4)
-def _world(seed: int, options: world.WorldOptions) -> world.World:
+def cached_world(seed: int, options: world.WorldOptions) -> world.World:
     return world.build_world(seed, options)
 
 
@@ -85,7 +85,7 @@ def prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorp
     val_path = root / f"val-{data.val_tokens}.npy"
     if not (root / "meta.json").is_file() or not val_path.is_file():
         with cache_lock(root):
-            w = _world(data.corpus_seed, options)
+            w = cached_world(data.corpus_seed, options)
             if not (root / "meta.json").is_file():
                 if data.tokenizer == "bpe":
                     texts = (
@@ -143,7 +143,7 @@ class EmbeddedJob:
         return cls(str(pc.root), pc.data.corpus_seed, options, styles, block, k, out)
 
     def run(self) -> BlockDone:
-        w = _world(self.seed, self.options)
+        w = cached_world(self.seed, self.options)
         docs = world.documents(w, self.block, world.TRAIN_STREAM)
         if self.k == 0:
             texts = [render.render(w, d) for d in docs]

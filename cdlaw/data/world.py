@@ -49,6 +49,10 @@ from cdlaw.errors import BadInput
 BLOCK_DOCS = 2048  # documents per block (~90K tokens): generated, tokenised and cached as one
 VAL_MODULUS = 8  # 1 in 8 (subject, fact set) pairs is reserved for validation
 TRAIN_STREAM, VAL_STREAM = 1, 2
+# The built-in downstream tasks' documents (cdlaw.data.tasks): a stream of its own, drawn
+# from the validation side of the (subject, facts) pairs, so no task document is a
+# training document or a paraphrase of one.
+TASK_STREAM = 3
 
 
 @dataclass(frozen=True)
@@ -237,13 +241,14 @@ def is_validation_pair(seed: int, subject: int, attrs) -> bool:
 
 
 def documents(world: World, block: int, stream: int = TRAIN_STREAM) -> list[Document]:
-    """The BLOCK_DOCS documents of block `block` of a stream (training or validation)."""
+    """The BLOCK_DOCS documents of block `block` of a stream (training, validation, or the
+    tasks', whose documents are drawn from the validation side too)."""
     rng = np.random.default_rng([world.seed, stream, block])
     cdf = np.cumsum(world.popularity)
     cdf[-1] = 1.0
     subjects = np.searchsorted(cdf, rng.random(BLOCK_DOCS * 2), side="right")
     salts = rng.integers(0, 2**62, size=BLOCK_DOCS * 2)
-    want_val = stream == VAL_STREAM
+    want_val = stream != TRAIN_STREAM
     out: list[Document] = []
     opts = world.options
     for subject, salt in zip(subjects.tolist(), salts.tolist(), strict=True):

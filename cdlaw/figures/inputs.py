@@ -6,7 +6,7 @@ load_inputs(PATH) reads
 - a table of runs (CSV or parquet: a published table, or fit_rows.parquet) with the fit
   `cdlaw fit` wrote beside it (t.fit.json or fit.json), or one named with fit_path,
 - a frontier JSON written by `cdlaw plan --frontier --json`,
-and fills in every per-run column the figures need (prepare_rows).
+with the task links `cdlaw downstream` wrote beside the runs (downstream.json), and fills in every per-run column the figures need (prepare_rows).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class PlotInputs:
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
     comparison_rows: object = None  # pandas DataFrame: compare_rows.parquet
+    downstream: object = None  # cdlaw.fit.downstream.Downstream: downstream.json, task links
 
     @property
     def out_dir(self) -> Path:
@@ -46,10 +47,17 @@ class PlotInputs:
 
 # The files a runs folder holds under fixed names: their figures go to <runs>/figures.
 RUNS_FOLDER_FILES = frozenset(
-    ("fit.json", "fit_rows.parquet", "compare.json", "compare_rows.parquet", "summary.parquet")
+    (
+        "fit.json",
+        "fit_rows.parquet",
+        "compare.json",
+        "compare_rows.parquet",
+        "summary.parquet",
+        "downstream.json",
+    )
 )
 # What `cdlaw fit` and `cdlaw compare` append to a table's stem (t.fit.json, t.compare.json).
-TABLE_OUTPUT_SUFFIXES = (".fit_rows", ".compare_rows", ".fit", ".compare")
+TABLE_OUTPUT_SUFFIXES = (".fit_rows", ".compare_rows", ".fit", ".compare", ".downstream")
 
 
 def figures_dir(path: Path) -> Path:
@@ -138,6 +146,14 @@ def _read_metrics(runs_dir: Path) -> dict:
         except (OSError, ValueError):
             continue  # a run being written right now; its curve will show next time
     return out
+
+
+def _read_downstream(inputs: PlotInputs, path: Path) -> None:
+    """The task links `cdlaw downstream` wrote beside the runs, when it has."""
+    if path.is_file():
+        from cdlaw.fit.task_links import Downstream
+
+        inputs.downstream = Downstream.read(path)
 
 
 def is_naive(fit: dict | None) -> bool:
@@ -271,6 +287,7 @@ def _read_runs_folder(inputs: PlotInputs, path: Path, fit_path: Path | None):
         _read_comparison(inputs, path / "compare.json", path / "compare_rows.parquet")
     inputs.summary = _read_runs_summary(path)
     inputs.metrics = _read_metrics(path)
+    _read_downstream(inputs, path / "downstream.json")
     fit_path = fit_path or fit_beside(path)
     if inputs.summary is None and not inputs.metrics and fit_path is None:
         raise BadInput(
@@ -343,6 +360,7 @@ def load_inputs(
             )
     elif path.suffix.lower() in TABLE_SUFFIXES:
         table = inputs.summary = read_table(path)
+        _read_downstream(inputs, path.with_name(path.stem + ".downstream.json"))
         fit_path = fit_path or fit_beside(path)
         if fit_path is None and need_fit:
             raise BadInput(

@@ -22,7 +22,7 @@ from cdlaw.figures.output import FigureOptions, check_options, figure_context, s
 from cdlaw.law import Law
 from cdlaw.plan.planner import frontier
 
-KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare")
+KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare", "downstream")
 FORMATS = ("png", "svg", "pdf")
 
 
@@ -73,6 +73,18 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
     if kind == "compare":
         if inputs.comparison is None:
             return "it needs a comparison of laws: run `cdlaw compare` on the runs first"
+        return None
+    if kind == "downstream":
+        if inputs.downstream is None:
+            return (
+                f"it needs task links: run `cdlaw downstream {inputs.path}` first (the sweep "
+                "file's [eval] names the tasks)"
+            )
+        if inputs.summary is None or not len(inputs.summary):
+            return "it needs the runs the links were fitted to (summary.parquet or a table)"
+        if not inputs.downstream.links:
+            skipped = "; ".join(f"{c}: {why}" for c, why in inputs.downstream.skipped.items())
+            return f"no task column could be linked to the loss ({skipped or 'none'})"
         return None
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 
@@ -161,6 +173,10 @@ def make_figure(kind: str, inputs: PlotInputs):
         from cdlaw.figures.compare import compare_figure
 
         return compare_figure(inputs.comparison, inputs.comparison_rows)
+    if kind == "downstream":
+        from cdlaw.figures.downstream import downstream_figure
+
+        return downstream_figure(inputs.downstream, inputs.summary)
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 
 

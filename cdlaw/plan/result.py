@@ -110,6 +110,9 @@ class Plan:
     extrapolated: tuple[str, ...] = ()
     # why predicted_loss_ci95 is None, as a clause naming the fix (None with a band)
     no_band_reason: str | None = None
+    # the task metrics this plan predicts through task links (`cdlaw plan --link`): one
+    # cdlaw.plan.tasks.TaskPrediction.to_dict() per link; () without links
+    tasks: tuple[dict, ...] = ()
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -188,6 +191,8 @@ class Plan:
             "memory": self.memory,
             "warnings": list(self.warnings),
             "extrapolated": list(self.extrapolated),
+            # only with --link, so a plan without links reads as it always has
+            **({"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}),
         }
 
     @classmethod
@@ -224,6 +229,7 @@ class Plan:
             memory=d.get("memory"),
             warnings=tuple(d.get("warnings") or ()),
             extrapolated=tuple(d.get("extrapolated") or ()),
+            tasks=tuple(d.get("tasks") or ()),
         )
 
 

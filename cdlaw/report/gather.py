@@ -28,6 +28,7 @@ from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw, load_law
+from cdlaw.plan.tasks import with_tasks
 from cdlaw.report.budget import (
     LARGEST_RUN,
     budget_inside_range,
@@ -49,6 +50,7 @@ class Report:
     path: Path  # the runs folder or table of runs
     inputs: PlotInputs
     fit_note: str = ""  # how the fit was obtained, or why there is none
+    downstream_note: str = ""  # where the task links came from, or why there are none
     plan: dict | None = None
     plan_note: str = ""
     budget_flops: float | None = None
@@ -78,6 +80,29 @@ def _fit_now(path: Path, inputs: PlotInputs) -> str:
     return (
         f"{none}: this fit was made for the report with cdlaw's defaults "
         f"and not saved; {how.replace('create one', 'save it')}."
+    )
+
+
+def _links_now(path: Path, inputs: PlotInputs) -> str:
+    """The task links: downstream.json beside the runs, or fitted here (not saved) when the
+    runs have task columns but no links were written; a note saying which."""
+    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.fit.task_links import downstream_path
+    from cdlaw.task_columns import task_columns
+
+    if inputs.downstream is not None:
+        return f"From {downstream_path(path)}."
+    summary = inputs.summary
+    if summary is None or not task_columns(summary.columns):
+        return "No task columns: the sweep file's [eval] names no tasks (docs/downstream.md)."
+    try:
+        table = load_runs(path) if path.is_dir() else prepare_runs(summary, str(path))
+        inputs.downstream = fit_downstream(table, n_boot=50, source=str(path))
+    except BadInput as e:
+        return f"The task columns cannot be linked to the loss yet ({e})."
+    return (
+        f"No downstream.json for {path}: these links were fitted for the report (50 bootstrap "
+        f"refits) and not saved; `cdlaw downstream {path}` saves them."
     )
 
 
@@ -116,7 +141,10 @@ def _plan(report: Report, budget_flops, unique_tokens) -> None:
                 source, *compute, report.unique_tokens
             )
             why = describe(report.budget_flops, compute[1], inside)
-        report.plan = plan(source, report.budget_flops, report.unique_tokens).to_dict()
+        planned = plan(source, report.budget_flops, report.unique_tokens)
+        if inputs.downstream is not None and inputs.downstream.links:
+            planned = with_tasks(planned, source, inputs.downstream.links)
+        report.plan = planned.to_dict()
     except BadInput as e:
         report.plan_note = f"No plan: {e}"
         return
@@ -154,6 +182,7 @@ def gather(
         report.fit_note = _fit_now(path, inputs)
     else:
         report.fit_note = f"From {inputs.fit_path}."
+    report.downstream_note = _links_now(path, inputs)
     _plan(report, budget_flops, unique_tokens)
     for kind in KINDS:
         reason = why_not(kind, inputs)

@@ -19,6 +19,7 @@ from cdlaw.errors import BadInput
 from cdlaw.report.answer import fit_headline, plan_answer
 from cdlaw.report.gather import Report, gather
 from cdlaw.report.sections import (
+    downstream_section,
     figures_section,
     fit_section,
     regimes_section,
@@ -60,6 +61,7 @@ def render(report: Report) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sections = [
         ("figures", "Loss, η and R*", figures_section(report, KEY_FIGURES)),
+        ("downstream", "Downstream tasks", downstream_section(report)),
         ("more-figures", "More figures", figures_section(report, MORE_FIGURES)),
         ("fit", "Fit details", fit_section(report)),
         ("regimes", "Regime of every run", regimes_section(report)),

@@ -39,6 +39,43 @@ RUN_COLUMNS = (
 )
 
 
+def downstream_section(report: Report) -> str:
+    """The task links: per task metric its link, fit against the seed noise and the
+    collapse test, with the metric the plan predicts; then the figure."""
+    e = html.escape
+    result = report.inputs.downstream
+    note = f'<p class="note">{e(report.downstream_note)}</p>'
+    if result is None or not result.links:
+        return note
+    predicted = {t["column"]: t for t in (report.plan or {}).get("tasks") or []}
+    head = ["task", "metric", "link", "runs", "RMSE", "seed sd", "F", "p", "strategies",
+            "at the plan", "95% band"]  # fmt: skip
+    body = []
+    for lk in result.links:
+        c, t = lk.collapse, predicted.get(lk.column) or {}
+        band = t.get("ci95")
+        body.append(
+            [
+                lk.task, lk.metric, lk.equation(), str(lk.n_runs), format_cell(lk.rmse),
+                format_cell(lk.seed_sd), format_cell(c.f if c else None),
+                format_cell(c.p_value if c else None),
+                ("one curve" if c.collapses else "differ") if c else
+                ("—" if lk.follows_loss else "no trend"),
+                format_cell(t.get("value")),
+                f"{format_cell(band[0])} to {format_cell(band[1])}" if band else "—",
+            ]
+        )  # fmt: skip
+    verdicts = "".join(
+        f"<li><code>{e(lk.column)}</code>: {e(lk.verdict())}</li>" for lk in result.links
+    )
+    return (
+        note
+        + html_table(head, body, {0, 1, 2, 8})
+        + f"<ul>{verdicts}</ul>"
+        + figures_section(report, ("downstream",))
+    )
+
+
 def settings_section(path: Path) -> str:
     if not path.is_dir():
         return (
@@ -274,6 +311,8 @@ FIGURE_TEXT = {
     "curves": "Validation loss during training, one line per run.",
     "compare": "Every law fitted without each model size, predicting it (`cdlaw compare`); "
     "the largest size, an extrapolation, ranks the laws.",
+    "downstream": "Each task's metric against validation loss, by strategy, with the pooled "
+    "link and its 95% band; strategies on one curve buy the same task ability per nat.",
 }
 
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from cdlaw.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
 from cdlaw.strategies import BUILT_IN
 from cdlaw.sweep.values import same_number, sweep_number
@@ -76,6 +76,7 @@ class SweepConfig:
     derived: dict[str, Declared] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # [eval]: tasks, in no run id
 
     def cells(self) -> list[Cell]:
         """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""
@@ -231,6 +232,7 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
             model=model,
             data=data,
             train=dataclasses.replace(sweep.train, lr=cell.lr, weight_decay=cell.weight_decay),
+            eval=sweep.eval,
             derived_files=declared.folder(fresh) if declared else "",
         )
         runs.setdefault(cfg.run_id, cfg)  # the D′ = 0 run is shared by every strategy

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import shutil
 import threading
 import time
@@ -60,10 +61,13 @@ from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, choose_pack
 from cdlaw.sweep.scheduler import Scheduler
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import Simulation, check_strategies
-from cdlaw.sweep.spec import load_sweep
+from cdlaw.sweep.spec import load_sweep, same_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
+from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
 from cdlaw.train.result import read_result, run_facts
+
+log = logging.getLogger("cdlaw.sweep")
 
 
 @dataclass
@@ -143,6 +147,11 @@ def run_sweep(
             trained = scheduler.run()
     finally:
         ex.close()
+    if scored := score_finished_runs(work.plan, work.exec_cfg):
+        log.info(
+            f"scored {len(scored)} finished run(s) on the [eval] tasks they lacked, from "
+            "their model/ folders (the end of each run only)"
+        )
     return _outcome(work, todo, trained, started, options.executor)
 
 
@@ -359,18 +368,24 @@ def _order(result: dict) -> int:
 def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
     """runs/<sweep>/sweep.toml is never edited: a different sweep of that name needs restart."""
     toml = out / sweep.name / "sweep.toml"
-    if toml.is_file() and toml.read_text() != sweep.text and not restart:
+    if toml.is_file() and not _same_sweep(toml.read_text(), sweep.text) and not restart:
         raise BadInput(
             f"{toml} holds a different sweep than {sweep.source}; keep the file as it was, "
             "give the sweep another name, or pass --restart to delete its runs and start over"
         )
 
 
+def _same_sweep(text: str, other: str) -> bool:
+    """The same sweep file, or one that differs only in [eval] (tasks change no run)."""
+    return text == other or same_runs(text, other)
+
+
 def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
-    """Copy the sweep file into runs/<sweep>/; with restart, delete the old runs first."""
+    """Copy the sweep file into runs/<sweep>/ (again when only its [eval] changed); with
+    restart, delete the old runs first."""
     sweep_dir = plan.sweep_dir
     toml = sweep_dir / "sweep.toml"
-    same = toml.is_file() and toml.read_text() == plan.sweep.text
+    same = toml.is_file() and _same_sweep(toml.read_text(), plan.sweep.text)
     _check_sweep_file(plan.sweep, plan.out, restart)
     ours = {r.run_id for r in plan.all_runs}
     orphans = [
@@ -405,7 +420,7 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
         for p in doomed:
             shutil.rmtree(p)
         (sweep_dir / "summary.parquet").unlink(missing_ok=True)
-    if not same:
+    if not (toml.is_file() and toml.read_text() == plan.sweep.text):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(toml, plan.sweep.text)
 

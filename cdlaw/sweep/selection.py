@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.block_tokens import Workers
+from cdlaw.data.tasks import resolve_tasks, task_tokens_for
 from cdlaw.errors import BadInput
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
@@ -134,6 +135,7 @@ def plan_sweep(
     if out.exists() and not out.is_dir():
         raise BadInput(f"--out {str(out)!r} is a file; give a folder for the runs")
     check_cells(sweep)  # before any corpus work
+    check_eval(sweep)
     if not read_corpus:
         from cdlaw.shapes import OLMO3_VOCAB_SIZE
 
@@ -162,6 +164,8 @@ def plan_sweep(
             f"the tokenizer has {prepared.vocab_size} tokens, more than data.vocab_size={vocab}"
         )
     check_derived_files(sweep, selected, prepared, workers)
+    for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
+        task_tokens_for(sweep.eval, prepared, seq_len)
     return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
 
 
@@ -230,6 +234,16 @@ def check_cells(sweep: SweepConfig) -> None:
             f"limit of {most} (cdlaw.data.prepare.MAX_DERIVED_PASSES); use {name} ≤ "
             f"{most - RATIO_KEYS[worst.ratio_key]:g} for {worst.strategy}"
         )
+
+
+def check_eval(sweep: SweepConfig) -> None:
+    """[eval]'s tasks read and checked, and lm-eval there when it is asked for: BadInput
+    naming the task, file, line or field (cdlaw.data.tasks), before any corpus work."""
+    resolve_tasks(sweep.eval, sweep.data)
+    if sweep.eval.lm_eval:
+        from cdlaw.train.lm_eval import check_lm_eval
+
+        check_lm_eval(sweep.eval)
 
 
 def check_derived_folders(sweep: SweepConfig, runs: list[RunConfig]) -> None:

@@ -26,6 +26,7 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     [model]                            # ModelConfig overrides (seq_len, rope_theta, or a fixed shape)
     [data]                             # DataConfig (corpus, tokenizer, vocab_size, ...)
     [train]                            # TrainConfig (batch_size, schedule, ...)
+    [eval]                             # EvalConfig: downstream tasks (not part of any run id)
 
 The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strategy "none",
 shared by every strategy. Every mistake is a BadInput naming the file, the key and what
@@ -46,6 +47,7 @@ from pathlib import Path
 
 from cdlaw.config import (
     DataConfig,
+    EvalConfig,
     ModelConfig,
     TrainConfig,
     from_dict,
@@ -70,7 +72,18 @@ try:
 except ModuleNotFoundError:  # Python 3.10: the same parser as the `tomli` package
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "share", "grid", "exclude", "model", "data", "train", "derived")
+TOP_KEYS = (
+    "name",
+    "description",
+    "share",
+    "grid",
+    "exclude",
+    "model",
+    "data",
+    "train",
+    "derived",
+    "eval",
+)
 GRID_AXES = (
     "size",
     "fresh_tokens",
@@ -120,6 +133,18 @@ def parse_sweep(text: str, source: str = "sweep.toml", default_name: str = "swee
         raise BadInput(msg if msg.startswith(source) else f"{source}: {msg}") from None
 
 
+def same_runs(text: str, other: str) -> bool:
+    """Do two sweep files define the same runs, differing at most in [eval] (which no run
+    id hashes)? Both must parse; comments and layout are not compared."""
+    try:
+        a, b = tomllib.loads(text), tomllib.loads(other)
+    except tomllib.TOMLDecodeError:
+        return False
+    a.pop("eval", None)
+    b.pop("eval", None)
+    return a == b
+
+
 def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     """The SweepConfig of a parsed sweep file, every check in the order the file reads."""
     name, description, share = _top_level(raw, default_name)
@@ -162,6 +187,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         model=model,
         data=data,
         train=train,
+        eval=_eval(_table(raw, "eval"), train),
     )
     sweep = dataclasses.replace(sweep, exclude=_excludes(raw.get("exclude", []), sweep))
     if not sweep.cells():
@@ -252,6 +278,24 @@ def _optimizer_axes(
     )
     seeds = tuple(seed_entry(v) for v in axis_values(grid, "seed")) if "seed" in grid else (0,)
     return lrs, wds, seeds
+
+
+def _eval(table: dict, train: TrainConfig) -> EvalConfig:
+    """[eval]: the tasks, with task evaluations on validation steps only (so every task
+    number has its validation loss beside it in metrics.parquet). Task files and the
+    lm-eval folder are made absolute (from the working directory), so worker processes
+    and Ray tasks that start elsewhere read the same files."""
+    ev = from_dict(EvalConfig, table, "eval")
+    tasks = tuple(str(Path(t).absolute()) if t.endswith(".jsonl") else t for t in ev.tasks)
+    include = str(Path(ev.lm_eval_include).absolute()) if ev.lm_eval_include else ""
+    ev = dataclasses.replace(ev, tasks=tasks, lm_eval_include=include)
+    if ev.every % train.eval_every:
+        raise BadInput(
+            f"eval.every = {ev.every} must be a multiple of train.eval_every = "
+            f"{train.eval_every} (tasks are evaluated with the validation loss), or 0 for "
+            "every evaluation"
+        )
+    return ev
 
 
 def _table(raw: dict, key: str) -> dict:

@@ -16,6 +16,7 @@ process, in worker processes or in Ray tasks.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -171,6 +172,54 @@ def _execute_run(
     status = result.get("status", "done")
     emit(RunEnded(cfg.run_id, status, result.get("loss")))
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
+
+
+def score_finished_runs(plan, exec_cfg: ExecConfig) -> list[str]:
+    """score_finished_run for every run of a SweepPlan whose corpus was prepared; the ids
+    of the runs whose result.json gained task columns."""
+    if plan.prepared is None or not plan.sweep.eval.enabled:
+        return []
+    return [
+        r.run_id
+        for r in plan.runs
+        if score_finished_run(r, plan.sweep_dir / r.run_id, plan.prepared, exec_cfg)
+    ]
+
+
+def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecConfig) -> bool:
+    """A done run that lacks columns of the tasks its [eval] now names (tasks added after
+    it trained) is scored on them from its model/ folder, under its lock, and its
+    result.json rewritten with them (the columns it has are kept). Only the end of the run
+    is scored: its metrics.parquet keeps no task columns. True when result.json changed;
+    False for a run with nothing missing, no model/ (the columns stay missing: NaN in the
+    summary), or held by another process."""
+    from cdlaw.data.tasks import task_tokens_for
+    from cdlaw.train.lm_eval import column, lm_eval_scores
+    from cdlaw.train.steps import resolve_device
+    from cdlaw.train.tasks import score_saved_model
+
+    result = read_result(run_dir)
+    model = run_dir / "model"
+    if result is None or result.get("status") != "done" or not (model / "config.json").is_file():
+        return False
+    tasks = task_tokens_for(cfg.eval, prepared, cfg.model.seq_len)
+    todo = [t for t in tasks if not all(c in result for c in t.columns)]
+    harness = [n for n in cfg.eval.lm_eval if not any(k.startswith(column(n, "")) for k in result)]
+    if not todo and not harness:
+        return False
+    lock = RunLock(run_dir / LOCK_NAME)
+    if not lock.acquire():
+        return False
+    device = resolve_device(exec_cfg.device)
+    with lock:
+        scores: dict = {}
+        if todo:
+            scores = score_saved_model(model, todo, device, exec_cfg.precision)
+        if harness:
+            ev = dataclasses.replace(cfg.eval, lm_eval=tuple(harness))
+            scores.update(lm_eval_scores(model, ev, device))
+        write_json_atomic(run_dir / "result.json", {**scores, **result})
+    return True
 
 
 def choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:

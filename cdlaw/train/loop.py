@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
+from cdlaw.data.tasks import TaskTokens, task_tokens_for
 from cdlaw.shapes import count_params
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
@@ -50,6 +51,7 @@ from cdlaw.train.steps import (
     read_batch,
     resolve_device,
 )
+from cdlaw.train.tasks import evaluate_tasks
 
 
 def train_run(
@@ -64,6 +66,7 @@ def train_run(
     fork_from: Path | None = None,
     corpus: PreparedCorpus | None = None,
     on_row: Callable[[dict], None] | None = None,
+    tasks: list[TaskTokens] | None = None,
 ) -> dict:
     """Train cfg on every token of `stream` once, in order; return the result row (docs/files.md).
 
@@ -83,13 +86,19 @@ def train_run(
 
     `on_row` sees every metrics row this call appends (an experiment tracker,
     cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
+
+    `tasks`: the downstream tasks to score at evaluations (cdlaw.train.tasks); None: those
+    cfg.eval names, tokenised for `corpus` (none without a corpus).
     """
     run_dir = Path(run_dir)
     if (result := read_result(run_dir)) is not None:
         return result
 
     val_tokens, config_problem = check_run(cfg, run_dir, stream, val_tokens)
+    if tasks is None:
+        tasks = task_tokens_for(cfg.eval, corpus, cfg.model.seq_len) if corpus else []
     run = _open(cfg, run_dir, stream, val_tokens, exec_cfg, config_problem, fork_from)
+    run.tasks = tasks
     state, total_steps = run.state, run.total_steps
     status = "done"
     with stop_signals() as stop_signal:
@@ -123,6 +132,7 @@ def train_run(
         run.amp,
         corpus,
         run.started_from,
+        tasks,
     )
 
 
@@ -200,6 +210,7 @@ class _Run:
     session_start: float  # time.perf_counter() when this call started training
     elapsed_before: float  # seconds the calls before this one trained it
     session_tokens: int = 0  # tokens this call trained
+    tasks: list[TaskTokens] = field(default_factory=list)  # scored at evaluations (tasks_due)
 
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.session_start
@@ -256,6 +267,9 @@ class _Run:
             ),
             on_row=on_row,
             on_progress=on_progress,
+            evaluate_tasks=(
+                (lambda: evaluate_tasks(self.net, self.tasks, self.amp)) if self.tasks else None
+            ),
         )
 
     def checkpoint(self) -> None:

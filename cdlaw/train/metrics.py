@@ -59,5 +59,8 @@ def resumed_rows(path: Path, step: int, logged: list[int], run_id: str) -> list[
 
 
 def write_metrics(path: Path, rows: list[dict]) -> None:
-    df = pd.DataFrame(rows, columns=METRIC_COLUMNS)
+    """The rows as metrics.parquet: METRIC_COLUMNS, then the downstream tasks' columns
+    (task_<task>_<metric>, NaN where a row did not evaluate them) in their first order."""
+    extra = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in METRIC_COLUMNS]
+    df = pd.DataFrame(rows, columns=METRIC_COLUMNS + extra)
     write_parquet_atomic(path, df.astype({"step": "int64", "tokens_seen": "int64"}))

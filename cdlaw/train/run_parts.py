@@ -12,7 +12,7 @@ import math
 import shutil
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,12 +41,19 @@ from cdlaw.train.steps import device_name
 
 def save_hf_model(net, path: Path) -> None:
     """save_pretrained without its progress bar (a sweep draws its own on stderr)."""
+    with no_hf_progress():
+        net.save_pretrained(path)
+
+
+@contextlib.contextmanager
+def no_hf_progress():
+    """transformers' progress bars off while inside (a sweep draws its own on stderr)."""
     from transformers.utils import logging as hf_logging
 
     enabled = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
-        net.save_pretrained(path)
+        yield
     finally:
         if enabled:
             hf_logging.enable_progress_bar()
@@ -161,10 +168,12 @@ def log_step(
     rate: Callable[[], float],
     on_row: Callable[[dict], None] | None = None,
     on_progress: Callable[[dict], None] | None = None,
+    evaluate_tasks: Callable[[], dict] | None = None,
 ) -> bool:
     """After step state["step"]: append a metrics row when one is due (evaluating the
-    validation loss with `evaluate` when an evaluation is), write metrics.parquet at an
-    evaluation; True when the run has diverged (and must stop)."""
+    validation loss with `evaluate` when an evaluation is, and the downstream tasks with
+    `evaluate_tasks` when theirs is: tasks_due), write metrics.parquet at an evaluation;
+    True when the run has diverged (and must stop)."""
     train, step = cfg.train, state["step"]
     last = step == total_steps
     evaluating = step % train.eval_every == 0 or last
@@ -180,9 +189,12 @@ def log_step(
     if state["initial_loss"] is None:
         state["initial_loss"] = train_loss
     val_loss = math.nan
+    scores: dict = {}
     if evaluating and math.isfinite(train_loss):
         val_loss = evaluate()
         state["val_loss"] = val_loss
+        if evaluate_tasks is not None and tasks_due(cfg, step, total_steps):
+            scores = evaluate_tasks()
     rows.append(
         {
             "run_id": cfg.run_id,
@@ -195,6 +207,7 @@ def log_step(
             "grad_norm": grad_norm.item(),
             "flops": flops_per_token(count_params(cfg.model).n_params) * state["tokens_seen"],
             "elapsed_s": elapsed(),
+            **scores,
         }
     )
     if on_row is not None:
@@ -220,6 +233,21 @@ def log_step(
     return False
 
 
+def tasks_due(cfg: RunConfig, step: int, total_steps: int) -> bool:
+    """Are the downstream tasks evaluated after `step`? At every `eval.every` steps (0: at
+    every validation evaluation) and always at the last step; never between evaluations."""
+    every = cfg.eval.every or cfg.train.eval_every
+    return step % every == 0 or step == total_steps
+
+
+def final_task_scores(cfg: RunConfig, rows: list[dict], status: str, tasks) -> dict:
+    """The result row's task columns: the last step's scores for a run that is done, NaN
+    for one that is not (every column of every task, so all rows have them)."""
+    columns = [c for t in tasks for c in t.columns]
+    last = rows[-1] if rows and status == "done" else {}
+    return {c: float(last.get(c, math.nan)) for c in columns}
+
+
 def finish_run(
     cfg: RunConfig,
     run_dir: Path,
@@ -233,9 +261,12 @@ def finish_run(
     amp: torch.dtype | None,
     corpus: PreparedCorpus | None,
     started_from: dict,
+    tasks: Sequence = (),
 ) -> dict:
     """End a run that is done or diverged: model/ (done only), the curve, then result.json
-    last and atomically, and the checkpoint dropped. Returns the result row."""
+    last and atomically, and the checkpoint dropped. Returns the result row, with the
+    last step's scores on `tasks` (cdlaw.data.tasks.TaskTokens) and, for [eval] lm_eval,
+    lm-evaluation-harness's on model/ (cdlaw.train.lm_eval)."""
     if status == "done":
         assert state["tokens_seen"] == stream.n_tokens, "every token of the stream, exactly once"
         loss = state["val_loss"]
@@ -269,6 +300,12 @@ def finish_run(
         stream_info=stream.info,
         forked_from=started_from,
     )
+    result.update(final_task_scores(cfg, rows, status, tasks))
+    if cfg.eval.lm_eval:
+        from cdlaw.train.lm_eval import lm_eval_scores
+
+        model = run_dir / "model" if status == "done" else None
+        result.update(lm_eval_scores(model, cfg.eval, str(device)))
     write_json_atomic(run_dir / "result.json", result)
     remove_checkpoint(run_dir / "checkpoint")
     return result

@@ -544,6 +544,8 @@ def test_every_figure_names_its_fit(figures):
         text = caption(fig)
         if kind == "compare":  # many fits: it names the comparison and its rows instead
             assert "72 rows" in text and "Huber δ 0.1" in text and "source" in text
+        elif kind == "downstream":  # no law: it names the links and the runs they fit
+            assert "links fitted to" in text and "runs of" in text
         else:
             assert "fit: cd law" in text and "rmse_log 0.0" in text, kind
         assert fig.get_suptitle(), kind
@@ -715,3 +717,35 @@ def test_other_law_forms(tmp_path):
         + law.params["B"] / x ** law.params["beta"],
     )
     assert not by_gid(ax, "fit:repetition")
+
+
+# ---------------------------------------------------------------------------------------
+# downstream: task metric against loss
+# ---------------------------------------------------------------------------------------
+
+
+def test_downstream_draws_every_strategy_in_its_own_colour_with_the_pooled_link():
+    from matplotlib.colors import to_rgb
+    from plantedlinks import planted_runs
+
+    from cdlaw.figures import style
+    from cdlaw.figures.downstream import downstream_figure
+    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.fit.table import prepare_runs
+
+    three = ("repetition", "paraphrase", "self-distill")
+    runs = prepare_runs(planted_runs({"self-distill": 0.12}, strategies=three))
+    result = fit_downstream(runs, n_boot=5)
+    fig = downstream_figure(result, runs)
+    ax = data_axes(fig)[0]
+    colours, looks = {}, style.strategy_styles(["none", *three])
+    for s in ("none", *three):
+        (points,) = by_gid(ax, f"runs:{s}")
+        assert len(points.get_offsets()) == (runs.strategy == s).sum(), s
+        colours[s] = tuple(points.get_facecolor()[0])
+        assert colours[s][:3] == pytest.approx(to_rgb(looks[s]["color"]))
+    assert len(set(colours.values())) == 4
+    (pooled,) = by_gid(ax, "link:pooled")
+    lk = result.links[0]
+    np.testing.assert_allclose(pooled.get_ydata(), lk.predict(pooled.get_xdata()))
+    assert by_gid(ax, "band") and "strategies differ" in ax.get_title()

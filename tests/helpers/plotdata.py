@@ -86,6 +86,9 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     t["device"] = "cpu"
     t["corpus"] = "synthetic"
     t["cdlaw_version"] = "0.1.0"
+    # a downstream task whose accuracy follows the loss (cdlaw downstream links them)
+    noise = np.random.default_rng(7).normal(0, 0.01, len(t))
+    t["task_quiz_acc"] = 0.25 + 0.5 / (1 + np.exp(3.0 * (t["loss"] - t["loss"].median()))) + noise
     return t
 
 
@@ -211,6 +214,11 @@ def write_runs(
         comparison, left_out = compare_files(table, str(runs))
         left_out.to_parquet(runs / "compare_rows.parquet", index=False)
         (runs / "compare.json").write_text(json.dumps(comparison, indent=2))
+        from cdlaw.fit.downstream import fit_downstream
+        from cdlaw.fit.table import prepare_runs
+
+        links = fit_downstream(prepare_runs(summary), n_boot=10, source=str(runs))
+        links.write(runs / "downstream.json")
     return runs
 
 

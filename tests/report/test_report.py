@@ -115,12 +115,12 @@ def test_report_has_settings_runs_fit_regimes_plan_and_figures(page, runs):
     assert text.count('<tr class="compute-bound">') + text.count(
         '<tr class="data-bound">'
     ) + text.count('<tr class="model-bound">') == len(summary)
-    # figures: seven PNGs, embedded (the comparison of laws last)
+    # figures: eight PNGs, embedded (the task links in their section, the comparison last)
     imgs = re.findall(
         r'<img alt="(\w+) figure" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text
     )
-    assert [k for k, _ in imgs] == ["loss", "eta", "rstar", "frontier", "residuals", "curves",
-                                    "compare"]  # fmt: skip
+    assert [k for k, _ in imgs] == ["loss", "eta", "rstar", "downstream", "frontier",
+                                    "residuals", "curves", "compare"]  # fmt: skip
     for _, data in imgs:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "http://" not in text and "https://" not in text

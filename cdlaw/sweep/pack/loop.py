@@ -20,6 +20,7 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
+from cdlaw.data.tasks import TaskTokens, task_tokens_for
 from cdlaw.errors import BadInput
 from cdlaw.sweep.pack.groups import pack_key
 from cdlaw.sweep.pack.model import PackedModels
@@ -46,6 +47,7 @@ from cdlaw.train.steps import (
     read_batch,
     resolve_device,
 )
+from cdlaw.train.tasks import evaluate_tasks
 
 
 @dataclass
@@ -62,6 +64,7 @@ class PackedRun:
     on_end: Callable[[dict], None] | None = None  # sees the result row when the run leaves
     fork_steps: tuple[int, ...] = ()  # as train_run's: save a fork after these steps
     fork_from: Path | None = None  # as train_run's: a branch starts from this fork
+    tasks: list[TaskTokens] | None = None  # as train_run's: None, those cfg.eval names
 
 
 def train_pack(
@@ -168,6 +171,9 @@ def _open_pack(
     slots = []
     for run, val_tokens, config_problem in checked:
         run.run_dir = Path(run.run_dir)
+        if run.tasks is None:
+            seq = run.cfg.model.seq_len
+            run.tasks = task_tokens_for(run.cfg.eval, run.corpus, seq) if run.corpus else []
         net = build_model(run.cfg.model, seed=run.cfg.seed).to(device)
         optimizer = make_optimizer(net, run.cfg.train, device)
         total_steps = -(-run.stream.n_tokens // batch_tokens)
@@ -288,6 +294,11 @@ class _Pack:
             self.models.copy_to(k, s.net)
             return loss_on_batches(s.net, *s.val, self.micro_rows, self.amp)
 
+        def tasks() -> dict:
+            # On the run's own model, as a run alone scores them: the same numbers.
+            self.models.copy_to(k, s.net)
+            return evaluate_tasks(s.net, s.run.tasks or [], self.amp)
+
         return log_step(
             s.run.cfg,
             s.state,
@@ -303,6 +314,7 @@ class _Pack:
             rate=lambda: s.state["tokens_seen"] / max(self.elapsed(s), 1e-9),
             on_row=s.run.on_row,
             on_progress=s.run.on_progress,
+            evaluate_tasks=tasks if s.run.tasks else None,
         )
 
     def save(self, k: int, s: _Slot) -> None:
@@ -323,7 +335,7 @@ class _Pack:
         self.models.copy_to(k, s.net)
         result = finish_run(
             s.run.cfg, s.run.run_dir, s.net, s.run.stream, s.state, s.rows, s.ended,
-            self.elapsed(s), self.device, self.amp, s.run.corpus, s.started_from,
+            self.elapsed(s), self.device, self.amp, s.run.corpus, s.started_from, s.run.tasks or [],
         )  # fmt: skip
         if s.run.on_end is not None:
             s.run.on_end(result)

@@ -1,0 +1,115 @@
+"""`cdlaw downstream`: what the loss buys per task, and whether every strategy buys it alike."""
+
+from __future__ import annotations
+
+import typer
+
+from cdlaw.cli import app, err, out, print_json
+
+
+@app.command()
+def downstream(
+    path: str = typer.Argument(
+        ...,
+        metavar="RUNS_OR_TABLE",
+        help="A runs folder (its summary.parquet) or a .csv/.parquet table of runs with task "
+        "columns (task_TASK_METRIC).",
+    ),
+    task: str = typer.Option(
+        None, "--task", help="Fit this task only (its name, e.g. world_mc); default: every task."
+    ),
+    bootstrap: int = typer.Option(
+        200, "--bootstrap", help="Bootstrap refits of each link (runs resampled): its 95% band."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seeds the bootstrap's resampling."),
+    out_path: str = typer.Option(
+        None,
+        "--out",
+        help="Where to write the links (default: RUNS/downstream.json, or T.downstream.json "
+        "beside a table T.csv).",
+        show_default=False,
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print only downstream.json on stdout."),
+) -> None:
+    """Fit, per task, the link from validation loss to the task's metric, and test whether the
+    strategies' runs fall on one curve.
+
+    Bits per byte get a shifted power law, accuracies the OLMo ladder's sigmoid; each link
+    is fitted to every finished run, to each strategy's runs, and with one shift in loss
+    per strategy, which an F test compares with the pooled curve (docs/downstream.md).
+    Prints each link, its RMSE beside the seed noise, and the collapse verdict; writes
+    downstream.json, which `cdlaw plot --kind downstream`, `cdlaw report` and `cdlaw plan
+    --link` read, and its figure (RUNS/figures/downstream.png, or T.figures/ beside a table).
+
+    Example: cdlaw downstream runs/demo --task world_mc
+    """
+    from cdlaw.errors import BadInput
+    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.fit.table import load_runs
+    from cdlaw.fit.task_links import downstream_path
+
+    if bootstrap < 0:
+        raise BadInput(f"--bootstrap {bootstrap} must be 0 or more refits")
+    target = downstream_path(path, out_path)
+    if target.is_dir():
+        raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
+    runs = load_runs(path)
+    result = fit_downstream(runs, task, bootstrap, seed, source=str(path))
+    if not result.links:
+        why = "; ".join(f"{c}: {w}" for c, w in result.skipped.items())
+        raise BadInput(f"no task of {path} can be linked to the loss ({why})")
+    if json_out:
+        print_json(result.to_dict())
+    else:
+        _render(result)
+    from cdlaw.figures.downstream import write_downstream_figure
+
+    result.write(target)
+    figure = write_downstream_figure(result, runs, path)
+    err.print(f"wrote {target} and {figure}", highlight=False)
+
+
+def _word(lk) -> str:
+    """The collapse verdict in a word or two."""
+    if not lk.follows_loss:
+        return "no trend"
+    if lk.collapse is None:
+        return "-"
+    return "one curve" if lk.collapse.collapses else "differ"
+
+
+def _render(result) -> None:
+    """A table of links (fit against seed noise, collapse test), then each link with its
+    numbers and its verdict in one sentence."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(
+        title=f"{result.n_runs} runs of {result.source}; strategies: {', '.join(result.strategies)}",
+        title_justify="left",
+        box=box.SIMPLE,
+        pad_edge=False,
+    )
+    for c in ("task", "metric", "link", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
+        table.add_column(
+            c, justify="left" if c in ("task", "metric", "link", "strategies") else "right"
+        )
+    for lk in result.links:
+        c = lk.collapse
+        table.add_row(
+            lk.task,
+            lk.metric,
+            lk.form,
+            str(lk.n_runs),
+            f"{lk.rmse:.3g}",
+            "-" if lk.seed_sd is None else f"{lk.seed_sd:.3g}",
+            "-" if c is None else f"{c.f:.3g}",
+            "-" if c is None else f"{c.p_value:.2g}",
+            _word(lk),
+        )
+    out.print(table)
+    for lk in result.links:
+        out.print(f"{lk.column} = {lk.equation()}", highlight=False)
+        out.print(f"  {lk.verdict()}", highlight=False)
+    for col, why in result.skipped.items():
+        out.print(f"no link for {col}: {why}", highlight=False)

@@ -1,0 +1,128 @@
+"""The task metrics a plan predicts: law → loss → link (docs/downstream.md).
+
+    links = Downstream.read("runs/demo/downstream.json").link("world_mc")
+    plan = with_tasks(plan, source, links)      # plan.tasks: one prediction per link
+
+The plan's predicted loss goes through each task's pooled link (cdlaw.fit.downstream). The
+95% band goes through both fits' bootstraps: refit b of the law scores the plan's
+(N, D, D′), and refit b of the link (cycled when it has fewer) turns that loss into the
+metric; the 2.5th and 97.5th percentiles of those are the band. So it holds the law's
+uncertainty at the plan and the link's, but not the plan's optimism (docs/plan.md) nor a
+change of link beyond the losses the runs reached, which the prediction names instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdlaw.errors import BadInput
+from cdlaw.fit.task_links import Downstream, TaskLink
+from cdlaw.plan.checks import law_strategy
+from cdlaw.plan.result import Plan
+from cdlaw.plan.source import PlanningLaw
+
+
+@dataclass(frozen=True)
+class TaskPrediction:
+    """A task metric at a plan. The plan's JSON "tasks"[]."""
+
+    column: str  # task_<task>_<metric>
+    task: str
+    metric: str  # bpb | acc | acc_norm
+    value: float  # the pooled link at the plan's predicted loss
+    ci95: tuple[float, float] | None  # through both bootstraps; None: see no_band_reason
+    no_band_reason: str | None
+    beyond_runs: str | None  # the plan's loss outside the losses the link was fitted to
+
+    def to_dict(self) -> dict:
+        return {
+            "column": self.column,
+            "task": self.task,
+            "metric": self.metric,
+            "value": self.value,
+            "ci95": list(self.ci95) if self.ci95 else None,
+            "no_band_reason": self.no_band_reason,
+            "beyond_runs": self.beyond_runs,
+        }
+
+
+def read_links(path: str | None, task: str | None = None) -> list[TaskLink]:
+    """The links of a downstream.json (`plan --link`; one task's with `task`), [] for none.
+    BadInput for a file that is missing or unreadable, or a task it does not hold."""
+    if path is None:
+        if task is not None:
+            raise BadInput("--task goes with --link: name the downstream.json to predict it with")
+        return []
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
+    return Downstream.read(path).link(task)
+
+
+def with_tasks(plan: Plan, source: PlanningLaw, links: list[TaskLink]) -> Plan:
+    """The plan with its predicted task metrics (Plan.tasks) and a warning per link the
+    plan's loss lies outside of."""
+    preds = [predict_task(plan, source, lk) for lk in links]
+    beyond: dict[str, list[str]] = {}  # one warning per sentence, naming its columns
+    for p in preds:
+        if p.beyond_runs:
+            beyond.setdefault(p.beyond_runs, []).append(p.column)
+    notes = tuple(f"{', '.join(cols)}: {why}" for why, cols in beyond.items())
+    notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
+    tasks = tuple(p.to_dict() for p in preds)
+    return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)
+
+
+def _strategies_differ(link: TaskLink, strategy: str) -> str | None:
+    """A warning when the link's collapse test found the strategies apart: the pooled link
+    then mis-states a plan of one strategy by about its shift."""
+    c = link.collapse
+    if c is None or c.collapses or strategy not in c.shift:
+        return None
+    return (
+        f"{link.column}: the strategies' runs do not share one link (F = {c.f:.3g}, "
+        f"p = {c.p_value:.2g}; shifts in nats of loss vs {c.reference}: "
+        + ", ".join(f"{s} {d:+.3g}" for s, d in c.shift.items() if s != c.reference)
+        + f"): the pooled link's prediction for this {strategy} plan is off by about its shift"
+    )
+
+
+def predict_task(plan: Plan, source: PlanningLaw, link: TaskLink) -> TaskPrediction:
+    """One link's metric at the plan, with its band (module doc)."""
+    loss = plan.predicted_loss
+    best = plan.best
+    s = law_strategy(best.strategy, plan.strategy)
+    losses = np.array(
+        [
+            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
+            for b in source.bootstrap
+        ]
+    )
+    ci, why = None, None
+    if len(losses) >= 2 and len(link.bootstrap) >= 2:
+        metrics = np.array(
+            [link.predict(x, link.bootstrap[i % len(link.bootstrap)]) for i, x in enumerate(losses)]
+        ).ravel()
+        metrics = metrics[np.isfinite(metrics)]
+        if metrics.size >= 2:
+            lo, hi = np.percentile(metrics, [2.5, 97.5])
+            ci = (float(lo), float(hi))
+    if ci is None:
+        why = (
+            source.why_no_band()
+            if len(losses) < 2
+            else "the link has no bootstrap refits; run `cdlaw downstream --bootstrap 200`"
+        )
+    lo_run, hi_run = link.loss_range
+    beyond = None
+    if not lo_run <= loss <= hi_run:
+        beyond = (
+            f"the plan's loss {loss:.4g} lies outside the runs' losses {lo_run:.4g}–{hi_run:.4g} "
+            "the links were fitted to: their metric there is an extrapolation"
+        )
+    value = float(link.predict(loss))
+    return TaskPrediction(link.column, link.task, link.metric, value, ci, why, beyond)
