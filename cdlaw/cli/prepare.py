@@ -30,28 +30,28 @@ def prepare(
         None, "--ray-address", help="Ray cluster address (default: start a local Ray)."
     ),
 ) -> None:
-    """Tokenise a sweep's corpus into the cache its runs read, with a progress bar;
-    killed and run again, it resumes at the first block not yet written. `cdlaw sweep`
-    prepares the same cache on demand: this only does it ahead.
+    """Tokenise a sweep's corpus, and the passes of its derived files (paraphrases and
+    any declared strategy's), into the cache its runs read, with a progress bar, checking
+    the sweep's runs against them as `cdlaw sweep` does; killed and run again, it resumes
+    at the first block not yet written. `cdlaw sweep` prepares the same cache on demand:
+    this only does it ahead.
 
     Example: cdlaw prepare sweeps/qin2026-small.toml --workers 16
     """
     from cdlaw.cli import require_corpus_reader, require_ray_extra
     from cdlaw.data.block_tokens import Workers
-    from cdlaw.data.prepare import prepare_corpus
-    from cdlaw.shapes import OLMO3_VOCAB_SIZE
+    from cdlaw.sweep.selection import plan_sweep
     from cdlaw.sweep.spec import load_sweep
 
     if executor == "ray":
         require_ray_extra()
     require_corpus_reader("prepare")
     sweep = load_sweep(sweep_file)
-    grid = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
-    largest = max(r.fresh_tokens for r in grid)  # only words a too-small corpus's sentence
     with _ProgressBar() as bar:
         options = Workers(workers, executor, ray_address, progress=bar.advance)
         options.check()
-        pc = prepare_corpus(sweep.data, runs / ".cache", largest, workers=options)
+        pc = plan_sweep(sweep, runs, workers=options).prepared
+    assert pc is not None  # plan_sweep reads the corpus unless told not to
     out.print(
         f"{pc.name}: {pc.train_tokens_available:,} training tokens, {len(pc.val_tokens):,} "
         f"validation tokens, vocabulary {pc.vocab_size:,}; cache {pc.root}"
@@ -63,7 +63,7 @@ def prepare(
 
 class _ProgressBar:
     """A rich progress bar on stderr: training documents and tokens done, and their rate;
-    and a second one for paraphrase passes (documents times passes) when there are any."""
+    and one more per derived strategy with passes to tokenise (documents times passes)."""
 
     def __init__(self) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -78,7 +78,7 @@ class _ProgressBar:
             console=err,
             transient=False,
         )
-        self.tasks: dict[bool, _Task] = {}  # by BlockDone.paraphrase
+        self.tasks: dict[str, _Task] = {}  # by BlockDone.derived
         self.tokenised = self.cached = 0  # training blocks
         self.seen = False
         self.started = 0.0
@@ -98,18 +98,18 @@ class _ProgressBar:
 
         if not self.tasks:  # shown from the first block: a cached corpus shows none
             self.progress.start()
-        if block.paraphrase not in self.tasks:
-            name = "paraphrase passes" if block.paraphrase else "tokenising"
+        if block.derived not in self.tasks:
+            name = f"{block.derived} passes" if block.derived else "tokenising"
             task = self.progress.add_task(name, total=documents, tokens=0, rate="")
-            self.tasks[block.paraphrase] = _Task(task, time.monotonic())
+            self.tasks[block.derived] = _Task(task, time.monotonic())
         self.seen = True
-        if not block.paraphrase:
+        if not block.derived:
             self.tokenised += not block.cached
             self.cached += block.cached
-        task = self.tasks[block.paraphrase]
+        task = self.tasks[block.derived]
         task.tokens += block.tokens
         task.fresh_tokens += 0 if block.cached else block.tokens
-        started = self.started if not block.paraphrase else task.started
+        started = self.started if not block.derived else task.started
         elapsed = max(time.monotonic() - started, 1e-9)
         rate = f"{task.fresh_tokens / elapsed:,.0f} tokens/s" if task.fresh_tokens else ""
         self.progress.update(task.id, total=documents, advance=block.documents,

@@ -29,14 +29,15 @@ ONE_THREAD = "TOKENIZERS_PARALLELISM"  # "false": the tokenizer encodes on one t
 @dataclass(frozen=True)
 class BlockDone:
     """One finished job, for progress: its documents, tokens and text bytes, whether it was
-    already in the cache (a resumed preparation), and whether it was paraphrase passes
-    (then `documents` counts each document once per pass)."""
+    already in the cache (a resumed preparation), and the derived strategy whose passes it
+    was (`derived`; then `documents` counts each document once per pass), or "" for
+    training blocks."""
 
     documents: int
     tokens: int
     text_bytes: int
     cached: bool
-    paraphrase: bool = False
+    derived: str = ""
 
 
 class Job(Protocol):

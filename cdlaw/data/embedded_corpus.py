@@ -153,7 +153,13 @@ class EmbeddedJob:
         tokens, ends = tokenizer.encode_documents(tok, texts, meta["eos_id"], meta_dtype(meta))
         save_block(Path(self.out), tokens, ends)
         text_bytes = sum(len(t.encode()) for t in texts)
-        return BlockDone(len(texts), len(tokens), text_bytes, cached=False, paraphrase=self.k > 0)
+        return BlockDone(
+            len(texts),
+            len(tokens),
+            text_bytes,
+            cached=False,
+            derived="paraphrase" if self.k else "",
+        )
 
 
 def build_embedded_blocks(
@@ -177,7 +183,7 @@ def build_embedded_blocks(
     if progress is not None:
         for b, k in todo:
             if block_path(pc, b, k).is_file():
-                progress(BlockDone(BLOCK_DOCS, 0, 0, cached=True, paraphrase=True), total)
+                progress(BlockDone(BLOCK_DOCS, 0, 0, cached=True, derived="paraphrase"), total)
     _build(pc, todo, workers, None if progress is None else lambda d: progress(d, total))
 
 

@@ -87,7 +87,9 @@ def prepare_passes(data: DataConfig, root: Path, source: cache.DerivedSource | N
             n_blocks = math.ceil(rows["documents"] / BLOCK_DOCS)
             meta.update(n_train_documents=n_blocks * BLOCK_DOCS, n_blocks=n_blocks)
         passes = rows["passes"]
-        _tokenise_passes(root, folder, files, meta, group, passes, workers or Workers())
+        _tokenise_passes(
+            root, folder, files, meta, group, passes, source.strategy, workers or Workers()
+        )
         styles = None if source.styles is None else list(source.styles)
         write_json_atomic(folder / "done.json", {"passes": passes, "styles": styles})
         shutil.rmtree(join, ignore_errors=True)
@@ -173,7 +175,7 @@ def _flush(pending: list, group: int, join: Path) -> None:
 
 
 def _tokenise_passes(root: Path, folder: Path, files, meta: dict, group: int, passes: int,
-                     workers: Workers) -> None:  # fmt: skip
+                     strategy: str, workers: Workers) -> None:  # fmt: skip
     """Every block of every pass not yet written: a job per bucket of blocks, run by the
     workers (block_tokens.tokenise_blocks)."""
     if not passes:
@@ -184,7 +186,7 @@ def _tokenise_passes(root: Path, folder: Path, files, meta: dict, group: int, pa
         job = PassesJob(str(folder), str(folder / ".join" / f"b{g:03d}.bin"),
                         tuple(str(f) for f in files), str(root / "tokenizer.json"),
                         meta["eos_id"], meta["dtype"], g * group,
-                        min((g + 1) * group, n_blocks), n_train, passes)  # fmt: skip
+                        min((g + 1) * group, n_blocks), n_train, passes, strategy)  # fmt: skip
         if all(job.path(b, k).is_file() for b, k in job.blocks()):
             cached.append(job.done_already())
         else:
@@ -215,6 +217,7 @@ class PassesJob:
     last: int
     n_train: int  # training documents in all
     passes: int
+    strategy: str  # whose passes: for progress (BlockDone.derived)
 
     def path(self, b: int, k: int) -> Path:
         return Path(self.folder) / f"p{k:03d}" / f"b{b:05d}.npy"
@@ -231,7 +234,7 @@ class PassesJob:
         """Progress for a bucket whose files are all in the cache."""
         tokens = sum(int(np.load(self.path(b, k).with_suffix(".ends.npy"))[-1])
                      for b, k in self.blocks())  # fmt: skip
-        return BlockDone(self.documents(), tokens, 0, cached=True, paraphrase=True)
+        return BlockDone(self.documents(), tokens, 0, cached=True, derived=self.strategy)
 
     def run(self) -> BlockDone:
         bucket = Path(self.bucket)
@@ -257,7 +260,7 @@ class PassesJob:
         finally:
             for fd in fds:
                 os.close(fd)
-        return BlockDone(self.documents(), tokens, text_bytes, cached=False, paraphrase=True)
+        return BlockDone(self.documents(), tokens, text_bytes, cached=False, derived=self.strategy)
 
 
 def _pass_texts(records: np.ndarray, fds: list[int]) -> dict[int, list[str]]:

@@ -97,7 +97,7 @@ def test_paraphrase_passes_are_tokenised_by_the_workers_a_bucket_at_a_time(
     seen = []
     pc = prepare(corpora[1]["big"], tmp_path, 2, progress=lambda b, n: seen.append((b, n)))
     same_as_reference(pc.root, "big")
-    passes = [(b, n) for b, n in seen if b.paraphrase]
+    passes = [(b, n) for b, n in seen if b.derived == "paraphrase"]
     assert len(passes) == 2 and not any(b.cached for b, _ in passes)  # a job per bucket
     meta = json.loads((pc.root / "meta.json").read_text())
     para = next(pc.root.glob("para-*"))
@@ -122,9 +122,7 @@ def test_embedded_blocks_are_built_by_the_workers_in_waves(tmp_path, monkeypatch
     pc = prepare_corpus(emb, tmp_path / "a", 700_000, paraphrase_passes=2, workers=progress)
     assert here == [(0, 0)]  # the first wave, one block, measures the tokens per block
     train = sorted(pc.root.glob("train/b*[0-9].npy"))
-    assert (
-        len(train) >= 4 and sum(b.documents for b in seen if not b.paraphrase) == len(train) * 2048
-    )
+    assert len(train) >= 4 and sum(b.documents for b in seen if not b.derived) == len(train) * 2048
     assert sum(int(np.load(p.with_suffix(".ends.npy"))[-1]) for p in train[:-2]) < 700_000
     alone = prepare_corpus(emb, tmp_path / "b", 1, workers=Workers(1))  # block by block, here
     for path in pc.root.glob("*/**/b*[0-9].npy"):
@@ -134,7 +132,7 @@ def test_embedded_blocks_are_built_by_the_workers_in_waves(tmp_path, monkeypatch
         )
         build_embedded_block(alone, block, k)
     assert digests(alone.root) == digests(pc.root)
-    assert sum(1 for b in seen if b.paraphrase) == 2 * len(
+    assert sum(1 for b in seen if b.derived == "paraphrase") == 2 * len(
         list(pc.root.glob("para-*/p001/b*[0-9].npy"))
     )
 
@@ -280,7 +278,7 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
     sweep = tmp_path / "s.toml"
     sweep.write_text(
         '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["paraphrase"]\n'
-        f'derived_ratio = [1]\n[data]\ncorpus = "{data.corpus}"\nparaphrases = '
+        f'derived_ratio = [0.2]\n[data]\ncorpus = "{data.corpus}"\nparaphrases = '
         f'"{data.paraphrases}"\nparaphrase_styles = ["faq", "tutorial", "table"]\n'
         "vocab_size = 300\nval_tokens = 2000\n"
     )
@@ -301,3 +299,29 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
     again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0 and str(root) in again.stdout  # ready: no bar, no work
     assert "tokenised" not in again.stdout and "documents" not in again.stderr
+
+
+def test_cdlaw_prepare_tokenises_a_declared_strategys_passes_ahead(tmp_path, corpora):
+    data = corpora[1]["big"]
+    sweep = tmp_path / "s.toml"
+    sweep.write_text(  # the paraphrase files again, under a name of the user's own
+        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["synth"]\n'
+        f'derived_ratio = [0.2]\n[derived.synth]\nfiles = "{data.paraphrases}"\n'
+        f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
+    )
+    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
+    args = [sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs"),
+            "--workers", "2"]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "250"}
+    first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "synth passes" in first.stderr and "paraphrase passes" not in first.stderr
+    root = Path(first.stdout.split("cache ")[1].split(" (")[0])
+    done = [json.loads(p.read_text()) for p in root.glob("*/done.json")]
+    assert any(d.get("passes", 0) >= 1 for d in done), sorted(root.iterdir())
+    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and "passes" not in again.stderr  # ready: nothing to do
+    too_many = sweep.read_text().replace("derived_ratio = [0.2]", "derived_ratio = [500]")
+    sweep.write_text(too_many)  # more D′ than the files hold: said before any training
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "synth" in r.stderr, r.stderr
