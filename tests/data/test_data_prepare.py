@@ -266,9 +266,7 @@ def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
         '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
         f'derived_ratio = [0]\n[data]\ncorpus = "{bad}"\nvocab_size = 300\n'
     )
-    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
-    r = subprocess.run([sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs")],
-                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    r = cdlaw_prepare(sweep, tmp_path / "runs")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "row 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
 
@@ -282,11 +280,7 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
         f'"{data.paraphrases}"\nparaphrase_styles = ["faq", "tutorial", "table"]\n'
         "vocab_size = 300\nval_tokens = 2000\n"
     )
-    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
-    args = [sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs"),
-            "--workers", "2"]  # fmt: skip
-    env = {**os.environ, "COLUMNS": "250"}
-    first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    first = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert first.returncode == 0, first.stderr
     root = Path(first.stdout.split("cache ")[1].split(" (")[0])
     same_as_reference(root, "big")
@@ -296,7 +290,7 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
     assert "tokenising" in first.stderr and f"{n_train:,}/{n_train:,} documents" in first.stderr
     done = n_train * passes
     assert "paraphrase passes" in first.stderr and f"{done:,}/{done:,} documents" in first.stderr
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    again = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert again.returncode == 0 and str(root) in again.stdout  # ready: no bar, no work
     assert "tokenised" not in again.stdout and "documents" not in again.stderr
 
@@ -309,19 +303,25 @@ def test_cdlaw_prepare_tokenises_a_declared_strategys_passes_ahead(tmp_path, cor
         f'derived_ratio = [0.2]\n[derived.synth]\nfiles = "{data.paraphrases}"\n'
         f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
     )
-    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
-    args = [sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(tmp_path / "runs"),
-            "--workers", "2"]  # fmt: skip
-    env = {**os.environ, "COLUMNS": "250"}
-    first = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    first = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert first.returncode == 0, first.stderr
     assert "synth passes" in first.stderr and "paraphrase passes" not in first.stderr
     root = Path(first.stdout.split("cache ")[1].split(" (")[0])
-    done = [json.loads(p.read_text()) for p in root.glob("*/done.json")]
-    assert any(d.get("passes", 0) >= 1 for d in done), sorted(root.iterdir())
-    again = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    (derived,) = root.glob("derived-*")  # its own cache, apart from any paraphrase one
+    passes = json.loads((derived / "done.json").read_text())["passes"]
+    blocks = json.loads((root / "meta.json").read_text())["n_blocks"]
+    assert passes >= 1 and len(list(derived.glob("p*/b*.ends.npy"))) == passes * blocks
+    again = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert again.returncode == 0 and "passes" not in again.stderr  # ready: nothing to do
     too_many = sweep.read_text().replace("derived_ratio = [0.2]", "derived_ratio = [500]")
     sweep.write_text(too_many)  # more D′ than the files hold: said before any training
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    r = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "synth" in r.stderr, r.stderr
+
+
+def cdlaw_prepare(sweep: Path, runs: Path, *options: str) -> subprocess.CompletedProcess:
+    """`cdlaw prepare SWEEP --out RUNS OPTIONS…` in a fresh process, its bars 250 wide."""
+    cli = "import sys; from cdlaw.cli import main; sys.argv = ['cdlaw', *sys.argv[1:]]; main()"
+    args = [sys.executable, "-c", cli, "prepare", str(sweep), "--out", str(runs), *options]
+    env = {**os.environ, "COLUMNS": "250"}
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
