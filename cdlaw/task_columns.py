@@ -15,7 +15,7 @@ from __future__ import annotations
 METRICS = {"cloze": ("bpb", "acc"), "mc": ("bpb", "acc", "acc_norm")}  # by kind of task
 COLUMN_PREFIX = "task_"
 # Metric names, longest first: a column's task is what is left before its metric.
-_COLUMN_METRICS = ("acc_norm", "bpb", "acc")
+_COLUMN_METRICS = sorted({m for ms in METRICS.values() for m in ms}, key=lambda m: (-len(m), m))
 
 
 def column(task: str, metric: str) -> str:

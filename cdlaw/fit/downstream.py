@@ -4,7 +4,7 @@ whether every strategy's runs fall on one curve (docs/downstream.md).
     result = fit_downstream(load_runs("runs/demo"))    # Downstream: one TaskLink per column
     result.write("runs/demo/downstream.json")          # read back: cdlaw.fit.task_links
 
-For each task column of the runs (task_<task>_<metric>, cdlaw.data.tasks) whose metric has a
+For each task column of the runs (task_<task>_<metric>, cdlaw.task_columns) whose metric has a
 link form (cdlaw.fit.link: `power` for bpb, `sigmoid` for acc and acc_norm):
 
 - the pooled link, fitted by least squares to every finished run, its RMSE beside the
