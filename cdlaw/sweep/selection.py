@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.block_tokens import Workers
+from cdlaw.data.inputs import RunInputsMaker
 from cdlaw.data.tasks import resolve_tasks, task_tokens_for
 from cdlaw.errors import BadInput
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
@@ -121,6 +123,7 @@ def plan_sweep(
     cache_dir: Path | None = None,
     read_corpus: bool = True,
     workers: Workers | None = None,
+    check_runs: Callable[[list[RunConfig]], None] | None = None,
 ) -> SweepPlan:
     """Check a loaded sweep's data against the corpus, and select its runs.
 
@@ -129,6 +132,11 @@ def plan_sweep(
     Every problem is a BadInput. Without `read_corpus` (a simulated sweep) the corpus is
     not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
     OLMo 3's (100,278 tokens, the CD paper's).
+
+    The selected runs carry their `inputs` (every file they read, by content:
+    cdlaw.data.inputs); `check_runs` sees them before the corpus is prepared, so a sweep
+    it refuses (runs trained on other inputs, cdlaw.sweep.stale) prepares nothing new
+    (a tokenizer file's vocabulary, which run ids depend on, is read first).
     """
     keep = parse_only(only) if only else None
     out = Path(out)
@@ -141,6 +149,8 @@ def plan_sweep(
 
         runs = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
         selected = _select(runs, keep, only)
+        if check_runs is not None:
+            check_runs(selected)
         return SweepPlan(
             sweep, selected, runs, out, runs[0].model.vocab_size, None, _forest(sweep, runs)
         )
@@ -153,6 +163,10 @@ def plan_sweep(
         runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
     selected = _select(runs, keep, only)
     check_derived_folders(sweep, selected)  # the runs to train: --only may leave some out
+    inputs = RunInputsMaker(sweep.data, sweep.eval, cache)
+    selected = [inputs.of(r) for r in selected]
+    if check_runs is not None:
+        check_runs(selected)
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
     # paraphrase files and a declared strategy's files must hold each selected run's D′.
