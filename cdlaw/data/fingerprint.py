@@ -82,8 +82,8 @@ class FileHashes:
         after = os.stat(key)
         entry = [*_stat_key(after), started, digest]
         _MEMO[key] = entry
-        if _stat_key(after) == _stat_key(st):  # not written while it was read
-            self.new[key] = entry
+        if _stat_key(after) == _stat_key(st) and _trusted(entry, after):
+            self.new[key] = entry  # neither written while it was read nor just before
         return digest
 
     def files(self, files: list[Path], root: Path | None = None) -> str:
