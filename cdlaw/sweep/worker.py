@@ -247,12 +247,12 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
         kept = without_tasks(result, stale)
         if stale:
             _drop_task_curves(run_dir / "metrics.parquet", stale)
-        if outdated:
-            write_json_atomic(config_path, {**saved, "eval": now["eval"], "inputs": now["inputs"]})
-        if scores or kept != result:
+        changed = bool(scores) or kept != result
+        if changed:
             write_json_atomic(run_dir / "result.json", {**scores, **kept})
-            return True
-    return False
+        if outdated:  # last: what it records is what the run's files now hold
+            write_json_atomic(config_path, {**saved, "eval": now["eval"], "inputs": now["inputs"]})
+    return changed
 
 
 def _scores(cfg: RunConfig, run_dir: Path, todo: list, harness: list[str], exec_cfg) -> dict:

@@ -177,6 +177,8 @@ def open_run(
             found = None
         else:
             rows = resumed if config_problem else _drop_stale_tasks(cfg, config_path, resumed)
+            if rows != resumed:  # written before config.json records the new task files
+                write_metrics(metrics_path, rows)
             state = apply_checkpoint(found, net, optimizer)
     # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
     started_from = state.get("forked_from") or {"run": "", "step": 0}
