@@ -4,7 +4,7 @@ that fingerprints the runs' inputs (cdlaw.data.inputs.RunInputsMaker) timed insi
 
     python benchmarks/bench_resume.py                 # a 0.25 GB corpus, 5 resumes
     python benchmarks/bench_resume.py --gb 0.05 --repeat 3
-    python benchmarks/bench_resume.py --code /path/to/other/checkout   # compare
+    python benchmarks/bench_resume.py --code . /path/to/other/checkout   # compare
 
 The corpus is bench_data.py's (Zipf-distributed English words); the sweep trains one
 100K-parameter run on 2,048 fresh tokens. The corpus is prepared and the run trained once,
@@ -67,9 +67,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gb", type=float, default=0.25, help="Corpus size in GB.")
     ap.add_argument("--repeat", type=int, default=5, help="Resumes timed.")
-    ap.add_argument("--code", type=Path, default=ROOT, help="The cdlaw checkout to time.")
+    ap.add_argument(
+        "--code", type=Path, nargs="+", default=[ROOT],
+        help="The cdlaw checkouts to time (each in its own runs folder, resumes interleaved).",
+    )  # fmt: skip
     args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(args.code), "COLUMNS": "200"}
     with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
         folder = Path(tmp)
         corpus, tok, task = folder / "corpus.jsonl", folder / "tokenizer.json", folder / "q.jsonl"
@@ -79,26 +81,33 @@ def main() -> None:
         task.write_text(json.dumps(item) + "\n")
         sweep = folder / "s.toml"
         sweep.write_text(SWEEP.format(corpus=corpus, tokenizer=tok, task=task))
-        out = folder / "runs"
-        cli = [sys.executable, "-m", "cdlaw", "sweep", str(sweep), "--out", str(out)]
-        first = subprocess.run(cli, env=env, capture_output=True, text=True)  # prepare, train
-        if first.returncode:
-            raise SystemExit(first.stderr)
-        walls, prints = [], []
+        walls: dict[int, list[float]] = {i: [] for i in range(len(args.code))}
+        prints: dict[int, list[float]] = {i: [] for i in range(len(args.code))}
+        for i, code in enumerate(args.code):  # prepare and train, untimed
+            env = {**os.environ, "PYTHONPATH": str(code), "COLUMNS": "200"}
+            cli = [sys.executable, "-m", "cdlaw", "sweep", str(sweep), "--out", f"runs-{i}"]
+            # run in the temporary folder, so that `python -m cdlaw` imports code's cdlaw
+            first = subprocess.run(cli, env=env, capture_output=True, text=True, cwd=folder)
+            if first.returncode:
+                raise SystemExit(first.stderr)
         for _ in range(args.repeat):
-            t = time.perf_counter()
-            r = subprocess.run(
-                [sys.executable, "-c", TIMED, str(sweep), str(out)],
-                env=env, capture_output=True, text=True, check=True,
-            )  # fmt: skip
-            walls.append(time.perf_counter() - t)
-            prints.append(float(r.stderr.split("FINGERPRINT")[-1].split()[0]))
-    wall, spent = statistics.median(walls), statistics.median(prints)
-    print(
-        f"{args.code}: {args.gb:g} GB corpus, finished sweep resumed {args.repeat}x: median wall {wall:.2f} s "
-        f"(min {min(walls):.2f}, max {max(walls):.2f}); fingerprinting the inputs "
-        f"{1000 * spent:.1f} ms median ({100 * spent / wall:.2f}% of the wall)"
-    )
+            for i, code in enumerate(args.code):
+                env = {**os.environ, "PYTHONPATH": str(code), "COLUMNS": "200"}
+                t = time.perf_counter()
+                r = subprocess.run(
+                    [sys.executable, "-c", TIMED, str(sweep), f"runs-{i}"],
+                    env=env, capture_output=True, text=True, check=True, cwd=folder,
+                )  # fmt: skip
+                walls[i].append(time.perf_counter() - t)
+                prints[i].append(float(r.stderr.split("FINGERPRINT")[-1].split()[0]))
+    for i, code in enumerate(args.code):
+        wall, spent = statistics.median(walls[i]), statistics.median(prints[i])
+        print(
+            f"{code}: {args.gb:g} GB corpus, finished sweep resumed {args.repeat}x: median "
+            f"wall {wall:.2f} s (min {min(walls[i]):.2f}, max {max(walls[i]):.2f}); "
+            f"fingerprinting the inputs {1000 * spent:.1f} ms median "
+            f"({100 * spent / wall:.2f}% of the wall)"
+        )
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from cdlaw.data import paraphrase_join, sources, tokenizer
 from cdlaw.data.block_tokens import BlockDone, BlockJob, Workers, tokenise_blocks
 from cdlaw.data.corpus_cache import SCRATCH
 from cdlaw.data.doc_store import DocStore, hash64, open_store
+from cdlaw.data.fingerprint import FileHashes
 from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
@@ -71,6 +72,7 @@ def prepare_files(
                 _build_files(data, root, ds, fresh_tokens, workers)
     if data.paraphrases:
         paraphrase_join.prepare_passes(data, root, workers=workers)
+    FileHashes(cache_dir).save()  # the corpus's hashes: a later key is a stat of its files
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
 

@@ -3,7 +3,7 @@
     hashes = FileHashes(cache_dir)        # remembered in <cache_dir>/fingerprints.json
     hashes.file(path)                     # the file's SHA-256 (hex)
     hashes.files(paths, root)             # one digest of the files' names and bytes
-    hashes.save()                         # what was hashed, into the store
+    hashes.save()                         # what this process hashed, into the store
 
 A file is read a megabyte at a time, never whole. Its hash is remembered, in the process
 and in the store, with the file's (size, mtime_ns, ctime_ns, inode): a file whose stat is
@@ -16,8 +16,9 @@ time (as git does with its index).
 
 The store lives beside the token caches (`runs/.cache/fingerprints.json`) and, like
 them, may be deleted at any time: it only spares reading unchanged files. It is written
-atomically and merged under a lock with what other processes wrote meanwhile, so it is
-never torn and concurrent sweeps lose nothing but, at worst, each other's last entries.
+only when asked (`save`, once a sweep's plan or a preparation succeeded: bad input writes
+nothing), atomically, and merged under a lock with what other processes wrote meanwhile,
+so it is never torn and concurrent sweeps lose nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ RACY_NS = 2_000_000_000  # 2 s: coarser than any file system's timestamp clock
 Entry = list
 _MEMO: dict[str, Entry] = {}  # every hash this process took or read, whatever the store
 _LOADED: set[str] = set()  # stores already read into _MEMO
+_UNSAVED: dict[str, dict[str, Entry]] = {}  # store -> entries hashed here, not yet saved in it
 
 
 def _stat_key(st: os.stat_result) -> list:
@@ -64,7 +66,9 @@ class FileHashes:
 
     def __init__(self, cache_dir: Path | str | None = None) -> None:
         self.store = Path(cache_dir) / STORE if cache_dir is not None else None
-        self.new: dict[str, Entry] = {}  # hashed by this object, not yet saved
+        self.new: dict[str, Entry] = (
+            {} if self.store is None else _UNSAVED.setdefault(str(self.store), {})
+        )
         if self.store is not None and str(self.store) not in _LOADED:
             _LOADED.add(str(self.store))
             for path, entry in _read_store(self.store).items():
@@ -88,17 +92,17 @@ class FileHashes:
 
     def files(self, files: list[Path], root: Path | None = None) -> str:
         """One digest of the files' names (relative to root; else their names) and bytes,
-        in the order given; saved into the store."""
+        in the order given."""
         h = hashlib.sha256()
         for p in files:
             h.update(str(p.relative_to(root) if root else p.name).encode() + b"\0")
             h.update(self.file(p).encode())
-        self.save()
         return h.hexdigest()
 
     def save(self) -> None:
-        """Merge what this object hashed into the store, atomically, under its lock. A store
-        that cannot be written (a read-only cache) is left as it is: it only saves time."""
+        """Merge what this process hashed for this store into it, atomically, under its
+        lock. A store that cannot be written (a read-only cache) is left as it is: it
+        only saves time."""
         if self.store is None or not self.new:
             return
         from filelock import FileLock
@@ -111,7 +115,7 @@ class FileHashes:
                 write_json_atomic(self.store, {"version": STORE_VERSION, "files": entries})
         except OSError:
             return
-        self.new = {}
+        self.new.clear()
 
 
 def _read_store(path: Path) -> dict[str, Entry]:

@@ -3,6 +3,7 @@
 
     inputs = RunInputsMaker(data, eval_cfg, cache_dir)    # hashes each input once
     cfg = inputs.of(cfg)                                   # the run with its RunInputs
+    inputs.save()                                          # the hashes, for the next sweep
     training_changes(recorded, now)                        # what changed, said per file
     changed_tasks(recorded, now)                           # the task files that changed
 
@@ -42,7 +43,6 @@ class RunInputsMaker:
         shared += [self._file(TASKS_SETTING, t) for t in eval_cfg.tasks if t.endswith(".jsonl")]
         self.shared = tuple(f for f in shared if f is not None)
         self.folders: dict[tuple[str, str], InputFile] = {}
-        self.hashes.save()
 
     def of(self, cfg: RunConfig) -> RunConfig:
         """cfg with `inputs`: the shared files and its own derived or paraphrase files."""
@@ -53,6 +53,10 @@ class RunInputsMaker:
             own.append(self._folder("data.paraphrases", self.data.paraphrases))
         files = self.shared[:1] + tuple(own) + self.shared[1:]
         return dataclasses.replace(cfg, inputs=RunInputs(self.corpus_key, files))
+
+    def save(self) -> None:
+        """Remember the hashes taken (the corpus's for its cache key too) in the store."""
+        self.hashes.save()
 
     def _corpus(self) -> InputFile | None:
         from cdlaw.data import sources
@@ -91,7 +95,6 @@ class RunInputsMaker:
             self.folders[setting, folder] = self._listed(
                 setting, folder, Path(folder).expanduser(), files
             )
-            self.hashes.save()
         return self.folders[setting, folder]
 
     def _listed(self, setting: str, spec: str, root: Path, files: list[Path]) -> InputFile:

@@ -180,6 +180,7 @@ def plan_sweep(
     check_derived_files(sweep, selected, prepared, workers)
     for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
         task_tokens_for(sweep.eval, prepared, seq_len)
+    inputs.save()  # every check passed: the next sweep stats these files instead of reading them
     return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
 
 

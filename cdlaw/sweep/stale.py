@@ -51,7 +51,7 @@ def refuse_changed_runs(
         said = _changes(run_dir, cfg, result, finished)
         if finished and cfg.strategy == "paraphrase":
             if int(result.get("stream_order") or 1) != STREAM_ORDER_VERSION:
-                said.append("the paraphrase stream order (cdlaw changed how passes are laid out)")
+                said.append("the paraphrase order (stream order 1, before passes nested)")
         for what in said:
             reasons.setdefault(what, []).append(cfg.run_id)
     if simulated:

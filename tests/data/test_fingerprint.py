@@ -16,8 +16,7 @@ from cdlaw.data.fingerprint import STORE, FileHashes
 def reads(monkeypatch):
     """The paths read, in order; and this process's memory of hashes forgotten, as in a
     new process."""
-    monkeypatch.setattr(fingerprint, "_MEMO", {})
-    monkeypatch.setattr(fingerprint, "_LOADED", set())
+    forget(monkeypatch)
     seen = []
     real = fingerprint.sha256_file
 
@@ -41,13 +40,15 @@ def forget(monkeypatch):
     """A new process: nothing in memory, the store read again."""
     monkeypatch.setattr(fingerprint, "_MEMO", {})
     monkeypatch.setattr(fingerprint, "_LOADED", set())
+    monkeypatch.setattr(fingerprint, "_UNSAVED", {})
 
 
 def test_unchanged_files_are_read_once_across_processes(tmp_path, reads, monkeypatch):
     a = old_file(tmp_path / "a.jsonl", b"x" * 3_000_000)  # several chunks
     b = old_file(tmp_path / "b.jsonl", b"y")
     digest = FileHashes(tmp_path / "cache").files([a, b], tmp_path)
-    assert reads == ["a.jsonl", "b.jsonl"]
+    assert reads == ["a.jsonl", "b.jsonl"] and not (tmp_path / "cache").exists()
+    FileHashes(tmp_path / "cache").save()  # what the process hashed, saved when asked
     assert FileHashes(tmp_path / "cache").file(a) == hashlib.sha256(a.read_bytes()).hexdigest()
     forget(monkeypatch)
     assert FileHashes(tmp_path / "cache").files([a, b], tmp_path) == digest
@@ -59,7 +60,9 @@ def test_unchanged_files_are_read_once_across_processes(tmp_path, reads, monkeyp
 
 def test_a_change_that_keeps_size_and_mtime_is_seen(tmp_path, reads, monkeypatch):
     a = old_file(tmp_path / "a.jsonl", b"gold 1")
-    before = FileHashes(tmp_path / "cache").file(a)
+    hashes = FileHashes(tmp_path / "cache")
+    before = hashes.file(a)
+    hashes.save()
     st = a.stat()
     a.write_bytes(b"gold 2")  # same size
     os.utime(a, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the old mtime back
@@ -89,18 +92,24 @@ def test_a_damaged_store_is_only_a_slower_start(tmp_path, reads, monkeypatch):
     a = old_file(tmp_path / "a.jsonl", b"x")
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / STORE).write_text('{"version": 1, "files": {"')  # cut short
-    assert FileHashes(tmp_path / "cache").files([a]) == FileHashes().files([a])
+    hashes = FileHashes(tmp_path / "cache")
+    assert hashes.files([a]) == FileHashes().files([a])
+    hashes.save()
     assert reads == ["a.jsonl"]
     assert json.loads((tmp_path / "cache" / STORE).read_text())["version"] == 1
 
 
-def test_two_writers_merge_into_the_store(tmp_path, reads, monkeypatch):
+def test_two_processes_merge_into_the_store(tmp_path, reads, monkeypatch):
     a = old_file(tmp_path / "a.jsonl", b"a")
     b = old_file(tmp_path / "b.jsonl", b"b")
-    first, second = FileHashes(tmp_path / "cache"), FileHashes(tmp_path / "cache")
+    first = FileHashes(tmp_path / "cache")
     first.file(a)
+    unsaved = fingerprint._UNSAVED
+    forget(monkeypatch)  # another process starts, before the first saved
+    second = FileHashes(tmp_path / "cache")
     second.file(b)
     second.save()
+    monkeypatch.setattr(fingerprint, "_UNSAVED", unsaved)
     first.save()  # does not drop what the other saved meanwhile
     store = json.loads((tmp_path / "cache" / STORE).read_text())
     assert set(store["files"]) == {str(a.resolve()), str(b.resolve())}
