@@ -165,8 +165,11 @@ def plan_sweep(
     check_derived_folders(sweep, selected)  # the runs to train: --only may leave some out
     inputs = RunInputsMaker(sweep.data, sweep.eval, cache)
     selected = [inputs.of(r) for r in selected]
-    if check_runs is not None:
-        check_runs(selected)
+    forest = _forest(sweep, runs)
+    if check_runs is not None:  # and the trunks whose forks a selected run may start from
+        ids = {r.run_id for r in selected}
+        trunks = {f.parent for rid in ids for f in forest.fallbacks.get(rid, ())} - ids
+        check_runs(selected + [inputs.of(r) for r in runs if r.run_id in trunks])
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
     # paraphrase files and a declared strategy's files must hold each selected run's D′.
@@ -181,7 +184,7 @@ def plan_sweep(
     for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
         task_tokens_for(sweep.eval, prepared, seq_len)
     inputs.save()  # every check passed: the next sweep stats these files instead of reading them
-    return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs))
+    return SweepPlan(sweep, selected, runs, out, vocab, prepared, forest)
 
 
 def _select(runs: list[RunConfig], keep, only: str | None) -> list[RunConfig]:

@@ -300,3 +300,25 @@ def test_a_run_that_fails_to_score_still_leaves_the_summary_fresh(
     assert "the GPU fell off" in outcome.failures[0]["error"]
     summary = pd.read_parquet(root / "runs" / "ident" / "summary.parquet").set_index("strategy")
     assert summary.loc["none", QUIZ].notna().all()
+
+
+def test_a_branch_never_starts_from_a_trunk_trained_on_other_inputs(tmp_path):
+    """share = true: with --only selecting a branch, its trunk's folder is checked too."""
+    from functools import partial
+
+    from runhelpers import write_shared_sweep
+
+    from cdlaw.sweep.selection import plan_sweep
+    from cdlaw.sweep.spec import load_sweep
+    from cdlaw.sweep.stale import refuse_changed_runs
+
+    sweep = load_sweep(write_shared_sweep(tmp_path, "share"))
+    plan = plan_sweep(sweep, tmp_path / "runs")
+    branch, fork = next(iter(plan.forest.forks.items()))
+    trunk = tmp_path / "runs" / "share" / fork.parent
+    (trunk / "checkpoint").mkdir(parents=True)
+    recorded = {"inputs": {"corpus_key": "0" * 20, "files": []}}
+    (trunk / "config.json").write_text(json.dumps(recorded))
+    check = partial(refuse_changed_runs, tmp_path / "runs" / "share")
+    with pytest.raises(BadInput, match=rf"1 run\(s\) .* other tokens .*\(e\.g\. {fork.parent}\)"):
+        plan_sweep(sweep, tmp_path / "runs", only=f"run_id={branch}", check_runs=check)
