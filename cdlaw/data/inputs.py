@@ -5,7 +5,8 @@
     cfg = inputs.of(cfg)                                   # the run with its RunInputs
     inputs.save()                                          # the hashes, for the next sweep
     training_changes(recorded, now)                        # what changed, said per file
-    changed_tasks(recorded, now)                           # the task files that changed
+    changed_tasks(recorded, now, recorded_eval, now_eval)  # the task files that changed
+    config_outdated(saved_config, cfg)                     # config.json to be rewritten
 
 A run reads the corpus's tokens (`corpus_key`: the corpus files, the embedded generator's
 version, the tokenizer, the split), the corpus files themselves, a tokenizer file, the
@@ -19,7 +20,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from cdlaw.config import TASKS_SETTING, DataConfig, EvalConfig, InputFile, RunConfig, RunInputs
+from cdlaw.config import (
+    TASKS_SETTING,
+    DataConfig,
+    EvalConfig,
+    InputFile,
+    RunConfig,
+    RunInputs,
+    to_dict,
+)
 from cdlaw.data.fingerprint import FileHashes
 
 OTHER_TOKENS = (
@@ -117,6 +126,16 @@ def recorded_inputs(config: dict) -> RunInputs | None:
         return from_dict(RunInputs, raw)
     except Exception:  # hand-edited: as unknown as none
         return None
+
+
+def config_outdated(saved: dict, cfg: RunConfig) -> bool:
+    """A config.json (`saved`) records other inputs or [eval] than cfg has: a task file
+    changed, tasks added, or a folder of an older cdlaw that recorded no inputs. False
+    when cfg's inputs are not known (a run built by hand)."""
+    if cfg.inputs is None:
+        return False
+    now = to_dict(cfg)
+    return saved.get("inputs") != now["inputs"] or saved.get("eval") != now["eval"]
 
 
 def training_changes(recorded: RunInputs, now: RunInputs) -> list[str]:

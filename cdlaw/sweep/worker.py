@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.data.inputs import changed_tasks, recorded_inputs
+from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.simulate import Simulation, simulate_run
@@ -233,10 +233,7 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
         harness = [
             n for n in cfg.eval.lm_eval if not any(k.startswith(column(n, "")) for k in result)
         ]
-    now = to_dict(cfg)
-    outdated = cfg.inputs is not None and (
-        saved.get("inputs") != now["inputs"] or saved.get("eval") != now["eval"]
-    )
+    outdated = config_outdated(saved, cfg)
     if not (todo or harness or stale or outdated):
         return False
     lock = RunLock(run_dir / LOCK_NAME)
@@ -251,6 +248,7 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
         if changed:
             write_json_atomic(run_dir / "result.json", {**scores, **kept})
         if outdated:  # last: what it records is what the run's files now hold
+            now = to_dict(cfg)
             write_json_atomic(config_path, {**saved, "eval": now["eval"], "inputs": now["inputs"]})
     return changed
 

@@ -21,7 +21,7 @@ import torch
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.corpus_cache import PreparedCorpus
-from cdlaw.data.inputs import changed_tasks, recorded_inputs, training_changes
+from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs, training_changes
 from cdlaw.data.streams import TokenStream
 from cdlaw.data.tasks import task_name
 from cdlaw.errors import BadInput
@@ -119,13 +119,7 @@ def _drop_stale_tasks(cfg: RunConfig, config_path: Path, rows: list[dict]) -> li
 
 
 def _config_outdated(cfg: RunConfig, config_path: Path) -> bool:
-    """config.json records other inputs or [eval] than the run has now (a task file
-    changed, tasks added, or a folder of an older cdlaw that recorded no inputs)."""
-    if cfg.inputs is None or not config_path.is_file():
-        return False
-    saved = json.loads(config_path.read_text())
-    now = to_dict(cfg)
-    return saved.get("inputs") != now["inputs"] or saved.get("eval") != now["eval"]
+    return config_path.is_file() and config_outdated(json.loads(config_path.read_text()), cfg)
 
 
 def open_run(
