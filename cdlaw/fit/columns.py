@@ -69,6 +69,11 @@ def read_table(file: Path) -> pd.DataFrame:
             )
     except BadInput:
         raise
+    except pd.errors.EmptyDataError:
+        raise BadInput(
+            f"{file} is empty: a table of runs needs a header line and a row per run "
+            "(docs/files.md lists the columns)"
+        ) from None
     except Exception as e:  # a damaged or unreadable file is the user's input too
         detail = " ".join(str(e).split())[:200]  # one line, however the reader put it
         raise BadInput(f"cannot read {file}: {type(e).__name__}: {detail}") from None
@@ -105,10 +110,10 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     missing += ["loss"] if found["loss"] is None else []
     if missing:
         raise BadInput(
-            f"{name} lacks the column(s) {', '.join(missing)}; a run table needs N "
-            "(n_params or params), D (fresh_tokens or unique_tokens), D′ (derived_tokens, "
-            "epochs, or total tokens; derived_tokens = 0 for one-epoch runs) and loss, "
-            "under the names docs/files.md lists"
+            f"{name} lacks the column(s) {', '.join(missing)}{_near_misses(df, missing)}; a "
+            "run table needs N (n_params or params), D (fresh_tokens or unique_tokens), D′ "
+            "(derived_tokens, epochs, or total tokens; derived_tokens = 0 for one-epoch "
+            "runs) and loss, under the names docs/files.md lists"
         )
     done = finished(df).to_numpy()
     for col in [c for c in NUMERIC if c in df.columns]:
@@ -147,6 +152,28 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     if found["derived_tokens"] is None:
         df.attrs["spelled"]["derived_tokens"] = f"D′ = {how}"
     return df
+
+
+def _near_misses(df: pd.DataFrame, missing: list[str]) -> str:
+    """' (is 'fresh_token' fresh_tokens misspelt? rename it)' for the table's columns that look like a missing one's
+    spellings (a typo such as fresh_token), or ''."""
+    import difflib
+
+    spellings = {
+        spelling: key
+        for key in missing
+        for spelling in (
+            *SPELLINGS.get(key, ()),
+            *(TOKENS + EPOCHS if key == "derived_tokens" else ()),
+        )
+        if len(spelling) > 2  # n, d, d' would match any short name
+    }
+    guesses = []
+    for col in map(str, df.columns):
+        near = difflib.get_close_matches(col.strip().lower(), spellings, n=1, cutoff=0.8)
+        if near:
+            guesses.append(f"is {col!r} {spellings[near[0]]} misspelt?")
+    return f" ({' '.join(guesses)} rename it)" if guesses else ""
 
 
 def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, name: str) -> str:

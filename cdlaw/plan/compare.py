@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.atomic import check_writable, write_json_atomic, write_parquet_atomic
 from cdlaw.errors import BadInput
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
@@ -263,7 +263,9 @@ def compare_and_write(
     from cdlaw.fit.table import load_runs
 
     json_path, rows_path = comparison_outputs(path, out)
-    comparison = compare_laws(load_runs(path), source=str(path), **options)
+    runs = load_runs(path)
+    check_writable(json_path, rows_path)  # before the fits, which may take minutes
+    comparison = compare_laws(runs, source=str(path), **options)
     if before_write is not None:
         before_write(comparison)
     write_comparison(comparison, json_path, rows_path)

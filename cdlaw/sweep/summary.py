@@ -101,6 +101,13 @@ def sweep_status(path: str | Path) -> list[dict]:
     Planned runs (from the copied sweep.toml) come first, then any other run folders.
     """
     path = Path(path)
+    if not path.exists():
+        raise BadInput(
+            f"{str(path)!r} does not exist; give the --out folder of a `cdlaw sweep` "
+            "(runs, or runs/<sweep>)"
+        )
+    if not path.is_dir():
+        raise BadInput(f"{str(path)!r} is a file; give a runs folder (runs, or runs/<sweep>)")
     if (path / "sweep.toml").is_file():
         return _one_sweep_status(path)
     sweeps = sorted(p.parent for p in path.glob("*/sweep.toml"))
