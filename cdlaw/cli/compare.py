@@ -143,7 +143,7 @@ def _render(comparison) -> None:
     if not any(s.plan for s in scores):
         return
     plans = Table(title="each law's plan", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    for c in ("law", "N", "strategy", "D′", "epochs", "predicted loss"):
+    for c in ("law", "N", "strategy", "D′", "uses", "predicted loss"):
         plans.add_column(c, justify="left" if c in ("law", "strategy") else "right")
     for s in scores:
         p = s.plan or {}
@@ -151,7 +151,7 @@ def _render(comparison) -> None:
             plans.add_row(s.law, "-", p["error"], "", "", "")
         elif p:
             plans.add_row(s.law, fmt(p["n_params"]), p["strategy"], fmt(p["derived_tokens"]),
-                          f"{p['epochs']:.3g}", f"{p['predicted_loss']:.4f}")  # fmt: skip
+                          p["uses"], f"{p['predicted_loss']:.4f}")  # fmt: skip
     out.print(plans)
     for name, why in comparison.skipped.items():
         out.print(f"not fitted: {name}: {why}", highlight=False)

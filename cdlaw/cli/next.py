@@ -51,7 +51,7 @@ def next_runs(
     from cdlaw.atomic import write_text_atomic
     from cdlaw.design.batch import next_batch
     from cdlaw.fit.io import FitResult, output_paths
-    from cdlaw.fit.table import load_runs
+    from cdlaw.fit.table import load_runs, stale_fit
     from cdlaw.sweep.spec import load_sweep
 
     c = number(budget_flops, "--budget-flops")
@@ -70,11 +70,8 @@ def next_runs(
     if target.suffix != ".toml":
         raise BadInput(f"--out {target} must name a .toml sweep file")
     name = target.stem
-    if fitted.n_rows != len(table):
-        say(
-            "warning",
-            f"the fit has {fitted.n_rows} rows but {runs} has {len(table)}: refit it first",
-        )
+    if (stale := stale_fit(table, fitted, runs)) is not None:
+        say("warning", stale)
     batch = next_batch(
         table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name
     )
@@ -114,7 +111,12 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
         )
         for i, why in enumerate(batch.reasons, 1):
             out.print(f"{i:>3}. {why}", highlight=False)
-        out.print(f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs", highlight=False)
+        out.print(
+            f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs as the law counts "
+            f"compute (6·N per token); training them costs {batch.training_flops:.3g} with "
+            "attention, which `cdlaw sweep --dry-run` counts",
+            highlight=False,
+        )
     for w in batch.warnings:
         say("warning", w)
     err.print(f"wrote {target}; run it: cdlaw sweep {target} --out {sweep_out}", highlight=False)

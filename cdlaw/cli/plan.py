@@ -167,13 +167,8 @@ def _tokens(x: float) -> str:
 
 
 def _uses(a) -> str:
-    """How the derived tokens are made: '7.53 epochs' (repetition), '4.35 passes' (D′/D of
-    paraphrase or any other derived strategy), '1 epoch'."""
-    if a.strategy == "repetition":
-        return f"{a.epochs:.3g} epochs"
-    if a.strategy != "none":
-        return f"{a.derived_ratio:.3g} passes"
-    return "1 epoch"
+    """How the derived tokens are made: '7.53 epochs', '4.35 passes', '1 epoch'."""
+    return a.uses
 
 
 def _gap(x: float, digits: int) -> str:

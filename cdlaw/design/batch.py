@@ -21,6 +21,7 @@ from cdlaw.design.candidates import (
     candidates,
     done_cells,
     marginal_costs,
+    training_flops,
 )
 from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
@@ -53,6 +54,9 @@ class NextBatch:
     n_draws: int
     noise_sd: float
     warnings: list[str] = field(default_factory=list)
+    # what training them costs with attention too (`cdlaw sweep --dry-run`'s count);
+    # `flops` is the law's 6·N per token, as the table's runs are counted
+    training_flops: float = math.nan
 
     def to_dict(self) -> dict:
         last = self.picks[-1].after if self.picks else None
@@ -61,6 +65,7 @@ class NextBatch:
             "name": self.name,
             "plan": self.plan.to_dict(),
             "flops": self.flops,
+            "training_flops": self.training_flops,
             "n_candidates": self.n_candidates,
             "n_draws": self.n_draws,
             "noise_sd": self.noise_sd,
@@ -248,7 +253,8 @@ def next_batch(
     text = batch_sweep_text(parent, name, chosen, header)
     flops = sum(p.flops for p in picks)
     return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
-                     len(ens.targets), noise, warnings)  # fmt: skip
+                     len(ens.targets), noise, warnings,
+                     training_flops(chosen, parent.share))  # fmt: skip
 
 
 def _enough_draws(source: PlanningLaw) -> list:

@@ -167,6 +167,20 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     return out
 
 
+def stale_fit(df: pd.DataFrame, fit, path) -> str | None:
+    """Why `fit` (a FitResult) is not a fit of the runs `df` of PATH as they are now, or
+    None: it fitted another number of rows than the table gives under the fit's own
+    --select (replicate seeds averaged by `--select mean` are one row)."""
+    how = fit.select if fit.select in SELECT else "min"
+    rows = len(select_cells(df, how))
+    if rows == fit.n_rows:
+        return None
+    return (
+        f"the fit has {fit.n_rows} rows but {path} now gives {rows} (--select {how}): "
+        f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
+    )
+
+
 def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE.
 

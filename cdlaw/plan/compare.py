@@ -236,6 +236,7 @@ def attach_plans(comparison: Comparison, budget_flops: float, unique_tokens: flo
             "strategy": best.strategy,
             "derived_tokens": best.derived_tokens,
             "epochs": best.epochs,
+            "uses": best.uses,  # epochs of repetition, passes of any other strategy
             "predicted_loss": best.predicted_loss,
         }
 

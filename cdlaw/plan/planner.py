@@ -66,6 +66,9 @@ GRID_POINTS_PER_DECADE = 100
 # Relative step in C for −dL/dC: the loss changes by ~1e-5 nats, far above rounding (1e-15),
 # while the O(h²) truncation error stays ~1e-8 relative.
 MARGINAL_STEP = 1e-4
+# D′ below this share of D is the optimiser's rounding at the T = U kink (its N is known
+# to ~1e-7), not a plan to make derived tokens: such a plan trains D′ = 0.
+DERIVED_NOISE = 1e-5
 
 # ---------------------------------------------------------------------------------------
 # The optimisation.
@@ -137,6 +140,8 @@ def _allocation(
     (the baselines: a team without the law trains every token it can afford)."""
     spend = split_tokens if whole_budget else partial(planned_tokens, law, strategy)
     fresh, derived = (float(x) for x in spend(budget_flops, n_params, unique_tokens))
+    if derived < DERIVED_NOISE * fresh:
+        derived = 0.0
     loss = float(law.loss(n_params, fresh, derived, strategy))
     label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
@@ -398,6 +403,16 @@ def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> Non
 
 def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
+    if strategy == "none":
+        if not law.form_decl.uses_derived or not law.strategies:
+            return ["none"]  # the only plan this law makes: derived tokens are worth nothing
+        raise BadInput(
+            "--strategy none is no way to make derived tokens: it is the strategy of runs "
+            "that train on fresh tokens alone (D′ = 0). To plan without derived tokens, "
+            "leave out --unique-tokens (fresh data without limit) or give a --budget-flops "
+            "whose tokens fit in it; to choose how derived tokens are made, give auto or "
+            f"one of {', '.join(law.strategies)}."
+        )
     if strategy != "auto" and not is_name(strategy):
         raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
     if law.form_decl.uses_derived and not law.form_decl.strategy_params:

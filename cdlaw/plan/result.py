@@ -45,6 +45,16 @@ class Allocation:
         """D′/D for paraphrase: how many corpora's worth of paraphrases; 0 otherwise."""
         return self.derived_ratio if self.strategy == "paraphrase" else 0.0
 
+    @property
+    def uses(self) -> str:
+        """How the derived tokens are made, in words: '7.53 epochs' (repetition), '4.35
+        passes' (D′/D of paraphrase or any other derived strategy), '1 epoch' (D′ = 0)."""
+        if self.strategy == "repetition":
+            return f"{self.epochs:.3g} epochs"
+        if self.strategy != "none":
+            return f"{self.derived_ratio:.3g} passes"
+        return "1 epoch"
+
     def to_dict(self) -> dict:
         return {
             "rule": self.rule,
