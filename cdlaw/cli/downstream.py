@@ -65,7 +65,7 @@ def downstream(
     from cdlaw.figures.downstream import write_downstream_figure
 
     result.write(target)
-    figure = write_downstream_figure(result, runs, path)
+    figure = write_downstream_figure(result, runs, path if out_path is None else target)
     err.print(f"wrote {target} and {figure}", highlight=False)
 
 
@@ -75,6 +75,8 @@ def _word(lk) -> str:
         return "no trend"
     if lk.collapse is None:
         return "-"
+    if not lk.collapse.determined:
+        return "undetermined"
     return "one curve" if lk.collapse.collapses else "differ"
 
 
@@ -90,16 +92,17 @@ def _render(result) -> None:
         box=box.SIMPLE,
         pad_edge=False,
     )
-    for c in ("task", "metric", "link", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
+    # Each cell whole on one line, within 80 columns for the built-in tasks (the link's
+    # form is in its equation below the table).
+    for c in ("task", "metric", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
         table.add_column(
-            c, justify="left" if c in ("task", "metric", "link", "strategies") else "right"
+            c, justify="left" if c in ("task", "metric", "strategies") else "right", no_wrap=True
         )
     for lk in result.links:
         c = lk.collapse
         table.add_row(
             lk.task,
             lk.metric,
-            lk.form,
             str(lk.n_runs),
             f"{lk.rmse:.3g}",
             "-" if lk.seed_sd is None else f"{lk.seed_sd:.3g}",

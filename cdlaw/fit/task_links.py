@@ -43,6 +43,18 @@ class Collapse:
     heldout_se: dict[str, float]  # its standard error
     collapses: bool  # p_value ≥ ALPHA: one curve explains every strategy within the noise
 
+    @property
+    def undetermined(self) -> list[str]:
+        """The strategies whose shift the runs do not pin down (no finite standard error:
+        e.g. their runs sit where the link is flat); with any, the test decides nothing."""
+        return [
+            s for s in self.shift if s != self.reference and not math.isfinite(self.shift_se[s])
+        ]
+
+    @property
+    def determined(self) -> bool:
+        return not self.undetermined and math.isfinite(self.f) and math.isfinite(self.p_value)
+
     def to_dict(self) -> dict:
         return {
             "reference": self.reference,
@@ -123,6 +135,15 @@ class TaskLink:
             return f"{noise}; the metric does not follow the loss beyond its noise ({trend}): no collapse to test"
         if c is None:
             return f"{noise}; one strategy only, nothing to compare"
+        if not c.determined:
+            which = ", ".join(c.undetermined)
+            why = (
+                f"the runs do not pin down the shift in loss of {which} (its standard error "
+                "is not finite: its runs sit where the link is flat, or are too few)"
+                if which
+                else "the test has no finite F (too few runs for its degrees of freedom)"
+            )
+            return f"{noise}; one curve or not is not determined: {why}"
         shifts = ", ".join(
             f"{s} {c.shift[s]:+.3f} ± {c.shift_se[s]:.3f}" for s in c.shift if s != c.reference
         )
