@@ -67,7 +67,8 @@ GRID_POINTS_PER_DECADE = 100
 # while the O(h²) truncation error stays ~1e-8 relative.
 MARGINAL_STEP = 1e-4
 # D′ below this share of D is the optimiser's rounding at the T = U kink (its N is known
-# to ~1e-7), not a plan to make derived tokens: such a plan trains D′ = 0.
+# to ~1e-7), not a plan to make derived tokens: such a plan trains D′ = 0, its N as much
+# larger as spends the same FLOPs.
 DERIVED_NOISE = 1e-5
 
 # ---------------------------------------------------------------------------------------
@@ -140,8 +141,8 @@ def _allocation(
     (the baselines: a team without the law trains every token it can afford)."""
     spend = split_tokens if whole_budget else partial(planned_tokens, law, strategy)
     fresh, derived = (float(x) for x in spend(budget_flops, n_params, unique_tokens))
-    if derived < DERIVED_NOISE * fresh:
-        derived = 0.0
+    if 0 < derived < DERIVED_NOISE * fresh:  # the same FLOPs, all on fresh tokens
+        n_params, derived = n_params * (fresh + derived) / fresh, 0.0
     loss = float(law.loss(n_params, fresh, derived, strategy))
     label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
