@@ -24,6 +24,7 @@ from cdlaw.plan.planner import frontier
 
 KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare", "downstream")
 FORMATS = ("png", "svg", "pdf")
+NEED_NO_FIT = {"curves", "compare", "downstream"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -206,7 +207,9 @@ def plot(
             raise BadInput(f"--kind {k!r} is not a figure kind{hint}; valid: {', '.join(KINDS)}")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise BadInput(f"--out {out} is a file; give a folder for the figures")
-    inputs = load_inputs(path, fit_path)
+    # figures drawn from what other commands wrote (compare.json, downstream.json, the
+    # runs' curves) need no fit of a table
+    inputs = load_inputs(path, fit_path, need_fit=not set(kinds or KINDS) <= NEED_NO_FIT)
     if kinds:
         for k in kinds:
             reason = why_not(k, inputs)

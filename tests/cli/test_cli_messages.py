@@ -218,13 +218,19 @@ def test_distill_names_its_teacher_and_a_sweep_without_derived_strategies(cdlaw,
     assert code == 2 and f"--teacher {str(tmp_path)!r} is not" in err and "--model" not in err
 
 
-def test_plot_finds_the_comparison_beside_a_table(cdlaw, demo_fit):
+def test_plot_finds_the_comparison_beside_a_table(cdlaw, demo_fit, tmp_path):
     code, out, err = cdlaw("compare", demo_fit, "--law", "cd,chinchilla", "--starts", "64",
                            "--budget-flops", "2e12", "--unique-tokens", "96K")  # fmt: skip
     assert code == 0, err
     plans = out[out.index("each law's plan") :]
     assert "passes" in plans and "epochs" not in plans and "0.0052" not in plans, plans
     code, out, err = cdlaw("plot", demo_fit, "--kind", "compare")
+    assert code == 0 and out.strip().endswith("compare.png"), err
+    bare = tmp_path / "bare.csv"  # compared, never fitted: the comparison is all it needs
+    shutil.copy(demo_fit, bare)
+    for suffix in (".compare.json", ".compare_rows.parquet"):
+        shutil.copy(demo_fit.with_name("demo" + suffix), bare.with_name("bare" + suffix))
+    code, out, err = cdlaw("plot", bare, "--kind", "compare")
     assert code == 0 and out.strip().endswith("compare.png"), err
 
 
