@@ -405,14 +405,15 @@ def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> Non
 def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
     if strategy == "none":
-        if not law.form_decl.uses_derived or not law.strategies:
+        counts_any = law.form_decl.uses_derived and not law.form_decl.strategy_params
+        if not law.strategies and not counts_any:
             return ["none"]  # the only plan this law makes: derived tokens are worth nothing
         raise BadInput(
             "--strategy none is no way to make derived tokens: it is the strategy of runs "
             "that train on fresh tokens alone (D′ = 0). To plan without derived tokens, "
             "leave out --unique-tokens (fresh data without limit) or give a --budget-flops "
             "whose tokens fit in it; to choose how derived tokens are made, give auto or "
-            f"one of {', '.join(law.strategies)}."
+            f"one of {', '.join(law.strategies) or 'repetition'}."
         )
     if strategy != "auto" and not is_name(strategy):
         raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
