@@ -17,6 +17,7 @@ FOUNDATION = {
     "extras",
     "units",
     "atomic",
+    "disk_full",
     "law",
     "laws",
     "regimes",
