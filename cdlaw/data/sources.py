@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
@@ -166,7 +167,7 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
         try:
             ds = _convert(datasets, loader, files, tmp, kwargs)
         except Exception as e:
-            raise unreadable(what, corpus, loader, files, e) from None
+            raise unreadable(what, corpus, loader, files, e, text_column) from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
@@ -182,6 +183,8 @@ def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -
     """The local files converted to Arrow under tmp by `datasets`' own loader."""
     from datasets.arrow_reader import ArrowReader
 
+    if loader == "json":  # a column of mixed types is refused (not turned into JSON text)
+        kwargs = {**kwargs, "on_mixed_types": None}
     builder = datasets.load_dataset_builder(
         loader, data_files=[str(p) for p in files], cache_dir=tmp, **kwargs
     )
@@ -229,9 +232,16 @@ def _open_hf(corpus: str, what: str, datasets):
     return ds, digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
 
 
-def unreadable(what: str, corpus: str, loader: str, files: list[Path], e: Exception) -> BadInput:
-    """The sentence for corpus files `datasets` refused: the first byte that is not UTF-8
-    when that is why, else the error's first line."""
+def unreadable(
+    what: str, corpus: str, loader: str, files: list[Path], e: Exception, text_column: str = "text"
+) -> Exception:
+    """The sentence for corpus files `datasets` refused: a full disk (DiskFull, not bad
+    input), no text at all, the first byte that is not UTF-8 or the first row whose text
+    is no string when that is why, else the error's first line."""
+    if is_disk_full(e):
+        return disk_full_error(e, "converting the corpus to Arrow")
+    if all(_blank(p) for p in files):
+        return empty_corpus(what, corpus, text_column)
     for path in files:
         offset = first_undecodable(path)
         if offset is not None:
@@ -239,8 +249,38 @@ def unreadable(what: str, corpus: str, loader: str, files: list[Path], e: Except
                 f"{what} {corpus!r} is not UTF-8 text: {path} has an undecodable byte at "
                 f"offset {offset}; re-encode it as UTF-8"
             )
+    if loader == "json" and (found := first_non_text_row(files, text_column)) is not None:
+        path, line, value = found
+        return _not_text(what, corpus, text_column, 0, value, _line_of(corpus, path, line))
     first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return BadInput(f"{what} {corpus!r} could not be read as {loader}: {first_line}")
+
+
+def _blank(path: Path) -> bool:
+    """Whether a file holds nothing but whitespace (read only when small)."""
+    size = path.stat().st_size
+    return size == 0 or (size < 1 << 20 and not path.read_bytes().strip())
+
+
+def first_non_text_row(files: list[Path], text_column: str):
+    """(file, line, value) of the first jsonl row whose text column holds something else
+    than a string (`datasets` refuses a column of mixed types), read a line at a time;
+    None when there is none, or the files are not one JSON object per line."""
+    for path in files:
+        with open(path, "rb") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    return None  # not jsonl (one JSON document): no line to name
+                if not isinstance(row, dict):
+                    return None
+                value = row.get(text_column)
+                if value is not None and not isinstance(value, str):
+                    return path, n, value
+    return None
 
 
 def first_undecodable(path: Path) -> int | None:
@@ -280,7 +320,7 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
         keep_texts, keep_ids = [], []
         for n, (text, i) in enumerate(zip(texts, ids, strict=True), row + 1):
             if not isinstance(text, str):
-                raise _not_text(what, corpus, text_column, n, text)
+                raise _not_text(what, corpus, text_column, n, text, _row_place(corpus, what, n))
             text = text.strip()
             if text:
                 keep_texts.append(text)
@@ -320,14 +360,41 @@ def _arrow_file_batches(files, columns: list[str]):
                 yield {c: batch.column(c).to_pylist() for c in columns}
 
 
-def _not_text(what: str, corpus: str, text_column: str, row: int, value) -> BadInput:
+def _row_place(corpus: str, what: str, row: int) -> str:
+    """Where row `row` (1-based, source order) of a local jsonl corpus is: "FILE line N";
+    "row N" elsewhere."""
+    if corpus.startswith("hf:"):
+        return f"row {row}"
+    loader, files = corpus_files(corpus, what)
+    if loader != "json":
+        return f"row {row}"
+    seen = 0
+    for path in files:
+        with open(path, "rb") as f:
+            for n, line in enumerate(f, 1):
+                seen += bool(line.strip())
+                if seen == row:
+                    return _line_of(corpus, path, n)
+    return f"row {row}"
+
+
+def _line_of(corpus: str, path: Path, line: int) -> str:
+    """Line `line` of corpus file `path`, said after the corpus's name: "line N" of a
+    one-file corpus, "file NAME line N" of a folder."""
+    root = Path(corpus).expanduser()
+    return f"line {line}" if root.is_file() else f"file {path.relative_to(root)} line {line}"
+
+
+def _not_text(what: str, corpus: str, text_column: str, row: int, value, place: str = "") -> BadInput:
+    place = place or f"row {row}"
     if value is None:
         return BadInput(
-            f"{what} {corpus!r} row {row} has no {text_column!r} text (data.text_column): "
+            f"{what} {corpus!r} {place} has no {text_column!r} text (data.text_column): "
             "every row needs one"
         )
     return BadInput(
-        f"{what} {corpus!r} column {text_column!r} must hold text, found {type(value).__name__}"
+        f"{what} {corpus!r} {place}: column {text_column!r} must hold text, found "
+        f"{type(value).__name__} {json.dumps(value)[:40]}; every row's text must be a string"
     )
 
 

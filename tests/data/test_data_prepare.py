@@ -199,7 +199,17 @@ def test_undecodable_bytes_rows_without_text_and_a_tokenizer_without_eos(tmp_pat
             "undecodable byte at offset 31",
         ),
         "bad.txt": (b"fine\n\nbad \xfe here\n", "undecodable byte at offset 10"),
-        "rows.jsonl": (b'{"text": "a"}\n{"id": 2}\n', "row 2 has no 'text' text"),
+        "rows.jsonl": (b'{"text": "a"}\n{"id": 2}\n', "line 2 has no 'text' text"),
+        "empty.jsonl": (b"", "'text' text"),
+        "blank.txt": (b"\n\n  \n", "is empty"),
+        "number.jsonl": (
+            b'{"text": "a"}\n\n{"text": 42}\n',
+            "number.jsonl' line 3: column 'text' must hold text, found int 42",
+        ),
+        "numbers.jsonl": (
+            b'{"text": 41}\n{"text": 42}\n',
+            "numbers.jsonl' line 1: column 'text' must hold text, found int 41",
+        ),
     }
     for name, (body, words) in cases.items():
         with pytest.raises(BadInput) as e:
@@ -268,7 +278,7 @@ def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
     )
     r = cdlaw_prepare(sweep, tmp_path / "runs")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "row 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
+    assert "line 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
 
 
 def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, corpora):
