@@ -167,6 +167,8 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
         try:
             ds = _convert(datasets, loader, files, tmp, kwargs)
         except Exception as e:
+            if is_disk_full(e):
+                raise disk_full_error(e, "converting the corpus to Arrow", Path(tmp).parent) from e
             raise unreadable(what, corpus, loader, files, e, text_column) from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
@@ -385,7 +387,9 @@ def _line_of(corpus: str, path: Path, line: int) -> str:
     return f"line {line}" if root.is_file() else f"file {path.relative_to(root)} line {line}"
 
 
-def _not_text(what: str, corpus: str, text_column: str, row: int, value, place: str = "") -> BadInput:
+def _not_text(
+    what: str, corpus: str, text_column: str, row: int, value, place: str = ""
+) -> BadInput:
     place = place or f"row {row}"
     if value is None:
         return BadInput(
