@@ -11,6 +11,7 @@ Paraphrase files are joined to the documents by paraphrase_join.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -65,14 +66,36 @@ def prepare_files(
             data.corpus, data.text_column, data.id_column, "", "data.corpus"
         )
     root = cache_dir / "data" / cache.key_digest(files_key(data, fingerprint))
-    if not (root / "meta.json").is_file():
+    if not (root / "meta.json").is_file() or (root / SCRATCH).exists():
         with cache.cache_lock(root):
+            _clear_leftovers(root)
             if not (root / "meta.json").is_file():
-                _build_files(data, root, ds, fresh_tokens, workers)
+                try:
+                    _build_files(data, root, ds, fresh_tokens, workers)
+                finally:
+                    _clear_leftovers(root)
     if data.paraphrases:
         paraphrase_join.prepare_passes(data, root, workers=workers)
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
+
+
+def _clear_leftovers(root: Path) -> None:
+    """What a killed or failed preparation left (call holding the cache lock): the scratch
+    folder of a complete cache, a conversion's Arrow files, half-written temporary files,
+    and a scratch folder with nothing in it. The store and split a resumed preparation
+    reuses stay."""
+    scratch = root / SCRATCH
+    if (root / "meta.json").is_file():
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
+    for arrow in scratch.glob(".arrow-*"):
+        shutil.rmtree(arrow, ignore_errors=True)
+    for folder in (root, scratch, root / "train"):
+        for tmp in folder.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: kept for the resumed preparation
+        scratch.rmdir()
 
 
 def files_key(data: DataConfig, fingerprint: str) -> dict:

@@ -180,9 +180,9 @@ def write(path: Path, data: bytes) -> Path:
 
 
 def nothing_written(cache: Path) -> bool:
-    """No cache folder with a meta.json, and no scratch or temporary file left over."""
+    """No cache folder with a meta.json, and no scratch folder or temporary file left over."""
     left = [p for p in cache.rglob("*") if p.is_file() and p.name != ".lock"]
-    return not left
+    return not left and not list(cache.rglob(".prepare"))
 
 
 def one_sentence(excinfo) -> str:
@@ -267,6 +267,31 @@ def test_a_corpus_too_small_for_D_is_said_early_and_its_blocks_are_kept(tmp_path
     assert 400_000 < holds < 900_000  # about the 618,870 tokens it has
     pc = prepare(data, tmp_path)  # a smaller D resumes from the block kept
     same_as_reference(pc.root, "big_seed3")
+
+
+def test_a_second_preparer_says_it_waits(tmp_path, corpora, caplog):
+    import threading
+
+    from filelock import FileLock
+
+    from cdlaw.data.prepare import corpus_key
+
+    data = corpora[1]["big_seed3"]
+    root = tmp_path / "data" / str(corpus_key(data))
+    root.mkdir(parents=True)
+    holder = FileLock(str(root / ".lock"))
+    holder.acquire()
+    caplog.set_level("INFO", logger="cdlaw")
+    second = threading.Thread(target=prepare, args=(data, tmp_path))
+    second.start()
+    second.join(3)
+    waits = [
+        r.getMessage() for r in caplog.records if "waiting for another process" in r.getMessage()
+    ]
+    holder.release()
+    second.join(120)
+    assert len(waits) == 1 and str(root) in waits[0], caplog.text
+    same_as_reference(root, "big_seed3")
 
 
 def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
