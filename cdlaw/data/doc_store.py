@@ -97,14 +97,48 @@ class DocStore:
         self._fds.clear()
 
 
-def read_spans(path: Path, spans: np.ndarray) -> list[str]:
+def read_spans(path: Path, spans: np.ndarray) -> list[str | LongText]:
     """The UTF-8 texts at byte ranges `spans` ((n, 2): start, end) of the file at path:
-    a block's documents read by a worker that holds nothing of the store but these."""
+    a block's documents read by a worker that holds nothing of the store but these. A
+    document longer than tokenizer.LONG_TEXT bytes comes as a LongText, read a piece at a
+    time as it is encoded."""
+    from cdlaw.data.tokenizer import LONG_TEXT
+
     fd = os.open(path, os.O_RDONLY)
     try:
-        return _pread_all(fd, spans)
+        return [
+            LongText(str(path), lo, hi)
+            if hi - lo > LONG_TEXT
+            else os.pread(fd, hi - lo, lo).decode()
+            for lo, hi in spans.tolist()
+        ]
     finally:
         os.close(fd)
+
+
+class LongText:
+    """A long document's text, bytes lo:hi of a file, as an iterable of decoded chunks of
+    READ_BYTES: never the whole text in memory (tokenizer.encode_documents takes it)."""
+
+    READ_BYTES = 1 << 20
+
+    def __init__(self, path: str, lo: int, hi: int) -> None:
+        self.path, self.lo, self.hi = path, lo, hi
+
+    def __bool__(self) -> bool:
+        return self.hi > self.lo
+
+    def __iter__(self):
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for at in range(self.lo, self.hi, self.READ_BYTES):
+                yield decoder.decode(os.pread(fd, min(self.READ_BYTES, self.hi - at), at))
+            yield decoder.decode(b"", final=True)
+        finally:
+            os.close(fd)
 
 
 def _pread_all(fd: int, spans: np.ndarray) -> list[str]:

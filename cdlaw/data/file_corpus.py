@@ -321,8 +321,8 @@ def _count_docs_for(tok, texts, n_tokens: int) -> tuple[int | None, int]:
     ended by EOS, or None if all of them do not; the tokens counted)."""
     have, i, texts = 0, 0, iter(texts)
     while batch := list(islice(texts, COUNT_BATCH)):
-        for enc in tok.encode_batch(batch, add_special_tokens=False):
-            have += len(enc.ids) + 1
+        for count in tokenizer.count_tokens(tok, batch):
+            have += count + 1
             i += 1
             if have >= n_tokens:
                 return i, have
@@ -356,7 +356,8 @@ def _hold_out_for_bpe(data: DataConfig, docs: ShuffledDocs, where: str, fresh_to
         for t in docs.iter_from(reserve):
             if size >= BPE_SAMPLE_BYTES:
                 break
-            sample.append(t)
+            # a long document in pieces: the same words for the trainer, fewer bytes at once
+            sample += tokenizer.text_pieces(t) if tokenizer.is_long(t) else [t]
             size += len(t)
         tok = tokenizer.train_bpe(sample, data.vocab_size)
         n_val, held = _count_docs_for(tok, docs.iter_from(0, reserve), val)
