@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.data import sources
+from cdlaw.data import corpus_errors, sources
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
@@ -177,7 +177,7 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
                 columns["text_hash"].append(np.fromiter(map(hash64, raw), np.uint64, len(raw)))
                 columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(raw)))
         if columns["text_hash"].count == 0:
-            raise sources.empty_corpus(what, corpus, text_column)
+            raise corpus_errors.empty_corpus(what, corpus, text_column)
         for column in columns.values():
             column.finish()
     finally:
@@ -228,7 +228,7 @@ def _check_unique_ids(store: DocStore, corpus: str, id_column: str) -> None:
     for i in np.flatnonzero(shared).tolist():  # source order; a hash collision is no duplicate
         doc_id = store.ids([i])[0]
         if store.ids(np.flatnonzero(hashes == hashes[i])).count(doc_id) > 1:
-            raise sources.duplicate_id("data.corpus", corpus, id_column, doc_id)
+            raise corpus_errors.duplicate_id("data.corpus", corpus, id_column, doc_id)
 
 
 def open_store(data: DataConfig, folder: Path, ds=None) -> DocStore:

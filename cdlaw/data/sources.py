@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdlaw.data import corpus_errors
 from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
@@ -133,12 +134,14 @@ def load_documents(
             texts += batch_texts
             ids += batch_ids
     if not texts:
-        raise empty_corpus(what, corpus, text_column)
+        raise corpus_errors.empty_corpus(what, corpus, text_column)
     if len(set(ids)) != len(ids):
         from collections import Counter
 
         counts = Counter(ids)
-        raise duplicate_id(what, corpus, id_column, next(i for i in ids if counts[i] > 1))
+        raise corpus_errors.duplicate_id(
+            what, corpus, id_column, next(i for i in ids if counts[i] > 1)
+        )
     return Documents(texts, ids, fingerprint)
 
 
@@ -169,7 +172,7 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
         except Exception as e:
             if is_disk_full(e):
                 raise disk_full_error(e, "converting the corpus to Arrow", Path(tmp).parent) from e
-            raise unreadable(what, corpus, loader, files, e, text_column) from None
+            raise corpus_errors.unreadable(what, corpus, loader, files, e, text_column) from None
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
@@ -234,76 +237,6 @@ def _open_hf(corpus: str, what: str, datasets):
     return ds, digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
 
 
-def unreadable(
-    what: str, corpus: str, loader: str, files: list[Path], e: Exception, text_column: str = "text"
-) -> Exception:
-    """The sentence for corpus files `datasets` refused: a full disk (DiskFull, not bad
-    input), no text at all, the first byte that is not UTF-8 or the first row whose text
-    is no string when that is why, else the error's first line."""
-    if is_disk_full(e):
-        return disk_full_error(e, "converting the corpus to Arrow")
-    if all(_blank(p) for p in files):
-        return empty_corpus(what, corpus, text_column)
-    for path in files:
-        offset = first_undecodable(path)
-        if offset is not None:
-            return BadInput(
-                f"{what} {corpus!r} is not UTF-8 text: {path} has an undecodable byte at "
-                f"offset {offset}; re-encode it as UTF-8"
-            )
-    if loader == "json" and (found := first_non_text_row(files, text_column)) is not None:
-        path, line, value = found
-        return _not_text(what, corpus, text_column, 0, value, _line_of(corpus, path, line))
-    first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return BadInput(f"{what} {corpus!r} could not be read as {loader}: {first_line}")
-
-
-def _blank(path: Path) -> bool:
-    """Whether a file holds nothing but whitespace (read only when small)."""
-    size = path.stat().st_size
-    return size == 0 or (size < 1 << 20 and not path.read_bytes().strip())
-
-
-def first_non_text_row(files: list[Path], text_column: str):
-    """(file, line, value) of the first jsonl row whose text column holds something else
-    than a string (`datasets` refuses a column of mixed types), read a line at a time;
-    None when there is none, or the files are not one JSON object per line."""
-    for path in files:
-        with open(path, "rb") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    return None  # not jsonl (one JSON document): no line to name
-                if not isinstance(row, dict):
-                    return None
-                value = row.get(text_column)
-                if value is not None and not isinstance(value, str):
-                    return path, n, value
-    return None
-
-
-def first_undecodable(path: Path) -> int | None:
-    """The offset of the first byte of path that does not decode as UTF-8, or None."""
-    import codecs
-
-    decoder, done = codecs.getincrementaldecoder("utf-8")(), 0
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as e:
-                return done + e.start
-            done += len(chunk)
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError as e:
-        return done + e.start - len(e.object)
-    return None
-
-
 BATCH_ROWS = 1024  # rows read at a time when a dataset is not in Arrow files
 
 
@@ -322,7 +255,9 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
         keep_texts, keep_ids = [], []
         for n, (text, i) in enumerate(zip(texts, ids, strict=True), row + 1):
             if not isinstance(text, str):
-                raise _not_text(what, corpus, text_column, n, text, _row_place(corpus, what, n))
+                raise corpus_errors.not_text(
+                    what, corpus, text_column, n, text, _row_place(corpus, what, n)
+                )
             text = text.strip()
             if text:
                 keep_texts.append(text)
@@ -338,7 +273,7 @@ def _decoded(batches, corpus: str, what: str):
         yield from batches
     except UnicodeDecodeError as e:
         files = [] if corpus.startswith("hf:") else corpus_files(corpus, what)[1]
-        raise unreadable(what, corpus, "text", files, e) from None
+        raise corpus_errors.unreadable(what, corpus, "text", files, e) from None
 
 
 def _arrow_batches(ds, columns: list[str]):
@@ -376,41 +311,8 @@ def _row_place(corpus: str, what: str, row: int) -> str:
             for n, line in enumerate(f, 1):
                 seen += bool(line.strip())
                 if seen == row:
-                    return _line_of(corpus, path, n)
+                    return corpus_errors.line_of(corpus, path, n)
     return f"row {row}"
-
-
-def _line_of(corpus: str, path: Path, line: int) -> str:
-    """Line `line` of corpus file `path`, said after the corpus's name: "line N" of a
-    one-file corpus, "file NAME line N" of a folder."""
-    root = Path(corpus).expanduser()
-    return f"line {line}" if root.is_file() else f"file {path.relative_to(root)} line {line}"
-
-
-def _not_text(
-    what: str, corpus: str, text_column: str, row: int, value, place: str = ""
-) -> BadInput:
-    place = place or f"row {row}"
-    if value is None:
-        return BadInput(
-            f"{what} {corpus!r} {place} has no {text_column!r} text (data.text_column): "
-            "every row needs one"
-        )
-    return BadInput(
-        f"{what} {corpus!r} {place}: column {text_column!r} must hold text, found "
-        f"{type(value).__name__} {json.dumps(value)[:40]}; every row's text must be a string"
-    )
-
-
-def empty_corpus(what: str, corpus: str, text_column: str) -> BadInput:
-    return BadInput(f"{what} {corpus!r} is empty: it has no non-empty {text_column!r} text")
-
-
-def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
-    return BadInput(
-        f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
-        "ids must be unique (or drop the column to use positions)"
-    )
 
 
 # ---------------------------------------------------------------------------------------
