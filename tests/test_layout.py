@@ -18,6 +18,7 @@ FOUNDATION = {
     "units",
     "atomic",
     "disk_full",
+    "lifetime",
     "law",
     "laws",
     "regimes",
