@@ -321,7 +321,7 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
     same_as_reference(root, "big")
     n_train = json.loads((root / "meta.json").read_text())["n_train_documents"]
     passes = json.loads(next(root.glob("para-*/done.json")).read_text())["passes"]
-    assert "(3 blocks tokenised, 0 already cached)" in first.stdout
+    assert "(3 blocks tokenised, 0 already cached; paraphrase passes of " in first.stdout
     assert "tokenising" in first.stderr and f"{n_train:,}/{n_train:,} documents" in first.stderr
     done = n_train * passes
     assert "paraphrase passes" in first.stderr and f"{done:,}/{done:,} documents" in first.stderr
@@ -338,9 +338,18 @@ def test_cdlaw_prepare_tokenises_a_declared_strategys_passes_ahead(tmp_path, cor
         f'derived_ratio = [0.2]\n[derived.synth]\nfiles = "{data.paraphrases}"\n'
         f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
     )
+    corpus_only = tmp_path / "c.toml"  # the corpus ready first: only the passes are left
+    corpus_only.write_text(
+        sweep.read_text().replace('"synth"', '"repetition"').split("[derived.synth]")[0]
+        + f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
+    )
+    assert cdlaw_prepare(corpus_only, tmp_path / "runs").returncode == 0
     first = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert first.returncode == 0, first.stderr
     assert "synth passes" in first.stderr and "paraphrase passes" not in first.stderr
+    said = first.stdout.split("(")[-1]
+    assert said.startswith("all 3 training blocks already cached; synth passes of "), said
+    assert "documents tokenised)" in said and "0 blocks tokenised" not in first.stdout
     root = Path(first.stdout.split("cache ")[1].split(" (")[0])
     (derived,) = root.glob("derived-*")  # its own cache, apart from any paraphrase one
     passes = json.loads((derived / "done.json").read_text())["passes"]
