@@ -113,3 +113,16 @@ def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
         f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
         "ids must be unique (or drop the column to use positions)"
     )
+
+
+def mixed_text(what: str, corpus: str, files: list[Path], text_column: str) -> BadInput:
+    """The sentence for a text column of mixed types: the first row whose text is no
+    string, by file and line."""
+    found = first_non_text_row(files, text_column)
+    if found is not None:
+        path, line, value = found
+        return not_text(what, corpus, text_column, 0, value, line_of(corpus, path, line))
+    return BadInput(
+        f"{what} {corpus!r} column {text_column!r} mixes text with other values: every "
+        "row's text must be a string"
+    )

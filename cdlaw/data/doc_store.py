@@ -167,15 +167,15 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
         what = "data.corpus"
         with open(folder / "texts.bin", "wb") as texts_f, open(folder / "ids.bin", "wb") as ids_f:
             for texts, ids in sources.document_batches(ds, corpus, text_column, id_column, what):
-                raw, raw_ids = [t.encode() for t in texts], [i.encode() for i in ids]
-                texts_f.write(b"".join(raw))
+                sizes, hashes = _write_texts(texts, texts_f)
+                raw_ids = [i.encode() for i in ids]
                 ids_f.write(b"".join(raw_ids))
-                for name, parts in (("offsets", raw), ("id_offsets", raw_ids)):
-                    cum = ends[name] + np.cumsum([len(p) for p in parts], dtype=np.int64)
+                for name, lengths in (("offsets", sizes), ("id_offsets", map(len, raw_ids))):
+                    cum = ends[name] + np.cumsum(list(lengths), dtype=np.int64)
                     columns[name].append(cum)
                     ends[name] = int(cum[-1]) if len(cum) else ends[name]
-                columns["text_hash"].append(np.fromiter(map(hash64, raw), np.uint64, len(raw)))
-                columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(raw)))
+                columns["text_hash"].append(np.array(hashes, np.uint64))
+                columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(ids)))
         if columns["text_hash"].count == 0:
             raise corpus_errors.empty_corpus(what, corpus, text_column)
         for column in columns.values():
@@ -187,6 +187,23 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
     _check_unique_ids(store, corpus, id_column)
     write_json_atomic(folder / "done.json", {"documents": len(store)})
     return store
+
+
+def _write_texts(texts, out) -> tuple[list[int], list[int]]:
+    """Write a batch's texts (strings, or LongDocs copied a megabyte at a time) to the
+    texts file; (their sizes in bytes, their hash64s)."""
+    sizes, hashes = [], []
+    for text in texts:
+        if isinstance(text, str):
+            raw = text.encode()
+            out.write(raw)
+            sizes.append(len(raw))
+            hashes.append(hash64(raw))
+        else:
+            size, h = text.copy_stripped(out)
+            sizes.append(size)
+            hashes.append(h)
+    return sizes, hashes
 
 
 class _Column:

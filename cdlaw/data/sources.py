@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdlaw.data import corpus_errors
+from cdlaw.data import corpus_errors, long_lines
 from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
@@ -52,6 +52,8 @@ class ArrowFiles:
 
     files: tuple[str, ...]
     column_names: list[str]
+    long_texts: str = ""  # the folder of the texts of lines set aside (long_lines)
+    json_columns: tuple[str, ...] = ()  # columns of mixed types, kept as JSON text
 
 
 def parse_hf(spec: str) -> tuple[str, str | None, str | None]:
@@ -131,7 +133,7 @@ def load_documents(
         texts: list[str] = []
         ids: list[str] = []
         for batch_texts, batch_ids in document_batches(ds, corpus, text_column, id_column, what):
-            texts += batch_texts
+            texts += [t if isinstance(t, str) else t.text() for t in batch_texts]
             ids += batch_ids
     if not texts:
         raise corpus_errors.empty_corpus(what, corpus, text_column)
@@ -168,11 +170,13 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
                 "document" if len(files) > 1 or Path(corpus).is_dir() else "paragraph"
             )
         try:
-            ds = _convert(datasets, loader, files, tmp, kwargs)
+            ds = _convert(datasets, loader, files, tmp, kwargs, text_column)
         except Exception as e:
             if is_disk_full(e):
                 raise disk_full_error(e, "converting the corpus to Arrow", Path(tmp).parent) from e
             raise corpus_errors.unreadable(what, corpus, loader, files, e, text_column) from None
+        if text_column in ds.json_columns:
+            raise corpus_errors.mixed_text(what, corpus, files, text_column)
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
@@ -184,12 +188,17 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
     return ds, fingerprint
 
 
-def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -> ArrowFiles:
-    """The local files converted to Arrow under tmp by `datasets`' own loader."""
+def _convert(
+    datasets, loader: str, files: list[Path], tmp: str, kwargs: dict, text_column: str
+) -> ArrowFiles:
+    """The local files converted to Arrow under tmp by `datasets`' own loader; a jsonl
+    line too long to read whole set aside first (long_lines)."""
     from datasets.arrow_reader import ArrowReader
 
-    if loader == "json":  # a column of mixed types is refused (not turned into JSON text)
-        kwargs = {**kwargs, "on_mixed_types": None}
+    long = ""
+    if loader == "json":
+        long = str(Path(tmp) / "long")
+        files = long_lines.set_aside(files, text_column, Path(long))
     builder = datasets.load_dataset_builder(
         loader, data_files=[str(p) for p in files], cache_dir=tmp, **kwargs
     )
@@ -199,7 +208,10 @@ def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -
     parts = ArrowReader(builder.cache_dir, builder.info).get_file_instructions(
         builder.dataset_name, "train", splits
     )
-    return ArrowFiles(tuple(p["filename"] for p in parts), list(builder.info.features))
+    features = builder.info.features
+    # a column of mixed types, which `datasets` keeps as JSON text ('"hello"', '42')
+    as_json = tuple(name for name, f in features.items() if type(f).__name__ == "Json")
+    return ArrowFiles(tuple(p["filename"] for p in parts), list(features), long, as_json)
 
 
 @contextmanager
@@ -243,7 +255,7 @@ BATCH_ROWS = 1024  # rows read at a time when a dataset is not in Arrow files
 def document_batches(ds, corpus: str, text_column: str, id_column: str, what: str):
     """(texts, ids) of the non-empty documents, a batch at a time, in source order.
 
-    Texts are stripped; an id is the id column's value or, without one, the row's position.
+    Texts are stripped strings, or a long_lines.LongDoc for a jsonl line set aside; an id is the id column's value or, without one, the row's position.
     The dataset's Arrow files are read as files, not memory-mapped, so memory stays flat
     however large they are. BadInput for a row without text or with a non-text value.
     """
@@ -258,7 +270,8 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
                 raise corpus_errors.not_text(
                     what, corpus, text_column, n, text, _row_place(corpus, what, n)
                 )
-            text = text.strip()
+            long = long_lines.long_doc(text, getattr(ds, "long_texts", ""))
+            text = text.strip() if long is None else long
             if text:
                 keep_texts.append(text)
                 keep_ids.append(str(i))

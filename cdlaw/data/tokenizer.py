@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -130,12 +131,15 @@ ENCODE_BATCH = 64  # documents encoded at a time by encode_documents
 # encoded PIECE characters at a time, so the memory it takes does not grow with it: an
 # Encoding holds ~100 bytes a token, which made one 50 MB document cost 6 GB.
 LONG_TEXT = 1 << 20
-PIECE = 1 << 18
+PIECE = 1 << 16
 # Where a long document is cut: at a space between two non-spaces. A byte-level BPE's
 # pre-tokenizer (GPT-2's or Llama 3's split) never puts one token across such a place, so
 # its pieces encode to the very tokens of the whole; a text without one for PIECE
 # characters is cut where it must be.
 _CUT = re.compile(r"(?<=\S) (?=\S)")
+
+
+_TYPECODE = {2: "H", 4: "I"}  # array typecodes of the token dtypes' sizes (uint16, uint32)
 
 
 def token_dtype(vocab_size: int):
@@ -200,7 +204,9 @@ def encode_documents(
     # encode_batch_fast gives the same ids without character offsets (tokenizers ≥ 0.21)
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
     lengths = np.zeros(len(texts), dtype=np.int64)
-    pieces = []
+    # The tokens go into one growing array (grown in place where the allocator can), so a
+    # long document's tokens are held once, not again in pieces while they are joined.
+    tokens = array(_TYPECODE[np.dtype(dtype).itemsize])
     # A few hundred at a time: an Encoding holds ~100 bytes a token (strings, offsets,
     # masks), so a whole block's would cost more memory than its tokens.
     for lo in range(0, len(present), ENCODE_BATCH):
@@ -209,16 +215,13 @@ def encode_documents(
         encodings = dict(zip(short, encode([texts[i] for i in short], add_special_tokens=False),
                              strict=True))  # fmt: skip
         for i in part:
+            before = len(tokens)
             if i in encodings:
-                ids = encodings.pop(i).ids
-                ids.append(eos_id)
-                lengths[i] = len(ids)
-                pieces.append(np.asarray(ids, dtype=dtype))
-                continue
-            for ids in _piece_ids(tok, texts[i]):
-                pieces.append(np.asarray(ids, dtype=dtype))
-                lengths[i] += len(ids)
-            pieces.append(np.asarray([eos_id], dtype=dtype))
-            lengths[i] += 1
-    tokens = np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
-    return tokens, np.cumsum(lengths)
+                tokens.extend(encodings.pop(i).ids)
+            else:
+                for ids in _piece_ids(tok, texts[i]):
+                    tokens.extend(ids)
+            tokens.append(eos_id)
+            lengths[i] = len(tokens) - before
+    out = np.frombuffer(tokens, dtype=dtype) if len(tokens) else np.empty(0, dtype=dtype)
+    return out, np.cumsum(lengths)

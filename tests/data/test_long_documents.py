@@ -3,6 +3,7 @@ documents"): the same tokens as the whole document for a byte-level BPE, and the
 block's tokenisation takes does not grow with its longest document."""
 
 import itertools
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,37 @@ def test_a_long_documents_block_takes_memory_bounded_by_its_pieces(bpe, tmp_path
     assert tokens[-1] == 0 and len(tokens) > 700_000
     # the tokens (2 bytes each) twice while they are put together, and a few pieces
     assert grown_bytes < 4 * tokens.nbytes + (40 << 20), grown_bytes / 2**20
+
+
+def test_a_long_jsonl_line_is_read_a_piece_at_a_time_into_the_same_cache(tmp_path, monkeypatch):
+    """Lines set aside (long_lines) give the cache of the same corpus read by `datasets`
+    whole: escapes, surrogate pairs and whitespace at the ends included."""
+    from prepare_corpora import digests
+
+    from cdlaw.config import DataConfig
+    from cdlaw.data import long_lines
+    from cdlaw.data.block_tokens import Workers
+    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.errors import BadInput
+
+    texts = world_texts(600)
+    odd = '\u3000 \n "quoted" caf\u00e9 \U0001f600 tab\there ' + long_text(6000) + " \t\n\u2003"
+    rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+    rows[5] = {"text": odd, "id": "long-a", "extra": {"x": [1, 2]}}
+    rows[300] = {"id": "long-b", "text": long_text(9000)}
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = DataConfig(corpus=str(corpus), vocab_size=300, val_tokens=2000)
+    whole = digests(prepare_corpus(data, tmp_path / "whole", 1000, workers=Workers(1)).root)
+    monkeypatch.setattr(long_lines, "LONG_LINE", 5000)
+    set_aside = []
+    real = long_lines._set_aside_line
+    monkeypatch.setattr(long_lines, "_set_aside_line", lambda *a: set_aside.append(1) or real(*a))
+    pieces = prepare_corpus(data, tmp_path / "pieces", 1000, workers=Workers(1))
+    assert len(set_aside) == 2 and digests(pieces.root) == whole
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps({"text": "a"}) + "\n" + json.dumps({"text": 7, "pad": "x" * 6000}) + "\n"
+    )
+    with pytest.raises(BadInput, match="line 2: column 'text' must hold text"):
+        prepare_corpus(DataConfig(corpus=str(bad), vocab_size=300), tmp_path / "bad", 1000)
