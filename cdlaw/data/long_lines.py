@@ -37,6 +37,11 @@ class LongDoc:
 
     path: str
 
+    def __bool__(self) -> bool:
+        """Whether any text is left once stripped (a line of spaces is no document)."""
+        lo, hi = _stripped_range(Path(self.path))
+        return hi > lo
+
     def text(self) -> str:
         """The whole text, stripped (for a caller that holds documents in memory)."""
         return Path(self.path).read_text(encoding="utf-8").strip()

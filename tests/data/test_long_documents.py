@@ -116,6 +116,7 @@ def test_a_long_jsonl_line_is_read_a_piece_at_a_time_into_the_same_cache(tmp_pat
     rows = [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)]
     rows[5] = {"text": odd, "id": "long-a", "extra": {"x": [1, 2]}}
     rows[300] = {"id": "long-b", "text": long_text(9000)}
+    rows[400] = {"id": "blank", "text": " \n" * 4000}  # a long line of spaces: no document
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
     data = DataConfig(corpus=str(corpus), vocab_size=300, val_tokens=2000)
@@ -125,7 +126,7 @@ def test_a_long_jsonl_line_is_read_a_piece_at_a_time_into_the_same_cache(tmp_pat
     real = long_lines._set_aside_line
     monkeypatch.setattr(long_lines, "_set_aside_line", lambda *a: set_aside.append(1) or real(*a))
     pieces = prepare_corpus(data, tmp_path / "pieces", 1000, workers=Workers(1))
-    assert len(set_aside) == 2 and digests(pieces.root) == whole
+    assert len(set_aside) == 3 and digests(pieces.root) == whole
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
         json.dumps({"text": "a"}) + "\n" + json.dumps({"text": 7, "pad": "x" * 6000}) + "\n"
