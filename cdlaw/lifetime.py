@@ -71,11 +71,9 @@ def _reap(parent: int, pids: list[int]) -> None:
     while os.getppid() == parent:
         if not _living(watched):
             return  # they ended before cdlaw did: nothing to do
-        for pid in list(watched):
-            for kid in _children(pid):
-                if kid not in watched and (t := start_time(kid)) is not None:
-                    watched[kid] = t
+        _add_descendants(watched)
         time.sleep(POLL_SECONDS)
+    _add_descendants(watched)  # any started since the last look, while their parents live
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in _living(watched):
             with contextlib.suppress(OSError):
@@ -83,6 +81,19 @@ def _reap(parent: int, pids: list[int]) -> None:
         deadline = time.monotonic() + GRACE_SECONDS
         while _living(watched) and time.monotonic() < deadline:
             time.sleep(0.1)
+
+
+def _add_descendants(watched: dict[int, int]) -> None:
+    """Add every living descendant of the watched processes (pid: start time)."""
+    frontier = _living(watched)
+    while frontier:
+        found = []
+        for pid in frontier:
+            for kid in _children(pid):
+                if kid not in watched and (t := start_time(kid)) is not None:
+                    watched[kid] = t
+                    found.append(kid)
+        frontier = found
 
 
 def _living(watched: dict[int, int]) -> list[int]:

@@ -17,6 +17,7 @@ from runhelpers import SHARED_SWEEP
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc")
 GONE_WITHIN = 5.0  # seconds
+KILLED: list[str] = []  # the command lines of the descendants kill_when saw last
 
 
 def cdlaw_popen(*args, cwd) -> subprocess.Popen:
@@ -31,13 +32,14 @@ def cdlaw_popen(*args, cwd) -> subprocess.Popen:
 
 def kill_when(proc: subprocess.Popen, ready, timeout: float = 240.0) -> dict[int, int]:
     """kill -9 proc once ready(its descendants' command lines) holds; the descendants seen
-    last before the kill."""
+    last before the kill (their command lines in KILLED)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         kids = descendants(proc.pid)
         lines = [_cmdline(p) for p in kids]
         if ready(lines):
             kids = descendants(proc.pid)  # and any that started meanwhile
+            KILLED[:] = [_cmdline(p) for p in kids]
             proc.send_signal(signal.SIGKILL)
             proc.wait(30)
             return kids
@@ -82,7 +84,8 @@ def test_kill_9_of_cdlaw_prepare_takes_its_workers_with_it(tmp_path):
     )
     proc = cdlaw_popen("prepare", sweep, "--out", tmp_path / "runs", "--workers", "2", cwd=tmp_path)
     kids = kill_when(proc, workers(2))
-    assert any("resource_tracker" in _cmdline(p) for p in kids) or kids
+    assert sum("spawn_main" in c for c in KILLED) == 2
+    assert any("resource_tracker" in c for c in KILLED), KILLED
     assert survivors(kids, GONE_WITHIN) == []
 
 
