@@ -17,6 +17,8 @@ FOUNDATION = {
     "extras",
     "units",
     "atomic",
+    "disk_full",
+    "lifetime",
     "law",
     "laws",
     "regimes",

@@ -102,6 +102,8 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
                 f"{plain(df[col][bad].iloc[0])}"
             )
 
+    _check_task_metrics(df, name)
+
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
     bad = ~strategy.map(lambda s: s == NONE or is_name(s)).to_numpy(bool)
@@ -129,6 +131,32 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         df.attrs.pop(key, None)
     df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
     return df
+
+
+# What a task metric can be (cdlaw.task_columns); a blank cell is a task not scored.
+TASK_METRIC_RULES = {
+    "acc": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
+    "acc_norm": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
+    "bpb": ("a number of bits per byte ≥ 0", 0.0, np.inf),
+}
+
+
+def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
+    """BadInput naming the first row whose task metric cannot be one (an accuracy of 1.7)."""
+    from cdlaw.task_columns import parse_column
+
+    for col in df.columns:
+        parsed = parse_column(str(col))
+        if parsed is None or parsed[1] not in TASK_METRIC_RULES:
+            continue
+        rule, lo, hi = TASK_METRIC_RULES[parsed[1]]
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        given = df[col].notna().to_numpy()
+        bad = given & ~((values >= lo) & (values <= hi))  # NaN from text is bad too
+        if bad.any():
+            raise BadInput(
+                f"{name} {where(df, bad)}: {col} must be {rule}, got {plain(df[col][bad].iloc[0])}"
+            )
 
 
 def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
