@@ -248,19 +248,14 @@ def _plan_panel(p) -> Panel:
         "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.n_params_no_band_reason:
+        t.add_row("N band", escape(p.n_params_no_band_reason))
     if p.no_band_reason:
-        t.add_row("95% band", f"none: {escape(p.no_band_reason)}")
-    if p.optimism is not None:
-        how = (
-            "less than the fit expects at them (a plan lands where the fit errs low)"
-            if p.optimism < 0
-            else "more than the fit expects at them (no sign of the optimizer's curse)"
-        )
-        t.add_row(
-            "optimism",
-            f"{p.optimism:+.4f} nats: the bootstrap refits' own plans predict this much {how}; "
-            "the band is widened by it",
-        )
+        t.add_row("95% band", escape(_none(p.no_band_reason)))
+    if p.optimism_note:
+        t.add_row("optimism", escape(p.optimism_note))
+    elif p.optimism is not None:
+        t.add_row("optimism", _optimism(p.optimism))
     if p.strategy_share:
         others = ", ".join(
             f"{s} {share:.0%}" for s, share in p.strategy_share.items() if s != p.strategy
@@ -285,6 +280,27 @@ def _plan_panel(p) -> Panel:
     )
     title = f"cdlaw plan · law {p.law} ({p.law_form})"
     return Panel(t, title=title, title_align="left", expand=False)
+
+
+def _none(reason: str) -> str:
+    """Why a band is missing: "not determined: …" as given, any other reason as "none: …"."""
+    return reason if reason.startswith("not determined") else f"none: {reason}"
+
+
+def _optimism(o: float) -> str:
+    """The optimism row, as a size and a direction in words, never a signed number to
+    puzzle over (o < 0: the prediction runs low)."""
+    if o < 0:
+        return (
+            f"the prediction runs {-o:.4f} nats low: the bootstrap refits' own plans predict "
+            "this much less than the fit expects at them (a plan lands where the fit errs "
+            "low); the band's upper end is widened by it"
+        )
+    return (
+        f"none: the bootstrap refits' own plans predict {o:.4f} nats more than the fit "
+        "expects at them (no sign of the optimizer's curse); the band's lower end is "
+        "widened by it"
+    )
 
 
 def _task_table(p) -> Table:
