@@ -40,7 +40,7 @@ def plan(
     strategy: str = typer.Option("auto", "--strategy", help="auto | any strategy the law has parameters for: repetition, paraphrase, … (auto: the lowest loss)."),
     n_params: str = typer.Option(None, "--n-params", metavar=NUMBER, help="Fix the model size N, e.g. 7B; then only the token split is planned."),
     frontier: bool = typer.Option(False, "--frontier", help="Plan every budget of a log-spaced range instead of one."),
-    frontier_range: str = typer.Option("1e18:1e24", "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."),
+    frontier_range: str = typer.Option(None, "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24. Default: the budgets whose plans stay inside the extrapolation limit of the fitted range (1e18:1e24 for a law without one)."),
     frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
     gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."),
     gpu_flops: str = typer.Option(None, "--gpu-flops", metavar=NUMBER, help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."),
@@ -132,16 +132,39 @@ def _unique_tokens(unique_tokens, seq_len: int, micro_batch: int, vocab_size: in
     return unique
 
 
+# --frontier's budgets for a law without a fitted range, which limits nothing.
+DEFAULT_FRONTIER = (1e18, 1e24)
+
+
+def parse_frontier_range(text: str, points: int):
+    """--frontier-range LO:HI as `points` log-spaced budgets (shared with `cdlaw plot`)."""
+    from cdlaw.plan import planner
+
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise BadInput(f"--frontier-range {text!r} must look like 1e18:1e24.")
+    return planner.frontier_budgets(
+        number(lo, "--frontier-range start"), number(hi, "--frontier-range end"), points
+    )
+
+
 def _plan_frontier(source, frontier_range, points, unique, strategy, options, json_out) -> None:
     """--frontier: plan every budget of the range and show them (or their JSON)."""
     from cdlaw.plan import planner
 
-    lo, sep, hi = frontier_range.partition(":")
-    if not sep:
-        raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")
-    budgets = planner.frontier_budgets(
-        number(lo, "--frontier-range start"), number(hi, "--frontier-range end"), points
-    )
+    if frontier_range is None:
+        budgets = planner.supported_budgets(source, unique, strategy, points, **options)
+        if budgets is None:
+            budgets = planner.frontier_budgets(*DEFAULT_FRONTIER, points)
+        else:
+            say(
+                "note",
+                f"budgets {budgets[0]:.3g} to {budgets[-1]:.3g} FLOPs: the range whose plans "
+                f"stay inside the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the fitted "
+                "range (--frontier-range to choose others)",
+            )
+    else:
+        budgets = parse_frontier_range(frontier_range, points)
     result = planner.frontier(source, budgets, unique, strategy, **options)
     if result.beyond_limit:
         say(
@@ -194,11 +217,10 @@ REGIME_WHY = {
 
 def _extrapolated(where: str) -> None:
     """The first line of an insisted plan's output: it is beyond the limit, and where."""
-    out.print(
-        f"[bold red]extrapolated[/] beyond {EXTRAPOLATION_LIMIT:g}× the fitted range "
-        f"(--extrapolate): {escape(where)}",
-        highlight=False,
-    )
+    from cdlaw.plan.checks import extrapolated_text
+
+    text = escape(extrapolated_text(where))
+    out.print(f"[bold red]extrapolated[/]{text.removeprefix('extrapolated')}", highlight=False)
 
 
 def _render_plan(p) -> None:
@@ -404,9 +426,12 @@ def _render_memory(m: dict) -> None:
 
 
 def _render_frontier(plans, law: str, unique, strategy: str) -> None:
-    beyond = [f"{p.budget_flops:.3g}" for p in plans if p.extrapolated]
-    if beyond:
-        _extrapolated(f"the plans at C = {', '.join(beyond)} (see their warnings)")
+    from cdlaw.plan.checks import frontier_extrapolated
+
+    line = frontier_extrapolated(plans)
+    if line:
+        out.print(f"[bold red]extrapolated[/]{escape(line).removeprefix('extrapolated')}",
+                  highlight=False)  # fmt: skip
     same_d = len({p.fresh_tokens for p in plans}) == 1
     title = (
         f"frontier: law {law}, U = {_tokens(math.inf if unique is None else unique)} unique tokens"

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli import app, err, number, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
+from cdlaw.plan.checks import extrapolated_text
 
 
 @app.command()
@@ -45,6 +48,7 @@ def report(
         help="Unique tokens of the plan, e.g. 5e9. Default: the largest fresh_tokens.",
         show_default=False,
     ),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(
         False, "--json", help="Print only JSON on stdout: the file written, budget and plan."
     ),
@@ -62,7 +66,15 @@ def report(
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    written, report = write_report(path, out, budget, unique, fit)
+    written, report = write_report(path, out, budget, unique, fit, extrapolate)
+    if report.plan and report.plan["extrapolated"]:
+        err.print(
+            escape(extrapolated_text("; ".join(report.plan["extrapolated"]))), highlight=False
+        )
+    for w in report.plan["warnings"] if report.plan else ():
+        say("warning", f"the plan: {w}")
+    if report.plan is None and report.plan_note:
+        say("note", report.plan_note)
     err.print(f"wrote the report of {path}", highlight=False)
     if json_out:
         keys = ("strategy", "n_params", "fresh_tokens", "derived_tokens", "predicted_loss")

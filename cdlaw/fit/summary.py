@@ -53,7 +53,6 @@ def data_range(rows: pd.DataFrame) -> DataRange:
     return DataRange(**bounds, strategies=per, vocab_size=table_vocab_size(rows))
 
 
-
 def percentile_intervals(names, boot) -> dict[str, list[float]]:
     if len(boot) == 0:
         return {}

@@ -317,6 +317,20 @@ def guard(
     return (), left_out
 
 
+def extrapolated_text(where: str) -> str:
+    """The line every command says first of a plan made beyond the extrapolation limit with
+    --extrapolate, `where` naming the coordinates (or budgets) past it."""
+    return f"extrapolated beyond {EXTRAPOLATION_LIMIT:g}× the fitted range (--extrapolate): {where}"
+
+
+def frontier_extrapolated(plans) -> str | None:
+    """extrapolated_text for a frontier's plans beyond the limit; None when none is."""
+    beyond = [f"{p.budget_flops:.3g}" for p in plans if p.extrapolated]
+    if not beyond:
+        return None
+    return extrapolated_text(f"the plans at C = {', '.join(beyond)} (see their warnings)")
+
+
 class BeyondLimit(BadInput):
     """A plan beyond the extrapolation limit, refused (plan(..., extrapolate=False)):
     `extrapolated` holds its range warnings past the limit (beyond_limit); the message is
