@@ -68,8 +68,17 @@ def command(name: str, folder: Path, tmp: Path) -> list:
     return {
         "report": ["report", folder, *BUDGET, "--out", tmp / "r.html"],
         "next": ["next", folder, *BUDGET, "--out", tmp / "n.toml"],
-        "compare": ["compare", folder, "--law", "cd", "--starts", "64", *BUDGET,
-                    "--out", tmp / "c.json"],  # fmt: skip
+        "compare": [
+            "compare",
+            folder,
+            "--law",
+            "cd",
+            "--starts",
+            "64",
+            *BUDGET,
+            "--out",
+            tmp / "c.json",
+        ],
         "plot": ["plot", folder, "--kind", "frontier", *FRONTIER, "--out", tmp / "figs"],
     }[name]
 
@@ -99,9 +108,7 @@ def test_every_command_that_plans_refuses_where_plan_does_with_the_same_sentence
 
 
 @pytest.mark.parametrize("name", ["report", "plot", "compare", "next"])
-def test_with_extrapolate_every_command_plans_and_says_so_as_plan_does(
-    name, seeded, tmp_path
-):
+def test_with_extrapolate_every_command_plans_and_says_so_as_plan_does(name, seeded, tmp_path):
     folder, _ = seeded
     code, _, err = cdlaw(*command(name, folder, tmp_path), "--extrapolate")
     plan_code, plan_out, _ = cdlaw(*plan_command(name, folder), "--extrapolate")
