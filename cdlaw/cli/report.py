@@ -60,7 +60,7 @@ def report(
     fit` reads it, with the fit `cdlaw fit` wrote beside it. Runs the fit in memory when
     there is no fit yet, or says how to make one.
 
-    Example: cdlaw report runs/demo --budget-flops 1e20
+    Example: cdlaw report runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
     from cdlaw.report.page import write_report
 

@@ -417,8 +417,6 @@ def _fit_warnings(at_bound, bootstrap: int, n_boot_ok: int, cells, prepared) -> 
         warnings.append(f"{bootstrap - n_boot_ok} of {bootstrap} bootstrap refits did not converge")
     if bootstrap and bootstrap < 50:
         warnings.append(f"only {bootstrap} bootstrap refits: the 95% intervals are rough")
-    if cells.attrs.get("above_uniform"):
-        warnings.append(cells.attrs["above_uniform"])
     if cells.attrs.get("not_done"):
         warnings.append(f"{cells.attrs['not_done']} run(s) whose status is not done were left out")
     if "device" in prepared and (prepared["device"].astype(str) == "simulated").any():
