@@ -62,7 +62,7 @@ def adapt(
 
     Example: cdlaw adapt sweeps/qin2026-seed.toml --budget-flops 1e21 --unique-tokens 5e9
     --grid sweeps/qin2026-grid.toml --experiment-flops 6.7e20 --executor simulate
-    --law qin2026 --noise 0.02 --out sim
+    --law qin2026 --noise 0.02 --out sim --extrapolate
     """
     from cdlaw.cli.sweep_show import SweepDisplay
     from cdlaw.design.adaptive import run_adaptive

@@ -118,11 +118,12 @@ def loss_interval(
     is capped there, with a warning). Not determined, and why, where the optimism is not
     (judge_optimism) or the predicted loss itself is above ln V."""
     point = best.predicted_loss
-    uniform = source.data_range.uniform_loss if source.data_range is not None else None
+    vocab = source.data_range.vocab_size if source.data_range is not None else None
+    uniform = None if vocab is None else math.log(vocab)
     if uniform is not None and point > uniform:
         why = (
             f"not determined: the predicted loss {point:.4g} is above ln V = {uniform:.4g}, "
-            f"a uniform guess over the runs' {source.data_range.vocab_size} tokens: the law "
+            f"a uniform guess over the runs' {vocab} tokens: the law "
             "is past where it means anything"
         )
         return None, why, [why.removeprefix("not determined: ")]
@@ -136,7 +137,7 @@ def loss_interval(
     if uniform is not None and hi > uniform:
         warnings.append(
             f"the 95% band's upper end {hi:.4g} is capped at ln V = {uniform:.4g}, a uniform "
-            f"guess over the runs' {source.data_range.vocab_size} tokens: the refits disagree "
+            f"guess over the runs' {vocab} tokens: the refits disagree "
             "past any loss a trained model gives"
         )
         hi = uniform
