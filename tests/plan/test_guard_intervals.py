@@ -12,8 +12,8 @@ from cdlaw.cli import main
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.law import PRESETS, Law
-from cdlaw.plan.checks import BeyondLimit, size_interval
-from cdlaw.plan.planner import plan, supported_budgets
+from cdlaw.plan.checks import BeyondLimit
+from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 
 QIN = PRESETS["qin2026"]
@@ -57,6 +57,8 @@ def test_the_frontier_defaults_to_the_budgets_a_small_fit_supports(monkeypatch, 
     `plan --frontier` always failed; its default range now plans inside it."""
     import json
 
+    from cdlaw.plan.planner import supported_budgets
+
     small = {
         **QIN.to_dict(),
         "method": "joint",
@@ -84,6 +86,8 @@ def test_the_frontier_defaults_to_the_budgets_a_small_fit_supports(monkeypatch, 
 def test_an_n_band_reaching_past_the_limit_is_not_determined_and_a_band_holds_its_point():
     """ "N 30.3K (95% band 44.4 – 42.6K)" on runs of 26K–200K: refits planning 44 parameters
     say the runs do not pin N. A band the refits leave on one side is widened to the point."""
+    from cdlaw.plan.checks import size_interval
+
     src = PlanningLaw("fit", QIN, DataRange(n_params=(26e3, 200e3)))
     band, why = size_interval(src, (44.4, 42.6e3), 30.3e3)
     assert band is None and why.startswith("not determined: the bootstrap refits' own plans")
