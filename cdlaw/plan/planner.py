@@ -377,9 +377,9 @@ def supported_budgets(
 ) -> np.ndarray | None:
     """`points` log-spaced budgets spanning the range whose plans stay inside the
     extrapolation limit (the one guard, checks.guard), with a predicted loss below ln V
-    where the runs' vocabulary is known (above it the law means nothing): the default of `cdlaw plan
-    --frontier` and of the frontier figure. None for a law without a fitted range
-    (muennighoff2023), for which nothing is limited. Options as for plan(), without
+    where the runs' vocabulary is known (above it the law means nothing): the default of
+    `cdlaw plan --frontier` and of the frontier figure. None for a law without a fitted
+    range (muennighoff2023), for which nothing is limited. Options as for plan(), without
     extrapolate; BadInput when no budget from 1 to 1e40 FLOPs can be planned inside it.
 
     The scan plans without the bootstrap (its refits decide nothing here), so it costs
@@ -389,7 +389,6 @@ def supported_budgets(
         return None
     probe = replace(source, bootstrap=())
     options = {k: v for k, v in options.items() if k != "extrapolate"}
-
     uniform = source.data_range.uniform_loss
 
     def inside(log_c: float) -> bool:
