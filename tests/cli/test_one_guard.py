@@ -22,8 +22,8 @@ FRONTIER = ["--frontier-range", "1e21:1e22"]
 
 
 def cdlaw(*args) -> tuple[int, str, str]:
-    """`cdlaw ARGS` in this process: (exit code, stdout, stderr), read from capfd-free
-    buffers so a module-scoped fixture can call it too."""
+    """`cdlaw ARGS` in this process: (exit code, stdout, stderr), read from buffers of its
+    own (not capsys) so that a module-scoped fixture can call it too."""
     import contextlib
     import io
 
@@ -32,10 +32,10 @@ def cdlaw(*args) -> tuple[int, str, str]:
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "argv", ["cdlaw", *map(str, args)])
-        mp.setattr(cli.out, "file", out)
-        mp.setattr(cli.err, "file", err)
-        mp.setattr(cli.out, "width", 1000)
-        mp.setattr(cli.err, "width", 1000)
+        # the consoles write to sys.stdout / sys.stderr as they are when printing (redirected
+        # below); their private width, not the property, so that the default comes back
+        mp.setattr(cli.out, "_width", 1000)
+        mp.setattr(cli.err, "_width", 1000)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 main()
