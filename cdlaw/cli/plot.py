@@ -85,7 +85,7 @@ def plot(
 
     Example: cdlaw plot runs/demo --kind loss --kind eta --format pdf --no-title --caption ''
     """
-    from cdlaw.cli.plan import parse_frontier_range
+    from cdlaw.cli.plan_frontier import parse_frontier_range
     from cdlaw.figures.output import FigureOptions
     from cdlaw.figures.plot import SUPPORTED_POINTS
     from cdlaw.figures.plot import plot as draw

@@ -22,8 +22,9 @@ from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
 from cdlaw.law import Law
 from cdlaw.plan.checks import frontier_extrapolated
-from cdlaw.plan.planner import frontier, supported_budgets
+from cdlaw.plan.planner import frontier
 from cdlaw.plan.source import with_fitted_range
+from cdlaw.plan.support import supported_budgets
 
 KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare", "downstream")
 FORMATS = ("png", "svg", "pdf")

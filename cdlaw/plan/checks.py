@@ -116,7 +116,8 @@ def loss_interval(
     (refits all on one side of it are widened to it), is ≥ 0, and where the fitted runs'
     vocabulary V is known never exceeds ln V, a uniform guess's loss (an upper end above it
     is capped there, with a warning). Not determined, and why, where the optimism is not
-    (judge_optimism) or the predicted loss itself is above ln V."""
+    (judge_optimism) or the predicted loss itself is above ln V; without refits, why not
+    (PlanningLaw.why_no_band)."""
     point = best.predicted_loss
     vocab = source.data_range.vocab_size if source.data_range is not None else None
     uniform = None if vocab is None else math.log(vocab)
@@ -131,7 +132,8 @@ def loss_interval(
         return None, optimism_note, []
     band = loss_band(source, best, chosen, optimism)
     if band is None:
-        return None, None, []
+        why = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
+        return None, why, []
     lo, hi = max(min(band[0], point), 0.0), max(band[1], point)
     warnings = []
     if uniform is not None and hi > uniform:

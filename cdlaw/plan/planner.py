@@ -33,7 +33,6 @@ import numpy as np
 from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws.chinchilla import chinchilla_loss
-from cdlaw.plan import EXTRAPOLATION_LIMIT
 
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
@@ -210,8 +209,7 @@ def plan(
         else:
             n, rule = n_params, "fixed-n_params"
         candidates[s] = _allocation(law, s, budget_flops, n, unique, rule)
-    # The one guard: beyond the extrapolation limit a plan is refused, or under `auto`
-    # planned among the strategies inside it (checks.guard).
+    # The one guard (checks.guard): refused, or under `auto` planned among those inside it.
     extrapolated, left_out = guard(source, candidates, strategy, extrapolate)
     tried = [s for s in tried if s not in left_out]
     candidates = {s: a for s, a in candidates.items() if s not in left_out}
@@ -253,13 +251,10 @@ def plan(
     n_band, n_no_band = size_interval(source, n_band, best.n_params)
     optimism, optimism_note = judge_optimism(plan_optimism(own, law), best, law)
     ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
-    if ci is None and no_band is None:
-        no_band = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
-    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
-    warnings += [f"{s} left out: {why}" for s, why in left_out.items()]
-    warnings += band_warnings
+    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
+                *(f"{s} left out: {why}" for s, why in left_out.items()), *band_warnings]  # fmt: skip
     if on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "
@@ -360,75 +355,6 @@ def frontier(
         tuple(plans),
         tuple(c for c, _ in beyond),
     )
-
-
-# Where supported_budgets looks for budgets a law can plan: 10^0 to 10^40 FLOPs, first at
-# half a decade, then each end to 1/64 of that by bisection.
-SUPPORT_SCAN = (0.0, 40.0, 0.5)
-SUPPORT_BISECTIONS = 6
-
-
-def supported_budgets(
-    law: Law | PlanningLaw,
-    unique_tokens: float | None,
-    strategy: str = "auto",
-    points: int = 13,
-    **options,
-) -> np.ndarray | None:
-    """`points` log-spaced budgets spanning the range whose plans stay inside the
-    extrapolation limit (the one guard, checks.guard), with a predicted loss below ln V
-    where the runs' vocabulary is known (above it the law means nothing): the default of
-    `cdlaw plan --frontier` and of the frontier figure. None for a law without a fitted
-    range (muennighoff2023), for which nothing is limited. Options as for plan(), without
-    extrapolate; BadInput when no budget from 1 to 1e40 FLOPs can be planned inside it.
-
-    The scan plans without the bootstrap (its refits decide nothing here), so it costs
-    about a hundred plain plans."""
-    source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
-    if source.data_range is None:
-        return None
-    probe = replace(source, bootstrap=())
-    options = {k: v for k, v in options.items() if k != "extrapolate"}
-    uniform = source.data_range.uniform_loss
-
-    def inside(log_c: float) -> bool:
-        try:
-            p = plan(probe, 10.0**log_c, unique_tokens, strategy, extrapolate=False, **options)
-        except BeyondLimit:
-            return False
-        return uniform is None or p.predicted_loss <= uniform
-
-    lo, hi, step = SUPPORT_SCAN
-    grid = np.arange(lo, hi + step / 2, step)
-    ok = np.array([inside(x) for x in grid])
-    if not ok.any():
-        raise BadInput(
-            f"no budget from 1 to 1e{hi:g} FLOPs has a plan inside the {EXTRAPOLATION_LIMIT:g}× "
-            "extrapolation limit of the range its law was fitted on: give --frontier-range "
-            "with --extrapolate to plan one anyway"
-        )
-    # the longest run of budgets inside, its ends refined between the grid's neighbours
-    runs, start = [], None
-    for i, good in enumerate([*ok, False]):
-        if good and start is None:
-            start = i
-        elif not good and start is not None:
-            runs.append((start, i - 1))
-            start = None
-    first, last = max(runs, key=lambda r: r[1] - r[0])
-    ends = []
-    for end, outward in ((first, -1), (last, 1)):
-        good, bad = grid[end], grid[end] + outward * step
-        if not 0 <= end + outward < len(grid):
-            ends.append(good)
-            continue
-        for _ in range(SUPPORT_BISECTIONS):
-            mid = (good + bad) / 2
-            good, bad = (mid, bad) if inside(mid) else (good, mid)
-        ends.append(good)
-    if ends[1] - ends[0] < 1e-9:  # one budget alone: a frontier needs two
-        ends = [ends[0] - step / 2**SUPPORT_BISECTIONS, ends[1]]
-    return np.logspace(ends[0], ends[1], int(points))
 
 
 def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:

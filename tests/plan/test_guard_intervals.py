@@ -57,7 +57,7 @@ def test_the_frontier_defaults_to_the_budgets_a_small_fit_supports(monkeypatch, 
     `plan --frontier` always failed; its default range now plans inside it."""
     import json
 
-    from cdlaw.plan.planner import supported_budgets
+    from cdlaw.plan.support import supported_budgets
 
     small = {
         **QIN.to_dict(),

@@ -1,0 +1,28 @@
+"""How `cdlaw plan` writes a plan's numbers in words, shared by its one-budget panel
+(cdlaw.cli.plan) and its --frontier table (cdlaw.cli.plan_frontier)."""
+
+from __future__ import annotations
+
+import math
+
+from cdlaw.units import format_number as fmt
+
+
+def tokens_text(x: float) -> str:
+    """A token count, or "unlimited" for an unlimited corpus."""
+    return fmt(x) if math.isfinite(x) else "unlimited"
+
+
+def uses_text(a) -> str:
+    """How the derived tokens are made: '7.53 epochs' (repetition), '4.35 passes' (D′/D of
+    paraphrase or any other derived strategy), '1 epoch'."""
+    if a.strategy == "repetition":
+        return f"{a.epochs:.3g} epochs"
+    if a.strategy != "none":
+        return f"{a.derived_ratio:.3g} passes"
+    return "1 epoch"
+
+
+def gap_text(x: float, digits: int) -> str:
+    """A loss difference with its sign; rounding noise shows as +0 rather than -0."""
+    return f"{round(x, digits) + 0.0:+.{digits}f}"
