@@ -7,7 +7,6 @@ from rich.markup import escape
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
-from cdlaw.plan.checks import extrapolated_text
 
 
 @app.command()
@@ -129,6 +128,7 @@ def _render(comparison) -> None:
     from rich import box
     from rich.table import Table
 
+    from cdlaw.plan.checks import extrapolated_text
     from cdlaw.units import format_number as fmt
 
     scores = sorted(comparison.scores, key=lambda s: s.heldout_rmse_log)

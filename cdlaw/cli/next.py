@@ -11,7 +11,6 @@ from rich.markup import escape
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.errors import BadInput
-from cdlaw.plan.checks import extrapolated_text
 
 
 def _default_out(runs: Path) -> Path:
@@ -103,6 +102,8 @@ def _grid_path(runs: Path, grid: Path | None) -> Path:
 def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
     """The plan now and why each run was chosen (stdout, or JSON with --json), the
     warnings, and how to run the batch."""
+    from cdlaw.plan.checks import extrapolated_text
+
     if batch.plan.extrapolated:
         err.print(escape(extrapolated_text("; ".join(batch.plan.extrapolated))), highlight=False)
     if json_out:
