@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.errors import BadInput
 
 
@@ -33,6 +35,7 @@ def next_runs(
     fit: Path = typer.Option(None, "--fit", help="The fit with a bootstrap (default: RUNS/fit.json)."),
     grid: Path = typer.Option(None, "--grid", help="Sweep file whose grid and settings to use (default: RUNS/sweep.toml)."),
     out_file: Path = typer.Option(None, "--out", help="The batch's sweep file (default: RUNS/next-K.toml)."),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print the batch as JSON."),
 ) -> None:  # fmt: skip
     """Choose the runs that would narrow the plan for C FLOPs and U unique tokens most per FLOP.
@@ -73,8 +76,9 @@ def next_runs(
     if (stale := stale_fit(table, fitted, runs)) is not None:
         say("warning", stale)
     batch = next_batch(
-        table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name
-    )
+        table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name,
+        extrapolate=extrapolate,
+    )  # fmt: skip
     write_text_atomic(target, batch.text)
     _render(batch, target, runs if runs.is_dir() else Path("runs"), json_out)
 
@@ -95,6 +99,10 @@ def _grid_path(runs: Path, grid: Path | None) -> Path:
 def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
     """The plan now and why each run was chosen (stdout, or JSON with --json), the
     warnings, and how to run the batch."""
+    from cdlaw.plan.checks import extrapolated_text
+
+    if batch.plan.extrapolated:
+        err.print(escape(extrapolated_text("; ".join(batch.plan.extrapolated))), highlight=False)
     if json_out:
         print_json({**batch.to_dict(), "file": str(target)})
     else:
@@ -102,6 +110,8 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
         band = (
             f" [{p.predicted_loss_ci95[0]:.4g}, {p.predicted_loss_ci95[1]:.4g}]"
             if p.predicted_loss_ci95
+            else f" (95% band {p.no_band_reason})"
+            if p.no_band_reason and p.no_band_reason.startswith("not determined")
             else ""
         )
         out.print(

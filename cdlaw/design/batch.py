@@ -190,18 +190,23 @@ def next_batch(
     name: str = "next-1",
     strategy: str = "auto",
     current: Plan | None = None,
+    extrapolate: bool = True,
 ) -> NextBatch:
     """Choose the next batch of runs for the plan at (budget_flops, unique_tokens).
 
     table: the runs already done (any table load_runs reads); fit: its fit with a
     bootstrap; parent: the sweep whose settings and grid the batch uses; current: the
-    plan this fit makes for the budget, when the caller has it already.
+    plan this fit makes for the budget, when the caller has it already; extrapolate False
+    (`cdlaw next` without --extrapolate): a plan beyond the extrapolation limit is refused
+    as `cdlaw plan` refuses it (BeyondLimit).
     """
     max_runs, max_flops = check_limits(max_runs, max_flops)
     source = PlanningLaw.of_fit(fit)  # the bootstrap refits as laws, built once
     draws = _enough_draws(source)
     if current is None:
-        current = plan(source, budget_flops, unique_tokens, strategy=strategy)
+        current = plan(
+            source, budget_flops, unique_tokens, strategy=strategy, extrapolate=extrapolate
+        )
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
     vocab = _vocab_size(table, parent)

@@ -16,7 +16,15 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.columns import READING, finished, numbers, read_columns, read_table, where
+from cdlaw.fit.columns import (
+    READING,
+    finished,
+    log,
+    numbers,
+    read_columns,
+    read_table,
+    where,
+)
 from cdlaw.fit.findings import SeedNoise
 from cdlaw.strategies import NAME_RULE, NONE, is_name
 from cdlaw.units import plain
@@ -103,6 +111,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
             )
 
     _check_task_metrics(df, name)
+    above = above_uniform(df, name)
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
@@ -129,7 +138,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     df = df.reset_index(drop=True)
     for key in READING:  # rows renumbered, columns renamed: what only messages needed
         df.attrs.pop(key, None)
-    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
+    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name, above_uniform=above)
     return df
 
 
@@ -157,6 +166,29 @@ def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
             raise BadInput(
                 f"{name} {where(df, bad)}: {col} must be {rule}, got {plain(df[col][bad].iloc[0])}"
             )
+def above_uniform(df: pd.DataFrame, name: str) -> str | None:
+    """The sentence flagging runs whose loss is above ln V, the loss of a uniform guess over
+    their vocabulary (their `vocab_size`), logged as the table is read; None when there are
+    none or the table records no vocabulary. No trained model does worse than guessing:
+    such a run is broken, or simulated from a law far outside the range it was fitted on."""
+    if "vocab_size" not in df.columns:
+        return None
+    vocab = pd.to_numeric(df["vocab_size"], errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.log(vocab)
+    over = np.isfinite(bound) & (vocab > 1) & (df["loss"].to_numpy(float) > bound)
+    if not over.any():
+        return None
+    i = int(np.argmax(np.where(over, df["loss"].to_numpy(float) - bound, -np.inf)))
+    worst = f"{df['loss'].iloc[i]:.4g} nats at {where(df, np.arange(len(df)) == i)}"
+    text = (
+        f"{name}: {int(over.sum())} run(s) have a loss above ln V, a uniform guess over their "
+        f"vocabulary (worst: {worst}, against ln {vocab[i]:.0f} = {bound[i]:.4g}): no trained "
+        "model does worse than guessing, so check those runs (or the simulated law's range) "
+        "before trusting a fit of them"
+    )
+    log.warning("warning: %s", text)
+    return text
 
 
 def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
@@ -267,3 +299,14 @@ def describe_range(values) -> str:
     if len(v) == 0:
         return "none"
     return format_number(v[0]) if len(v) == 1 else f"{format_number(v[0])}–{format_number(v[-1])}"
+
+
+def table_vocab_size(rows: pd.DataFrame) -> int | None:
+    """The one vocabulary size V of a table's runs (its `vocab_size` column), or None where
+    the table has no such column, a blank one, or runs of several vocabularies."""
+    if "vocab_size" not in rows.columns:
+        return None
+    values = pd.to_numeric(rows["vocab_size"], errors="coerce").dropna().unique()
+    if len(values) != 1 or not float(values[0]).is_integer() or values[0] < 2:
+        return None
+    return int(values[0])

@@ -37,14 +37,16 @@ from cdlaw.laws.chinchilla import chinchilla_loss
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
     BeyondLimit,
-    beyond_limit,
     decision_spread,
+    guard,
+    judge_optimism,
     law_strategy,
-    loss_band,
+    loss_interval,
     plan_optimism,
     prefers_fewer_fresh_tokens,
     range_warnings,
     refit_plans,
+    size_interval,
     unpinned_warnings,
 )
 
@@ -213,15 +215,16 @@ def plan(
         else:
             n, rule = n_params, "fixed-n_params"
         candidates[s] = _allocation(law, s, budget_flops, n, unique, rule)
+    # The one guard (checks.guard): refused, or under `auto` planned among those inside it.
+    extrapolated, left_out = guard(source, candidates, strategy, extrapolate)
+    tried = [s for s in tried if s not in left_out]
+    candidates = {s: a for s, a in candidates.items() if s not in left_out}
     # the law's name for the chosen strategy (for a law without strategies: "none")
     chosen = min(candidates, key=lambda s: candidates[s].predicted_loss)
     best = candidates[chosen]
 
     for s, a in candidates.items():
         candidates[s] = _with_gap(a, best.predicted_loss)
-    extrapolated = beyond_limit(source, best)
-    if extrapolated and not extrapolate:
-        raise BeyondLimit(extrapolated)
 
     t = classify(
         law,
@@ -251,14 +254,13 @@ def plan(
     # Every bootstrap law plans for itself: how sure the decision is, and how optimistic.
     own = refit_plans(source, decide)
     shares, n_band = decision_spread(own, tried, chosen)
-    optimism = plan_optimism(own, law)
-    ci = loss_band(source, best, chosen, optimism)
-    no_band = None
-    if ci is None:
-        no_band = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
+    n_band, n_no_band = size_interval(source, n_band, best.n_params)
+    optimism, optimism_note = judge_optimism(plan_optimism(own, law), best, law)
+    ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
-    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
+    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
+                *(f"{s} left out: {why}" for s, why in left_out.items()), *band_warnings]  # fmt: skip
     if on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "
@@ -324,6 +326,9 @@ def plan(
         memory=memory,
         warnings=tuple(warnings),
         extrapolated=tuple(extrapolated),
+        left_out=left_out,
+        n_params_no_band_reason=n_no_band,
+        optimism_note=optimism_note,
     )
 
 
