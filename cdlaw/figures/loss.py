@@ -48,21 +48,49 @@ def _spread(values, k: int) -> list:
 
 
 def loss_cells(rows, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS):
-    """The (N, D) cells to draw as a grid {N: [D, ...]} and how many cells were left out.
+    """The (N, D) cells to draw, as the rows of a full grid [[(N, D), ...], ...], and how
+    many cells were left out.
 
     Cells with derived-token runs carry the story; cells with only one-epoch runs are
-    drawn only when no cell has derived tokens (a plain Chinchilla table).
+    drawn only when no cell has derived tokens. When every cell fits a grid with one row
+    per model size and no gaps (each size the same number of fresh-token budgets), that
+    is the grid. Otherwise the panels are the cells with the most runs (a cell of one run
+    shows no curve), spread over the sizes where counts tie, in reading order of (N, D),
+    as many as fill whole rows.
     """
-    cells = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].max()
-    with_derived = cells[cells > 0]
-    if len(with_derived):
-        cells = with_derived
+    runs = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].agg(["max", "size"])
+    if (runs["max"] > 0).any():
+        runs = runs[runs["max"] > 0]
+    counts = {(float(n), float(d)): int(k) for (n, d), k in runs["size"].items()}
     by_n: dict[float, list[float]] = {}
-    for n, d in cells.index:
-        by_n.setdefault(float(n), []).append(float(d))
-    grid = {n: _spread(by_n[n], max_cols) for n in _spread(by_n, max_rows)}
-    shown = sum(len(v) for v in grid.values())
-    return grid, len(cells) - shown
+    for n, d in sorted(counts):
+        by_n.setdefault(n, []).append(d)
+    widths = {len(ds) for ds in by_n.values()}
+    if len(by_n) <= max_rows and len(widths) == 1 and widths.pop() <= max_cols:
+        return [[(n, d) for d in ds] for n, ds in by_n.items()], 0
+    chosen = _most_runs(counts, max_rows * max_cols)
+    n_cols = min(max_cols, len(chosen))
+    chosen = sorted(chosen[: len(chosen) // n_cols * n_cols])
+    grid = [chosen[i : i + n_cols] for i in range(0, len(chosen), n_cols)]
+    return grid, len(counts) - len(chosen)
+
+
+def _most_runs(counts: dict, k: int) -> list:
+    """Up to k cells, most runs first; among equal counts the size with fewest cells
+    chosen so far, then the smaller N and D. Cells of one run only when too few have more."""
+    pool = (
+        {c: m for c, m in counts.items() if m > 1}
+        if sum(m > 1 for m in counts.values()) >= 4
+        else dict(counts)
+    )
+    chosen: list = []
+    per_n: dict[float, int] = {}
+    while pool and len(chosen) < k:
+        best = min(pool, key=lambda c: (-pool[c], per_n.get(c[0], 0), c))
+        chosen.append(best)
+        per_n[best[0]] = per_n.get(best[0], 0) + 1
+        del pool[best]
+    return chosen
 
 
 def _data_floors(law: Law, n: float, d: float, strategies: list[str]) -> dict[str, float]:
@@ -248,29 +276,24 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     if not is_sweep(rows):
         return sizes_figure(law, rows, fit)
     grid, left_out = loss_cells(rows)
-    n_cols = max(len(v) for v in grid.values())
-    fig, axes = style.new_figure(len(grid), n_cols, panel=(3.4, 2.7))
+    fig, axes = style.new_figure(len(grid), len(grid[0]), panel=(3.4, 2.7))
     all_strategies = style.strategy_order(rows["strategy"].unique())
     look = style.strategy_styles([*all_strategies, *law.strategies])
-    for i, (n, ds) in enumerate(grid.items()):
-        for j in range(n_cols):
-            ax = axes[i, j]
-            if j >= len(ds):
-                ax.set_axis_off()
-                continue
-            d = ds[j]
+    shown = []
+    for i, cells in enumerate(grid):
+        for j, (n, d) in enumerate(cells):
             cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
             present = [s for s in all_strategies if s in set(cell["strategy"])]
-            _panel(ax, law, cell, n, d, present, is_naive(fit), look)
+            _panel(axes[i, j], law, cell, n, d, present, is_naive(fit), look)
+            shown.append(cell)
 
     handles, labels = [], []
     for ax in axes.flat:
         h, lab = ax.get_legend_handles_labels()
         handles += h
         labels += lab
-    handles, labels = style.dedupe(handles, labels)
-    shown = rows[rows["n_params"].isin(list(grid))]
-    if (~shown["used"]).any():
+    handles, labels = _merged_key(*style.dedupe(handles, labels))
+    if any((~cell["used"]).any() for cell in shown):
         handles.append(style.unused_handle())
         labels.append(style.UNUSED_LABEL)
     extra = "bands use the lowest L_D of the strategies shown"
@@ -283,6 +306,45 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
         handles,
         labels,
     )
+
+
+def _merged_key(handles, labels) -> tuple[list, list]:
+    """The legend, one entry per thing a reader looks up: each strategy's runs over its
+    fitted curve, the one-epoch runs over L_1ep, one entry for every strategy's L_D (and
+    every overfit band), each drawn in its strategy's colour."""
+    entry = dict(zip(labels, handles, strict=True))
+    out: dict[str, object] = {}
+    one_epoch = r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens"
+    for label, h in entry.items():
+        if label.startswith("fit, ") and not label.startswith("fit, every"):
+            continue  # drawn with its strategy's runs
+        if label == "runs, none (D′ = 0)" and one_epoch in entry:
+            continue  # drawn with L_1ep
+        if label == one_epoch and "runs, none (D′ = 0)" in entry:
+            out[r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)"] = (
+                h,
+                entry["runs, none (D′ = 0)"],
+            )
+        elif label.startswith("runs, "):
+            s = label[len("runs, ") :]
+            fit = entry.get(f"fit, {s}")
+            out[f"{s}: runs and fit" if fit else f"{s}: runs"] = (fit, h) if fit else h
+        elif label.startswith(r"$L_D$: data floor, "):
+            floors = [k for k in entry if k.startswith(r"$L_D$: data floor, ")]
+            if len(floors) == 1:
+                out[label] = h
+            elif label == floors[0]:
+                out[r"$L_D$: data floor, in each strategy's colour"] = style.Beside(
+                    entry[k] for k in floors
+                )
+        elif label.startswith("overfit: "):
+            bands = [k for k in entry if k.startswith("overfit: ")]
+            if label == bands[0]:
+                name = label if len(bands) == 1 else label[: label.rindex(" (")]
+                out[name] = style.Beside(entry[k] for k in bands) if len(bands) > 1 else h
+        else:
+            out[label] = h
+    return list(out.values()), list(out)
 
 
 # ---------------------------------------------------------------------------------------
