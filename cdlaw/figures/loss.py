@@ -353,14 +353,8 @@ def _merged_key(handles, labels) -> tuple[list, list]:
 
 
 def size_bins(n_params, k: int = MAX_SIZE_COLOURS) -> list[np.ndarray]:
-    """The distinct model sizes in at most k groups, one colour each: one size per group
-    when there are k or fewer, else k log-even spans of N (empty spans dropped)."""
-    sizes = np.unique(np.asarray(n_params, dtype=float))
-    if len(sizes) <= k:
-        return [sizes[i : i + 1] for i in range(len(sizes))]
-    edges = np.geomspace(sizes[0], sizes[-1], k + 1)
-    span = np.clip(np.searchsorted(edges, sizes, side="right") - 1, 0, k - 1)
-    return [sizes[span == i] for i in range(k) if (span == i).any()]
+    """The distinct model sizes in at most k groups, one colour each (style.size_bins)."""
+    return style.size_bins(n_params, k)
 
 
 def _size_label(sizes: np.ndarray, n_line: float) -> str:
@@ -455,22 +449,41 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     """
     fig, axes = style.new_figure(1, 1, panel=(6.4, 4.6))
     ax = axes[0, 0]
-    groups = size_bins(rows["n_params"])
-    colours = _size_colours(len(groups))
     strategies = style.strategy_order(rows["strategy"].unique())
     derived = bool((rows["derived_tokens"] > 0).any())
+    key = _sizes_key(rows, strategies, derived, fit)
+    # The loss axis: the bulk of the runs and the law at every run; the rest at the edge.
+    at_runs = law.loss_one_epoch(rows["n_params"].to_numpy(float), rows["tokens_trained"])
+    ylim = style.bounded_limits(rows["loss"], keep=[at_runs])
+    off = (rows["loss"] < ylim[0]) | (rows["loss"] > ylim[1])
+    # The sizes take the legend's room the key leaves (one line per size group).
+    room = style.MAX_LEGEND - len(key) - int(off.any())
+    groups = size_bins(rows["n_params"], min(MAX_SIZE_COLOURS, room))
+    colours = _size_colours(len(groups))
     handles = [
         _size_group(ax, law, rows[rows["n_params"].isin(sizes)], sizes, colour, g, strategies)
         for g, (sizes, colour) in enumerate(zip(groups, colours, strict=True))
     ]
     ax.set_xscale("log")
     style.log_axis(ax, "x")
+    ax.set_ylim(*ylim)
+    outside_key = None
+    if off.any():
+        colour_of = {n: c for g, c in zip(groups, colours, strict=True) for n in g}
+        outside = style.mark_outside(
+            ax, rows["tokens_trained"], rows["loss"], [colour_of[n] for n in rows["n_params"]]
+        )
+        outside_key = style.outside_handle(outside, "run", "loss")
     axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
     ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
     ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
     ax.tick_params(labelsize=7)
 
-    handles += _sizes_key(rows, strategies, derived, fit)
+    handles += key
+    labels = [h.get_label() for h in handles]
+    if outside_key:
+        handles.append(outside_key[0])
+        labels.append(outside_key[1])
     n_sizes = rows["n_params"].nunique()
     extra = f"{len(rows)} runs, {n_sizes} model sizes"
     if n_sizes > len(groups):
@@ -480,5 +493,5 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
         f"Loss against {axis.split(',')[0]}, one colour per model size",
         style.fit_caption(fit, extra),
         handles,
-        [h.get_label() for h in handles],
+        labels,
     )
