@@ -16,14 +16,18 @@ from cdlaw.figures import style
 from cdlaw.law import Law
 
 PANELS_PER_ROW = 4
+NEVER_OUTLIERS = (-1.0, 2.0)
 KEY_ENTRIES = 4  # after the sizes: empirical η, not used, fitted η(r), η = 1
 
 
 def eta_limits(etas, curves=(), margin: float = 0.06) -> tuple[float, float]:
     """y-limits holding η = 0, the η = 1 reference, every fitted curve and the bulk of the
     runs' finite η (style.bulk_range), with a margin of `margin` times that span on each
-    side so no point sits on an edge."""
-    return style.bounded_limits(etas, keep=[[0.0, 1.0], *curves], margin=margin)
+    side so no point sits on an edge. An η between −1 and 2 is never an outlier: it is
+    on the scale of the η = 0 and η = 1 references."""
+    return style.bounded_limits(
+        etas, keep=[[0.0, 1.0], *curves], margin=margin, near=NEVER_OUTLIERS
+    )
 
 
 def _eta_runs(law: Law, rows):

@@ -320,11 +320,15 @@ def _merged_key(handles, labels) -> tuple[list, list]:
             continue  # drawn with its strategy's runs
         if label == "runs, none (D′ = 0)" and one_epoch in entry:
             continue  # drawn with L_1ep
+        if label == r"$L_N$: model floor" and "model-bound" in entry:
+            continue  # drawn with the model-bound band, whose top it is
         if label == one_epoch and "runs, none (D′ = 0)" in entry:
             out[r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)"] = (
                 h,
                 entry["runs, none (D′ = 0)"],
             )
+        elif label == "model-bound" and r"$L_N$: model floor" in entry:
+            out[r"model-bound, below $L_N$ (model floor)"] = (h, entry[r"$L_N$: model floor"])
         elif label.startswith("runs, "):
             s = label[len("runs, ") :]
             fit = entry.get(f"fit, {s}")

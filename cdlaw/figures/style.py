@@ -331,14 +331,17 @@ def bulk_range(values, fence: float = FENCE, log: bool = False) -> tuple[float, 
     return float(v.min()), float(v.max())
 
 
-def bounded_limits(points, keep=(), margin: float = 0.06, log: bool = False):
+def bounded_limits(points, keep=(), margin: float = 0.06, log: bool = False, near=None):
     """Axis limits holding the bulk of `points` (bulk_range) and every value of `keep` (the
     fitted curves and reference lines: the law is always in view), padded by margin of the
     span on each side (in log10 when log). Every point stays in view when that widens the
     axis by less than OUTLIER_ROOM: outliers go to the edge only when they would squash
-    the rest."""
+    the rest. near: (lo, hi), values no point inside of is an outlier (η in [−1, 2])."""
     parts = [np.asarray(k, dtype=float).ravel() for k in keep]
     bulk = bulk_range(points, log=log)
+    if near is not None:
+        p = np.asarray(points, dtype=float)
+        parts.append(p[(p >= near[0]) & (p <= near[1])])
     every = bulk_range(points, fence=np.inf, log=log)
     lo, hi = _span([*parts, np.asarray(bulk if bulk is not None else [])], log)
     if every is not None:
