@@ -62,8 +62,8 @@ MAX_LEGEND = 8
 # Tukey's far-out fences: a point more than this many interquartile ranges beyond the
 # quartiles is an outlier, drawn at the axis edge rather than stretching the axis.
 FENCE = 3.0
-# ... unless keeping them in view widens the axis by less than this factor.
-OUTLIER_ROOM = 1.5
+# ... unless the axis holding them spans at most this factor times the bulk's.
+OUTLIER_ROOM = 2.0
 
 LOSS_LABEL = "validation loss (nats/token)"
 # Training curves draw both losses on one axis; the legend tells them apart.
@@ -334,21 +334,25 @@ def bulk_range(values, fence: float = FENCE, log: bool = False) -> tuple[float, 
 def bounded_limits(points, keep=(), margin: float = 0.06, log: bool = False, near=None):
     """Axis limits holding the bulk of `points` (bulk_range) and every value of `keep` (the
     fitted curves and reference lines: the law is always in view), padded by margin of the
-    span on each side (in log10 when log). Every point stays in view when that widens the
-    axis by less than OUTLIER_ROOM: outliers go to the edge only when they would squash
-    the rest. near: (lo, hi), values no point inside of is an outlier (η in [−1, 2])."""
+    span on each side (in log10 when log). Points beyond the bulk come back into view,
+    nearest first, while the axis spans at most OUTLIER_ROOM times the span without them:
+    only runs that would squash the rest go to the edge (mark_outside). near: (lo, hi),
+    a window no point inside of is an outlier (η in [−1, 2])."""
     parts = [np.asarray(k, dtype=float).ravel() for k in keep]
     bulk = bulk_range(points, log=log)
     if near is not None:
         p = np.asarray(points, dtype=float)
         parts.append(p[(p >= near[0]) & (p <= near[1])])
-    every = bulk_range(points, fence=np.inf, log=log)
     lo, hi = _span([*parts, np.asarray(bulk if bulk is not None else [])], log)
-    if every is not None:
-        all_lo, all_hi = _span([*parts, np.asarray(every)], log)
-        to = np.log10 if log else (lambda v: v)
-        if to(all_hi) - to(all_lo) <= OUTLIER_ROOM * (to(hi) - to(lo)):
-            lo, hi = all_lo, all_hi
+    # Back into view, nearest first, every point that widens the axis by less than
+    # OUTLIER_ROOM in all.
+    to = np.log10 if log else (lambda v: v)
+    room = OUTLIER_ROOM * (to(hi) - to(lo))
+    v = np.asarray(points, dtype=float)
+    v = v[np.isfinite(v) & ((v > 0) if log else True) & ((v < lo) | (v > hi))]
+    for x in sorted(v, key=lambda x: max(to(lo) - to(x), to(x) - to(hi))):
+        if max(to(hi), to(x)) - min(to(lo), to(x)) <= room:
+            lo, hi = min(lo, x), max(hi, x)
     if log:
         a, b = np.log10(lo), np.log10(hi)
         pad = margin * (b - a) or 0.05
@@ -423,7 +427,7 @@ def outside_handle(values, what: str = "run", name: str = ""):
     )
     values = np.sort(np.asarray(values, dtype=float))
     s = "" if len(values) == 1 else "s"
-    where = f"{values[0]:.3g}" if len(values) == 1 else f"{values[0]:.3g}–{values[-1]:.3g}"
+    where = f"{values[0]:.3g}" if len(values) == 1 else f"{values[0]:.3g} to {values[-1]:.3g}"
     label = f"{len(values)} {what}{s} off the axis, at its edge ({name} {where})"
     return Beside((up, down)), label
 

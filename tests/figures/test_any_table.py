@@ -27,7 +27,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MAX_LEGEND = 8
 # The y-axis may span at most this many times the values between the 5th and 95th
 # percentile of what a panel draws (in decades on a log axis).
-MAX_STRETCH = 4.0
+MAX_STRETCH = 6.0
 
 
 def _demo(folder: Path, name: str) -> Path:

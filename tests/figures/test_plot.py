@@ -185,25 +185,20 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
     ax, lines, points = _sizes_figure_parts(fig)
     rows = inputs.rows
     assert len(rows) == 245
-    # every run, once, at (D, loss); the two far above the rest at the axis' top edge
+    # every run, once, at (D, loss), all in view: the highest would not squash the rest
     lo, hi = ax.get_ylim()
-    far = rows["loss"] > hi
-    assert far.sum() == 2 and rows["loss"][~far].max() < hi and rows["loss"].min() > lo
-    want = rows.loc[~far, ["fresh_tokens", "loss"]].to_numpy()
-    points = points[points[:, 1] < hi]  # the runs past the edge are drawn, out of view
+    assert lo < rows["loss"].min() and rows["loss"].max() < hi
+    assert not by_gid(ax, "outside:above")
+    want = rows[["fresh_tokens", "loss"]].to_numpy()
     np.testing.assert_allclose(
         points[np.lexsort(points.T[::-1])], want[np.lexsort(want.T[::-1])], rtol=1e-12
     )
-    (top,) = by_gid(ax, "outside:above")
-    np.testing.assert_allclose(
-        np.sort(top.get_offsets()[:, 0]), rows.loc[far, "fresh_tokens"].sort_values()
-    )
-    assert "not shown" not in caption(fig) and "142 model sizes in 6 colours" in caption(fig)
+    assert "not shown" not in caption(fig) and "142 model sizes in 7 colours" in caption(fig)
     # the colours the legend's room allows (8 entries), small to large N, each line the
     # fitted law at its N
-    assert len(lines) == 6
+    assert len(lines) == 7
     colours = [tuple(lines[n].get_color()) for n in sorted(lines)]
-    assert len(set(colours)) == 6
+    assert len(set(colours)) == 7
     assert rows["n_params"].min() < min(lines) and max(lines) < rows["n_params"].max()
     for n, line in lines.items():
         x = line.get_xdata()
@@ -217,7 +212,6 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[0].startswith("N = 57.3M–") and "sizes, fit at" in labels[0]
     assert "fitted law" in labels and len(labels) == 8
-    assert "2 runs off the axis, at its edge (loss 4.67–5.01)" in labels
 
 
 def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path):
