@@ -19,6 +19,7 @@ from cdlaw.law import Law
 RSTAR = r"$R^*$"
 FORMULA = r"$R^* = K\,(D/N)^{\rho}\,N^{\sigma}$"
 LEAD_LABEL = r"$\log_{10}\,(R^*_{\mathrm{best}}\,/\,R^*_{\mathrm{next}})$"
+LINE_NAMES = ("solid", "dashed", "dotted")  # style.LINESTYLES[:3], for the legend's words
 HATCHES = ("", "///", "\\\\", "xx", "..", "++", "oo", "--")  # one per strategy, for grey prints
 
 
@@ -100,7 +101,8 @@ def _curve_key(strategies, n_refs, t_refs) -> list:
         styles = style.Beside(
             Line2D([], [], color="0.3", linestyle=style.LINESTYLES[i]) for i in range(len(refs))
         )
-        styles.label = f"{where} {', '.join(show(r) for r in refs)}"
+        named = (f"{show(r)} ({LINE_NAMES[i]})" for i, r in enumerate(refs))
+        styles.label = f"{where} {', '.join(named)}"
         handles.append(styles)
     return handles
 
