@@ -540,6 +540,7 @@ def test_legends_never_cover_data(figures):
         renderer = fig.canvas.get_renderer()
         assert fig.legends, kind
         for legend in fig.legends:
+            assert len(legend.get_texts()) <= 8, kind  # past that, bins or a colourbar
             box = legend.get_window_extent(renderer)
             for ax in data_axes(fig):
                 assert not box.overlaps(ax.get_window_extent(renderer)), (kind, ax.get_title())
