@@ -578,6 +578,7 @@ def forecast(
     """The task's metric at (N, D + D′ = tokens) by its chosen predictor (or `predictor`),
     with the 95% band of its bootstrap; `loss` and `losses` (a law's point and bootstrap
     at the model) replace step 1 of the val-loss chains. None when no predictor can."""
+    n_params, tokens = float(n_params), float(tokens)
     order = [predictor] if predictor else [tp.chosen, *PREDICTORS]
     for name in order:
         f = tp.fits.get(name) if name else None
