@@ -24,6 +24,7 @@ FOUNDATION = {
     "shapes",
     "schedule",
     "task_columns",
+    "task_chance",
     "strategies",
 }
 ALLOWED = {

@@ -90,11 +90,15 @@ def _render(forecasts, N, D, Dp) -> None:
         pad_edge=False,
     )
     for c in ("task", "metric", "predicted", "95% band", "by", "held-out err", "beyond runs"):
-        t.add_column(c, justify="right" if c in ("predicted", "95% band", "held-out err") else "left")
+        t.add_column(
+            c, justify="right" if c in ("predicted", "95% band", "held-out err") else "left"
+        )
     for f in forecasts:
         band = f"{f.ci95[0]:.4f} – {f.ci95[1]:.4f}" if f.ci95 else "none"
         err = "-" if f.heldout_error is None else f"{f.heldout_error:.4f}"
-        t.add_row(f.task, f.metric, f"{f.value:.4f}", band, f.predictor, err, f.beyond_runs or "within")
+        t.add_row(
+            f.task, f.metric, f"{f.value:.4f}", band, f.predictor, err, f.beyond_runs or "within"
+        )
     out.print(t)
     if forecasts:
         out.print(f"chosen by: {forecasts[0].chosen_by}", highlight=False)

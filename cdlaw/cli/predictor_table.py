@@ -7,7 +7,7 @@ from __future__ import annotations
 from cdlaw.cli import out
 from cdlaw.errors import BadInput
 from cdlaw.fit.downstream import PredictOptions
-from cdlaw.fit.predictors import PREDICTORS
+from cdlaw.fit.predictor_fits import PREDICTORS
 
 
 def predict_options(holdout: bool, chance: list[str], average: str | None) -> PredictOptions:
@@ -65,6 +65,8 @@ def render_predictors(predictors) -> None:
     chosen_by = {tp.chosen_by for tp in predictors}
     for by in sorted(chosen_by):
         out.print(f"chosen by {by}", highlight=False)
-    reasons = {f"{p}: {tp.fits[p].why_not}" for tp in predictors for p in PREDICTORS if not tp.fits[p].ok}
+    reasons = {
+        f"{p}: {tp.fits[p].why_not}" for tp in predictors for p in PREDICTORS if not tp.fits[p].ok
+    }
     for r in sorted(reasons):
         out.print(f"n/a {r}", highlight=False)

@@ -139,7 +139,9 @@ def fit_power_nd(N, D, y, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     al, be = (g.ravel() for g in np.meshgrid(_EXPONENTS, _EXPONENTS, indexing="ij"))
     theta, rss = _power_grid(Ns, Ds, y, w, al[None, :], be[None, :])
     step = np.log(_EXPONENTS[1] / _EXPONENTS[0])
-    fa, fb = (g.ravel() for g in np.meshgrid(*[np.exp(np.linspace(-step, step, 9))] * 2, indexing="ij"))
+    fa, fb = (
+        g.ravel() for g in np.meshgrid(*[np.exp(np.linspace(-step, step, 9))] * 2, indexing="ij")
+    )
     t2, r2 = _power_grid(Ns, Ds, y, w, theta[:, 2:3] * fa, theta[:, 4:5] * fb)
     better = r2 < rss
     theta, rss = np.where(better[:, None], t2, theta), np.where(better, r2, rss)
@@ -191,6 +193,8 @@ def _power_grid(Ns, Ds, y, w, al, be) -> tuple[np.ndarray, np.ndarray]:
     ga = al[np.minimum(b, al.shape[0] - 1), g]
     gb = be[np.minimum(b, be.shape[0] - 1), g]
     return np.stack([t[:, 0], t[:, 1], ga, t[:, 2], gb], axis=1), rss[b, g]
+
+
 def power_nd(theta: np.ndarray, N, D) -> np.ndarray:
     """E + A/N^α + B/D^β for each row of theta (B, 5) at each (N, D): (B, n)."""
     N, D = np.atleast_1d(np.asarray(N, float)), np.atleast_1d(np.asarray(D, float))

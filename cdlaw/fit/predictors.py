@@ -34,178 +34,25 @@ step 2 (runs resampled, each with all its evaluations).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from cdlaw.fit.curves import (
-    EXP_DECAY,
-    POWER_PARAMS,
-    SIGMOID,
-    Curve,
-    fit_curve,
-    fit_power_nd,
-    power_nd,
+from cdlaw.fit.curves import EXP_DECAY, SIGMOID, Curve, fit_curve, fit_power_nd
+from cdlaw.fit.forecast import point
+from cdlaw.fit.predictor_fits import (
+    AVERAGE,
+    PREDICTORS,
+    RATIO_TOL,
+    CurveFit,
+    PredictorFit,
+    TaskPredictors,
 )
 from cdlaw.task_chance import chance_level
 from cdlaw.task_columns import column, parse_column
 
-PREDICTORS = ("task-loss", "val-loss", "val-loss-exp", "direct")
-RATIO_TOL = 0.1  # runs within 10% of a ratio of tokens per parameter share a direct fit
 RUN_KEYS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "seed", "lr", "weight_decay")
-AVERAGE = "average"
-
-
-# ---------------------------------------------------------------------------------------
-# What a fit holds
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CurveFit:
-    """One fitted curve and its bootstrap refits, in its form's parameter order."""
-
-    form: str  # power_nd | sigmoid | exp_decay
-    x: str  # what it is a function of: "N, D" | "loss" | a bpb column | "log10_flops"
-    theta: list[float]
-    bootstrap: list[list[float]]
-    fixed: dict[str, float] = field(default_factory=dict)  # parameters held (the floor)
-    ratio: float | None = None  # direct fits: the tokens per parameter of their runs
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        return POWER_PARAMS if self.form == "power_nd" else _CURVES[self.form].params
-
-    def values(self, theta: np.ndarray, x) -> np.ndarray:
-        """The curve for each row of theta (B, P) at x ((N, D) for power_nd): (B, n)."""
-        if self.form == "power_nd":
-            return power_nd(theta, x[0], x[1])
-        return _CURVES[self.form].f(theta, np.atleast_1d(np.asarray(x, float)))
-
-    def to_dict(self) -> dict:
-        return {
-            "form": self.form,
-            "x": self.x,
-            "params": dict(zip(self.params, self.theta, strict=True)),
-            "fixed": self.fixed,
-            "ratio": self.ratio,
-            "bootstrap": self.bootstrap,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> CurveFit:
-        form = str(d["form"])
-        names = POWER_PARAMS if form == "power_nd" else _CURVES[form].params
-        return cls(
-            form,
-            str(d["x"]),
-            [float(d["params"][n]) for n in names],
-            [[float(v) for v in b] for b in d.get("bootstrap") or []],
-            {str(k): float(v) for k, v in (d.get("fixed") or {}).items()},
-            None if d.get("ratio") is None else float(d["ratio"]),
-        )
-
-
-_CURVES: dict[str, Curve] = {"sigmoid": SIGMOID, "exp_decay": EXP_DECAY}
-
-
-@dataclass(frozen=True)
-class PredictorFit:
-    """One predictor of one task: its step 1 (None for `direct`), its link (one per ratio
-    for `direct`), its held-out error; `why_not` when it could not be fitted."""
-
-    name: str
-    step1: CurveFit | None = None
-    links: tuple[CurveFit, ...] = ()
-    heldout_error: float | None = None  # mean |predicted − observed| at the held-out size
-    heldout_runs: int = 0
-    why_not: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.why_not is None
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "step1": None if self.step1 is None else self.step1.to_dict(),
-            "links": [c.to_dict() for c in self.links],
-            "heldout_error": self.heldout_error,
-            "heldout_runs": self.heldout_runs,
-            "why_not": self.why_not,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> PredictorFit:
-        return cls(
-            str(d["name"]),
-            None if d.get("step1") is None else CurveFit.from_dict(d["step1"]),
-            tuple(CurveFit.from_dict(c) for c in d.get("links") or []),
-            None if d.get("heldout_error") is None else float(d["heldout_error"]),
-            int(d.get("heldout_runs") or 0),
-            d.get("why_not"),
-        )
-
-
-@dataclass(frozen=True)
-class TaskPredictors:
-    """Every predictor of one accuracy column, and which one predicts. downstream.json
-    "predictors"[]."""
-
-    column: str  # task_<task>_<metric>, or average_acc
-    task: str
-    metric: str
-    chance: float | None  # the sigmoid's floor; None: fitted
-    fits: dict[str, PredictorFit]
-    chosen: str | None  # the predictor forecasts use
-    chosen_by: str  # "held-out error at N = …" or why the default
-    heldout_n: float | None  # the N held out, when the check was made
-    n_max: float  # the largest N the predictors were fitted to
-    flops_max: float  # the largest compute 6N(D + D′) among those runs
-    n_runs: int  # final rows
-    n_evals: int  # every evaluation, checkpoints included
-    tasks: list[str] = field(default_factory=list)  # for the average: the tasks averaged
-
-    def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "chance": self.chance,
-            "chosen": self.chosen,
-            "chosen_by": self.chosen_by,
-            "heldout_n": self.heldout_n,
-            "n_max": self.n_max,
-            "flops_max": self.flops_max,
-            "n_runs": self.n_runs,
-            "n_evals": self.n_evals,
-            "tasks": self.tasks,
-            "fits": {k: f.to_dict() for k, f in self.fits.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict) -> TaskPredictors:
-        return cls(
-            str(d["column"]),
-            str(d["task"]),
-            str(d["metric"]),
-            None if d.get("chance") is None else float(d["chance"]),
-            {k: PredictorFit.from_dict(f) for k, f in (d.get("fits") or {}).items()},
-            d.get("chosen"),
-            str(d.get("chosen_by") or ""),
-            None if d.get("heldout_n") is None else float(d["heldout_n"]),
-            float(d["n_max"]),
-            float(d["flops_max"]),
-            int(d.get("n_runs") or 0),
-            int(d.get("n_evals") or 0),
-            [str(t) for t in d.get("tasks") or []],
-        )
-
-
-# ---------------------------------------------------------------------------------------
-# Fitting
-# ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -257,8 +104,10 @@ def with_average(runs: pd.DataFrame, tasks: list[str] | None) -> tuple[pd.DataFr
     if len(names) < 2:
         return runs, []
     runs = runs.copy()
-    runs["average_acc"] = runs[[acc[t] for t in names]].apply(pd.to_numeric, errors="coerce").mean(
-        axis=1, skipna=False
+    runs["average_acc"] = (
+        runs[[acc[t] for t in names]]
+        .apply(pd.to_numeric, errors="coerce")
+        .mean(axis=1, skipna=False)
     )
     return runs, names
 
@@ -285,13 +134,15 @@ def fit_task_predictors(
     rng = np.random.default_rng(seed)
     out = []
     for col, name, metric in cols:
+        floor: float | None
         if name == AVERAGE:
-            known = [chance_level(t, chance) for t in averaged]
-            floor = None if any(c is None for c in known) else float(np.mean(known))  # type: ignore[arg-type]
+            known = [c for t in averaged if (c := chance_level(t, chance)) is not None]
+            floor = float(np.mean(known)) if len(known) == len(averaged) else None
         else:
             floor = chance_level(name, chance)
-        bpb = column(name, "bpb")
-        bpb = bpb if name != AVERAGE and bpb in runs.columns else None
+        bpb: str | None = column(name, "bpb")
+        if name == AVERAGE or bpb not in runs.columns:
+            bpb = None
         out.append(_task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged))
     return out
 
@@ -311,18 +162,19 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
                 continue
             hf = _fit(p, tab, train, y, floor, bpb, 0, rng)
             if not hf.ok:
-                fits[p] = _replace(f, why_not=f"held out: {hf.why_not}")
+                fits[p] = replace(f, why_not=f"held out: {hf.why_not}")
                 continue
             pred = np.array(
-                [_point(hf, tab.N[i], tab.T[i], None) for i in np.flatnonzero(test)], float
+                [point(hf, tab.N[i], tab.T[i], None) for i in np.flatnonzero(test)], float
             )
             good = np.isfinite(pred)
             err = float(np.mean(np.abs(pred[good] - y[test][good]))) if good.any() else math.nan
-            fits[p] = _replace(f, heldout_error=err, heldout_runs=int(good.sum()))
+            fits[p] = replace(f, heldout_error=err, heldout_runs=int(good.sum()))
     usable = [p for p in PREDICTORS if fits[p].ok]
-    scored = [p for p in usable if fits[p].heldout_error is not None and np.isfinite(fits[p].heldout_error)]  # type: ignore[arg-type]
-    if scored:
-        chosen = min(scored, key=lambda p: fits[p].heldout_error)  # type: ignore[arg-type,return-value]
+    errors = {p: e for p in usable if (e := fits[p].heldout_error) is not None and np.isfinite(e)}
+    chosen: str | None
+    if errors:
+        chosen = min(errors, key=errors.__getitem__)
         by = f"the least held-out error at N = {heldout_n:.3g}"
     else:
         prefer = [p for p in ("task-loss", "val-loss", "val-loss-exp", "direct") if p in usable]
@@ -338,12 +190,6 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
         float((6 * tab.N * tab.T)[fin].max()) if fin.any() else math.nan,
         int(fin.sum()), int(ok.sum()), averaged if name == AVERAGE else [],
     )  # fmt: skip
-
-
-def _replace(f: PredictorFit, **kw) -> PredictorFit:
-    import dataclasses
-
-    return dataclasses.replace(f, **kw)
 
 
 def _fit(p, tab: _Table, rows, y, floor, bpb, boot, rng) -> PredictorFit:
@@ -393,16 +239,10 @@ def _fit_direct(tab: _Table, fin, y, floor, boot, rng) -> PredictorFit:
             falling=False,
         )  # fmt: skip
         if link is not None:
-            links.append(_with_ratio(link, float(np.exp(np.log(ratio[members]).mean()))))
+            links.append(replace(link, ratio=float(np.exp(np.log(ratio[members]).mean()))))
     if not links:
         return PredictorFit("direct", why_not="no ratio of tokens per parameter with 4 sizes")
     return PredictorFit("direct", None, tuple(links))
-
-
-def _with_ratio(c: CurveFit, r: float) -> CurveFit:
-    import dataclasses
-
-    return dataclasses.replace(c, ratio=r)
 
 
 def _ratio_groups(ratio: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
@@ -466,7 +306,9 @@ def _bounds_and_starts(curve: Curve, x, y, floor, falling: bool):
     b0 = floor if floor is not None else max(float(y.min()) - 0.01, 0.0)
     kmax = 50.0 / span
     lo = np.array([0.0, float(x.min()) - 5 * span, -kmax if falling else 0.0, 0.0])
-    hi = np.array([1.0, float(x.max()) + 5 * span, 0.0 if falling else kmax, max(float(y.min()), 1e-6)])
+    hi = np.array(
+        [1.0, float(x.max()) + 5 * span, 0.0 if falling else kmax, max(float(y.min()), 1e-6)]
+    )
     sign = -1.0 if falling else 1.0
     starts = []
     for x0 in (*np.quantile(x, [0.1, 0.5, 0.9]), float(x.min()) - span, float(x.max()) + span):
@@ -475,129 +317,3 @@ def _bounds_and_starts(curve: Curve, x, y, floor, falling: bool):
             starts.append([min(a, 1.0), float(x0), sign * k / span, b0])
     fixed = {"b": float(floor)} if floor is not None else {}
     return lo, hi, np.array(starts), fixed
-
-
-# ---------------------------------------------------------------------------------------
-# Predicting
-# ---------------------------------------------------------------------------------------
-
-
-def _direct_link(f: PredictorFit, N: float, T: float) -> CurveFit | None:
-    r = T / N
-    near = [c for c in f.links if c.ratio and abs(math.log(r / c.ratio)) <= math.log1p(RATIO_TOL)]
-    return min(near, key=lambda c: abs(math.log(r / c.ratio))) if near else None  # type: ignore[operator]
-
-
-def _point(f: PredictorFit, N: float, T: float, loss: float | None) -> float:
-    """The predictor's point prediction at (N, T = D + D′); `loss` replaces step 1's
-    validation loss (a law's) for the val-loss chains."""
-    if f.name == "direct":
-        c = _direct_link(f, N, T)
-        if c is None:
-            return math.nan
-        return float(np.clip(c.values(np.array([c.theta]), math.log10(6 * N * T))[0, 0], 0, 1))
-    assert f.step1 is not None
-    if loss is not None and f.links[0].x == "loss":
-        x = loss
-    else:
-        x = float(f.step1.values(np.array([f.step1.theta]), (N, T))[0, 0])
-    c = f.links[0]
-    return float(np.clip(c.values(np.array([c.theta]), x)[0, 0], 0, 1))  # an accuracy
-
-
-def samples(
-    f: PredictorFit, N: float, T: float, losses: np.ndarray | None = None
-) -> np.ndarray:
-    """The bootstrap's predictions at (N, T): step 1 refit i (or `losses[i]`, a law's
-    bootstrap, for the val-loss chains) through link refit i, cycled to the longer."""
-    if f.name == "direct":
-        c = _direct_link(f, N, T)
-        if c is None or not c.bootstrap:
-            return np.array([])
-        return np.clip(c.values(np.array(c.bootstrap), math.log10(6 * N * T))[:, 0], 0, 1)
-    assert f.step1 is not None
-    c = f.links[0]
-    if not c.bootstrap:
-        return np.array([])
-    if losses is not None and c.x == "loss":
-        xs = np.asarray(losses, float)
-    elif f.step1.bootstrap:
-        xs = f.step1.values(np.array(f.step1.bootstrap), (N, T))[:, 0]
-    else:
-        return np.array([])
-    n = max(len(xs), len(c.bootstrap))
-    th = np.array(c.bootstrap)[np.arange(n) % len(c.bootstrap)]
-    x = xs[np.arange(n) % len(xs)]
-    curve = _CURVES[c.form]
-    return np.clip(np.diagonal(curve.f(th, x)), 0, 1)  # refit i at its own x_i
-
-
-@dataclass(frozen=True)
-class Forecast:
-    """One task's predicted metric at a model: `cdlaw predict`'s rows, `plan --link`'s
-    "tasks"[] for accuracies."""
-
-    column: str
-    task: str
-    metric: str
-    value: float
-    ci95: tuple[float, float] | None
-    predictor: str
-    chosen_by: str
-    heldout_error: float | None
-    n_factor: float  # N over the largest N fitted
-    flops_factor: float  # compute over the largest compute fitted
-    beyond_runs: str | None  # the extrapolation in words; None inside the runs
-    no_band_reason: str | None = None
-
-    def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "value": self.value,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "predictor": self.predictor,
-            "chosen_by": self.chosen_by,
-            "heldout_error": self.heldout_error,
-            "n_factor": self.n_factor,
-            "flops_factor": self.flops_factor,
-            "beyond_runs": self.beyond_runs,
-            "no_band_reason": self.no_band_reason,
-        }
-
-
-def forecast(
-    tp: TaskPredictors,
-    n_params: float,
-    tokens: float,
-    loss: float | None = None,
-    losses: np.ndarray | None = None,
-    predictor: str | None = None,
-) -> Forecast | None:
-    """The task's metric at (N, D + D′ = tokens) by its chosen predictor (or `predictor`),
-    with the 95% band of its bootstrap; `loss` and `losses` (a law's point and bootstrap
-    at the model) replace step 1 of the val-loss chains. None when no predictor can."""
-    n_params, tokens = float(n_params), float(tokens)
-    order = [predictor] if predictor else [tp.chosen, *PREDICTORS]
-    for name in order:
-        f = tp.fits.get(name) if name else None
-        if f is None or not f.ok:
-            continue
-        value = _point(f, n_params, tokens, loss)
-        if not np.isfinite(value):
-            continue
-        s = samples(f, n_params, tokens, losses)
-        s = s[np.isfinite(s)]
-        ci = tuple(map(float, np.percentile(s, [2.5, 97.5]))) if s.size >= 2 else None
-        nf, cf = n_params / tp.n_max, 6 * n_params * tokens / tp.flops_max
-        beyond = None
-        if nf > 1.0001 or cf > 1.0001:
-            beyond = f"N {nf:.3g}× and compute {cf:.3g}× the largest fitted"
-        why = None if ci else "the predictor has no bootstrap refits (`--bootstrap 0`)"
-        by = tp.chosen_by if name == tp.chosen else f"{tp.chosen} cannot predict here"
-        return Forecast(
-            tp.column, tp.task, tp.metric, value, ci, name, by, f.heldout_error,  # type: ignore[arg-type]
-            nf, cf, beyond, why,
-        )  # fmt: skip
-    return None

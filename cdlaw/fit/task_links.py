@@ -20,7 +20,7 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS
-from cdlaw.fit.predictors import TaskPredictors
+from cdlaw.fit.predictor_fits import TaskPredictors
 
 ALPHA = 0.05  # the collapse test's level
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.predictors import Forecast, TaskPredictors, forecast
+from cdlaw.fit.forecast import Forecast, forecast
+from cdlaw.fit.predictor_fits import TaskPredictors
 from cdlaw.fit.task_links import Downstream, TaskLink
 from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
@@ -76,7 +77,9 @@ def read_predictors(path: str | None, task: str | None = None) -> list[TaskPredi
     if path is None:
         return []
     return [
-        tp for tp in Downstream.read(path).predictors if task is None or task in (tp.task, tp.column)
+        tp
+        for tp in Downstream.read(path).predictors
+        if task is None or task in (tp.task, tp.column)
     ]
 
 
@@ -127,7 +130,8 @@ def with_tasks(
     )
     by_column = {f.column: f for f in forecasts}
     preds: list[TaskPrediction | Forecast] = [
-        by_column.pop(lk.column, None) or predict_task(plan, source, lk) for lk in links
+        by_column.pop(lk.column) if lk.column in by_column else predict_task(plan, source, lk)
+        for lk in links
     ]
     preds += list(by_column.values())  # an average over tasks has no link of its own
     beyond: dict[str, list[str]] = {}  # one warning per sentence, naming its columns

@@ -56,7 +56,9 @@ def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
                            "--derived-tokens", best["derived_tokens"], "--json")  # fmt: skip
     assert code == 0, err
     (one,) = json.loads(out)["tasks"]
-    assert one["value"] == pytest.approx(planned["value"]) and one["predictor"] == planned["predictor"]
+    assert (
+        one["value"] == pytest.approx(planned["value"]) and one["predictor"] == planned["predictor"]
+    )
     assert one["ci95"] == pytest.approx(planned["ci95"]) and one["beyond_runs"]
     widths = []
     for n in ("1B", "4B", "16B"):
@@ -79,7 +81,9 @@ def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
 )
 def test_predict_refuses_in_one_sentence(cdlaw, ladder, args, says):
     assert cdlaw("downstream", ladder, "--bootstrap", 0)[0] == 0
-    code, out, err = cdlaw("predict", "--downstream", ladder.with_name("ladder.downstream.json"), *args)
+    code, out, err = cdlaw(
+        "predict", "--downstream", ladder.with_name("ladder.downstream.json"), *args
+    )
     assert code == 2 and says in err and err.count("\n") == 1 and out == ""
 
 

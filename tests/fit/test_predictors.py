@@ -6,7 +6,8 @@ import pytest
 from taskladder import ITEMS, true_acc, two_step
 
 from cdlaw.fit.curves import fit_power_nd
-from cdlaw.fit.predictors import fit_task_predictors, forecast
+from cdlaw.fit.forecast import forecast
+from cdlaw.fit.predictors import fit_task_predictors
 from cdlaw.fit.table import prepare_runs
 from cdlaw.task_chance import chance_level
 
