@@ -29,41 +29,32 @@ def predict_options(holdout: bool, chance: list[str], average: str | None) -> Pr
 
 
 def render_predictors(predictors) -> None:
-    """One table: per accuracy, each predictor's held-out error (or why it has none), the
-    chosen one; then one line saying how it was chosen."""
+    """One line per accuracy: each predictor's held-out error (n/a where it cannot be
+    fitted, "fitted" without the check) and the one chosen; then how it was chosen and why
+    any predictor is n/a. Plain lines, so long task names stay whole at any width."""
     if not predictors:
         return
-    from rich import box
-    from rich.table import Table
-
     held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
-    title = (
-        f"task predictors: mean |error| on the runs of N = {held:.3g}, held out"
+    out.print(
+        f"task predictors, mean |error| on the runs of N = {held:.3g}, held out:"
         if held
-        else "task predictors (no held-out check: --holdout-largest makes one)"
+        else "task predictors (no held-out check: --holdout-largest makes one):",
+        highlight=False,
     )
-    t = Table(title=title, title_justify="left", box=box.SIMPLE, pad_edge=False)
-    t.add_column("task")
-    t.add_column("metric")
-    t.add_column("chance", justify="right")
-    for p in PREDICTORS:
-        t.add_column(p, justify="right")
-    t.add_column("chosen")
+    width = max(len(f"{tp.task} {tp.metric}") for tp in predictors)
     for tp in predictors:
         cells = []
         for p in PREDICTORS:
             f = tp.fits[p]
-            if not f.ok:
-                cells.append("n/a")
-            elif f.heldout_error is None:
-                cells.append("fitted")
-            else:
-                cells.append(f"{f.heldout_error:.4f}")
+            e = f.heldout_error
+            cells.append(f"{p} {'n/a' if not f.ok else 'fitted' if e is None else f'{e:.4f}'}")
         chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
-        t.add_row(tp.task, tp.metric, chance, *cells, tp.chosen or "none")
-    out.print(t)
-    chosen_by = {tp.chosen_by for tp in predictors}
-    for by in sorted(chosen_by):
+        name = f"{tp.task} {tp.metric}".ljust(width)
+        out.print(
+            f"  {name}  chance {chance:<6}  {', '.join(cells)}  -> {tp.chosen or 'none'}",
+            highlight=False,
+        )
+    for by in sorted({tp.chosen_by for tp in predictors}):
         out.print(f"chosen by {by}", highlight=False)
     reasons = {
         f"{p}: {tp.fits[p].why_not}" for tp in predictors for p in PREDICTORS if not tp.fits[p].ok

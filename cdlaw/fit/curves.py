@@ -76,7 +76,7 @@ def fit_curve(
     lo: np.ndarray,
     hi: np.ndarray,
     fixed: dict[str, float] | None = None,
-    iters: int = 200,
+    iters: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Batched Levenberg–Marquardt: row b of `weights` (B, n) and of `starts` (B, P) is one
     fit; parameters named in `fixed` stay at their value. Returns (theta (B, P), weighted
@@ -109,9 +109,13 @@ def fit_curve(
         r_new = curve.f(new, x) - y
         cost_new = np.einsum("bn,bn->b", w, r_new * r_new)
         better = np.isfinite(cost_new) & (cost_new < cost)
+        # a row is done once a step gains under 1e-6 of its cost, or none is taken at a
+        # damping where steps are tiny; the batch stops when every row is
+        gain = (cost - cost_new) / np.maximum(cost, 1e-300)
+        done = np.where(better, gain < 1e-6, lam > 1e6)
         th[better], r[better], cost[better] = new[better], r_new[better], cost_new[better]
         lam = np.where(better, lam * 0.3, lam * 10.0)
-        if (lam > 1e12).all():
+        if done.all():
             break
     return th, cost
 

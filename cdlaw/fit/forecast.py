@@ -5,7 +5,11 @@ with the 95% band of the predictor's bootstrap (docs/downstream.md).
     f.value, f.ci95, f.predictor, f.beyond_runs
 
 The band pairs bootstrap refit i of step 1 with refit i of the link (cycled to the longer);
-a law's bootstrap losses, when given, replace step 1 of the val-loss chains.
+a law's bootstrap losses, when given, replace step 1 of the val-loss chains. Beyond the
+runs it is widened on each side by the predictor's held-out error per decade of its
+check's extrapolation, times the decades this model lies beyond the runs (in N or in
+compute, whichever is more): the bootstrap alone knows the fit's noise, not how the form
+errs beyond the runs.
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ def forecast(
         s = s[np.isfinite(s)]
         ci = tuple(map(float, np.percentile(s, [2.5, 97.5]))) if s.size >= 2 else None
         nf, cf = n_params / tp.n_max, 6 * n_params * tokens / tp.flops_max
+        ci = _widened(ci, f, max(math.log10(nf), math.log10(cf), 0.0))
         beyond = None
         if nf > 1.0001 or cf > 1.0001:
             beyond = f"N {nf:.3g}× and compute {cf:.3g}× the largest fitted"
@@ -142,3 +147,14 @@ def forecast(
             nf, cf, beyond, why,
         )  # fmt: skip
     return None
+
+
+def _widened(ci, f: PredictorFit, decades: float):
+    """The bootstrap band widened by the predictor's held-out error per decade it
+    extrapolated in its check, times the decades this prediction extrapolates: the
+    bootstrap knows the fit's noise, not how the form errs beyond the runs, which the
+    check measured. Unchanged without a check or inside the runs."""
+    if ci is None or not decades or not f.heldout_error or not f.heldout_span:
+        return ci
+    extra = f.heldout_error * decades / f.heldout_span
+    return (max(ci[0] - extra, 0.0), min(ci[1] + extra, 1.0))

@@ -79,6 +79,9 @@ class PredictorFit:
     links: tuple[CurveFit, ...] = ()
     heldout_error: float | None = None  # mean |predicted − observed| at the held-out size
     heldout_runs: int = 0
+    # how far the held-out check extrapolated, in decades: log10 of the larger of its N
+    # factor and its compute factor over the runs it was fitted to
+    heldout_span: float | None = None
     why_not: str | None = None
 
     @property
@@ -92,6 +95,7 @@ class PredictorFit:
             "links": [c.to_dict() for c in self.links],
             "heldout_error": self.heldout_error,
             "heldout_runs": self.heldout_runs,
+            "heldout_span": self.heldout_span,
             "why_not": self.why_not,
         }
 
@@ -103,6 +107,7 @@ class PredictorFit:
             tuple(CurveFit.from_dict(c) for c in d.get("links") or []),
             None if d.get("heldout_error") is None else float(d["heldout_error"]),
             int(d.get("heldout_runs") or 0),
+            None if d.get("heldout_span") is None else float(d["heldout_span"]),
             d.get("why_not"),
         )
 

@@ -157,6 +157,11 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
         heldout_n = float(sizes[-1])
         train = ok & (tab.N < heldout_n)
         test = ok & tab.final & (tab.N == heldout_n)
+        C = 6 * tab.N * tab.T
+        seen = train & tab.final
+        span = max(
+            math.log10(heldout_n / tab.N[seen].max()), math.log10(C[test].max() / C[seen].max()), 0
+        )
         for p, f in fits.items():
             if not f.ok:
                 continue
@@ -169,7 +174,7 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
             )
             good = np.isfinite(pred)
             err = float(np.mean(np.abs(pred[good] - y[test][good]))) if good.any() else math.nan
-            fits[p] = replace(f, heldout_error=err, heldout_runs=int(good.sum()))
+            fits[p] = replace(f, heldout_error=err, heldout_runs=int(good.sum()), heldout_span=span)
     usable = [p for p in PREDICTORS if fits[p].ok]
     errors = {p: e for p in usable if (e := fits[p].heldout_error) is not None and np.isfinite(e)}
     chosen: str | None
