@@ -4,14 +4,19 @@ command itself stays one call."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cdlaw.cli import out
 from cdlaw.errors import BadInput
-from cdlaw.fit.downstream import PredictOptions
-from cdlaw.fit.predictor_fits import PREDICTORS
+
+if TYPE_CHECKING:
+    from cdlaw.fit.downstream import PredictOptions
 
 
 def predict_options(holdout: bool, chance: list[str], average: str | None) -> PredictOptions:
     """The options from the command line; BadInput for a --chance that is not TASK=P."""
+    from cdlaw.fit.downstream import PredictOptions  # scipy loads with the command only
+
     given: dict[str, float] = {}
     for item in chance or []:
         name, eq, value = item.partition("=")
@@ -34,6 +39,8 @@ def render_predictors(predictors) -> None:
     any predictor is n/a. Plain lines, so long task names stay whole at any width."""
     if not predictors:
         return
+    from cdlaw.fit.predictor_fits import PREDICTORS
+
     held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
     out.print(
         f"task predictors, mean |error| on the runs of N = {held:.3g}, held out:"
