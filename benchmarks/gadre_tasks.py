@@ -74,16 +74,22 @@ def check(published: Path, boot: int = 200, seed: int = 0) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--published", default=str(Path(__file__).parents[1].parent / "shared/data/published"))
+    ap.add_argument(
+        "--published", default=str(Path(__file__).parents[1].parent / "shared/data/published")
+    )
     ap.add_argument("--bootstrap", type=int, default=200)
     args = ap.parse_args()
     res = check(Path(args.published), args.bootstrap)
-    print("| target | predictor | predicted error | 95% band | observed | relative error | authors |")
+    print(
+        "| target | predictor | predicted error | 95% band | observed | relative error | authors |"
+    )
     print("|---|---|---|---|---|---|---|")
     for label, avg in res["average"].items():
         for p, (err, obs, rel, band) in avg.items():
             b = f"{band[0]:.4f}–{band[1]:.4f}" if band else "none"
-            print(f"| {label} | {p} | {err:.4f} | {b} | {obs:.4f} | {rel:.2f}% | {AUTHORS[label]}% |")
+            print(
+                f"| {label} | {p} | {err:.4f} | {b} | {obs:.4f} | {rel:.2f}% | {AUTHORS[label]}% |"
+            )
     print()
     labels = list(res["tasks"])
     head = " | ".join(f"{lb}: val-loss, val-loss-exp, observed" for lb in labels)
@@ -98,7 +104,9 @@ def main() -> None:
     for lb in labels:
         rows = np.array(list(res["tasks"][lb].values()), float)
         mae = np.nanmean(np.abs(rows[:, :2] - rows[:, 2:3]), axis=0)
-        print(f"\n{lb}: mean |error| over the 17 tasks: val-loss {mae[0]:.4f}, val-loss-exp {mae[1]:.4f}")
+        print(
+            f"\n{lb}: mean |error| over the 17 tasks: val-loss {mae[0]:.4f}, val-loss-exp {mae[1]:.4f}"
+        )
 
 
 if __name__ == "__main__":
