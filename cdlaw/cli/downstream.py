@@ -73,7 +73,9 @@ def downstream(
     from cdlaw.cli.predictor_table import predict_options, render_predictors
 
     options = predict_options(holdout_largest, chance, average)
-    runs = load_runs(path, checkpoints=True)
+    from cdlaw.fit.checkpoints import with_checkpoints
+
+    runs = with_checkpoints(path, load_runs(path, checkpoints=True))
     result = fit_downstream(runs, task, bootstrap, seed, source=str(path), predict=options)
     if not result.links:
         why = "; ".join(f"{c}: {w}" for c, w in result.skipped.items())

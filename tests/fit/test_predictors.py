@@ -2,6 +2,7 @@
 the true predictor chosen by held-out error, checkpoint rows, chance levels."""
 
 import numpy as np
+import pandas as pd
 import pytest
 from taskladder import ITEMS, true_acc, two_step
 
@@ -93,3 +94,24 @@ def test_checkpoint_rows_are_dropped_for_the_law_and_kept_for_the_links():
 )
 def test_chance_levels_come_from_names_or_are_given(task, given, want):
     assert chance_level(task, given) == want
+
+
+def test_a_runs_folders_earlier_task_evaluations_become_checkpoint_rows(tmp_path):
+    from cdlaw.fit.checkpoints import with_checkpoints
+    from cdlaw.fit.table import load_runs
+
+    t = two_step()
+    t["run_id"] = (t.groupby(["n_params", "fresh_tokens"]).ngroup()).map("r{:02d}".format)
+    final = t[~t["checkpoint"]].drop(columns=["checkpoint"])
+    final.to_parquet(tmp_path / "summary.parquet", index=False)
+    for run_id, g in t.groupby("run_id"):
+        (tmp_path / run_id).mkdir()
+        pd.DataFrame({
+            "step": np.arange(1, len(g) + 1) * 100, "tokens_seen": g["tokens_trained"],
+            "val_loss": g["loss"], "task_quiz_acc": g["task_quiz_acc"],
+            "task_quiz_bpb": g["task_quiz_bpb"],
+        }).to_parquet(tmp_path / run_id / "metrics.parquet", index=False)  # fmt: skip
+    runs = with_checkpoints(tmp_path, load_runs(tmp_path, checkpoints=True))
+    assert len(runs) == 72 and runs["checkpoint"].sum() == 54
+    tp = fit_task_predictors(runs, boot=0)[0]
+    assert tp.n_runs == 18 and tp.n_evals == 72
