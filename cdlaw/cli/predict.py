@@ -78,27 +78,22 @@ def predict(
 
 
 def _render(forecasts, N, D, Dp) -> None:
-    from rich import box
-    from rich.table import Table
-
+    """One line per task: the prediction, its band, the predictor and its held-out error,
+    and how far beyond the runs; plain lines, whole at any width."""
     from cdlaw.units import format_number
 
-    t = Table(
-        title=f"predicted at N {format_number(N)}, D {format_number(D)}, D′ {format_number(Dp)}",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
+    out.print(
+        f"predicted at N {format_number(N)}, D {format_number(D)}, D′ {format_number(Dp)}:",
+        highlight=False,
     )
-    for c in ("task", "metric", "predicted", "95% band", "by", "held-out err", "beyond runs"):
-        t.add_column(
-            c, justify="right" if c in ("predicted", "95% band", "held-out err") else "left"
-        )
+    width = max((len(f"{f.task} {f.metric}") for f in forecasts), default=0)
     for f in forecasts:
-        band = f"{f.ci95[0]:.4f} – {f.ci95[1]:.4f}" if f.ci95 else "none"
-        err = "-" if f.heldout_error is None else f"{f.heldout_error:.4f}"
-        t.add_row(
-            f.task, f.metric, f"{f.value:.4f}", band, f.predictor, err, f.beyond_runs or "within"
+        band = f"[{f.ci95[0]:.4f}, {f.ci95[1]:.4f}]" if f.ci95 else "no band"
+        err = "" if f.heldout_error is None else f", held-out error {f.heldout_error:.4f}"
+        where = f.beyond_runs or "within the runs"
+        name = f"{f.task} {f.metric}".ljust(width)
+        out.print(
+            f"  {name}  {f.value:.4f} {band}  by {f.predictor}{err}; {where}", highlight=False
         )
-    out.print(t)
-    if forecasts:
-        out.print(f"chosen by: {forecasts[0].chosen_by}", highlight=False)
+    for by in sorted({f.chosen_by for f in forecasts}):
+        out.print(f"chosen by {by}", highlight=False)
