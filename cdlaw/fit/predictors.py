@@ -166,8 +166,7 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
             if not f.ok:
                 continue
             hf = _fit(p, tab, train, y, floor, bpb, 0, rng)
-            if not hf.ok:
-                fits[p] = replace(f, why_not=f"held out: {hf.why_not}")
+            if not hf.ok:  # fitted to every run, but not checked: never chosen over one that is
                 continue
             pred = np.array(
                 [point(hf, tab.N[i], tab.T[i], None) for i in np.flatnonzero(test)], float

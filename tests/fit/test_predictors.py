@@ -115,3 +115,12 @@ def test_a_runs_folders_earlier_task_evaluations_become_checkpoint_rows(tmp_path
     assert len(runs) == 72 and runs["checkpoint"].sum() == 54
     tp = fit_task_predictors(runs, boot=0)[0]
     assert tp.n_runs == 18 and tp.n_evals == 72
+
+
+def test_a_predictor_the_check_cannot_refit_stays_usable_unscored():
+    t = two_step()
+    t = t[t["n_params"].isin([160e6, 320e6, 640e6]) & (t["fresh_tokens"] <= 20 * t["n_params"])]
+    tp = fit_task_predictors(prepare_runs(t, "t", checkpoints=True), boot=0, holdout=True)[0]
+    chains = [tp.fits[p] for p in ("task-loss", "val-loss", "val-loss-exp")]
+    assert all(f.ok and f.heldout_error is None for f in chains)  # 4 final runs left: no step 1
+    assert tp.chosen == "task-loss" and tp.chosen_by.startswith("default")
