@@ -6,7 +6,7 @@ notebook fits (the four small sizes at 20 tokens per parameter, the 11M at 320, 
     .venv/bin/python benchmarks/gadre_tasks.py [--published ../shared/data/published] [--bootstrap 200]
 
 Prints a markdown table of the average error by each predictor beside the authors'
-relative errors, then each task's accuracy. tests/test_published_tasks.py reads the
+relative errors, then each task's accuracy. tests/fit/test_published_tasks.py reads the
 average table back from docs/results.md and checks it against this computation.
 """
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = Path(os.environ.get("CDLAW_SHARED", ROOT.parent / "shared")) / "data" / "published"
 pytestmark = pytest.mark.skipif(
     not (PUBLISHED / "gadre2024_overtrained.csv").is_file(), reason="no published tables here"
