@@ -72,7 +72,7 @@ def downstream(
         raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
     from cdlaw.cli.predictor_table import predict_options, render_predictors
 
-    options = predict_options(holdout_largest, chance, average)
+    options = predict_options(holdout_largest, chance, average, path)
     from cdlaw.fit.checkpoints import with_checkpoints
 
     runs = with_checkpoints(path, load_runs(path, checkpoints=True))

@@ -4,6 +4,7 @@ command itself stays one call."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdlaw.cli import out
@@ -13,11 +14,15 @@ if TYPE_CHECKING:
     from cdlaw.fit.downstream import PredictOptions
 
 
-def predict_options(holdout: bool, chance: list[str], average: str | None) -> PredictOptions:
-    """The options from the command line; BadInput for a --chance that is not TASK=P."""
+def predict_options(
+    holdout: bool, chance: list[str], average: str | None, path: str = ""
+) -> PredictOptions:
+    """The options from the command line, with the chance levels of a runs folder's own
+    task files (task_file_chance) where --chance gives none; BadInput for a --chance that
+    is not TASK=P."""
     from cdlaw.fit.downstream import PredictOptions  # scipy loads with the command only
 
-    given: dict[str, float] = {}
+    given: dict[str, float] = task_file_chance(path) if path else {}
     for item in chance or []:
         name, eq, value = item.partition("=")
         try:
@@ -31,6 +36,36 @@ def predict_options(holdout: bool, chance: list[str], average: str | None) -> Pr
         given[name.strip()] = p
     tasks = [t.strip() for t in average.split(",") if t.strip()] if average else None
     return PredictOptions(holdout, given, tasks)
+
+
+def task_file_chance(path: str | Path) -> dict[str, float]:
+    """{task: chance} of the .jsonl task files a runs folder's sweep.toml names in [eval]
+    (paths relative to the working directory, as the sweep read them): the mean over the
+    items scored (eval.max_items) of 1/(their choices), 0 for a cloze. Files that cannot be
+    read are left to the built-in names or a fitted floor."""
+    import tomllib
+
+    from cdlaw.data.tasks import read_task_file
+    from cdlaw.task_chance import chance_of_items
+
+    sweep = Path(path) / "sweep.toml"
+    if not sweep.is_file():
+        return {}
+    try:
+        ev = tomllib.loads(sweep.read_text()).get("eval") or {}
+    except (OSError, ValueError):
+        return {}
+    top = int(ev.get("max_items") or 0)
+    out = {}
+    for entry in ev.get("tasks") or []:
+        if not str(entry).endswith(".jsonl"):
+            continue
+        try:
+            task = read_task_file(Path(entry))
+        except (BadInput, OSError):
+            continue
+        out[task.name] = chance_of_items(task.items[:top] if top else task.items)
+    return out
 
 
 def render_predictors(predictors) -> None:

@@ -92,3 +92,19 @@ def test_predict_refuses_in_one_sentence(cdlaw, ladder, args, says):
 def test_a_bad_chance_is_refused(cdlaw, ladder):
     code, _, err = cdlaw("downstream", ladder, "--chance", "quiz")
     assert code == 2 and "TASK=P" in err
+
+
+def test_a_runs_folders_own_task_file_gives_the_chance_level(cdlaw, tmp_path):
+    """The task file the sweep named has three choices per item: its floor is 1/3."""
+    (tmp_path / "tasks").mkdir()
+    item = {"context": "The sky is", "choices": [" blue", " green", " red"], "gold": 0}
+    (tmp_path / "tasks" / "quiz.jsonl").write_text(json.dumps(item) + "\n")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "sweep.toml").write_text('[eval]\ntasks = ["tasks/quiz.jsonl"]\n')  # from cwd
+    final = two_step()
+    final[~final["checkpoint"]].drop(columns="checkpoint").to_parquet(runs / "summary.parquet")
+    code, out, err = cdlaw("downstream", runs, "--bootstrap", 0)
+    assert code == 0, err
+    (tp,) = json.loads((runs / "downstream.json").read_text())["predictors"]
+    assert tp["chance"] == pytest.approx(1 / 3) and "chance 0.333" in out
