@@ -26,6 +26,7 @@ FOUNDATION = {
     "shapes",
     "schedule",
     "task_columns",
+    "task_chance",
     "strategies",
 }
 ALLOWED = {

@@ -68,11 +68,12 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import read_links
+    from cdlaw.plan.tasks import read_links, read_predictors
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
     links = read_links(link, task)
+    predictors = read_predictors(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
@@ -107,7 +108,7 @@ def plan(
     if links:
         from cdlaw.plan.tasks import with_tasks
 
-        result = with_tasks(result, source, links)
+        result = with_tasks(result, source, links, predictors)
     if json_out:
         print_json(result.to_dict())
     else:
@@ -267,11 +268,11 @@ def _task_table(p) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for col in ("task", "metric", "predicted", "95% band"):
-        t.add_column(col, justify="left" if col in ("task", "metric") else "right")
+    for col in ("task", "metric", "predicted", "95% band", "by"):
+        t.add_column(col, justify="left" if col in ("task", "metric", "by") else "right")
     for x in p.tasks:
         band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else "none"
-        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band)
+        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band, x.get("predictor", "link"))
     return t
 
 

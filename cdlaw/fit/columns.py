@@ -40,6 +40,9 @@ SPELLINGS = {
 # only repetition means). With a D′ column too, they must agree with it.
 TOKENS = ("tokens", "total_tokens", "tokens_trained")
 EPOCHS = ("epochs",)
+# A row that is an intermediate evaluation of a run (its N, D, D′ the run's own; its loss
+# and task metrics at that point): the law fits final rows only, the task links every row.
+CHECKPOINT = ("checkpoint", "is_checkpoint")
 AGREE = 0.01  # relative tolerance of that agreement: tables print rounded epochs
 SYMBOL = {"n_params": "N", "fresh_tokens": "D", "derived_tokens": "D′"}
 NUMERIC = ("n_params", "fresh_tokens", "derived_tokens", "loss")
@@ -217,6 +220,7 @@ def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, nam
         df["derived_tokens"] = (e - 1) * D
         how = f"(epochs − 1) · {fresh}"
     Dp = df["derived_tokens"].to_numpy(float)
+    done = done & ~checkpoint_rows(df)  # a checkpoint has trained fewer tokens than its run
     with np.errstate(divide="ignore", invalid="ignore"):
         for col, total, rows in ((tokens, D + Dp, done), (epochs, (D + Dp) / D, done & repeats)):
             if col is None:
@@ -290,6 +294,19 @@ def where(df: pd.DataFrame, bad) -> str:
     "row 6" (1-based) of a parquet file or a frame (read_table, read_columns)."""
     i = np.flatnonzero(np.asarray(bad, bool))[0]
     return f"{df.attrs.get('rows_are', 'row')} {df.index[i]}"
+
+
+def checkpoint_rows(df: pd.DataFrame) -> np.ndarray:
+    """Which rows are intermediate evaluations: a `checkpoint` column (or `is_checkpoint`)
+    that reads true (true, yes, 1; case aside). No such column: none are."""
+    cols = [c for c in df.columns if str(c).strip().lower() in CHECKPOINT]
+    if not cols:
+        return np.zeros(len(df), bool)
+    v = df[cols[0]]
+    if v.dtype == bool:
+        return v.fillna(False).to_numpy(bool)
+    text = v.astype(str).str.strip().str.lower()
+    return text.isin(("true", "yes", "1", "1.0")).to_numpy(bool)
 
 
 def finished(df: pd.DataFrame) -> pd.Series:

@@ -18,6 +18,7 @@ import pandas as pd
 from cdlaw.errors import BadInput
 from cdlaw.fit.columns import (
     READING,
+    checkpoint_rows,
     finished,
     log,
     numbers,
@@ -35,10 +36,13 @@ SELECT = ("min", "mean", "none")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 
 
-def load_runs(path: str | Path) -> pd.DataFrame:
+def load_runs(path: str | Path, checkpoints: bool = False) -> pd.DataFrame:
     """Read a runs folder's summary.parquet, or a .csv / .parquet table, and prepare it.
 
     Rows whose `status` is not "done" are left out; how many is in df.attrs["not_done"].
+    Rows marked as intermediate evaluations (a true `checkpoint` column) are left out too
+    unless `checkpoints`, which keeps them with a boolean `checkpoint` column (the task
+    links of `cdlaw downstream` fit them; a law fits final rows only).
     """
     path = Path(path)
     if not path.exists():
@@ -58,8 +62,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             frames = [read_table(f) for f in (file, *(r / "summary.parquet" for r in rounds))]
             df = pd.concat(frames, ignore_index=True)
             df.attrs = {"rounds": [r.name for r in rounds]}  # rows of several files: by place
-            return prepare_runs(df, name=str(file))
-    return prepare_runs(read_table(file), name=str(file))
+            return prepare_runs(df, name=str(file), checkpoints=checkpoints)
+    return prepare_runs(read_table(file), name=str(file), checkpoints=checkpoints)
 
 
 def round_folders(path: Path) -> list[Path]:
@@ -76,8 +80,10 @@ def round_folders(path: Path) -> list[Path]:
     return sorted(subs, key=order)
 
 
-def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
+def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = False) -> pd.DataFrame:
     """Check a table of runs and add row_id, derived_ratio, tokens_per_param (idempotent).
+    Checkpoint rows (cdlaw.fit.columns.checkpoint_rows) are dropped, or with `checkpoints`
+    kept and marked in a boolean `checkpoint` column.
 
     A row with derived_tokens = 0 is a one-epoch run: its strategy becomes "none" (it
     anchors L_1ep for every strategy). A "none" row with derived tokens is an error.
@@ -95,6 +101,11 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         done = finished(df)
         not_done = int((~done).sum())
         df = df[done]
+    ckpt = checkpoint_rows(df)
+    if checkpoints:
+        df = df.assign(checkpoint=ckpt)
+    else:
+        df = df[~ckpt]
 
     spelled = df.attrs.get("spelled", {})  # each column as the table names it
     for col, rule, ok in (

@@ -20,6 +20,7 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS
+from cdlaw.fit.predictor_fits import TaskPredictors
 
 ALPHA = 0.05  # the collapse test's level
 
@@ -224,6 +225,8 @@ class Downstream:
     links: list[TaskLink]
     skipped: dict[str, str] = field(default_factory=dict)  # column -> why no link
     warnings: list[str] = field(default_factory=list)
+    # each accuracy's predictors of a model not trained (cdlaw.fit.predictors)
+    predictors: list[TaskPredictors] = field(default_factory=list)
 
     def link(self, task: str | None = None) -> list[TaskLink]:
         """The links of one task (every link when None); BadInput naming the tasks there are."""
@@ -243,6 +246,7 @@ class Downstream:
             "links": [lk.to_dict() for lk in self.links],
             "skipped": self.skipped,
             "warnings": self.warnings,
+            "predictors": [tp.to_dict() for tp in self.predictors],
         }
 
     def write(self, path: str | Path) -> Path:
@@ -263,6 +267,13 @@ class Downstream:
         if not isinstance(d, dict) or not isinstance(d.get("links"), list):
             raise BadInput(f"{path} is not a downstream.json (no links); use `cdlaw downstream`")
         links = [TaskLink.from_dict(lk, str(path)) for lk in d["links"]]
+        try:
+            predictors = [TaskPredictors.from_dict(tp) for tp in d.get("predictors") or []]
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInput(
+                f"{path}: a task's predictors are not readable ({type(e).__name__}: {e}); "
+                "write it again with `cdlaw downstream`"
+            ) from None
         return cls(
             str(d.get("source") or path),
             int(d.get("n_runs") or 0),
@@ -270,6 +281,7 @@ class Downstream:
             links,
             dict(d.get("skipped") or {}),
             list(d.get("warnings") or []),
+            predictors,
         )
 
 
