@@ -35,6 +35,8 @@ ALLOWED = {
     "plan": {"foundation", "fit", "plan"},
     "figures": {"foundation", "fit", "plan", "figures"},
     "report": {"foundation", "fit", "plan", "figures", "report"},
+    # the compute governor reads curves and fits and asks the planner for λ(C)
+    "govern": {"foundation", "fit", "plan", "govern"},
     # experiment design reads fits and plans and writes sweeps: above both pipelines
     "design": {"foundation", "data", "train", "sweep", "fit", "plan", "design"},
     "cli": {
@@ -47,10 +49,11 @@ ALLOWED = {
         "figures",
         "report",
         "design",
+        "govern",
         "cli",
     },
 }
-TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
+TORCH_FREE = {"foundation", "fit", "plan", "figures", "report", "govern"}
 HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
 
 
