@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
+from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say, wide
 from cdlaw.errors import BadInput
 
 ACTION_STYLE = {"continue": "green", "switch strategy": "cyan", "cool down now": "yellow"}
@@ -126,7 +126,7 @@ def _render(d, json_out: bool, one_line: bool) -> None:
         else:
             print_json(d.to_dict())
     else:
-        out.print(_panel(d))
+        wide(out).print(_panel(d))
     for w in d.warnings:
         say("warning", w)
 

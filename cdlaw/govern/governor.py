@@ -155,16 +155,27 @@ def law_loss(law: Law, n_params: float, fresh: float, strategy: str, end_tokens)
 def switched_loss(law: Law, n_params, fresh, strategy, other, switch_tokens, end_tokens):
     """The CD law's loss if the run trains `strategy` up to switch_tokens, then `other`.
 
-    Each strategy's derived tokens are new text to the other, so each adds its own
-    saturating gain D·R*·(1 − e^(−r/R*)) to the effective data (docs/govern.md, limits).
+    The run's state is its effective data D_eff: the switch carries the gain made so far,
+    D·R*·(1 − e^(−r/R*)) on `strategy`, over to `other` as the ratio r_o that gives `other`
+    the same gain, and the rest of the tokens continue from there on `other`'s curve. So a
+    switch helps only towards a strategy whose derived tokens still add more per token
+    (a larger R*), and never past its own saturation D·(1 + R*_o) (docs/govern.md, limits).
     """
     E = np.asarray(end_tokens, dtype=float)
     seen = np.minimum(E, fresh)
     own = max(switch_tokens - fresh, 0.0)
     rest = np.maximum(E - max(switch_tokens, fresh), 0.0)
-    gain_own = law.effective_data(n_params, fresh, own, strategy) - fresh
-    gain_rest = law.effective_data(n_params, fresh, rest, other) - fresh
-    return law.loss(n_params, seen + gain_own + gain_rest, 0.0, "none")
+    gain = float(law.effective_data(n_params, fresh, own, strategy)) - fresh
+    cap = fresh * float(law.rstar(n_params, fresh, other))
+    if gain >= cap:  # `other` saturates below what the run has: its tokens add nothing
+        total = np.full(E.shape, gain)
+    else:
+        start = -fresh * float(law.rstar(n_params, fresh, other)) * math.log1p(-gain / cap)
+        total = law.effective_data(n_params, fresh, start + rest, other) - fresh
+    total = np.where(E > max(switch_tokens, fresh), total, 0.0)
+    before = law.loss(n_params, seen, np.maximum(E - fresh, 0.0), strategy)
+    after = law.loss(n_params, seen + total, 0.0, "none")
+    return np.where(E > max(switch_tokens, fresh), after, before)
 
 
 def gain_per_flop(curve_of_e, end_tokens, n_params: float) -> np.ndarray:
