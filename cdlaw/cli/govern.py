@@ -145,9 +145,7 @@ def _panel(d) -> Panel:
     style = ACTION_STYLE.get(d.action, "white")
     what = d.action + (f" → {d.switch_to}" if d.switch_to else "")
     t.add_row("action", f"[bold {style}]{escape(what)}[/]")
-    band = (
-        f" [{d.gain_now_ci95[0]:.3g}, {d.gain_now_ci95[1]:.3g}]" if d.gain_now_ci95 else ""
-    )
+    band = f" [{d.gain_now_ci95[0]:.3g}, {d.gain_now_ci95[1]:.3g}]" if d.gain_now_ci95 else ""
     t.add_row("G_t now", f"{d.gain_now:.3g}{band} nats/FLOP at {d.tokens_now:.4g} tokens")
     t.add_row(
         "threshold λ(C)",

@@ -1,10 +1,10 @@
 """The governor's figure (`cdlaw govern --figure`): the run's curve, its predicted
 continuation with the 95% band, and where G_t meets λ.
 
-Left: loss against tokens. The observed curve (its calibration points marked), the
-stable phase ahead as the calibrated law predicts it, and the loss the run would end at
-if it cooled down at each point, with its band, drawn at the end that cooldown reaches.
-Right: G_t against tokens with λ(C) as a level line; the crossing is marked on both.
+Left: loss against the tokens t at which the run would start its cooldown. The observed
+curve (its calibration points marked), the stable phase ahead as the calibrated law
+predicts it, and the loss the run would end at if it started its cooldown at t, with its
+band. Right: G_t against t with λ(C) as a level line; the crossing is marked on both.
 Reads Decision.to_dict() (cdlaw.govern.governor), so it needs nothing but the dict.
 """
 
@@ -32,9 +32,9 @@ def govern_figure(decision: dict):
     ax.plot(c["stable_tokens"][ahead], c["stable_loss"][ahead], color=style.BLUE,
             linestyle="--", linewidth=1.0, label="stable phase ahead (predicted)",
             gid="stable")  # fmt: skip
-    ax.plot(c["end_tokens"], c["cooled_loss"], color=style.VERMILLION, linewidth=1.2,
-            label="loss if cooled down (at its end)", gid="cooled")  # fmt: skip
-    ax.fill_between(c["end_tokens"], c["cooled_lo"], c["cooled_hi"], color=style.VERMILLION,
+    ax.plot(c["stable_tokens"], c["cooled_loss"], color=style.VERMILLION, linewidth=1.2,
+            label="final loss if it cools down from t", gid="cooled")  # fmt: skip
+    ax.fill_between(c["stable_tokens"], c["cooled_lo"], c["cooled_hi"], color=style.VERMILLION,
                     alpha=0.18, linewidth=0, label="95% band", gid="band")  # fmt: skip
     cross = decision.get("cross_tokens")
     for a in (ax, gx):
@@ -49,7 +49,7 @@ def govern_figure(decision: dict):
     for a in (ax, gx):
         a.set_xscale("log")
         style.log_axis(a, "x")
-        a.set_xlabel("tokens (tokens)", fontsize=8)
+        a.set_xlabel("tokens t: where the cooldown starts (tokens)", fontsize=8)
         a.tick_params(labelsize=7)
     ax.set_ylabel("loss (nats/token)", fontsize=8)
     gx.set_ylabel("nats per FLOP", fontsize=8)
@@ -64,7 +64,9 @@ def govern_figure(decision: dict):
     handles += [*h2, Line2D([], [], color="0.5", linestyle=":"),
                 Line2D([], [], color=style.GREEN)]  # fmt: skip
     labels += [*l2, "now (last stable point)", "G_t meets λ"]
-    action = decision["action"] + (f" → {decision['switch_to']}" if decision.get("switch_to") else "")
+    action = decision["action"] + (
+        f" → {decision['switch_to']}" if decision.get("switch_to") else ""
+    )
     caption = (
         f"{decision['source']}: N {style.size(decision['n_params'])}, {decision['strategy']}, "
         f"cooldown the last {f:.0%}; law {decision['law']} + offset "

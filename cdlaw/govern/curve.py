@@ -29,7 +29,14 @@ from cdlaw.errors import BadInput
 
 # The columns a log may name each quantity, compared ignoring case; the first that has a
 # finite value wins (a cdlaw run's val_loss before its train_loss).
-TOKEN_COLUMNS = ("tokens_seen", "tokens", "token", "num_tokens", "consumed_tokens", "tokens_trained")
+TOKEN_COLUMNS = (
+    "tokens_seen",
+    "tokens",
+    "token",
+    "num_tokens",
+    "consumed_tokens",
+    "tokens_trained",
+)
 STEP_COLUMNS = ("step", "steps", "global_step", "iteration", "iter", "trainer/global_step")
 LOSS_COLUMNS = ("val_loss", "eval_loss", "validation_loss", "loss", "train_loss", "lm_loss")
 LR_COLUMNS = ("lr", "learning_rate", "train/lr", "optimizer/lr")

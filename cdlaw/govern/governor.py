@@ -257,10 +257,11 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
     def own(lw: Law):
         return lambda E: law_loss(lw, n, fresh, strategy, E)
 
+    cooldown = options.cooldown.for_lr(None if curve.lr is None else float(np.nanmax(curve.lr)))
     laws = [law, *source.bootstrap]
-    offsets = [calibrate(own(lw), curve, options.cooldown, f) for lw in laws]
+    offsets = [calibrate(own(lw), curve, cooldown, f) for lw in laws]
     delta, delta_se = offsets[0]
-    widen = 1.96 * math.hypot(delta_se, options.cooldown.sd)
+    widen = 1.96 * math.hypot(delta_se, cooldown.sd)
 
     def band(values: list[float]) -> tuple[float, float] | None:
         if len(values) < 3:
@@ -336,7 +337,7 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
         "end_tokens": grid,
         "cooled_loss": k_grid,
         "stable_tokens": grid * (1 - f),
-        "stable_loss": options.cooldown.stable(k_grid),
+        "stable_loss": cooldown.stable(k_grid),
         "gain": g_grid,
         **_grid_band(laws, offsets, own, grid, widen),
     }
@@ -370,7 +371,7 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
         cross_flops=None if cross_e is None else 6.0 * n * cross_e,
         switch_to=switch_to if action == "switch strategy" else None,
         options=tuple(options_out),
-        cooldown=options.cooldown.to_dict(),
+        cooldown=cooldown.to_dict(),
         curve=curve_out,
         warnings=tuple(warnings),
     )

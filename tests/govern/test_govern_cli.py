@@ -13,7 +13,16 @@ from cdlaw.cli import main
 from cdlaw.govern.cooldown import DEMO
 
 BUDGET = ["--budget-flops", "1e19", "--unique-tokens", "1e9", "--law", "qin2026"]
-RUN = ["--n-params", "100M", "--fresh-tokens", "1e9", "--decay-frac", "0.2", "--strategy", "paraphrase"]
+RUN = [
+    "--n-params",
+    "100M",
+    "--fresh-tokens",
+    "1e9",
+    "--decay-frac",
+    "0.2",
+    "--strategy",
+    "paraphrase",
+]
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
@@ -33,9 +42,7 @@ def planted_csv(tmp_path, **kw):
 
 def test_a_planted_log_end_to_end(tmp_path, capsys):
     figure = tmp_path / "govern.png"
-    code, out, err = cli(
-        capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--figure", figure
-    )
+    code, out, err = cli(capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--figure", figure)
     assert code == 0, err
     d = json.loads(out)
     assert d["action"] == "continue" and d["gain_now"] > d["threshold"]

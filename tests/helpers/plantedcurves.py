@@ -70,3 +70,51 @@ def write_run_folder(folder, frame, n, fresh, derived, strategy, f=0.2, vocab=10
     )
     metrics.to_parquet(folder / "metrics.parquet")
     return folder
+
+
+def write_planted_sweep(runs, ratio=0.8, steps=(25, 50, 75, 100)):
+    """A WSD runs folder with one trunk (the longest) and a branch forked at each shorter
+    run's decay start: the trunk's validation loss is 4 − 0.3·ln(tokens) (exact under
+    log-token interpolation), every run's final loss `ratio` × that at its decay start."""
+    import math
+
+    runs.mkdir(parents=True)
+    batch, seq, decay = 4, 8, 0.2
+    trunk_steps = max(steps)
+    rows = []
+    for n_steps in steps:
+        run_id = f"run{n_steps:03d}"
+        decay_step = n_steps - round(decay * n_steps)
+        folder = runs / run_id
+        folder.mkdir()
+        train = {"schedule": "wsd", "decay_frac": decay, "batch_size": batch, "lr": 0.02,
+                 "warmup_steps": 2, "eval_every": 10}  # fmt: skip
+        config = {"steps": n_steps, "train": train, "model": {"seq_len": seq}}
+        (folder / "config.json").write_text(json.dumps(config))
+        trunk = n_steps == trunk_steps
+        step = np.arange(10, n_steps + 1, 10)
+        if not trunk:  # a branch holds its trunk's rows before the fork, then its own
+            step = np.append(step[step < decay_step], n_steps)
+        tokens = step * batch * seq
+        stable = 4 - 0.3 * np.log(tokens)
+        lr = np.where(step <= decay_step, 0.02, 0.002)
+        pd.DataFrame(
+            {"step": step, "tokens_seen": tokens, "lr": lr, "val_loss": stable}
+        ).to_parquet(folder / "metrics.parquet")
+        loss = ratio * (4 - 0.3 * math.log(decay_step * batch * seq))
+        rows.append(
+            {
+                "run_id": run_id,
+                "status": "done",
+                "n_params": 1000,
+                "fresh_tokens": 200,
+                "derived_tokens": n_steps * batch * seq - 200,
+                "strategy": "repetition",
+                "seed": 0,
+                "loss": loss,
+                "fork_parent": "" if trunk else f"run{trunk_steps:03d}",
+                "fork_step": 0 if trunk else decay_step,
+            }
+        )
+    pd.DataFrame(rows).to_parquet(runs / "summary.parquet")
+    return runs
