@@ -286,7 +286,7 @@ def demo_lambda(law) -> float:
     return float(plan(law, *PLAN).marginal_gain_per_flop)
 
 
-def regret(runs_dir: Path) -> dict:
+def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
     from cdlaw.fit.io import FitResult
     from cdlaw.fit.table import load_runs
 
@@ -296,7 +296,7 @@ def regret(runs_dir: Path) -> dict:
     fams = families(runs)
     laws = {f["key"]: fit_held_out_law(summary, f["key"]) for f in fams}
     rows = []
-    for factor in LAMBDA_FACTORS:
+    for factor in factors:
         lam = lam0 * factor
         for fam in fams:
             key, br = fam["key"], fam["branches"]
@@ -321,7 +321,7 @@ def regret(runs_dir: Path) -> dict:
     return {"rows": pd.DataFrame(rows), "lambda0": lam0}
 
 
-def simulate(runs_dir: Path, seeds: int, noise: float) -> dict:
+def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -> dict:
     """Each seed: the demo's 72 runs drawn from the full fit (simulate executor, noise), the
     law refitted on them, and for every trunk and λ the governor's stop vs the truth's."""
     from cdlaw.fit.io import FitResult
@@ -352,7 +352,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float) -> dict:
             ]
         )
         law = fit_law(table, bootstrap=0).law
-        for factor in LAMBDA_FACTORS:
+        for factor in factors:
             lam = lam0 * factor
             for fam in fams:
                 key, br = fam["key"], fam["branches"]
@@ -383,22 +383,32 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     ap.add_argument("--law-cache", type=Path, help="keep the held-out fits in this JSON file")
+    ap.add_argument(
+        "--factors", default="0.5,1,2", help="λ as multiples of the demo plan's, e.g. 0.5,1,2"
+    )
     a = ap.parse_args()
     global LAW_CACHE
     LAW_CACHE = a.law_cache
+    factors = tuple(float(x) for x in a.factors.split(","))
     t0 = time.time()
     if a.what == "heldout":
         res = heldout(a.runs)
         print(heldout_table(res))
         df = res["rows"]
     elif a.what == "regret":
-        res = regret(a.runs)
+        res = regret(a.runs, factors)
         df = res["rows"]
         print(f"λ0 = {res['lambda0']:.3g} nats/FLOP (the demo plan's, C = 2e12, U = 96K)")
         g = df.groupby("lambda_factor")[["regret_governor", "regret_four_epoch", "regret_largest"]]
-        print(g.mean().to_string(float_format=lambda x: f"{x:.4f}"))
+        means = g.mean()
+        means["governor/four-epoch"] = means.regret_governor / means.regret_four_epoch
+        means["governor/largest"] = means.regret_governor / means.regret_largest
+        print(means.to_string(float_format=lambda x: f"{x:.4f}"))
+        best = df.groupby("lambda_factor").apply(lambda x: (x.best_r == 15).mean())
+        print("share of families whose hindsight-best branch is the largest r:")
+        print(best.to_string(float_format=lambda x: f"{x:.2f}"))
     else:
-        res = simulate(a.runs, a.seeds, a.noise)
+        res = simulate(a.runs, a.seeds, a.noise, factors)
         df = res["rows"]
         per_seed = df.groupby("seed").within_one.mean()
         print(f"λ0 = {res['lambda0']:.3g}; decisions within one branch: {df.within_one.mean():.1%}")
