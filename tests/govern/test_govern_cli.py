@@ -124,3 +124,15 @@ def test_a_tensorboard_log_without_its_extra_names_the_extra(tmp_path, capsys):
     (logs / "events.out.tfevents.1.host").write_bytes(b"")
     code, _, err = cli(capsys, logs, *BUDGET, *RUN)
     assert code == 2 and "tensorboard" in err
+
+
+def test_cooldown_from_a_sweep_replaces_the_demo_ratio(tmp_path, capsys):
+    from plantedcurves import write_planted_sweep
+
+    runs = write_planted_sweep(tmp_path / "runs", ratio=0.7)
+    code, out, err = cli(
+        capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--cooldown-from", runs
+    )
+    assert code == 0, err
+    cooldown = json.loads(out)["cooldown"]
+    assert cooldown["ratio"] == pytest.approx(0.7) and cooldown["source"] == str(runs)
