@@ -82,8 +82,15 @@ def govern(
     last_tokens = None
     done = 0
     while True:
-        curve = read_curve(run, curve_options)
-        if curve.tokens[-1] != last_tokens:
+        try:
+            curve = read_curve(run, curve_options)
+        except BadInput as e:
+            if last_tokens is None:
+                raise
+            # a growing log can be caught mid-write: say so and read it again next time
+            say("warning", f"{e} (read again in {every:g} s)")
+            curve = None
+        if curve is not None and curve.tokens[-1] != last_tokens:
             last_tokens = curve.tokens[-1]
             decision = decide(curve, source, options)
             _render(decision, json_out, one_line=watch)
