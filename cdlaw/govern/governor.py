@@ -263,19 +263,14 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
     delta, delta_se = offsets[0]
     widen = 1.96 * math.hypot(delta_se, cooldown.sd)
 
-    def band(values: list[float]) -> tuple[float, float] | None:
-        if len(values) < 3:
-            return None
-        lo, hi = np.percentile(values[1:], [2.5, 97.5])
-        return float(min(lo, values[0]) - widen), float(max(hi, values[0]) + widen)
-
-    def predicted(fn, E) -> tuple[float, tuple[float, float] | None]:
-        vals = [float(fn(lw)(E)) + d for lw, (d, _) in zip(laws, offsets, strict=True)]
-        b = band(vals) if len(vals) >= 3 else (vals[0] - widen, vals[0] + widen)
-        return vals[0], b
-
     def option(name, fn, E) -> Option:
-        loss, ci = predicted(fn, E)
+        """One way to end at E: the law's loss + δ, its band over the bootstrap laws (each
+        with its own δ) widened by the calibration's and the ratio's spread."""
+        vals = [float(fn(lw)(E)) + d for lw, (d, _) in zip(laws, offsets, strict=True)]
+        loss, lo, hi = vals[0], vals[0], vals[0]
+        if len(vals) >= 3:
+            lo, hi = np.percentile(vals[1:], [2.5, 97.5])
+        ci = (float(min(lo, loss) - widen), float(max(hi, loss) + widen))
         F = 6.0 * n * E
         return Option(name, float(E), loss, ci, F, loss + lam * F)
 
