@@ -169,7 +169,10 @@ def _panel(d) -> Panel:
     elif d.cross_tokens <= d.tokens_now:
         cross = f"already: at {d.cross_tokens:.4g} tokens"
     else:
-        cross = f"at {d.cross_tokens:.4g} tokens ({d.cross_flops:.3g} FLOPs)"
+        cross = (
+            f"at t = {d.cross_tokens:.4g} tokens; cooling down from there ends at "
+            f"{d.cross_tokens / (1 - d.decay_frac):.4g} tokens, {d.cross_flops:.3g} FLOPs"
+        )
     t.add_row("G_t meets λ", cross)
     t.add_row(
         "calibration",
