@@ -136,3 +136,15 @@ def test_cooldown_from_a_sweep_replaces_the_demo_ratio(tmp_path, capsys):
     assert code == 0, err
     cooldown = json.loads(out)["cooldown"]
     assert cooldown["ratio"] == pytest.approx(0.7) and cooldown["source"] == str(runs)
+
+
+def test_a_first_loss_at_about_ln_v_is_an_untrained_model_not_bad_input(tmp_path):
+    import math
+
+    from cdlaw.govern.curve import CurveOptions, read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame.loc[0, "loss"] = 1.01 * math.log(50_000)
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    curve = read_curve(tmp_path / "log.csv", CurveOptions(vocab_size=50_000))
+    assert curve.loss[0] == frame.loc[0, "loss"]
