@@ -1,5 +1,6 @@
 """The compute governor measured on a WSD sweep's trunks and branches (docs/results.md).
 
+    python benchmarks/bench_govern.py relation runs/demo   # stable-to-cooled forms, held out
     python benchmarks/bench_govern.py heldout  runs/demo   # curve prediction, held out
     python benchmarks/bench_govern.py regret   runs/demo   # online stopping vs baselines
     python benchmarks/bench_govern.py simulate runs/demo   # a known law: best stop found?
@@ -10,6 +11,9 @@ the law, the stable-to-cooled ratio and the published laws' annealing constants 
 without any run of the family (nor the one-epoch runs at its size and D, either seed);
 only the trunk's own curve up to half its tokens is known.
 
+relation: K from the measured S at each run's decay start, each family predicted by a
+relation fitted on the others: one ratio, one ratio per peak lr, an additive bonus, an
+affine and a log-linear fit.
 heldout: the cooled-down loss of every branch predicted four ways, against the seed noise
 (replicate one-epoch runs): the governor's relation (the law + an offset calibrated through
 the ratio), the ratio on a power law in the lr area (no law), Tissue et al. 2024, and Luo
@@ -139,8 +143,32 @@ def observed(trunk, upto: float):
 
 
 # ---------------------------------------------------------------------------------------
-# heldout
+# relation and heldout
 # ---------------------------------------------------------------------------------------
+
+
+def relation(runs_dir: Path) -> dict[str, float]:
+    """Mean |error| of K predicted from S, family by family, for each relation's form."""
+    p = cooldown_pairs(runs_dir)
+    fam = list(zip(p.n_params, p.fresh_tokens, p.strategy, strict=True))
+    p = p.assign(fam=fam)
+    errors: dict[str, list[float]] = {}
+    for key in sorted(set(fam)):
+        tr, te = p[p.fam != key], p[p.fam == key]
+        s, k = te.stable.to_numpy(), te.cooled.to_numpy()
+        same = tr[np.isclose(tr.lr, te.lr.iloc[0])]
+        affine = np.polyfit(tr.stable, tr.cooled, 1)
+        loglin = np.polyfit(np.log(tr.stable), np.log(tr.cooled), 1)
+        pred = {
+            "one ratio": fit_ratio(tr.stable, tr.cooled)[0] * s,
+            "ratio per lr": fit_ratio(same.stable, same.cooled)[0] * s,
+            "additive": s + float(np.mean(tr.cooled - tr.stable)),
+            "affine": np.polyval(affine, s),
+            "log-linear": np.exp(np.polyval(loglin, np.log(s))),
+        }
+        for name, y in pred.items():
+            errors.setdefault(name, []).extend(np.abs(y - k))
+    return {name: float(np.mean(e)) for name, e in errors.items()}
 
 
 def annealing_fits(fams, train_keys, bases, schedules, runs):
@@ -377,7 +405,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("heldout", "regret", "simulate"))
+    ap.add_argument("what", choices=("relation", "heldout", "regret", "simulate"))
     ap.add_argument("runs", type=Path)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--noise", type=float, default=0.02)
@@ -391,6 +419,10 @@ def main() -> None:
     LAW_CACHE = a.law_cache
     factors = tuple(float(x) for x in a.factors.split(","))
     t0 = time.time()
+    if a.what == "relation":
+        for name, err in relation(a.runs).items():
+            print(f"{name:>13}: mean |error| {err:.4f} nats")
+        return
     if a.what == "heldout":
         res = heldout(a.runs)
         print(heldout_table(res))
@@ -419,7 +451,6 @@ def main() -> None:
             a.out, orient="records", indent=1
         )
     print(f"({time.time() - t0:.0f} s)", file=sys.stderr)
-    json.dumps({})
 
 
 if __name__ == "__main__":
