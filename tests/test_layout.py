@@ -193,6 +193,7 @@ TEST_FOLDERS = {
     "figures",
     "report",
     "design",
+    "govern",
     "cli",
 }
 
