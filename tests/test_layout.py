@@ -38,6 +38,8 @@ ALLOWED = {
     "plan": {"foundation", "fit", "plan"},
     "figures": {"foundation", "fit", "plan", "figures"},
     "report": {"foundation", "fit", "plan", "figures", "report"},
+    # the compute governor reads curves and fits and asks the planner for λ(C)
+    "govern": {"foundation", "fit", "plan", "govern"},
     # experiment design reads fits and plans and writes sweeps: above both pipelines
     "design": {"foundation", "data", "train", "sweep", "fit", "plan", "design"},
     "cli": {
@@ -50,10 +52,11 @@ ALLOWED = {
         "figures",
         "report",
         "design",
+        "govern",
         "cli",
     },
 }
-TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
+TORCH_FREE = {"foundation", "fit", "plan", "figures", "report", "govern"}
 HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
 
 
@@ -193,6 +196,7 @@ TEST_FOLDERS = {
     "figures",
     "report",
     "design",
+    "govern",
     "cli",
 }
 
