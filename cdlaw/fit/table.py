@@ -177,6 +177,8 @@ def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
             raise BadInput(
                 f"{name} {where(df, bad)}: {col} must be {rule}, got {plain(df[col][bad].iloc[0])}"
             )
+
+
 def above_uniform(df: pd.DataFrame, name: str) -> str | None:
     """The sentence flagging runs whose loss is above ln V, the loss of a uniform guess over
     their vocabulary (their `vocab_size`), logged as the table is read; None when there are
