@@ -5,6 +5,11 @@ same text on the same cores, in one run.
     python benchmarks/bench_data.py                      # 0.25, 1 and 4 GB
     python benchmarks/bench_data.py --sizes 0.01,0.05    # small, quick
     python benchmarks/bench_data.py --workers 2 --vocab 32768 --json out.json
+    python benchmarks/bench_data.py --long-doc 50 --sizes 0.005  # one 50 MB document
+
+With --long-doc MB, each corpus is prepared twice: as generated, and with one more
+document of MB megabytes (a single jsonl line) appended; the peak memory of the two is
+compared (a document of any length is tokenised in bounded pieces).
 
 Each corpus is generated into a temporary folder: documents of 100–1,500 Zipf-distributed
 English words (the embedded world's word lists and a list of common words), in sentences.
@@ -77,6 +82,27 @@ def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> int:
             chunk = "".join(lines)
             f.write(chunk)
             written += len(chunk.encode())
+    return written
+
+
+def append_long_document(path: Path, n_bytes: int, seed: int = 1) -> int:
+    """Append one document of about n_bytes (a single jsonl line), written a sentence
+    batch at a time; the bytes appended."""
+    rng = np.random.default_rng(seed)
+    words = np.array(vocabulary())
+    p = 1.0 / np.arange(1, len(words) + 1) ** 1.05
+    p /= p.sum()
+    written = 0
+    with open(path, "a") as f:
+        f.write('{"id": "long", "text": "')
+        while written < n_bytes:
+            picks = words[rng.choice(len(words), size=20_000, p=p)]
+            cuts = np.cumsum(rng.integers(6, 24, size=20_000 // 6 + 1))
+            sentences = [" ".join(s) for s in np.split(picks, cuts[cuts < len(picks)]) if len(s)]
+            chunk = " ".join(s[:1].upper() + s[1:] + "." for s in sentences) + " "
+            f.write(chunk)
+            written += len(chunk)
+        f.write('end."}\n')
     return written
 
 
@@ -180,25 +206,29 @@ def run_sampled(args: list[str], env) -> tuple[str, float, int, int]:
     return out, wall, peak_rss, peak_pss
 
 
-def bench_size(gb: float, folder: Path, tok: Path, workers: int, env) -> dict:
+def bench_size(gb: float, folder: Path, tok: Path, workers: int, env, long_mb: float = 0):
     corpus = folder / f"corpus-{gb:g}GB.jsonl"
     n_bytes = write_corpus(corpus, int(gb * 1e9))
     if not tok.is_file():
         train_tokenizer(corpus, tok, ARGS.vocab)
+    if long_mb:
+        n_bytes += append_long_document(corpus, int(long_mb * 1e6))
     cache = folder / f"cache-{gb:g}"
     py = [sys.executable, "-c"]
     out, wall, rss, pss = run_sampled(
         [*py, PREPARE, str(corpus), str(tok), str(cache), str(workers)], env
     )
-    raw = json.loads(subprocess.run([*py, RAW, str(corpus), str(tok)], capture_output=True,
-                                    text=True, check=True, env=env).stdout)  # fmt: skip
+    raw = {"seconds": float("nan")}  # raw encode_batch of a long document takes GBs: skipped
+    if not long_mb:
+        raw = json.loads(subprocess.run([*py, RAW, str(corpus), str(tok)], capture_output=True,
+                                        text=True, check=True, env=env).stdout)  # fmt: skip
     hashed = json.loads(subprocess.run([*py, FINGERPRINT, str(corpus), str(cache)],
                                        capture_output=True, text=True, check=True,
                                        env=env).stdout)  # fmt: skip
     corpus.unlink()
     subprocess.run(["rm", "-rf", str(cache)], check=True)
     return {
-        "gb": gb, "bytes": n_bytes, "tokens": int(out.strip().splitlines()[-1]),
+        "gb": gb, "long_doc_mb": long_mb, "bytes": n_bytes, "tokens": int(out.strip().splitlines()[-1]),
         "wall_s": wall, "peak_rss_gb": rss / 1e9, "peak_pss_gb": pss / 1e9,
         "mb_per_s": n_bytes / 1e6 / wall, "raw_s": raw["seconds"],
         "raw_mb_per_s": n_bytes / 1e6 / raw["seconds"],
@@ -214,15 +244,25 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0, help="Workers (0: one per core).")
     ap.add_argument("--vocab", type=int, default=32768, help="The tokenizer's vocabulary.")
     ap.add_argument("--json", type=Path, help="Also write the rows as JSON here.")
+    ap.add_argument(
+        "--long-doc",
+        type=float,
+        default=0.0,
+        help="Also prepare each corpus with one document of this many MB.",
+    )
     ARGS = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-data-") as tmp:
         tok = Path(tmp) / "tokenizer.json"
-        for gb in (float(s) for s in ARGS.sizes.split(",")):
-            rows.append(bench_size(gb, Path(tmp), tok, ARGS.workers, env))
+        cases = [(float(s), 0.0) for s in ARGS.sizes.split(",")]
+        if ARGS.long_doc:
+            cases = [(gb, mb) for gb, _ in cases for mb in (0.0, ARGS.long_doc)]
+        for gb, mb in cases:
+            rows.append(bench_size(gb, Path(tmp), tok, ARGS.workers, env, mb))
             r = rows[-1]
-            print(f"{r['gb']:g} GB: {r['tokens']:,} tokens, wall {r['wall_s']:.1f} s, "
+            long = f" + one {mb:g} MB document" if mb else ""
+            print(f"{r['gb']:g} GB{long}: {r['tokens']:,} tokens, wall {r['wall_s']:.1f} s, "
                   f"peak RSS {r['peak_rss_gb']:.2f} GB (PSS {r['peak_pss_gb']:.2f}), "
                   f"{r['mb_per_s']:.2f} MB/s vs raw encode_batch {r['raw_mb_per_s']:.2f} MB/s "
                   f"({r['mb_per_s'] / r['raw_mb_per_s']:.2f}x); fingerprint "

@@ -34,6 +34,27 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
+def check_writable(*paths: str | Path) -> None:
+    """BadInput unless each file's folder (or, where it is still to be made, the nearest
+    folder above it) takes new files: checked before long work whose end writes them.
+    Probed with an unnamed temporary file, so missing permissions and a read-only file
+    system are both found, and nothing is left behind."""
+    from cdlaw.errors import BadInput
+
+    for path in map(Path, paths):
+        folder = path.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as e:
+            raise BadInput(
+                f"cannot write {path}: {folder} refuses new files ({e.strerror or e}); give "
+                "--out FILE.json in a folder you can write to"
+            ) from None
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return write_atomic(path, lambda p: p.write_bytes(data))
 

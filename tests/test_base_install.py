@@ -77,3 +77,18 @@ def test_fit_plan_and_plot_run_without_torch_and_sweep_names_its_extra(tmp_path)
     assert "the train extra" in proc.stderr and advice in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_govern_runs_without_the_training_packages(tmp_path):
+    import numpy as np
+    from plantedcurves import planted_frame
+
+    planted_frame(np.linspace(2e8, 3e9, 20), strategy="paraphrase").to_csv(
+        tmp_path / "log.csv", index=False
+    )
+    r = cdlaw_without_train(
+        "govern", tmp_path / "log.csv", "--law", "qin2026", "--budget-flops", "1e19",
+        "--unique-tokens", "1e9", "--n-params", "100M", "--strategy", "paraphrase", "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["action"] == "continue"

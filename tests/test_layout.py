@@ -17,6 +17,8 @@ FOUNDATION = {
     "extras",
     "units",
     "atomic",
+    "disk_full",
+    "lifetime",
     "law",
     "laws",
     "regimes",
@@ -24,6 +26,7 @@ FOUNDATION = {
     "shapes",
     "schedule",
     "task_columns",
+    "task_chance",
     "strategies",
 }
 ALLOWED = {
@@ -35,6 +38,8 @@ ALLOWED = {
     "plan": {"foundation", "fit", "plan"},
     "figures": {"foundation", "fit", "plan", "figures"},
     "report": {"foundation", "fit", "plan", "figures", "report"},
+    # the compute governor reads curves and fits and asks the planner for λ(C)
+    "govern": {"foundation", "fit", "plan", "govern"},
     # experiment design reads fits and plans and writes sweeps: above both pipelines
     "design": {"foundation", "data", "train", "sweep", "fit", "plan", "design"},
     "cli": {
@@ -47,10 +52,11 @@ ALLOWED = {
         "figures",
         "report",
         "design",
+        "govern",
         "cli",
     },
 }
-TORCH_FREE = {"foundation", "fit", "plan", "figures", "report"}
+TORCH_FREE = {"foundation", "fit", "plan", "figures", "report", "govern"}
 HEAVY = {"torch", "transformers", "datasets", "tokenizers", "safetensors"}
 
 
@@ -190,6 +196,7 @@ TEST_FOLDERS = {
     "figures",
     "report",
     "design",
+    "govern",
     "cli",
 }
 

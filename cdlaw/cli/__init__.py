@@ -20,7 +20,8 @@ from cdlaw.errors import BadInput
 app = typer.Typer(
     name="cdlaw",
     help="Compute–data scaling laws: sweep small models, fit the law, plan a budget, plot it.\n\n"
-    "Example: cdlaw sweep sweeps/demo.toml && cdlaw fit runs/demo && cdlaw plan --budget-flops 1e21 --unique-tokens 5e9",
+    "Example: cdlaw sweep sweeps/demo.toml && cdlaw fit runs/demo && cdlaw plan --law "
+    "runs/demo/fit.json --budget-flops 2e12 --unique-tokens 96K",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (docs/cli.md)
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command

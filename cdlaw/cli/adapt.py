@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import NUMBER, app, err, number, out, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.cli.sweep import (
     COMPILE,
     DEVICE,
@@ -50,6 +51,7 @@ def adapt(
     threads: int = THREADS,
     compile: bool = COMPILE,
     tracker: str = TRACKER,
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print the rounds and why they stopped as JSON."),
 ) -> None:  # fmt: skip
     """Train a seed grid, then fit → next → sweep in rounds until the plan for C FLOPs and
@@ -60,7 +62,7 @@ def adapt(
 
     Example: cdlaw adapt sweeps/qin2026-seed.toml --budget-flops 1e21 --unique-tokens 5e9
     --grid sweeps/qin2026-grid.toml --experiment-flops 6.7e20 --executor simulate
-    --law qin2026 --noise 0.02 --out sim
+    --law qin2026 --noise 0.02 --out sim --extrapolate
     """
     from cdlaw.cli.sweep_show import SweepDisplay
     from cdlaw.design.adaptive import run_adaptive
@@ -78,7 +80,7 @@ def adapt(
         result = run_adaptive(
             seed_file, out_dir, c, u, until, max_flops=max_flops, round_runs=round_runs,
             max_rounds=max_rounds, law=fit_law, grid_path=grid, sweep_options=options,
-            on_event=display, on_round=_say_round,
+            on_event=display, on_round=_say_round, extrapolate=extrapolate,
         )  # fmt: skip
     finally:
         display.stop()
@@ -87,13 +89,20 @@ def adapt(
 
 def _say_round(r) -> None:
     """One line on stderr per round: its runs, FLOPs and the plan with its interval."""
-    band = f"[{r.ci_low:.4g}, {r.ci_high:.4g}] ({r.width_nats:.3g} nats)"
+    band = _band(r)
     agree = "" if math.isnan(r.strategy_agreement) else f" ({r.strategy_agreement:.0%} of refits)"
     err.print(
         f"round {r.round} ({r.sweep}): {r.runs} runs, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
         f"{r.strategy}{agree}, loss {r.predicted_loss:.4g} {band}",
         highlight=False,
     )
+
+
+def _band(r) -> str:
+    """A round's 95% loss band, or that it is not determined (no refits support one)."""
+    if not (math.isfinite(r.ci_low) and math.isfinite(r.ci_high)):
+        return "(95% band not determined)"
+    return f"[{r.ci_low:.4g}, {r.ci_high:.4g}] ({r.width_nats:.3g} nats)"
 
 
 def _render(result, json_out: bool) -> None:
@@ -115,7 +124,7 @@ def _render(result, json_out: bool) -> None:
         out.print(
             f"adaptive {result.folder}: {len(result.rounds) - 1} round(s), {last.runs} runs, {last.flops:.3g} "
             f"FLOPs; plan N {last.n_params:.3g} {last.strategy}, loss {last.predicted_loss:.4g} "
-            f"[{last.ci_low:.4g}, {last.ci_high:.4g}]; stopped: {result.stopped}",
+            f"{_band(last)}; stopped: {result.stopped}",
             highlight=False,
         )
     for w in result.warnings:  # the plan leaves the runs: say so before anyone bets on it

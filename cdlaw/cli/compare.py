@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
-from cdlaw.cli import NUMBER, app, count, err, number, out, print_json
+from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
 
 
 @app.command()
@@ -40,6 +42,7 @@ def compare(
         help="Unique tokens for the plans, e.g. 96K (default: unlimited).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the start-grid samples."),
+    extrapolate: bool = EXTRAPOLATE,
     out_path: str = typer.Option(
         None, "--out", help="FILE.json to write; the rows go to FILE_rows.parquet beside it."
     ),
@@ -66,6 +69,7 @@ def compare(
         seed=seed,
         out_path=out_path,
         json_out=json_out,
+        extrapolate=extrapolate,
     )
 
 
@@ -81,6 +85,7 @@ def run_comparison(
     json_out: bool,
     budget_flops: str | None = None,
     unique_tokens: str | None = None,
+    extrapolate: bool = False,
 ) -> None:
     """Compare the laws of `law` ("all" or comma-separated names) on PATH, show the result
     (the tables, or compare.json with json_out) and write compare.json; the options are
@@ -112,6 +117,7 @@ def run_comparison(
         seed=seed,
         budget_flops=budget,
         unique_tokens=unique,
+        extrapolate=extrapolate,
     )
     err.print(f"wrote {json_path} and {rows_path}", highlight=False)
 
@@ -122,6 +128,7 @@ def _render(comparison) -> None:
     from rich import box
     from rich.table import Table
 
+    from cdlaw.plan.checks import extrapolated_text
     from cdlaw.units import format_number as fmt
 
     scores = sorted(comparison.scores, key=lambda s: s.heldout_rmse_log)
@@ -143,16 +150,24 @@ def _render(comparison) -> None:
     if not any(s.plan for s in scores):
         return
     plans = Table(title="each law's plan", title_justify="left", box=box.SIMPLE, pad_edge=False)
-    for c in ("law", "N", "strategy", "D′", "epochs", "predicted loss"):
+    for c in ("law", "N", "strategy", "D′", "uses", "predicted loss"):
         plans.add_column(c, justify="left" if c in ("law", "strategy") else "right")
     for s in scores:
         p = s.plan or {}
-        if "error" in p:
+        if p.get("beyond_limit"):
+            plans.add_row(s.law, "-", "beyond the limit (below)", "", "", "")
+        elif "error" in p:
             plans.add_row(s.law, "-", p["error"], "", "", "")
         elif p:
             plans.add_row(s.law, fmt(p["n_params"]), p["strategy"], fmt(p["derived_tokens"]),
-                          f"{p['epochs']:.3g}", f"{p['predicted_loss']:.4f}")  # fmt: skip
+                          p["uses"], f"{p['predicted_loss']:.4f}")  # fmt: skip
     out.print(plans)
+    for s in scores:
+        if (s.plan or {}).get("beyond_limit"):
+            say("warning", f"{s.law}: {s.plan['error']}")
+        elif (s.plan or {}).get("extrapolated"):
+            where = "; ".join(s.plan["extrapolated"])
+            err.print(escape(extrapolated_text(f"{s.law}: {where}")), highlight=False)
     for name, why in comparison.skipped.items():
         out.print(f"not fitted: {name}: {why}", highlight=False)
     out.print(comparison.verdict(), highlight=False)

@@ -136,9 +136,15 @@ def _only_declared(sweep) -> str:
 
     if len(sweep.derived) == 1:
         return next(iter(sweep.derived))
-    have = ", ".join(sweep.derived) or "none"
+    if not sweep.derived:
+        raise BadInput(
+            f"{sweep.source} declares no strategy to distill: add a [derived.NAME] table "
+            'with files = "DIR", where the teacher\'s rows go (docs/sweep.md), or use '
+            "sweeps/strategies.toml"
+        )
     raise BadInput(
-        f"give --strategy, one of the [derived.NAME] strategies of {sweep.source}: {have}"
+        f"give --strategy, one of the [derived.NAME] strategies of {sweep.source}: "
+        + ", ".join(sweep.derived)
     )
 
 

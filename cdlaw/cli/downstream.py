@@ -30,6 +30,23 @@ def downstream(
         show_default=False,
     ),
     json_out: bool = typer.Option(False, "--json", help="Print only downstream.json on stdout."),
+    holdout_largest: bool = typer.Option(
+        False,
+        "--holdout-largest",
+        help="Fit each task's predictors without the largest N, report each one's error "
+        "there, and choose per task the one with the least.",
+    ),
+    chance: list[str] = typer.Option(
+        [],
+        "--chance",
+        help="A task's chance level, TASK=P (repeatable); known benchmarks' are built in.",
+    ),
+    average: str = typer.Option(
+        None,
+        "--average",
+        help="Comma-separated tasks whose mean accuracy is predicted too (default: every "
+        "acc task).",
+    ),
 ) -> None:
     """Fit, per task, the link from validation loss to the task's metric, and test whether the
     strategies' runs fall on one curve.
@@ -53,8 +70,13 @@ def downstream(
     target = downstream_path(path, out_path)
     if target.is_dir():
         raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
-    runs = load_runs(path)
-    result = fit_downstream(runs, task, bootstrap, seed, source=str(path))
+    from cdlaw.cli.predictor_table import predict_options, render_predictors
+
+    options = predict_options(holdout_largest, chance, average, path)
+    from cdlaw.fit.checkpoints import with_checkpoints
+
+    runs = with_checkpoints(path, load_runs(path, checkpoints=True))
+    result = fit_downstream(runs, task, bootstrap, seed, source=str(path), predict=options)
     if not result.links:
         why = "; ".join(f"{c}: {w}" for c, w in result.skipped.items())
         raise BadInput(f"no task of {path} can be linked to the loss ({why})")
@@ -62,10 +84,11 @@ def downstream(
         print_json(result.to_dict())
     else:
         _render(result)
+        render_predictors(result.predictors)
     from cdlaw.figures.downstream import write_downstream_figure
 
     result.write(target)
-    figure = write_downstream_figure(result, runs, path)
+    figure = write_downstream_figure(result, runs, path if out_path is None else target)
     err.print(f"wrote {target} and {figure}", highlight=False)
 
 
@@ -75,6 +98,8 @@ def _word(lk) -> str:
         return "no trend"
     if lk.collapse is None:
         return "-"
+    if not lk.collapse.determined:
+        return "undetermined"
     return "one curve" if lk.collapse.collapses else "differ"
 
 
@@ -90,16 +115,17 @@ def _render(result) -> None:
         box=box.SIMPLE,
         pad_edge=False,
     )
-    for c in ("task", "metric", "link", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
+    # Each cell whole on one line, within 80 columns for the built-in tasks (the link's
+    # form is in its equation below the table).
+    for c in ("task", "metric", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
         table.add_column(
-            c, justify="left" if c in ("task", "metric", "link", "strategies") else "right"
+            c, justify="left" if c in ("task", "metric", "strategies") else "right", no_wrap=True
         )
     for lk in result.links:
         c = lk.collapse
         table.add_row(
             lk.task,
             lk.metric,
-            lk.form,
             str(lk.n_runs),
             f"{lk.rmse:.3g}",
             "-" if lk.seed_sd is None else f"{lk.seed_sd:.3g}",

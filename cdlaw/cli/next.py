@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.errors import BadInput
 
 
@@ -33,6 +35,7 @@ def next_runs(
     fit: Path = typer.Option(None, "--fit", help="The fit with a bootstrap (default: RUNS/fit.json)."),
     grid: Path = typer.Option(None, "--grid", help="Sweep file whose grid and settings to use (default: RUNS/sweep.toml)."),
     out_file: Path = typer.Option(None, "--out", help="The batch's sweep file (default: RUNS/next-K.toml)."),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print the batch as JSON."),
 ) -> None:  # fmt: skip
     """Choose the runs that would narrow the plan for C FLOPs and U unique tokens most per FLOP.
@@ -51,7 +54,7 @@ def next_runs(
     from cdlaw.atomic import write_text_atomic
     from cdlaw.design.batch import next_batch
     from cdlaw.fit.io import FitResult, output_paths
-    from cdlaw.fit.table import load_runs
+    from cdlaw.fit.table import load_runs, stale_fit
     from cdlaw.sweep.spec import load_sweep
 
     c = number(budget_flops, "--budget-flops")
@@ -70,14 +73,12 @@ def next_runs(
     if target.suffix != ".toml":
         raise BadInput(f"--out {target} must name a .toml sweep file")
     name = target.stem
-    if fitted.n_rows != len(table):
-        say(
-            "warning",
-            f"the fit has {fitted.n_rows} rows but {runs} has {len(table)}: refit it first",
-        )
+    if (stale := stale_fit(table, fitted, runs)) is not None:
+        say("warning", stale)
     batch = next_batch(
-        table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name
-    )
+        table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name,
+        extrapolate=extrapolate,
+    )  # fmt: skip
     write_text_atomic(target, batch.text)
     _render(batch, target, runs if runs.is_dir() else Path("runs"), json_out)
 
@@ -98,6 +99,10 @@ def _grid_path(runs: Path, grid: Path | None) -> Path:
 def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
     """The plan now and why each run was chosen (stdout, or JSON with --json), the
     warnings, and how to run the batch."""
+    from cdlaw.plan.checks import extrapolated_text
+
+    if batch.plan.extrapolated:
+        err.print(escape(extrapolated_text("; ".join(batch.plan.extrapolated))), highlight=False)
     if json_out:
         print_json({**batch.to_dict(), "file": str(target)})
     else:
@@ -105,6 +110,8 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
         band = (
             f" [{p.predicted_loss_ci95[0]:.4g}, {p.predicted_loss_ci95[1]:.4g}]"
             if p.predicted_loss_ci95
+            else f" (95% band {p.no_band_reason})"
+            if p.no_band_reason and p.no_band_reason.startswith("not determined")
             else ""
         )
         out.print(
@@ -114,7 +121,12 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
         )
         for i, why in enumerate(batch.reasons, 1):
             out.print(f"{i:>3}. {why}", highlight=False)
-        out.print(f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs", highlight=False)
+        out.print(
+            f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs as the law counts "
+            f"compute (6·N per token); training them costs {batch.training_flops:.3g} with "
+            "attention, which `cdlaw sweep --dry-run` counts",
+            highlight=False,
+        )
     for w in batch.warnings:
         say("warning", w)
     err.print(f"wrote {target}; run it: cdlaw sweep {target} --out {sweep_out}", highlight=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import typer
 from rich import box
 from rich.markup import escape
@@ -11,6 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
+from cdlaw.cli.plan_words import gap_text, tokens_text, uses_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -40,7 +39,7 @@ def plan(
     strategy: str = typer.Option("auto", "--strategy", help="auto | any strategy the law has parameters for: repetition, paraphrase, … (auto: the lowest loss)."),
     n_params: str = typer.Option(None, "--n-params", metavar=NUMBER, help="Fix the model size N, e.g. 7B; then only the token split is planned."),
     frontier: bool = typer.Option(False, "--frontier", help="Plan every budget of a log-spaced range instead of one."),
-    frontier_range: str = typer.Option("1e18:1e24", "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24."),
+    frontier_range: str = typer.Option(None, "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24. Default: the budgets whose plans stay inside the extrapolation limit of the fitted range (1e18:1e24 for a law without one)."),
     frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
     gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."),
     gpu_flops: str = typer.Option(None, "--gpu-flops", metavar=NUMBER, help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."),
@@ -69,11 +68,12 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import read_links
+    from cdlaw.plan.tasks import read_links, read_predictors
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
     links = read_links(link, task)
+    predictors = read_predictors(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
@@ -94,7 +94,9 @@ def plan(
                 "--frontier plans every budget of --frontier-range, so --budget-flops would be "
                 "ignored: drop one of them."
             )
-        _plan_frontier(source, frontier_range, frontier_points, unique, strategy, options, json_out)
+        from cdlaw.cli.plan_frontier import plan_frontier
+
+        plan_frontier(source, frontier_range, frontier_points, unique, strategy, options, json_out)
         return
     if budget_flops is None:
         raise BadInput(
@@ -106,7 +108,7 @@ def plan(
     if links:
         from cdlaw.plan.tasks import with_tasks
 
-        result = with_tasks(result, source, links)
+        result = with_tasks(result, source, links, predictors)
     if json_out:
         print_json(result.to_dict())
     else:
@@ -132,53 +134,9 @@ def _unique_tokens(unique_tokens, seq_len: int, micro_batch: int, vocab_size: in
     return unique
 
 
-def _plan_frontier(source, frontier_range, points, unique, strategy, options, json_out) -> None:
-    """--frontier: plan every budget of the range and show them (or their JSON)."""
-    from cdlaw.plan import planner
-
-    lo, sep, hi = frontier_range.partition(":")
-    if not sep:
-        raise BadInput(f"--frontier-range {frontier_range!r} must look like 1e18:1e24.")
-    budgets = planner.frontier_budgets(
-        number(lo, "--frontier-range start"), number(hi, "--frontier-range end"), points
-    )
-    result = planner.frontier(source, budgets, unique, strategy, **options)
-    if result.beyond_limit:
-        say(
-            "note",
-            f"{len(result.beyond_limit)} budget(s) "
-            f"({', '.join(f'{c:.3g}' for c in result.beyond_limit)} FLOPs) left out: their "
-            f"plans lie beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the "
-            "fitted range; pass --extrapolate to plan them anyway",
-        )
-    if json_out:
-        print_json(result.to_dict())
-    else:
-        _render_frontier(result.plans, source.name, unique, strategy)
-
-
 # ---------------------------------------------------------------------------------------
 # Human output (stdout; warnings on stderr).
 # ---------------------------------------------------------------------------------------
-
-
-def _tokens(x: float) -> str:
-    return fmt(x) if math.isfinite(x) else "unlimited"
-
-
-def _uses(a) -> str:
-    """How the derived tokens are made: '7.53 epochs' (repetition), '4.35 passes' (D′/D of
-    paraphrase or any other derived strategy), '1 epoch'."""
-    if a.strategy == "repetition":
-        return f"{a.epochs:.3g} epochs"
-    if a.strategy != "none":
-        return f"{a.derived_ratio:.3g} passes"
-    return "1 epoch"
-
-
-def _gap(x: float, digits: int) -> str:
-    """A loss difference with its sign; rounding noise shows as +0 rather than -0."""
-    return f"{round(x, digits) + 0.0:+.{digits}f}"
 
 
 def _vs(x: float, threshold: float) -> str:
@@ -194,11 +152,10 @@ REGIME_WHY = {
 
 def _extrapolated(where: str) -> None:
     """The first line of an insisted plan's output: it is beyond the limit, and where."""
-    out.print(
-        f"[bold red]extrapolated[/] beyond {EXTRAPOLATION_LIMIT:g}× the fitted range "
-        f"(--extrapolate): {escape(where)}",
-        highlight=False,
-    )
+    from cdlaw.plan.checks import extrapolated_text
+
+    text = escape(extrapolated_text(where))
+    out.print(f"[bold red]extrapolated[/]{text.removeprefix('extrapolated')}", highlight=False)
 
 
 def _render_plan(p) -> None:
@@ -233,7 +190,7 @@ def _plan_panel(p) -> Panel:
     t.add_column()
     t.add_row(
         "budget",
-        f"C = {p.budget_flops:.3g} FLOPs, U = {_tokens(p.unique_tokens)} unique tokens, "
+        f"C = {p.budget_flops:.3g} FLOPs, U = {tokens_text(p.unique_tokens)} unique tokens, "
         f"strategy {p.strategy_requested}",
     )
     n_band = ""
@@ -245,22 +202,17 @@ def _plan_panel(p) -> Panel:
         f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",
     )
     t.add_row(
-        "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {_uses(p.best)}"
+        "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {uses_text(p.best)}"
     )
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
+    if p.n_params_no_band_reason:
+        t.add_row("N band", escape(p.n_params_no_band_reason))
     if p.no_band_reason:
-        t.add_row("95% band", f"none: {escape(p.no_band_reason)}")
-    if p.optimism is not None:
-        how = (
-            "less than the fit expects at them (a plan lands where the fit errs low)"
-            if p.optimism < 0
-            else "more than the fit expects at them (no sign of the optimizer's curse)"
-        )
-        t.add_row(
-            "optimism",
-            f"{p.optimism:+.4f} nats: the bootstrap refits' own plans predict this much {how}; "
-            "the band is widened by it",
-        )
+        t.add_row("95% band", escape(_none(p.no_band_reason)))
+    if p.optimism_note:
+        t.add_row("optimism", escape(p.optimism_note))
+    elif p.optimism is not None:
+        t.add_row("optimism", _optimism(p.optimism))
     if p.strategy_share:
         others = ", ".join(
             f"{s} {share:.0%}" for s, share in p.strategy_share.items() if s != p.strategy
@@ -287,6 +239,27 @@ def _plan_panel(p) -> Panel:
     return Panel(t, title=title, title_align="left", expand=False)
 
 
+def _none(reason: str) -> str:
+    """Why a band is missing: "not determined: …" as given, any other reason as "none: …"."""
+    return reason if reason.startswith("not determined") else f"none: {reason}"
+
+
+def _optimism(o: float) -> str:
+    """The optimism row, as a size and a direction in words, never a signed number to
+    puzzle over (o < 0: the prediction runs low)."""
+    if o < 0:
+        return (
+            f"the prediction runs {-o:.4f} nats low: the bootstrap refits' own plans predict "
+            "this much less than the fit expects at them (a plan lands where the fit errs "
+            "low); the band's upper end is widened by it"
+        )
+    return (
+        f"none: the bootstrap refits' own plans predict {o:.4f} nats more than the fit "
+        "expects at them (no sign of the optimizer's curse); the band's lower end is "
+        "widened by it"
+    )
+
+
 def _task_table(p) -> Table:
     """Each task's metric predicted at the plan (law → loss → link), with its band."""
     t = Table(
@@ -295,11 +268,11 @@ def _task_table(p) -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for col in ("task", "metric", "predicted", "95% band"):
-        t.add_column(col, justify="left" if col in ("task", "metric") else "right")
+    for col in ("task", "metric", "predicted", "95% band", "by"):
+        t.add_column(col, justify="left" if col in ("task", "metric", "by") else "right")
     for x in p.tasks:
         band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else "none"
-        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band)
+        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band, x.get("predictor", "link"))
     return t
 
 
@@ -322,14 +295,14 @@ def _other_ways(p) -> Table:
     rows += [(s, p.candidates[s]) for _, s in losers]
     rows += [("naive", p.naive), ("≤ 4 epochs", p.four_epoch)]
     for name, a in rows:
-        gap = "—" if a is p.best else _gap(a.predicted_loss - p.predicted_loss, 4)
+        gap = "—" if a is p.best else gap_text(a.predicted_loss - p.predicted_loss, 4)
         c.add_row(
             name,
             fmt(a.n_params),
             fmt(a.fresh_tokens),
             fmt(a.derived_tokens),
             a.strategy,
-            _uses(a),
+            uses_text(a),
             f"{a.predicted_loss:.4f}",
             gap,
         )
@@ -385,64 +358,3 @@ def _render_memory(m: dict) -> None:
             f"({m['gpu_hours_with_attention']:,.0f} with attention FLOPs)",
         )
     out.print(Panel(t, title="training cost", title_align="left", expand=False))
-
-
-def _render_frontier(plans, law: str, unique, strategy: str) -> None:
-    beyond = [f"{p.budget_flops:.3g}" for p in plans if p.extrapolated]
-    if beyond:
-        _extrapolated(f"the plans at C = {', '.join(beyond)} (see their warnings)")
-    same_d = len({p.fresh_tokens for p in plans}) == 1
-    title = (
-        f"frontier: law {law}, U = {_tokens(math.inf if unique is None else unique)} unique tokens"
-    )
-    title += f", strategy {strategy}" + (
-        f"; D = {fmt(plans[0].fresh_tokens)} in every row" if same_d else ""
-    )
-    t = Table(
-        title=title,
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    cols = [
-        "C",
-        "N",
-        *([] if same_d else ["D"]),
-        "D′",
-        "uses",
-        "loss",
-        "regime",
-        "gain 2×C",
-        "naive",
-        "≤4 ep",
-    ]
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("uses", "regime") else "right")
-    short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
-    for p in plans:
-        uses = short.get(p.strategy, p.strategy) + (
-            "" if p.strategy == "none" else " " + _uses(p.best).split()[0] + "×"
-        )
-        t.add_row(
-            f"{p.budget_flops:.2g}".replace("e+", "e"),
-            fmt(p.n_params),
-            *([] if same_d else [fmt(p.fresh_tokens)]),
-            fmt(p.derived_tokens),
-            uses,
-            f"{p.predicted_loss:.4f}",
-            p.regime.removesuffix("-bound"),
-            f"{p.marginal_gain_per_doubling:.4f}",
-            _gap(p.naive.loss_gap, 3),
-            _gap(p.four_epoch.loss_gap, 3),
-        )
-    out.print(t)
-    out.print(
-        "uses: epochs (rep) or passes of derived tokens (para and the rest); gain 2×C: nats the loss drops if C doubles; "
-        "naive, ≤4 ep: their loss minus the plan's",
-        highlight=False,
-    )
-    for p in plans:
-        for w in p.warnings:
-            say(f"warning (C = {p.budget_flops:.3g})", w)

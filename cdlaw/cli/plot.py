@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli.plan import EXTRAPOLATE
 
 
 @app.command()
@@ -64,6 +65,15 @@ def plot(
         help="A matplotlib style name (seaborn-v0_8-paper, ggplot, ...) or style file.",
         show_default=False,
     ),
+    frontier_range: str = typer.Option(
+        None,
+        "--frontier-range",
+        metavar="<number:number>",
+        help="LO:HI budgets of the frontier figure, e.g. 1e18:1e24. Default: the budgets "
+        "whose plans stay inside the extrapolation limit of the fitted range.",
+        show_default=False,
+    ),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(
         False, "--json", help="Print only JSON on stdout: the files written."
     ),
@@ -75,7 +85,9 @@ def plot(
 
     Example: cdlaw plot runs/demo --kind loss --kind eta --format pdf --no-title --caption ''
     """
+    from cdlaw.cli.plan_frontier import parse_frontier_range
     from cdlaw.figures.output import FigureOptions
+    from cdlaw.figures.plot import SUPPORTED_POINTS
     from cdlaw.figures.plot import plot as draw
 
     kinds = [k.strip() for item in kind or [] for k in item.split(",") if k.strip()]
@@ -85,7 +97,11 @@ def plot(
         dpi=None if dpi is None else number(dpi, "--dpi"),
         style=style,
     )
-    _render(draw(path, kinds or None, out, fmt.lower(), fit, options), fmt.lower(), json_out)
+    budgets = None
+    if frontier_range is not None:
+        budgets = parse_frontier_range(frontier_range, SUPPORTED_POINTS)
+    paths = draw(path, kinds or None, out, fmt.lower(), fit, options, budgets, extrapolate)
+    _render(paths, fmt.lower(), json_out)
 
 
 def _render(paths: list[Path], fmt: str, json_out: bool) -> None:

@@ -52,10 +52,11 @@ def prepare(
         options.check()
         pc = plan_sweep(sweep, runs, workers=options).prepared
     assert pc is not None  # plan_sweep reads the corpus unless told not to
+    done = bar.said(len(list((pc.root / "train").glob("b?????.npy"))))
     out.print(
         f"{pc.name}: {pc.train_tokens_available:,} training tokens, {len(pc.val_tokens):,} "
         f"validation tokens, vocabulary {pc.vocab_size:,}; cache {pc.root}"
-        + (f" ({bar.tokenised} blocks tokenised, {bar.cached} already cached)" if bar.seen else ""),
+        + (f" ({done})" if done else ""),
         highlight=False,
         soft_wrap=True,
     )
@@ -93,6 +94,21 @@ class _ProgressBar:
         if self.tasks:
             self.progress.stop()
 
+    def said(self, train_blocks: int) -> str:
+        """What this preparation did, for its last line: training blocks tokenised and
+        cached (or all cached already, when only derived passes were tokenised), and the
+        documents of each strategy's passes tokenised; "" when it did nothing."""
+        if not self.seen:
+            return ""
+        if self.tokenised or self.cached:
+            parts = [f"{self.tokenised} blocks tokenised, {self.cached} already cached"]
+        else:
+            parts = [f"all {train_blocks} training blocks already cached"]
+        for strategy, task in self.tasks.items():
+            if strategy and task.fresh_documents:
+                parts.append(f"{strategy} passes of {task.fresh_documents:,} documents tokenised")
+        return "; ".join(parts)
+
     def advance(self, block, documents: int) -> None:
         import time
 
@@ -109,6 +125,7 @@ class _ProgressBar:
         task = self.tasks[block.derived]
         task.tokens += block.tokens
         task.fresh_tokens += 0 if block.cached else block.tokens
+        task.fresh_documents += 0 if block.cached else block.documents
         started = self.started if not block.derived else task.started
         elapsed = max(time.monotonic() - started, 1e-9)
         rate = f"{task.fresh_tokens / elapsed:,.0f} tokens/s" if task.fresh_tokens else ""
@@ -118,9 +135,11 @@ class _ProgressBar:
 
 @dataclass
 class _Task:
-    """One bar's counts: its rich task id, when it started, tokens in all and tokenised."""
+    """One bar's counts: its rich task id, when it started, tokens in all and tokenised,
+    and documents tokenised."""
 
     id: Any
     started: float
     tokens: int = 0
     fresh_tokens: int = 0
+    fresh_documents: int = 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli import app, err, number, print_json, say
+from cdlaw.cli.plan import EXTRAPOLATE
 
 
 @app.command()
@@ -45,6 +47,7 @@ def report(
         help="Unique tokens of the plan, e.g. 5e9. Default: the largest fresh_tokens.",
         show_default=False,
     ),
+    extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(
         False, "--json", help="Print only JSON on stdout: the file written, budget and plan."
     ),
@@ -56,13 +59,22 @@ def report(
     fit` reads it, with the fit `cdlaw fit` wrote beside it. Runs the fit in memory when
     there is no fit yet, or says how to make one.
 
-    Example: cdlaw report runs/demo --budget-flops 1e20
+    Example: cdlaw report runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
+    from cdlaw.plan.checks import extrapolated_text
     from cdlaw.report.page import write_report
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    written, report = write_report(path, out, budget, unique, fit)
+    written, report = write_report(path, out, budget, unique, fit, extrapolate)
+    if report.plan and report.plan["extrapolated"]:
+        err.print(
+            escape(extrapolated_text("; ".join(report.plan["extrapolated"]))), highlight=False
+        )
+    for w in report.plan["warnings"] if report.plan else ():
+        say("warning", f"the plan: {w}")
+    if report.plan is None and report.plan_note:
+        say("note", report.plan_note)
     err.print(f"wrote the report of {path}", highlight=False)
     if json_out:
         keys = ("strategy", "n_params", "fresh_tokens", "derived_tokens", "predicted_loss")

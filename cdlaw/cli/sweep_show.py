@@ -42,14 +42,7 @@ def render_dry_run(plan) -> None:
         forks = sum(
             1 for r in plan.rows if r["fork_parent"] and r["state"] not in ("done", "diverged")
         )
-        ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
-        human.print(
-            f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to train "
-            f"instead of {plan.flops_alone:.2e} ({ratio:.2f}×), an estimated "
-            f"{duration(plan.wall_seconds_unpacked or plan.wall_seconds)} instead of "
-            f"{duration(plan.wall_seconds_alone)}",
-            highlight=False,
-        )
+        human.print(_shared_line(plan, forks), highlight=False)
     if plan.packs:
         human.print(pack_line(plan.packs, plan.pack_gains), highlight=False)
         human.print(
@@ -59,6 +52,31 @@ def render_dry_run(plan) -> None:
         )
     for note in plan.notes:
         say("note", note)
+
+
+def _shared_line(plan, forks: int) -> str:
+    """What sharing prefixes saves: FLOPs (6·N and attention per token, as the table's
+    column) and the estimated time, each said once where it is the same either way."""
+    if not forks:
+        return (
+            f"shared prefixes: no run forks from a trunk here; {plan.flops:.2e} FLOPs to "
+            "train (6·N per token and attention)"
+        )
+    ratio = plan.flops / plan.flops_alone if plan.flops_alone else math.nan
+    shared, alone = (
+        duration(plan.wall_seconds_unpacked or plan.wall_seconds),
+        duration(plan.wall_seconds_alone),
+    )
+    time = (
+        f"an estimated {shared} instead of {alone}"
+        if shared != alone
+        else f"the estimated time, {shared}, is the same: the longest run sets it"
+    )
+    return (
+        f"shared prefixes: {forks} run(s) fork from a trunk; {plan.flops:.2e} FLOPs to "
+        f"train (6·N per token and attention) instead of {plan.flops_alone:.2e} "
+        f"({ratio:.2f}×); {time}"
+    )
 
 
 def _runs_table(plan):
@@ -217,6 +235,10 @@ class SweepDisplay:
         from cdlaw.sweep import events as ev
 
         if isinstance(event, ev.SweepPlanned):
+            # a new sweep (`cdlaw adapt`'s next round): its own runs, counted from zero
+            self.stop()
+            self.finished, self.seen, self.begun, self.tasks = set(), {}, set(), {}
+            self.scheduling = False
             self.facts = {f["run_id"]: f for f in event.runs}
             self.work = {
                 k: f["tokens_trained"] * f["flops_per_token"] for k, f in self.facts.items()

@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from cdlaw.errors import BadInput
+from cdlaw.lifetime import die_with_parent, ray_node_pids, reap_with_me
 
 EXECUTORS = ("local", "ray")
 ONE_THREAD = "TOKENIZERS_PARALLELISM"  # "false": the tokenizer encodes on one thread
@@ -149,7 +150,10 @@ def _in_processes(jobs: Sequence[Job], count: int, on_block) -> None:
     saved = os.environ.get(ONE_THREAD)
     os.environ[ONE_THREAD] = "false"
     try:
-        with cf.ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn")) as pool:
+        spawn = multiprocessing.get_context("spawn")
+        with cf.ProcessPoolExecutor(
+            count, mp_context=spawn, initializer=die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             todo = iter(jobs)
             running = {pool.submit(_one_thread_block, j) for j in islice(todo, 2 * count)}
             try:
@@ -188,6 +192,8 @@ def _on_ray(jobs: Sequence[Job], workers: Workers, on_block) -> None:
 
     if not ray.is_initialized():
         ray.init(address=workers.ray_address, include_dashboard=False, log_to_driver=False)
+        if started := ray_node_pids(ray):  # a local cluster of our own: it dies with us
+            reap_with_me(started)
     task = ray.remote(_one_thread_block).options(num_cpus=1, max_retries=2)
     in_flight = workers.count or int(ray.cluster_resources().get("CPU", 1))
     todo = iter(jobs)

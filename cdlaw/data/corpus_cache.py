@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +44,8 @@ if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
 
 CACHE_VERSION = 1
+LOCK_QUIET_SECONDS = 1.0  # a cache lock held longer than this is waited for aloud
+log = logging.getLogger("cdlaw.data")
 SCRATCH = ".prepare"  # a real corpus's document store and split, until its meta.json
 
 
@@ -158,12 +162,28 @@ def tokenizer_key(data: DataConfig, bpe_blocks: int, bpe_version) -> dict:
     return {"file": tokenizer.file_digest(tokenizer.tokenizer_file(data.tokenizer))}
 
 
+@contextmanager
 def cache_lock(root: Path):
-    """The file lock builders of a cache folder hold."""
-    from filelock import FileLock
+    """Hold the file lock builders of a cache folder hold; a process that finds it held
+    says once, on logger "cdlaw.data", that it waits for the other, then waits."""
+    from filelock import FileLock, Timeout
 
     root.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(root / ".lock"))
+    lock = FileLock(str(root / ".lock"))
+    try:
+        lock.acquire(timeout=LOCK_QUIET_SECONDS)
+    except Timeout:
+        log.info(
+            "waiting for another process preparing the cache %s (it holds %s); this one "
+            "goes on when that one is done",
+            root,
+            root / ".lock",
+        )
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def save_array(path: Path, array: np.ndarray) -> None:

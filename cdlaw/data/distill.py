@@ -61,6 +61,7 @@ class DistillOptions(GenerateOptions):
     mode: str = "continue"  # --mode: continue (from each document's opening) or rewrite
     prompt: str = ""  # --prompt: the instruction of a rewrite
     prefix_tokens: int = 16  # --prefix-tokens: the opening a continuation starts from
+    model_option: str = "--teacher"
 
 
 def distill_documents(
@@ -89,7 +90,9 @@ def distill_documents(
     rewrite = options.mode == "rewrite"
     backend, model_key, run = open_backend(model, options, warn, chat=rewrite)
     if backend is None:  # a teacher that cannot be loaded is refused before any writing
-        backend = LocalModel(Path(model_key), options.device, options.batch_size, warn, rewrite)
+        backend = LocalModel(
+            Path(model_key), options.device, options.batch_size, warn, rewrite, options.model_option
+        )
     item, generation = _items(backend, options, str(model))
     pc = prepare_corpus(data, cache_dir, fresh_tokens)
     docs = corpus_documents(pc, fresh_tokens)
@@ -129,7 +132,9 @@ def _items(backend, options: DistillOptions, model: str):
     """How a (document, pass) becomes an Item, and the options to generate with (a
     continuation's new tokens capped at what the teacher's context leaves)."""
     if options.mode == "rewrite":
-        budget = text_budget(backend, [options.prompt], options.max_new_tokens, model)
+        budget = text_budget(
+            backend, [options.prompt], options.max_new_tokens, model, options.model_option
+        )
 
         def rewrite(doc_id: str, text: str, k: int) -> Item:
             return Item(
@@ -140,7 +145,7 @@ def _items(backend, options: DistillOptions, model: str):
     room = backend.context - backend.prompt_tokens(None) - options.prefix_tokens
     if room < 1:
         raise BadInput(
-            f"--model {model!r} has a {backend.context}-token context: no room after a "
+            f"{options.model_option} {model!r} has a {backend.context}-token context: no room after a "
             f"{options.prefix_tokens}-token opening; lower --prefix-tokens"
         )
     tok, n = backend.tokens, options.prefix_tokens

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cdlaw.atomic import write_json_atomic
-from cdlaw.data import sources
+from cdlaw.data import corpus_errors, sources
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
@@ -97,14 +97,48 @@ class DocStore:
         self._fds.clear()
 
 
-def read_spans(path: Path, spans: np.ndarray) -> list[str]:
+def read_spans(path: Path, spans: np.ndarray) -> list[str | LongText]:
     """The UTF-8 texts at byte ranges `spans` ((n, 2): start, end) of the file at path:
-    a block's documents read by a worker that holds nothing of the store but these."""
+    a block's documents read by a worker that holds nothing of the store but these. A
+    document longer than tokenizer.LONG_TEXT bytes comes as a LongText, read a piece at a
+    time as it is encoded."""
+    from cdlaw.data.tokenizer import LONG_TEXT
+
     fd = os.open(path, os.O_RDONLY)
     try:
-        return _pread_all(fd, spans)
+        return [
+            LongText(str(path), lo, hi)
+            if hi - lo > LONG_TEXT
+            else os.pread(fd, hi - lo, lo).decode()
+            for lo, hi in spans.tolist()
+        ]
     finally:
         os.close(fd)
+
+
+class LongText:
+    """A long document's text, bytes lo:hi of a file, as an iterable of decoded chunks of
+    READ_BYTES: never the whole text in memory (tokenizer.encode_documents takes it)."""
+
+    READ_BYTES = 1 << 20
+
+    def __init__(self, path: str, lo: int, hi: int) -> None:
+        self.path, self.lo, self.hi = path, lo, hi
+
+    def __bool__(self) -> bool:
+        return self.hi > self.lo
+
+    def __iter__(self):
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for at in range(self.lo, self.hi, self.READ_BYTES):
+                yield decoder.decode(os.pread(fd, min(self.READ_BYTES, self.hi - at), at))
+            yield decoder.decode(b"", final=True)
+        finally:
+            os.close(fd)
 
 
 def _pread_all(fd: int, spans: np.ndarray) -> list[str]:
@@ -133,17 +167,17 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
         what = "data.corpus"
         with open(folder / "texts.bin", "wb") as texts_f, open(folder / "ids.bin", "wb") as ids_f:
             for texts, ids in sources.document_batches(ds, corpus, text_column, id_column, what):
-                raw, raw_ids = [t.encode() for t in texts], [i.encode() for i in ids]
-                texts_f.write(b"".join(raw))
+                sizes, hashes = _write_texts(texts, texts_f)
+                raw_ids = [i.encode() for i in ids]
                 ids_f.write(b"".join(raw_ids))
-                for name, parts in (("offsets", raw), ("id_offsets", raw_ids)):
-                    cum = ends[name] + np.cumsum([len(p) for p in parts], dtype=np.int64)
+                for name, lengths in (("offsets", sizes), ("id_offsets", map(len, raw_ids))):
+                    cum = ends[name] + np.cumsum(list(lengths), dtype=np.int64)
                     columns[name].append(cum)
                     ends[name] = int(cum[-1]) if len(cum) else ends[name]
-                columns["text_hash"].append(np.fromiter(map(hash64, raw), np.uint64, len(raw)))
-                columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(raw)))
+                columns["text_hash"].append(np.array(hashes, np.uint64))
+                columns["id_hash"].append(np.fromiter(map(hash64, raw_ids), np.uint64, len(ids)))
         if columns["text_hash"].count == 0:
-            raise sources.empty_corpus(what, corpus, text_column)
+            raise corpus_errors.empty_corpus(what, corpus, text_column)
         for column in columns.values():
             column.finish()
     finally:
@@ -153,6 +187,23 @@ def build_doc_store(ds, corpus: str, text_column: str, id_column: str, folder: P
     _check_unique_ids(store, corpus, id_column)
     write_json_atomic(folder / "done.json", {"documents": len(store)})
     return store
+
+
+def _write_texts(texts, out) -> tuple[list[int], list[int]]:
+    """Write a batch's texts (strings, or LongDocs copied a megabyte at a time) to the
+    texts file; (their sizes in bytes, their hash64s)."""
+    sizes, hashes = [], []
+    for text in texts:
+        if isinstance(text, str):
+            raw = text.encode()
+            out.write(raw)
+            sizes.append(len(raw))
+            hashes.append(hash64(raw))
+        else:
+            size, h = text.copy_stripped(out)
+            sizes.append(size)
+            hashes.append(h)
+    return sizes, hashes
 
 
 class _Column:
@@ -194,7 +245,7 @@ def _check_unique_ids(store: DocStore, corpus: str, id_column: str) -> None:
     for i in np.flatnonzero(shared).tolist():  # source order; a hash collision is no duplicate
         doc_id = store.ids([i])[0]
         if store.ids(np.flatnonzero(hashes == hashes[i])).count(doc_id) > 1:
-            raise sources.duplicate_id("data.corpus", corpus, id_column, doc_id)
+            raise corpus_errors.duplicate_id("data.corpus", corpus, id_column, doc_id)
 
 
 def open_store(data: DataConfig, folder: Path, ds=None) -> DocStore:

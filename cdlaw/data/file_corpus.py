@@ -11,6 +11,7 @@ Paraphrase files are joined to the documents by paraphrase_join.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -66,15 +67,37 @@ def prepare_files(
             data.corpus, data.text_column, data.id_column, "", "data.corpus"
         )
     root = cache_dir / "data" / cache.key_digest(files_key(data, fingerprint))
-    if not (root / "meta.json").is_file():
+    if not (root / "meta.json").is_file() or (root / SCRATCH).exists():
         with cache.cache_lock(root):
+            _clear_leftovers(root)
             if not (root / "meta.json").is_file():
-                _build_files(data, root, ds, fresh_tokens, workers)
+                try:
+                    _build_files(data, root, ds, fresh_tokens, workers)
+                finally:
+                    _clear_leftovers(root)
     if data.paraphrases:
         paraphrase_join.prepare_passes(data, root, workers=workers)
     FileHashes(cache_dir).save()  # the corpus's hashes: a later key is a stat of its files
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
+
+
+def _clear_leftovers(root: Path) -> None:
+    """What a killed or failed preparation left (call holding the cache lock): the scratch
+    folder of a complete cache, a conversion's Arrow files, half-written temporary files,
+    and a scratch folder with nothing in it. The store and split a resumed preparation
+    reuses stay."""
+    scratch = root / SCRATCH
+    if (root / "meta.json").is_file():
+        shutil.rmtree(scratch, ignore_errors=True)
+        return
+    for arrow in scratch.glob(".arrow-*"):
+        shutil.rmtree(arrow, ignore_errors=True)
+    for folder in (root, scratch, root / "train"):
+        for tmp in folder.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):  # not empty: kept for the resumed preparation
+        scratch.rmdir()
 
 
 def files_key(data: DataConfig, fingerprint: str) -> dict:
@@ -301,8 +324,8 @@ def _count_docs_for(tok, texts, n_tokens: int) -> tuple[int | None, int]:
     ended by EOS, or None if all of them do not; the tokens counted)."""
     have, i, texts = 0, 0, iter(texts)
     while batch := list(islice(texts, COUNT_BATCH)):
-        for enc in tok.encode_batch(batch, add_special_tokens=False):
-            have += len(enc.ids) + 1
+        for count in tokenizer.count_tokens(tok, batch):
+            have += count + 1
             i += 1
             if have >= n_tokens:
                 return i, have
@@ -336,7 +359,8 @@ def _hold_out_for_bpe(data: DataConfig, docs: ShuffledDocs, where: str, fresh_to
         for t in docs.iter_from(reserve):
             if size >= BPE_SAMPLE_BYTES:
                 break
-            sample.append(t)
+            # a long document in pieces: the same words for the trainer, fewer bytes at once
+            sample += tokenizer.text_pieces(t) if tokenizer.is_long(t) else [t]
             size += len(t)
         tok = tokenizer.train_bpe(sample, data.vocab_size)
         n_val, held = _count_docs_for(tok, docs.iter_from(0, reserve), val)

@@ -54,6 +54,7 @@ class GenerateOptions:
     endpoint: str | None = None  # --endpoint: an OpenAI-compatible base URL; None: local model
     concurrency: int = 8  # --concurrency: requests in flight at once (endpoint)
     api_key_env: str | None = None  # --api-key-env: environment variable holding the API key
+    model_option: str = "--model"  # the option that names the model, in messages
 
 
 def check_options(options: GenerateOptions) -> None:
@@ -86,8 +87,9 @@ def open_backend(model: str | Path, options: GenerateOptions, warn, chat: bool =
         if options.concurrency < 1:
             raise BadInput(f"--concurrency must be at least 1, got {options.concurrency}")
         backend = Endpoint.connect(
-            options.endpoint, str(model), options.api_key_env, options.concurrency, warn, chat
-        )
+            options.endpoint, str(model), options.api_key_env, options.concurrency, warn, chat,
+            option=options.model_option,
+        )  # fmt: skip
         return backend, str(model), {"backend": "endpoint", "endpoint": backend.base,
                                      "endpoint_api": backend.api}  # fmt: skip
     return None, str(local_model_dir(model, options).resolve()), {"backend": "local",
@@ -101,7 +103,7 @@ def local_model_dir(model: str | Path, options: GenerateOptions) -> Path:
     model_dir = Path(model).expanduser()
     if not (model_dir / "config.json").is_file():
         raise BadInput(
-            f"--model {str(model)!r} is not a local Hugging Face model folder (no "
+            f"{options.model_option} {str(model)!r} is not a local Hugging Face model folder (no "
             "config.json): give the folder of a model saved with save_pretrained (a cdlaw "
             "run's model/ folder is one), or the served name of a model with --endpoint"
         )
@@ -200,7 +202,15 @@ def write_rows(
 class LocalModel:
     """The local backend: a model folder run with transformers' `generate`, in batches."""
 
-    def __init__(self, model_dir: Path, device: str, batch_size: int, warn, chat: bool = True):
+    def __init__(
+        self,
+        model_dir: Path,
+        device: str,
+        batch_size: int,
+        warn,
+        chat: bool = True,
+        option: str = "--model",  # the option that named model_dir, in messages
+    ):
         import torch
         import transformers
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -215,13 +225,13 @@ class LocalModel:
             lm = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
         except (OSError, ValueError, KeyError) as e:
             reason = " ".join(str(e).split())[:200]
-            raise BadInput(f"--model {str(model_dir)!r} cannot be loaded ({reason})") from None
+            raise BadInput(f"{option} {str(model_dir)!r} cannot be loaded ({reason})") from None
         tok.padding_side = "left"  # decoder-only generation continues from the right edge
         if tok.pad_token is None:
             tok.pad_token = tok.eos_token
         if chat and not getattr(tok, "chat_template", None):
             warn(
-                f"--model {str(model_dir)!r} has no chat template, so it gets plain prompts "
+                f"{option} {str(model_dir)!r} has no chat template, so it gets plain prompts "
                 "ending in 'Rewritten text:', which a base model may not follow"
             )
         self.lm = lm.to(device).eval()
@@ -265,13 +275,15 @@ class LocalModel:
         return _sample(lm, tok, enc.to(self.device), max_new_tokens, temperature)
 
 
-def text_budget(backend, instructions, max_new_tokens: int, model: str) -> int:
+def text_budget(
+    backend, instructions, max_new_tokens: int, model: str, option: str = "--model"
+) -> int:
     """Tokens of document text per prompt: the context less the longest instruction (or a
     continuation's start token) and the answer."""
     overhead = max(backend.prompt_tokens(i) for i in instructions)
     budget = backend.context - max_new_tokens - overhead
     if budget < 16:
-        raise context_too_short(model, backend.context, overhead, max_new_tokens)
+        raise context_too_short(model, backend.context, overhead, max_new_tokens, option)
     return budget
 
 

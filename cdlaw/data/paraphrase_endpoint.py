@@ -141,6 +141,7 @@ class Endpoint:
         concurrency: int,
         warn: Callable[[str], None],
         chat: bool = True,
+        option: str = "--model",  # the option that named `model`, in messages
     ) -> Endpoint:
         """Check that the server answers and serves `model`; BadInput otherwise. With `chat`
         False (continuations only) the chat check is skipped: plain completions are asked."""
@@ -163,7 +164,7 @@ class Endpoint:
         }
         if model not in served:
             names = ", ".join(sorted(served)) or "no model"
-            raise BadInput(f"--model {model!r} is not served by {base}, which serves {names}")
+            raise BadInput(f"{option} {model!r} is not served by {base}, which serves {names}")
         server.context = int(served[model].get("max_model_len") or DEFAULT_CONTEXT)
         if chat:
             answer = server.send(

@@ -120,6 +120,7 @@ def _bucket_rows(data: DataConfig, root: Path, files, source, group: int, join: 
     place_of = _places(data, root)
     documents = int(json.loads((root / "meta.json").read_text()).get("n_train_documents", 0))
     counts, pending = np.zeros(documents, dtype=np.int32), []
+    seen = _RowKeys()
     for f, path in enumerate(files):
         for n, offset, length, row in sources.iter_rows(path):
             t = place_of(str(row["id"]))
@@ -132,6 +133,7 @@ def _bucket_rows(data: DataConfig, root: Path, files, source, group: int, join: 
                 )
             kept = source.styles is None or str(row.get("style", "")) in source.styles
             if t >= 0 and kept and row["text"].strip():
+                seen.add(row, f, n, offset, length)
                 pending.append((t, f, offset, length))
                 if t >= len(counts):  # the embedded corpus: as many as the rows name
                     counts = np.resize(counts, max(t + 1, 2 * len(counts)))
@@ -141,9 +143,52 @@ def _bucket_rows(data: DataConfig, root: Path, files, source, group: int, join: 
             if len(pending) >= FLUSH_ROWS:
                 _flush(pending, group, join)
     _flush(pending, group, join)
+    seen.refuse_copies(files)
     write_json_atomic(
         join / "rows.json", {"passes": int(counts.max(initial=0)), "documents": documents}
     )
+
+
+class _RowKeys:
+    """A hash of each kept row's (id, pass, style, text) and where the row is, 36 bytes a
+    row: a row that repeats another (a file written twice, or appended to itself) would
+    count as one more pass of its document."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.hashes, self.files = array("Q"), array("i")
+        self.lines, self.offsets, self.lengths = array("q"), array("q"), array("q")
+
+    def add(self, row: dict, f: int, n: int, offset: int, length: int) -> None:
+        key = [str(row["id"]), row["pass"], str(row.get("style", "")), row["text"].strip()]
+        self.hashes.append(hash64(json.dumps(key).encode()))
+        self.files.append(f)
+        self.lines.append(n)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+
+    def refuse_copies(self, files: list[Path]) -> None:
+        """BadInput naming the first row (in file order) that repeats an earlier one."""
+        hashes = np.frombuffer(self.hashes, dtype=np.uint64)
+        order = np.argsort(hashes, kind="stable")
+        same = np.flatnonzero(hashes[order][1:] == hashes[order][:-1])
+        pairs = zip(order[same + 1].tolist(), order[same].tolist(), strict=True)
+        for later, earlier in sorted(pairs):
+            a, b = self._key(files, earlier), self._key(files, later)
+            if a == b:  # not a hash collision
+                first = f"{files[self.files[earlier]]}:{self.lines[earlier]}"
+                raise BadInput(
+                    f"derived file {files[self.files[later]]}:{self.lines[later]} repeats row "
+                    f"{first} (the same id, pass, style and text), which would count as one "
+                    "more pass of its document: remove the copy"
+                )
+
+    def _key(self, files: list[Path], i: int) -> list:
+        with open(files[self.files[i]], "rb") as f:
+            f.seek(self.offsets[i])
+            row = json.loads(f.read(self.lengths[i]))
+        return [str(row["id"]), row["pass"], str(row.get("style", "")), row["text"].strip()]
 
 
 def _places(data: DataConfig, root: Path):

@@ -128,8 +128,10 @@ def seed_of(seed: int, doc_id: str, k: int) -> int:
 Chunks = Iterator[list[tuple[Item, str]]]
 
 
-def context_too_short(model: str, context: int, overhead: int, max_new_tokens: int) -> BadInput:
+def context_too_short(
+    model: str, context: int, overhead: int, max_new_tokens: int, option: str = "--model"
+) -> BadInput:
     return BadInput(
-        f"--model {model!r} has a {context}-token context: too short for the "
+        f"{option} {model!r} has a {context}-token context: too short for the "
         f"{overhead}-token instructions plus --max-new-tokens {max_new_tokens}; lower it"
     )

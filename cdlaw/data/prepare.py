@@ -11,6 +11,7 @@ far as a run needs. A real corpus is tokenised whole on first use, or ahead of a
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from cdlaw.data.embedded_corpus import (
     prepare_embedded,
 )
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
+from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
 # The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
@@ -57,8 +59,14 @@ def prepare_corpus(
     With `paraphrase_passes` > 0 the paraphrase passes 1…K of the documents inside
     fresh_tokens are prepared too (run_stream builds any it still lacks for the embedded
     corpus). Raises BadInput for a bad corpus, or one too small for fresh_tokens plus
-    validation, or paraphrase files that do not cover those documents.
+    validation, or paraphrase files that do not cover those documents; DiskFull (one
+    sentence, the cache resumable) when the disk fills.
     """
+    with _disk_full_said(f"writing the token cache of data.corpus {data.corpus!r}", cache_dir):
+        return _prepare_corpus(data, cache_dir, fresh_tokens, paraphrase_passes, workers)
+
+
+def _prepare_corpus(data, cache_dir, fresh_tokens, paraphrase_passes, workers) -> PreparedCorpus:
     fresh_tokens, paraphrase_passes = int(fresh_tokens), int(paraphrase_passes)
     if fresh_tokens <= 0:
         raise BadInput(f"fresh_tokens must be positive, got {fresh_tokens}")
@@ -107,7 +115,19 @@ def prepare_derived(
     blocks per job of `workers` (default: a process per core). BadInput for a missing
     folder or a row whose id is no training document's."""
     if source.files:
-        paraphrase_join.prepare_passes(pc.data, pc.root, source, workers)
+        with _disk_full_said(f"tokenising the {source.describe()} into the cache", pc.root):
+            paraphrase_join.prepare_passes(pc.data, pc.root, source, workers)
+
+
+@contextmanager
+def _disk_full_said(doing: str, folder: Path):
+    """A full disk inside becomes DiskFull: one sentence naming the folder and `doing`."""
+    try:
+        yield
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        raise disk_full_error(e, doing, folder) from e
 
 
 def corpus_key(data: DataConfig, cache_dir: Path | None = None) -> str | None:

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdlaw.data import corpus_errors, long_lines
+from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
@@ -50,6 +52,8 @@ class ArrowFiles:
 
     files: tuple[str, ...]
     column_names: list[str]
+    long_texts: str = ""  # the folder of the texts of lines set aside (long_lines)
+    json_columns: tuple[str, ...] = ()  # columns of mixed types, kept as JSON text
 
 
 def parse_hf(spec: str) -> tuple[str, str | None, str | None]:
@@ -117,15 +121,17 @@ def load_documents(
         texts: list[str] = []
         ids: list[str] = []
         for batch_texts, batch_ids in document_batches(ds, corpus, text_column, id_column, what):
-            texts += batch_texts
+            texts += [t if isinstance(t, str) else t.text() for t in batch_texts]
             ids += batch_ids
     if not texts:
-        raise empty_corpus(what, corpus, text_column)
+        raise corpus_errors.empty_corpus(what, corpus, text_column)
     if len(set(ids)) != len(ids):
         from collections import Counter
 
         counts = Counter(ids)
-        raise duplicate_id(what, corpus, id_column, next(i for i in ids if counts[i] > 1))
+        raise corpus_errors.duplicate_id(
+            what, corpus, id_column, next(i for i in ids if counts[i] > 1)
+        )
     return Documents(texts, ids, fingerprint)
 
 
@@ -152,9 +158,13 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
                 "document" if len(files) > 1 or Path(corpus).is_dir() else "paragraph"
             )
         try:
-            ds = _convert(datasets, loader, files, tmp, kwargs)
+            ds = _convert(datasets, loader, files, tmp, kwargs, text_column)
         except Exception as e:
-            raise unreadable(what, corpus, loader, files, e) from None
+            if is_disk_full(e):
+                raise disk_full_error(e, "converting the corpus to Arrow", Path(tmp).parent) from e
+            raise corpus_errors.unreadable(what, corpus, loader, files, e, text_column) from None
+        if text_column in ds.json_columns:
+            raise corpus_errors.mixed_text(what, corpus, files, text_column)
         fingerprint = digest_files(files, root) + f":{loader}:{kwargs}"
         source = loader
     if text_column not in ds.column_names:
@@ -166,10 +176,17 @@ def open_dataset(corpus: str, text_column: str, id_column: str, tmp: str, what: 
     return ds, fingerprint
 
 
-def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -> ArrowFiles:
-    """The local files converted to Arrow under tmp by `datasets`' own loader."""
+def _convert(
+    datasets, loader: str, files: list[Path], tmp: str, kwargs: dict, text_column: str
+) -> ArrowFiles:
+    """The local files converted to Arrow under tmp by `datasets`' own loader; a jsonl
+    line too long to read whole set aside first (long_lines)."""
     from datasets.arrow_reader import ArrowReader
 
+    long = ""
+    if loader == "json":
+        long = str(Path(tmp) / "long")
+        files = long_lines.set_aside(files, text_column, Path(long))
     builder = datasets.load_dataset_builder(
         loader, data_files=[str(p) for p in files], cache_dir=tmp, **kwargs
     )
@@ -179,7 +196,10 @@ def _convert(datasets, loader: str, files: list[Path], tmp: str, kwargs: dict) -
     parts = ArrowReader(builder.cache_dir, builder.info).get_file_instructions(
         builder.dataset_name, "train", splits
     )
-    return ArrowFiles(tuple(p["filename"] for p in parts), list(builder.info.features))
+    features = builder.info.features
+    # a column of mixed types, which `datasets` keeps as JSON text ('"hello"', '42')
+    as_json = tuple(name for name, f in features.items() if type(f).__name__ == "Json")
+    return ArrowFiles(tuple(p["filename"] for p in parts), list(features), long, as_json)
 
 
 @contextmanager
@@ -217,46 +237,13 @@ def _open_hf(corpus: str, what: str, datasets):
     return ds, digest_files(sorted(p for p in local.rglob("*") if p.is_file()), local)
 
 
-def unreadable(what: str, corpus: str, loader: str, files: list[Path], e: Exception) -> BadInput:
-    """The sentence for corpus files `datasets` refused: the first byte that is not UTF-8
-    when that is why, else the error's first line."""
-    for path in files:
-        offset = first_undecodable(path)
-        if offset is not None:
-            return BadInput(
-                f"{what} {corpus!r} is not UTF-8 text: {path} has an undecodable byte at "
-                f"offset {offset}; re-encode it as UTF-8"
-            )
-    first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return BadInput(f"{what} {corpus!r} could not be read as {loader}: {first_line}")
-
-
-def first_undecodable(path: Path) -> int | None:
-    """The offset of the first byte of path that does not decode as UTF-8, or None."""
-    import codecs
-
-    decoder, done = codecs.getincrementaldecoder("utf-8")(), 0
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as e:
-                return done + e.start
-            done += len(chunk)
-    try:
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError as e:
-        return done + e.start - len(e.object)
-    return None
-
-
 BATCH_ROWS = 1024  # rows read at a time when a dataset is not in Arrow files
 
 
 def document_batches(ds, corpus: str, text_column: str, id_column: str, what: str):
     """(texts, ids) of the non-empty documents, a batch at a time, in source order.
 
-    Texts are stripped; an id is the id column's value or, without one, the row's position.
+    Texts are stripped strings, or a long_lines.LongDoc for a jsonl line set aside; an id is the id column's value or, without one, the row's position.
     The dataset's Arrow files are read as files, not memory-mapped, so memory stays flat
     however large they are. BadInput for a row without text or with a non-text value.
     """
@@ -268,8 +255,11 @@ def document_batches(ds, corpus: str, text_column: str, id_column: str, what: st
         keep_texts, keep_ids = [], []
         for n, (text, i) in enumerate(zip(texts, ids, strict=True), row + 1):
             if not isinstance(text, str):
-                raise _not_text(what, corpus, text_column, n, text)
-            text = text.strip()
+                raise corpus_errors.not_text(
+                    what, corpus, text_column, n, text, _row_place(corpus, what, n)
+                )
+            long = long_lines.long_doc(text, getattr(ds, "long_texts", ""))
+            text = text.strip() if long is None else long
             if text:
                 keep_texts.append(text)
                 keep_ids.append(str(i))
@@ -284,7 +274,7 @@ def _decoded(batches, corpus: str, what: str):
         yield from batches
     except UnicodeDecodeError as e:
         files = [] if corpus.startswith("hf:") else corpus_files(corpus, what)[1]
-        raise unreadable(what, corpus, "text", files, e) from None
+        raise corpus_errors.unreadable(what, corpus, "text", files, e) from None
 
 
 def _arrow_batches(ds, columns: list[str]):
@@ -308,26 +298,22 @@ def _arrow_file_batches(files, columns: list[str]):
                 yield {c: batch.column(c).to_pylist() for c in columns}
 
 
-def _not_text(what: str, corpus: str, text_column: str, row: int, value) -> BadInput:
-    if value is None:
-        return BadInput(
-            f"{what} {corpus!r} row {row} has no {text_column!r} text (data.text_column): "
-            "every row needs one"
-        )
-    return BadInput(
-        f"{what} {corpus!r} column {text_column!r} must hold text, found {type(value).__name__}"
-    )
-
-
-def empty_corpus(what: str, corpus: str, text_column: str) -> BadInput:
-    return BadInput(f"{what} {corpus!r} is empty: it has no non-empty {text_column!r} text")
-
-
-def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
-    return BadInput(
-        f"{what} {corpus!r} has duplicate document id {dup!r} in column {id_column!r}: "
-        "ids must be unique (or drop the column to use positions)"
-    )
+def _row_place(corpus: str, what: str, row: int) -> str:
+    """Where row `row` (1-based, source order) of a local jsonl corpus is: "FILE line N";
+    "row N" elsewhere."""
+    if corpus.startswith("hf:"):
+        return f"row {row}"
+    loader, files = corpus_files(corpus, what)
+    if loader != "json":
+        return f"row {row}"
+    seen = 0
+    for path in files:
+        with open(path, "rb") as f:
+            for n, line in enumerate(f, 1):
+                seen += bool(line.strip())
+                if seen == row:
+                    return corpus_errors.line_of(corpus, path, n)
+    return f"row {row}"
 
 
 # ---------------------------------------------------------------------------------------

@@ -116,12 +116,21 @@ def read_task_file(path: Path) -> Task:
         raise BadInput(f"task file {path} is named like the built-in task {name!r}: rename it")
     if not path.is_file():
         raise BadInput(f"eval.tasks: task file {path} does not exist")
-    items, kind = [], None
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
+    items, kind, offset = [], None, 0
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            where = f"task file {path} line {line_no}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise BadInput(
+                    f"{where} is not UTF-8 text (an undecodable byte at offset "
+                    f"{offset + e.start} of the file): re-encode the file as UTF-8"
+                ) from None
+            offset += len(raw)
             if not line.strip():
                 continue
-            item, item_kind = _item(line, f"task file {path} line {line_no}")
+            item, item_kind = _item(line, where)
             if kind is not None and item_kind != kind:
                 raise BadInput(
                     f"task file {path} line {line_no} is a {_KIND_WORDS[item_kind]} item in a "
@@ -154,6 +163,13 @@ def _item(line: str, where: str) -> tuple[TaskItem, str]:
             raise BadInput(f'{where}: "choices" must be a list of at least 2 strings')
         if not all(isinstance(c, str) and c for c in choices):
             raise BadInput(f'{where}: every entry of "choices" must be a non-empty string')
+        if len(set(choices)) < len(choices):
+            first = next(c for c in choices if choices.count(c) > 1)
+            same = [i for i, c in enumerate(choices) if c == first]
+            raise BadInput(
+                f"{where}: choices {' and '.join(map(str, same))} are the same text "
+                f"{first!r}, so no model can rank the gold one first: make every choice differ"
+            )
         if isinstance(gold, bool) or not isinstance(gold, int):
             raise BadInput(f'{where} lacks "gold", the index of the right choice (0-based)')
         if not 0 <= gold < len(choices):

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import re
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -125,34 +127,101 @@ def find_eos(tok, path: Path) -> int:
 
 
 ENCODE_BATCH = 64  # documents encoded at a time by encode_documents
+# A document longer than LONG_TEXT characters (or given as pieces, doc_store.LongText) is
+# encoded PIECE characters at a time, so the memory it takes does not grow with it: an
+# Encoding holds ~100 bytes a token, which made one 50 MB document cost 6 GB.
+LONG_TEXT = 1 << 20
+PIECE = 1 << 16
+# Where a long document is cut: at a space between two non-spaces. A byte-level BPE's
+# pre-tokenizer (GPT-2's or Llama 3's split) never puts one token across such a place, so
+# its pieces encode to the very tokens of the whole; a text without one for PIECE
+# characters is cut where it must be.
+_CUT = re.compile(r"(?<=\S) (?=\S)")
+
+
+_TYPECODE = {2: "H", 4: "I"}  # array typecodes of the token dtypes' sizes (uint16, uint32)
 
 
 def token_dtype(vocab_size: int):
     return np.uint16 if vocab_size <= 1 << 16 else np.uint32
 
 
+def is_long(text) -> bool:
+    """Whether a document is encoded a piece at a time (see LONG_TEXT)."""
+    return text is not None and (not isinstance(text, str) or len(text) > LONG_TEXT)
+
+
+def text_pieces(text: str | Iterable[str]) -> Iterator[str]:
+    """A long document (a string, or its text in chunks of any size) as pieces of about
+    PIECE characters, each cut where the pre-tokenizer splits anyway (_CUT)."""
+    chunks: Iterable[str]
+    if isinstance(text, str):
+        chunks = (text[i : i + PIECE] for i in range(0, len(text), PIECE))
+    else:
+        chunks = text
+    carry = ""
+    for chunk in chunks:
+        carry += chunk
+        while len(carry) >= 2 * PIECE:
+            found = _CUT.search(carry, PIECE)
+            cut = found.start() if found else PIECE
+            yield carry[:cut]
+            carry = carry[cut:]
+    if carry:
+        yield carry
+
+
+def count_tokens(tok, texts: Sequence[str]) -> list[int]:
+    """Each text's token count (no EOS), long documents encoded a piece at a time."""
+    counts = [0] * len(texts)
+    short = [i for i, t in enumerate(texts) if not is_long(t)]
+    for i, enc in zip(short, tok.encode_batch([texts[i] for i in short], add_special_tokens=False),
+                      strict=True):  # fmt: skip
+        counts[i] = len(enc.ids)
+    for i, t in enumerate(texts):
+        if is_long(t):
+            counts[i] = sum(len(ids) for ids in _piece_ids(tok, t))
+    return counts
+
+
+def _piece_ids(tok, text) -> Iterator[list[int]]:
+    encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+    for piece in text_pieces(text):
+        yield encode([piece], add_special_tokens=False)[0].ids
+
+
 def encode_documents(
-    tok, texts: Sequence[str], eos_id: int, dtype
+    tok, texts: Sequence[str | Iterable[str] | None], eos_id: int, dtype
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each text's tokens followed by EOS, concatenated; and each document's end offset.
 
     An empty or missing text (None) gives an empty document (no EOS): the callers use a
-    zero length to mean "this document has no such text" (a missing paraphrase).
+    zero length to mean "this document has no such text" (a missing paraphrase). A long
+    document (is_long; a string, or an iterable of its text in chunks) is encoded a piece
+    at a time (text_pieces).
     """
     present = [i for i, t in enumerate(texts) if t]
     # encode_batch_fast gives the same ids without character offsets (tokenizers ≥ 0.21)
     encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
     lengths = np.zeros(len(texts), dtype=np.int64)
-    pieces = []
+    # The tokens go into one growing array (grown in place where the allocator can), so a
+    # long document's tokens are held once, not again in pieces while they are joined.
+    tokens = array(_TYPECODE[np.dtype(dtype).itemsize])
     # A few hundred at a time: an Encoding holds ~100 bytes a token (strings, offsets,
     # masks), so a whole block's would cost more memory than its tokens.
     for lo in range(0, len(present), ENCODE_BATCH):
         part = present[lo : lo + ENCODE_BATCH]
-        encodings = encode([texts[i] for i in part], add_special_tokens=False)
-        for i, enc in zip(part, encodings, strict=True):
-            ids = enc.ids
-            ids.append(eos_id)
-            lengths[i] = len(ids)
-            pieces.append(np.asarray(ids, dtype=dtype))
-    tokens = np.concatenate(pieces) if pieces else np.empty(0, dtype=dtype)
-    return tokens, np.cumsum(lengths)
+        short = [i for i in part if not is_long(texts[i])]
+        encodings = dict(zip(short, encode([texts[i] for i in short], add_special_tokens=False),
+                             strict=True))  # fmt: skip
+        for i in part:
+            before = len(tokens)
+            if i in encodings:
+                tokens.extend(encodings.pop(i).ids)
+            else:
+                for ids in _piece_ids(tok, texts[i]):
+                    tokens.extend(ids)
+            tokens.append(eos_id)
+            lengths[i] = len(tokens) - before
+    out = np.frombuffer(tokens, dtype=dtype) if len(tokens) else np.empty(0, dtype=dtype)
+    return out, np.cumsum(lengths)

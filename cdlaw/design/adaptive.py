@@ -99,9 +99,13 @@ def run_adaptive(
     sweep_options: SweepOptions = SweepOptions(),
     on_event: Callable | None = None,
     on_round: Callable[[Round], None] | None = None,
+    extrapolate: bool = True,
 ) -> Adaptive:
     """The loop in the module doc; every sweep through run_sweep (with `sweep_options`,
-    which must select every run and restart none), every fit through fit_law."""
+    which must select every run and restart none), every fit through fit_law, every plan
+    through the guard of `cdlaw plan`: with extrapolate False a round whose plan is beyond
+    the extrapolation limit ends the loop with BeyondLimit (its runs and fit are kept; the
+    loop resumes from them)."""
     check_adaptive(budget_flops, unique_tokens, until, max_flops, round_runs, max_rounds)
     if bootstrap < 10:
         raise BadInput(f"--bootstrap {bootstrap}: the loop needs at least 10 refits per round")
@@ -122,7 +126,7 @@ def run_adaptive(
                       )  # fmt: skip
         write_fit(fit, folder / "fit.json", folder / "fit_rows.parquet")
         source = PlanningLaw.of_fit(fit, str(folder))
-        now = plan(source, budget_flops, unique_tokens)
+        now = plan(source, budget_flops, unique_tokens, extrapolate=extrapolate)
         name = seed_sweep.name if k == 0 else f"next-{k}"
         row = _round(k, name, table, fit, now, rounds[-1].flops if rounds else 0.0)
         rounds.append(row)

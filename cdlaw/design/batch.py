@@ -21,6 +21,7 @@ from cdlaw.design.candidates import (
     candidates,
     done_cells,
     marginal_costs,
+    training_flops,
 )
 from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
@@ -53,6 +54,9 @@ class NextBatch:
     n_draws: int
     noise_sd: float
     warnings: list[str] = field(default_factory=list)
+    # what training them costs with attention too (`cdlaw sweep --dry-run`'s count);
+    # `flops` is the law's 6·N per token, as the table's runs are counted
+    training_flops: float = math.nan
 
     def to_dict(self) -> dict:
         last = self.picks[-1].after if self.picks else None
@@ -61,6 +65,7 @@ class NextBatch:
             "name": self.name,
             "plan": self.plan.to_dict(),
             "flops": self.flops,
+            "training_flops": self.training_flops,
             "n_candidates": self.n_candidates,
             "n_draws": self.n_draws,
             "noise_sd": self.noise_sd,
@@ -185,18 +190,23 @@ def next_batch(
     name: str = "next-1",
     strategy: str = "auto",
     current: Plan | None = None,
+    extrapolate: bool = True,
 ) -> NextBatch:
     """Choose the next batch of runs for the plan at (budget_flops, unique_tokens).
 
     table: the runs already done (any table load_runs reads); fit: its fit with a
     bootstrap; parent: the sweep whose settings and grid the batch uses; current: the
-    plan this fit makes for the budget, when the caller has it already.
+    plan this fit makes for the budget, when the caller has it already; extrapolate False
+    (`cdlaw next` without --extrapolate): a plan beyond the extrapolation limit is refused
+    as `cdlaw plan` refuses it (BeyondLimit).
     """
     max_runs, max_flops = check_limits(max_runs, max_flops)
     source = PlanningLaw.of_fit(fit)  # the bootstrap refits as laws, built once
     draws = _enough_draws(source)
     if current is None:
-        current = plan(source, budget_flops, unique_tokens, strategy=strategy)
+        current = plan(
+            source, budget_flops, unique_tokens, strategy=strategy, extrapolate=extrapolate
+        )
     chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
     vocab = _vocab_size(table, parent)
@@ -248,7 +258,8 @@ def next_batch(
     text = batch_sweep_text(parent, name, chosen, header)
     flops = sum(p.flops for p in picks)
     return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
-                     len(ens.targets), noise, warnings)  # fmt: skip
+                     len(ens.targets), noise, warnings,
+                     training_flops(chosen, parent.share))  # fmt: skip
 
 
 def _enough_draws(source: PlanningLaw) -> list:

@@ -193,6 +193,13 @@ def batch_cost(chosen: list[Candidate], share: bool) -> float:
     return sum(6.0 * c.n_params * forest.own_tokens[c.run.run_id] for c in chosen)
 
 
+def training_flops(chosen: list[Candidate], share: bool) -> float:
+    """FLOPs to train these runs together as `cdlaw sweep --dry-run` counts them: each
+    run's own tokens (a shared prefix once) at 6·N plus attention per token."""
+    forest = plan_forest([c.run for c in chosen], share)
+    return float(sum(forest.own_flops.values()))
+
+
 def marginal_costs(cands: list[Candidate], picked: list[int], share: bool) -> list[float]:
     """Each candidate's FLOPs if added to the picked ones: only runs of its own model size
     can share a prefix with it, so only those are planned with it."""

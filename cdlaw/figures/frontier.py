@@ -107,9 +107,13 @@ def _plan_lines(panels, table: dict, with_derived: bool) -> None:
         for ax, key in panels:
             if kind == "plan" and key == "derived_tokens" and not with_derived:
                 continue
+            y = t[key]
+            if key == "derived_tokens":
+                # No derived tokens is no point on a log axis: the line starts where some are.
+                y = np.where(y > 0, y, np.nan)
             ax.plot(
                 t["budget_flops"],
-                t[key],
+                y,
                 marker=ps["marker"],
                 markersize=3.5,
                 gid=f"{kind}:{key}",
@@ -124,9 +128,12 @@ def _strategy_marks(panels, plan: dict) -> None:
         m = plan["strategy"] == s
         st = style.strategy_style(s, strategies)
         for ax, key in panels:
+            y = plan[key][m]
+            if key == "derived_tokens":
+                y = np.where(y > 0, y, np.nan)
             ax.scatter(
                 plan["budget_flops"][m],
-                plan[key][m],
+                y,
                 color=st["color"],
                 marker=st["marker"],
                 s=26,
@@ -146,7 +153,7 @@ def _label_axes(axes) -> None:
         (ax_l, "predicted " + style.LOSS_LABEL, False),
     ):
         ax.set_xscale("log")
-        if log_y and any((ln.get_ydata() > 0).any() for ln in ax.lines):
+        if log_y and any((np.asarray(ln.get_ydata()) > 0).any() for ln in ax.lines):
             ax.set_yscale("log")
         ax.set_ylabel(label, fontsize=8)
         ax.tick_params(labelsize=7)

@@ -361,6 +361,9 @@ def load_inputs(
     elif path.suffix.lower() in TABLE_SUFFIXES:
         table = inputs.summary = read_table(path)
         _read_downstream(inputs, path.with_name(path.stem + ".downstream.json"))
+        compared = path.with_name(path.stem + ".compare.json")  # `cdlaw compare T.csv`
+        if compared.is_file():
+            _read_comparison(inputs, compared, path.with_name(path.stem + ".compare_rows.parquet"))
         fit_path = fit_path or fit_beside(path)
         if fit_path is None and need_fit:
             raise BadInput(

@@ -3,7 +3,7 @@
 Which layout a table gets (is_sweep): a CD sweep (an (N, D) cell holds several runs, some
 with derived tokens) gets the CD paper's signature figure; any other table (a Chinchilla
 table: no derived tokens, or one run per cell) gets loss against tokens on one axis, one
-colour per model size (sizes_figure, at the end of this module).
+colour per model size (cdlaw.figures.sizes).
 
 The CD figure: one panel per (model size N, fresh tokens D) cell: rows are model sizes,
 columns the cell's fresh-token budgets from small to large. In a panel every run starts
@@ -28,7 +28,6 @@ from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
 
 MAX_ROWS, MAX_COLS = 5, 4
-MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
 
 
 def is_sweep(rows) -> bool:
@@ -38,31 +37,50 @@ def is_sweep(rows) -> bool:
     return bool(((cells["max"] > 0) & (cells["size"] > 1)).any())
 
 
-def _spread(values, k: int) -> list:
-    """At most k values, evenly spread over the sorted list (always keeps both ends)."""
-    values = sorted(values)
-    if len(values) <= k:
-        return values
-    idx = np.unique(np.round(np.linspace(0, len(values) - 1, k)).astype(int))
-    return [values[i] for i in idx]
-
-
 def loss_cells(rows, max_rows: int = MAX_ROWS, max_cols: int = MAX_COLS):
-    """The (N, D) cells to draw as a grid {N: [D, ...]} and how many cells were left out.
+    """The (N, D) cells to draw, as the rows of a full grid [[(N, D), ...], ...], and how
+    many cells were left out.
 
     Cells with derived-token runs carry the story; cells with only one-epoch runs are
-    drawn only when no cell has derived tokens (a plain Chinchilla table).
+    drawn only when no cell has derived tokens. When every cell fits a grid with one row
+    per model size and no gaps (each size the same number of fresh-token budgets), that
+    is the grid. Otherwise the panels are the cells with the most runs (a cell of one run
+    shows no curve), spread over the sizes where counts tie, in reading order of (N, D),
+    as many as fill whole rows.
     """
-    cells = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].max()
-    with_derived = cells[cells > 0]
-    if len(with_derived):
-        cells = with_derived
+    runs = rows.groupby(["n_params", "fresh_tokens"])["derived_tokens"].agg(["max", "size"])
+    if (runs["max"] > 0).any():
+        runs = runs[runs["max"] > 0]
+    counts = {(float(n), float(d)): int(k) for (n, d), k in runs["size"].items()}
     by_n: dict[float, list[float]] = {}
-    for n, d in cells.index:
-        by_n.setdefault(float(n), []).append(float(d))
-    grid = {n: _spread(by_n[n], max_cols) for n in _spread(by_n, max_rows)}
-    shown = sum(len(v) for v in grid.values())
-    return grid, len(cells) - shown
+    for n, d in sorted(counts):
+        by_n.setdefault(n, []).append(d)
+    widths = {len(ds) for ds in by_n.values()}
+    if len(by_n) <= max_rows and len(widths) == 1 and widths.pop() <= max_cols:
+        return [[(n, d) for d in ds] for n, ds in by_n.items()], 0
+    chosen = _most_runs(counts, max_rows * max_cols)
+    n_cols = min(max_cols, len(chosen))
+    chosen = sorted(chosen[: len(chosen) // n_cols * n_cols])
+    grid = [chosen[i : i + n_cols] for i in range(0, len(chosen), n_cols)]
+    return grid, len(counts) - len(chosen)
+
+
+def _most_runs(counts: dict, k: int) -> list:
+    """Up to k cells, most runs first; among equal counts the size with fewest cells
+    chosen so far, then the smaller N and D. Cells of one run only when too few have more."""
+    pool = (
+        {c: m for c, m in counts.items() if m > 1}
+        if sum(m > 1 for m in counts.values()) >= 4
+        else dict(counts)
+    )
+    chosen: list = []
+    per_n: dict[float, int] = {}
+    while pool and len(chosen) < k:
+        best = min(pool, key=lambda c: (-pool[c], per_n.get(c[0], 0), c))
+        chosen.append(best)
+        per_n[best[0]] = per_n.get(best[0], 0) + 1
+        del pool[best]
+    return chosen
 
 
 def _data_floors(law: Law, n: float, d: float, strategies: list[str]) -> dict[str, float]:
@@ -246,31 +264,28 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     """Loss against tokens trained per (N, D) cell, with fitted curves and regime bands;
     for a table that is no CD sweep (is_sweep), sizes_figure."""
     if not is_sweep(rows):
+        from cdlaw.figures.sizes import sizes_figure
+
         return sizes_figure(law, rows, fit)
     grid, left_out = loss_cells(rows)
-    n_cols = max(len(v) for v in grid.values())
-    fig, axes = style.new_figure(len(grid), n_cols, panel=(3.4, 2.7))
+    fig, axes = style.new_figure(len(grid), len(grid[0]), panel=(3.4, 2.7))
     all_strategies = style.strategy_order(rows["strategy"].unique())
     look = style.strategy_styles([*all_strategies, *law.strategies])
-    for i, (n, ds) in enumerate(grid.items()):
-        for j in range(n_cols):
-            ax = axes[i, j]
-            if j >= len(ds):
-                ax.set_axis_off()
-                continue
-            d = ds[j]
+    shown = []
+    for i, cells in enumerate(grid):
+        for j, (n, d) in enumerate(cells):
             cell = rows[(rows["n_params"] == n) & (rows["fresh_tokens"] == d)]
             present = [s for s in all_strategies if s in set(cell["strategy"])]
-            _panel(ax, law, cell, n, d, present, is_naive(fit), look)
+            _panel(axes[i, j], law, cell, n, d, present, is_naive(fit), look)
+            shown.append(cell)
 
     handles, labels = [], []
     for ax in axes.flat:
         h, lab = ax.get_legend_handles_labels()
         handles += h
         labels += lab
-    handles, labels = style.dedupe(handles, labels)
-    shown = rows[rows["n_params"].isin(list(grid))]
-    if (~shown["used"]).any():
+    handles, labels = _merged_key(*style.dedupe(handles, labels))
+    if any((~cell["used"]).any() for cell in shown):
         handles.append(style.unused_handle())
         labels.append(style.UNUSED_LABEL)
     extra = "bands use the lowest L_D of the strategies shown"
@@ -285,138 +300,44 @@ def loss_figure(law: Law, rows, fit: dict | None = None):
     )
 
 
-# ---------------------------------------------------------------------------------------
-# A table that is no CD sweep: loss against tokens, one colour per model size
-# ---------------------------------------------------------------------------------------
-
-
-def size_bins(n_params, k: int = MAX_SIZE_COLOURS) -> list[np.ndarray]:
-    """The distinct model sizes in at most k groups, one colour each: one size per group
-    when there are k or fewer, else k log-even spans of N (empty spans dropped)."""
-    sizes = np.unique(np.asarray(n_params, dtype=float))
-    if len(sizes) <= k:
-        return [sizes[i : i + 1] for i in range(len(sizes))]
-    edges = np.geomspace(sizes[0], sizes[-1], k + 1)
-    span = np.clip(np.searchsorted(edges, sizes, side="right") - 1, 0, k - 1)
-    return [sizes[span == i] for i in range(k) if (span == i).any()]
-
-
-def _size_label(sizes: np.ndarray, n_line: float) -> str:
-    if len(sizes) == 1:
-        return f"N = {style.size(sizes[0])}"
-    return (
-        f"N = {style.size(sizes[0])}–{style.size(sizes[-1])} "
-        f"({len(sizes)} sizes, fit at {style.size(n_line)})"
-    )
-
-
-def _size_colours(n_groups: int) -> list:
-    """One colour per size group, evenly along the sequential colormap (its middle for one)."""
-    cmap = style.sequential_cmap()
-    return [cmap(x) for x in np.linspace(0.0, 1.0, n_groups)] if n_groups > 1 else [cmap(0.5)]
-
-
-def _size_group(ax, law: Law, runs, sizes, colour, g: int, strategies: list[str]):
-    """One size group's fitted line at D′ = 0 and its runs; returns its legend handle."""
-    from matplotlib.lines import Line2D
-
-    n_line = float(sizes[0] if len(sizes) == 1 else np.exp(np.log(sizes).mean()))
-    # Across every run of the group, held out and dropped ones too: how far each
-    # lies from the law is what the reader compares.
-    x = runs["tokens_trained"]
-    grid = np.geomspace(x.min() / 1.5, x.max() * 1.5, 100)
-    ax.plot(
-        grid,
-        law.loss_one_epoch(n_line, grid),
-        color=colour,
-        linewidth=1.4,
-        zorder=2,
-        gid=f"fit:{n_line!r}",
-    )
-    for s in strategies:
-        pts = runs[runs["strategy"] == s]
-        marker = style.strategy_style(s, strategies)["marker"]
-        style.scatter_runs(
-            ax, pts["tokens_trained"], pts["loss"], pts["used"], colour, marker, 22, f"{s}:{g}"
-        )
-    return Line2D(
-        [],
-        [],
-        color=colour,
-        marker="o",
-        markeredgecolor="black",
-        markersize=5,
-        label=_size_label(sizes, n_line),
-    )
-
-
-def _sizes_key(rows, strategies: list[str], derived: bool, fit: dict | None) -> list:
-    """The legend entries after the sizes: one marker per strategy, the fitted law, hollow."""
-    from matplotlib.lines import Line2D
-
-    handles = []
-    if len(strategies) > 1:
-        handles += [
-            Line2D(
-                [],
-                [],
-                linestyle="",
-                color="0.5",
-                marker=style.strategy_style(s, strategies)["marker"],
-                markeredgecolor="black",
-                label=f"runs, {s}",
+def _merged_key(handles, labels) -> tuple[list, list]:
+    """The legend, one entry per thing a reader looks up: each strategy's runs over its
+    fitted curve, the one-epoch runs over L_1ep, one entry for every strategy's L_D (and
+    every overfit band), each drawn in its strategy's colour."""
+    entry = dict(zip(labels, handles, strict=True))
+    out: dict[str, object] = {}
+    one_epoch = r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens"
+    for label, h in entry.items():
+        if label.startswith("fit, ") and not label.startswith("fit, every"):
+            continue  # drawn with its strategy's runs
+        if label == "runs, none (D′ = 0)" and one_epoch in entry:
+            continue  # drawn with L_1ep
+        if label == r"$L_N$: model floor" and "model-bound" in entry:
+            continue  # drawn with the model-bound band, whose top it is
+        if label == one_epoch and "runs, none (D′ = 0)" in entry:
+            out[r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)"] = (
+                h,
+                entry["runs, none (D′ = 0)"],
             )
-            for s in strategies
-        ]
-    fitted = "fitted law, every token counted as fresh" if is_naive(fit) else "fitted law"
-    handles.append(
-        Line2D(
-            [],
-            [],
-            color="0.35",
-            linewidth=1.4,
-            label=fitted + (" (D′ = 0)" if derived and not is_naive(fit) else ""),
-        )
-    )
-    if (~rows["used"]).any():
-        handles.append(style.unused_handle())
-    return handles
-
-
-def sizes_figure(law: Law, rows, fit: dict | None = None):
-    """Loss against tokens trained, every run a point coloured by its model size N, and
-    the fitted law at D′ = 0 as one line per size (or per span of sizes, when there are
-    more than MAX_SIZE_COLOURS: the line at the span's geometric-mean size).
-
-    Line gids: "fit:<N>" at the N it is drawn for; point gids "runs:<strategy>:<group>"
-    and "unused:<strategy>:<group>", group counting the size groups from the smallest.
-    """
-    fig, axes = style.new_figure(1, 1, panel=(6.4, 4.6))
-    ax = axes[0, 0]
-    groups = size_bins(rows["n_params"])
-    colours = _size_colours(len(groups))
-    strategies = style.strategy_order(rows["strategy"].unique())
-    derived = bool((rows["derived_tokens"] > 0).any())
-    handles = [
-        _size_group(ax, law, rows[rows["n_params"].isin(sizes)], sizes, colour, g, strategies)
-        for g, (sizes, colour) in enumerate(zip(groups, colours, strict=True))
-    ]
-    ax.set_xscale("log")
-    style.log_axis(ax, "x")
-    axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
-    ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
-    ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
-    ax.tick_params(labelsize=7)
-
-    handles += _sizes_key(rows, strategies, derived, fit)
-    n_sizes = rows["n_params"].nunique()
-    extra = f"{len(rows)} runs, {n_sizes} model sizes"
-    if n_sizes > len(groups):
-        extra += f" in {len(groups)} colours"
-    return style.finish(
-        fig,
-        f"Loss against {axis.split(',')[0]}, one colour per model size",
-        style.fit_caption(fit, extra),
-        handles,
-        [h.get_label() for h in handles],
-    )
+        elif label == "model-bound" and r"$L_N$: model floor" in entry:
+            out[r"model-bound, below $L_N$ (model floor)"] = (h, entry[r"$L_N$: model floor"])
+        elif label.startswith("runs, "):
+            s = label[len("runs, ") :]
+            fit = entry.get(f"fit, {s}")
+            out[f"{s}: runs and fit" if fit else f"{s}: runs"] = (fit, h) if fit else h
+        elif label.startswith(r"$L_D$: data floor, "):
+            floors = [k for k in entry if k.startswith(r"$L_D$: data floor, ")]
+            if len(floors) == 1:
+                out[label] = h
+            elif label == floors[0]:
+                out[r"$L_D$: data floor, in each strategy's colour"] = style.Beside(
+                    entry[k] for k in floors
+                )
+        elif label.startswith("overfit: "):
+            bands = [k for k in entry if k.startswith("overfit: ")]
+            if label == bands[0]:
+                name = label if len(bands) == 1 else label[: label.rindex(" (")]
+                out[name] = style.Beside(entry[k] for k in bands) if len(bands) > 1 else h
+        else:
+            out[label] = h
+    return list(out.values()), list(out)

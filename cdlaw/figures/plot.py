@@ -12,6 +12,7 @@ per kind; each returns a matplotlib Figure.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,14 @@ from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
 from cdlaw.law import Law
+from cdlaw.plan.checks import frontier_extrapolated
 from cdlaw.plan.planner import frontier
+from cdlaw.plan.source import with_fitted_range
+from cdlaw.plan.support import supported_budgets
 
 KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare", "downstream")
 FORMATS = ("png", "svg", "pdf")
+NEED_NO_FIT = {"curves", "compare", "downstream"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -120,10 +125,29 @@ def _largest_run_flops(inputs: PlotInputs) -> float | None:
 
 
 def compute_frontier(
-    law: Law, unique_tokens: float, budgets, strategy: str = "auto", fit: dict | None = None
+    law: Law,
+    unique_tokens: float,
+    budgets=None,
+    strategy: str = "auto",
+    fit: dict | None = None,
+    extrapolate: bool = False,
+    largest_run_flops: float | None = None,
 ) -> dict:
-    """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner."""
-    result = frontier(law, list(map(float, budgets)), unique_tokens, strategy=strategy)
+    """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner,
+    under the fit's data range and the same extrapolation limit as `cdlaw plan`. budgets
+    None: the range whose plans stay inside the limit (planner.supported_budgets), or for a
+    law without a fitted range around the largest run's compute (default_budgets)."""
+    source = with_fitted_range(law, fit, (fit or {}).get("source") or law.source or law.form)
+    if budgets is None:
+        budgets = supported_budgets(source, unique_tokens, strategy, SUPPORTED_POINTS)
+    if budgets is None:
+        budgets = default_budgets(largest_run_flops or 1e21)
+    result = frontier(
+        source, list(map(float, budgets)), unique_tokens, strategy=strategy, extrapolate=extrapolate
+    )
+    line = frontier_extrapolated(result.plans)
+    if line:  # said as `cdlaw plan --frontier` says it
+        logging.getLogger("cdlaw.plot").warning(line)
     # The same JSON as `cdlaw plan --frontier --json`, named after the fit it was planned with.
     return {**result.to_dict(), "law": (fit or {}).get("source") or law.source or law.form}
 
@@ -133,8 +157,13 @@ def default_budgets(largest_run_flops: float, n: int = 16) -> np.ndarray:
     return np.geomspace(largest_run_flops / 100, largest_run_flops * 1e3, n)
 
 
-def make_figure(kind: str, inputs: PlotInputs):
-    """Draw one figure kind from inputs; raises BadInput saying why when it cannot."""
+# Budgets of a frontier figure over the range its fit supports.
+SUPPORTED_POINTS = 16
+
+
+def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool = False):
+    """Draw one figure kind from inputs; raises BadInput saying why when it cannot. budgets
+    and extrapolate: the frontier's (`cdlaw plot --frontier-range`, `--extrapolate`)."""
     reason = why_not(kind, inputs)
     if reason is not None:
         raise BadInput(f"cannot draw the {kind!r} figure from {inputs.path}: {reason}")
@@ -157,8 +186,10 @@ def make_figure(kind: str, inputs: PlotInputs):
             inputs.frontier = compute_frontier(
                 inputs.law,
                 _unique_tokens(inputs),
-                default_budgets(_largest_run_flops(inputs)),
+                budgets,
                 fit=inputs.fit,
+                extrapolate=extrapolate,
+                largest_run_flops=_largest_run_flops(inputs),
             )
         return frontier_figure(inputs.frontier, inputs.fit, inputs.rows)
     if kind == "residuals":
@@ -187,12 +218,15 @@ def plot(
     fmt: str = "png",
     fit_path: str | Path | None = None,
     options: FigureOptions = FigureOptions(),
+    budgets=None,
+    extrapolate: bool = False,
 ) -> list[Path]:
     """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>;
     out defaults to <runs>/figures, or t.figures/ beside a table t.csv (figures_dir).
 
-    options: --no-title, --caption, --dpi, --style (cdlaw.figures.output). Every input is
-    checked before any file is written.
+    options: --no-title, --caption, --dpi, --style (cdlaw.figures.output); budgets and
+    extrapolate: the frontier's (make_figure). Every input is checked before any file is
+    written.
     """
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -206,7 +240,9 @@ def plot(
             raise BadInput(f"--kind {k!r} is not a figure kind{hint}; valid: {', '.join(KINDS)}")
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise BadInput(f"--out {out} is a file; give a folder for the figures")
-    inputs = load_inputs(path, fit_path)
+    # figures drawn from what other commands wrote (compare.json, downstream.json, the
+    # runs' curves) need no fit of a table
+    inputs = load_inputs(path, fit_path, need_fit=not set(kinds or KINDS) <= NEED_NO_FIT)
     if kinds:
         for k in kinds:
             reason = why_not(k, inputs)
@@ -222,5 +258,5 @@ def plot(
     # Draw everything first, then write: a failure while drawing leaves no partial set.
     # The style must be in force while drawing (it sets fonts, grids, sizes) and saving.
     with figure_context(options.style):
-        figures = [(k, make_figure(k, inputs)) for k in dict.fromkeys(kinds)]
+        figures = [(k, make_figure(k, inputs, budgets, extrapolate)) for k in dict.fromkeys(kinds)]
         return [save_figure(fig, out_dir / f"{k}.{fmt}", fmt, options) for k, fig in figures]

@@ -2,7 +2,8 @@
 
 Held-out runs (the largest size, with `cdlaw fit --holdout-largest`) are ringed: they
 measure extrapolation, which is what a scaling law is for. Runs dropped as outliers are
-crosses.
+crosses. The residual axis holds zero and the bulk of the residuals; a run far outside
+is a triangle at the edge, counted in the legend (style.bounded_limits).
 """
 
 from __future__ import annotations
@@ -73,9 +74,13 @@ def _predicted_axes(ax_pv, rows) -> None:
     ax_pv.set_title("predicted against observed", fontsize=9)
 
 
-def _residual_axes(ax_res, rows) -> None:
-    """Residual against N: the zero line on a log axis of model sizes."""
+def _residual_axes(ax_res, rows, dodged) -> np.ndarray:
+    """Residual against N: the zero line on a log axis of model sizes, the residual axis
+    bounded to the bulk; returns the residuals off it (marked at its edge)."""
     ax_res.axhline(0.0, color="0.4", linewidth=1, linestyle=(0, (3, 2)), zorder=1)
+    res = rows["residual_log"].to_numpy(float)
+    ax_res.set_ylim(*style.bounded_limits(res, keep=[[0.0]], margin=0.08))
+    off = style.mark_outside(ax_res, dodged, res)
     ax_res.set_xscale("log")
     x_lo, x_hi = style.pad_log_range(rows["n_params"], 1.6)
     ax_res.set_xlim(x_lo, x_hi)
@@ -83,6 +88,7 @@ def _residual_axes(ax_res, rows) -> None:
     ax_res.set_xlabel("model size, N (parameters)", fontsize=8)
     ax_res.set_ylabel("residual, log(observed / predicted) (log ratio)", fontsize=8)
     ax_res.set_title("residual against model size", fontsize=9)
+    return off
 
 
 def _residuals_key(ax_pv, rows, held, dropped) -> list:
@@ -120,24 +126,31 @@ def residuals_figure(rows, fit: dict | None = None):
     held = rows["heldout"].to_numpy(bool)
     dropped = ~rows["used"].to_numpy(bool) & ~held
     order = style.strategy_order(rows["strategy"].unique())
+    dodged = rows["n_params"].to_numpy(float).copy()
     for i, s in enumerate(order):
         st = style.strategy_style(s, order)
         m = (rows["strategy"] == s).to_numpy()
         # Strategies side by side at each model size (a few percent apart on the log axis).
         dodge = 1.07 ** (i - (len(order) - 1) / 2)
         _run_points(ax_pv, rows["loss"], rows["predicted_loss"], m, held, dropped, st, s)
+        dodged[m] *= dodge
         _run_points(ax_res, rows["n_params"] * dodge, rows["residual_log"], m, held, dropped, st, s)
     _predicted_axes(ax_pv, rows)
-    _residual_axes(ax_res, rows)
+    off = _residual_axes(ax_res, rows, dodged)
     for ax in axes[0]:
         ax.tick_params(labelsize=7)
         ax.grid(True, color="0.92", linewidth=0.6, zorder=0)
 
     handles = _residuals_key(ax_pv, rows, held, dropped)
+    labels = [h.get_label() for h in handles]
+    if len(off):
+        handle, label = style.outside_handle(off, "run", "residual")
+        handles.append(handle)
+        labels.append(label)
     return style.finish(
         fig,
         "Residuals: the fit against every run",
         style.fit_caption(fit),
         handles,
-        [h.get_label() for h in handles],
+        labels,
     )

@@ -19,6 +19,7 @@ from cdlaw.law import Law
 RSTAR = r"$R^*$"
 FORMULA = r"$R^* = K\,(D/N)^{\rho}\,N^{\sigma}$"
 LEAD_LABEL = r"$\log_{10}\,(R^*_{\mathrm{best}}\,/\,R^*_{\mathrm{next}})$"
+LINE_NAMES = ("solid", "dashed", "dotted")  # style.LINESTYLES[:3], for the legend's words
 HATCHES = ("", "///", "\\\\", "xx", "..", "++", "oo", "--")  # one per strategy, for grey prints
 
 
@@ -85,23 +86,24 @@ def _curve_axes(axes) -> None:
 
 
 def _curve_key(strategies, n_refs, t_refs) -> list:
-    """Legend entries of the curve panels: a colour per strategy, a line style per reference."""
+    """Legend entries of the curve panels: a colour per strategy, then one entry per panel
+    holding its reference lines' styles side by side."""
     from matplotlib.lines import Line2D
 
     handles = [
         Line2D([], [], color=style.strategy_style(s, strategies)["color"], linewidth=2, label=s)
         for s in strategies
     ]
-    handles += [
-        Line2D(
-            [], [], color="0.3", linestyle=style.LINESTYLES[i], label=f"left: N = {style.size(n)}"
+    for where, refs, show in (
+        ("left: N =", n_refs, style.size),
+        ("middle: D/N =", t_refs, lambda t: f"{t:.3g}"),
+    ):
+        styles = style.Beside(
+            Line2D([], [], color="0.3", linestyle=style.LINESTYLES[i]) for i in range(len(refs))
         )
-        for i, n in enumerate(n_refs)
-    ]
-    handles += [
-        Line2D([], [], color="0.3", linestyle=style.LINESTYLES[i], label=f"middle: D/N = {t:.3g}")
-        for i, t in enumerate(t_refs)
-    ]
+        named = (f"{show(r)} ({LINE_NAMES[i]})" for i, r in enumerate(refs))
+        styles.label = f"{where} {', '.join(named)}"
+        handles.append(styles)
     return handles
 
 
@@ -219,10 +221,30 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
     handles = _curve_key(strategies, n_refs, t_refs)
     if several:
         handles += _winner_panel(axes[0, 2], law, strategies, n_grid, t_grid, runs)
+    if several:
+        handles = _one_entry_per_strategy(handles, strategies)
     return style.finish(
         fig,
         f"{FORMULA}: how long derived tokens keep their worth",
         style.fit_caption(fit),
         handles,
-        [h.get_label() for h in handles],
+        [h.label if isinstance(h, style.Beside) else h.get_label() for h in handles],
     )
+
+
+def _one_entry_per_strategy(handles, strategies) -> list:
+    """Each strategy's line and its region on the right as one entry, so the legend holds
+    one entry per strategy rather than two."""
+    by_label = {h.label if isinstance(h, style.Beside) else h.get_label(): h for h in handles}
+    out = []
+    for h in handles:
+        label = h.label if isinstance(h, style.Beside) else h.get_label()
+        if label in strategies:
+            region = next((k for k in by_label if k.startswith(f"right: {label} ")), None)
+            both = style.Beside((h, by_label[region])) if region else h
+            if region:
+                both.label = f"{label} ({region.replace(f'right: {label} ', 'right: ')})"
+            out.append(both)
+        elif not any(label.startswith(f"right: {s} ") for s in strategies):
+            out.append(h)
+    return out

@@ -40,6 +40,9 @@ SPELLINGS = {
 # only repetition means). With a D′ column too, they must agree with it.
 TOKENS = ("tokens", "total_tokens", "tokens_trained")
 EPOCHS = ("epochs",)
+# A row that is an intermediate evaluation of a run (its N, D, D′ the run's own; its loss
+# and task metrics at that point): the law fits final rows only, the task links every row.
+CHECKPOINT = ("checkpoint", "is_checkpoint")
 AGREE = 0.01  # relative tolerance of that agreement: tables print rounded epochs
 SYMBOL = {"n_params": "N", "fresh_tokens": "D", "derived_tokens": "D′"}
 NUMERIC = ("n_params", "fresh_tokens", "derived_tokens", "loss")
@@ -69,6 +72,11 @@ def read_table(file: Path) -> pd.DataFrame:
             )
     except BadInput:
         raise
+    except pd.errors.EmptyDataError:
+        raise BadInput(
+            f"{file} is empty: a table of runs needs a header line and a row per run "
+            "(docs/files.md lists the columns)"
+        ) from None
     except Exception as e:  # a damaged or unreadable file is the user's input too
         detail = " ".join(str(e).split())[:200]  # one line, however the reader put it
         raise BadInput(f"cannot read {file}: {type(e).__name__}: {detail}") from None
@@ -105,10 +113,10 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     missing += ["loss"] if found["loss"] is None else []
     if missing:
         raise BadInput(
-            f"{name} lacks the column(s) {', '.join(missing)}; a run table needs N "
-            "(n_params or params), D (fresh_tokens or unique_tokens), D′ (derived_tokens, "
-            "epochs, or total tokens; derived_tokens = 0 for one-epoch runs) and loss, "
-            "under the names docs/files.md lists"
+            f"{name} lacks the column(s) {', '.join(missing)}{_near_misses(df, missing)}; a "
+            "run table needs N (n_params or params), D (fresh_tokens or unique_tokens), D′ "
+            "(derived_tokens, epochs, or total tokens; derived_tokens = 0 for one-epoch "
+            "runs) and loss, under the names docs/files.md lists"
         )
     done = finished(df).to_numpy()
     for col in [c for c in NUMERIC if c in df.columns]:
@@ -147,6 +155,28 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     if found["derived_tokens"] is None:
         df.attrs["spelled"]["derived_tokens"] = f"D′ = {how}"
     return df
+
+
+def _near_misses(df: pd.DataFrame, missing: list[str]) -> str:
+    """' (is 'fresh_token' fresh_tokens misspelt? rename it)' for the table's columns that look like a missing one's
+    spellings (a typo such as fresh_token), or ''."""
+    import difflib
+
+    spellings = {
+        spelling: key
+        for key in missing
+        for spelling in (
+            *SPELLINGS.get(key, ()),
+            *(TOKENS + EPOCHS if key == "derived_tokens" else ()),
+        )
+        if len(spelling) > 2  # n, d, d' would match any short name
+    }
+    guesses = []
+    for col in map(str, df.columns):
+        near = difflib.get_close_matches(col.strip().lower(), spellings, n=1, cutoff=0.8)
+        if near:
+            guesses.append(f"is {col!r} {spellings[near[0]]} misspelt?")
+    return f" ({' '.join(guesses)} rename it)" if guesses else ""
 
 
 def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, name: str) -> str:
@@ -190,6 +220,7 @@ def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, nam
         df["derived_tokens"] = (e - 1) * D
         how = f"(epochs − 1) · {fresh}"
     Dp = df["derived_tokens"].to_numpy(float)
+    done = done & ~checkpoint_rows(df)  # a checkpoint has trained fewer tokens than its run
     with np.errstate(divide="ignore", invalid="ignore"):
         for col, total, rows in ((tokens, D + Dp, done), (epochs, (D + Dp) / D, done & repeats)):
             if col is None:
@@ -263,6 +294,19 @@ def where(df: pd.DataFrame, bad) -> str:
     "row 6" (1-based) of a parquet file or a frame (read_table, read_columns)."""
     i = np.flatnonzero(np.asarray(bad, bool))[0]
     return f"{df.attrs.get('rows_are', 'row')} {df.index[i]}"
+
+
+def checkpoint_rows(df: pd.DataFrame) -> np.ndarray:
+    """Which rows are intermediate evaluations: a `checkpoint` column (or `is_checkpoint`)
+    that reads true (true, yes, 1; case aside). No such column: none are."""
+    cols = [c for c in df.columns if str(c).strip().lower() in CHECKPOINT]
+    if not cols:
+        return np.zeros(len(df), bool)
+    v = df[cols[0]]
+    if v.dtype == bool:
+        return v.fillna(False).to_numpy(bool)
+    text = v.astype(str).str.strip().str.lower()
+    return text.isin(("true", "yes", "1", "1.0")).to_numpy(bool)
 
 
 def finished(df: pd.DataFrame) -> pd.Series:

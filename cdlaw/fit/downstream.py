@@ -26,6 +26,7 @@ link form (cdlaw.fit.link: `power` for bpb, `sigmoid` for acc and acc_norm):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ from scipy import stats
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link
+from cdlaw.fit.predictors import fit_task_predictors
 from cdlaw.fit.task_links import ALPHA, Collapse, Downstream, TaskLink
 from cdlaw.strategies import ordered
 
@@ -50,9 +52,12 @@ def fit_downstream(
     n_boot: int = 100,
     seed: int = 0,
     source: str = "",
+    predict: PredictOptions | None = None,
 ) -> Downstream:
-    """Every task link of a table of finished runs (cdlaw.fit.table.load_runs), or the links
-    of one task. BadInput when the table has no task columns, or not the task asked for."""
+    """Every task link of a table of finished runs (cdlaw.fit.table.load_runs, checkpoint
+    rows included or not), or the links of one task; and, unless `predict` is None, each
+    accuracy's predictors of a model not trained (cdlaw.fit.predictors). BadInput when the
+    table has no task columns, or not the task asked for."""
     from cdlaw.task_columns import parse_column
 
     where = source or "the table"
@@ -68,7 +73,8 @@ def fit_downstream(
             have = ", ".join(sorted({p[0] for p in columns.values()}))
             raise BadInput(f"--task {task!r} is not a task of {where}; tasks: {have}")
         columns = chosen
-    result = Downstream(source, len(runs), list(ordered(runs["strategy"].astype(str))), [])
+    n_final = int((~runs["checkpoint"]).sum()) if "checkpoint" in runs.columns else len(runs)
+    result = Downstream(source, n_final, list(ordered(runs["strategy"].astype(str))), [])
     rng = np.random.default_rng(seed)
     for col, (name, metric) in columns.items():
         form = FORM_OF_METRIC.get(metric)
@@ -79,7 +85,20 @@ def fit_downstream(
             result.skipped[col] = why or ""
             continue
         result.links.append(_task_link(col, name, metric, form, rows, n_boot, rng))
+    if predict is not None:
+        result.predictors = fit_task_predictors(
+            runs, n_boot, seed, predict.holdout_largest, predict.chance, predict.average, task
+        )
     return result
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    """How `cdlaw downstream` fits the task predictors (cdlaw.fit.predictors)."""
+
+    holdout_largest: bool = False  # compare them on the largest N held out, choose by it
+    chance: dict[str, float] = field(default_factory=dict)  # task -> chance level given
+    average: list[str] | None = None  # the tasks averaged (None: every acc task)
 
 
 def _why_not(form: str | None, rows: pd.DataFrame, col: str) -> str | None:
@@ -112,7 +131,8 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
         len(L) - len(form.params),
     )
     boot = _bootstrap(form, L, y, pooled, n_boot, rng)
-    seed_sd, groups = _seed_noise(rows, col)
+    final = rows[~rows["checkpoint"]] if "checkpoint" in rows.columns else rows
+    seed_sd, groups = _seed_noise(final, col)  # a run's checkpoints are not replicates
     return TaskLink(
         column=col,
         task=name,

@@ -99,12 +99,22 @@ class DataRange:
     derived_ratio: Bounds | None = None  # D′/D
     tokens_per_param: Bounds | None = None  # D/N
     strategies: Mapping[str, DataRange] = field(default_factory=dict)  # per strategy's runs
+    # the tokenizer's vocabulary V of every fitted run, where the table records one (its
+    # `vocab_size` column, one value): ln V, a uniform guess's loss, bounds every loss band
+    vocab_size: int | None = None
 
     def to_dict(self) -> dict:
         out: dict = {
             c: list(getattr(self, c)) for c in RANGE_COLUMNS if getattr(self, c) is not None
         }
+        if self.vocab_size is not None:
+            out["vocab_size"] = self.vocab_size
         return out | {s: r.to_dict() for s, r in self.strategies.items()}
+
+    @property
+    def uniform_loss(self) -> float | None:
+        """ln V: the loss of a uniform guess over the vocabulary (None where V is unknown)."""
+        return None if self.vocab_size is None else math.log(self.vocab_size)
 
     @classmethod
     def from_dict(cls, d, where: str) -> DataRange:
@@ -116,7 +126,14 @@ class DataRange:
         bounds: dict = {}
         per = {}
         for key, value in d.items():
-            if isinstance(value, dict):
+            if key == "vocab_size":
+                if not (isinstance(value, int) and not isinstance(value, bool) and value > 1):
+                    raise BadInput(
+                        f'{where}: "data_range" "vocab_size" must be a whole number above 1 '
+                        f"(the tokenizer's vocabulary), not {value!r}."
+                    )
+                bounds["vocab_size"] = value
+            elif isinstance(value, dict):
                 per[str(key)] = cls.from_dict(value, where)
             elif isinstance(value, list) and len(value) == 2:
                 pair = tuple(_bound(b, key, where) for b in value)

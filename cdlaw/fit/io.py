@@ -176,6 +176,12 @@ class FitResult:
     def read(cls, path: str | Path) -> FitResult:
         """Read a fit.json that `cdlaw fit` wrote; BadInput when it is not one."""
         path = Path(path)
+        if path.suffix.lower() in (".csv", ".tsv", ".parquet", ".pq"):
+            runs = path.parent if path.name == "summary.parquet" else path  # a runs folder's
+            raise BadInput(
+                f"{path} is a table of runs, not a fit: fit it first (`cdlaw fit {runs}` "
+                f"writes {output_paths(runs)[0]}) and pass that"
+            )
         try:
             d = json.loads(path.read_text(), object_pairs_hook=_once_each)
         except _NamedTwice as e:

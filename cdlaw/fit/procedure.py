@@ -437,10 +437,12 @@ def fit_path(
     summary) runs before the files are written, so that a failure there writes nothing.
     Returns (result, json, rows paths).
     """
+    from cdlaw.atomic import check_writable
     from cdlaw.fit.table import load_runs
 
     json_path, rows_path = output_paths(path, out)
     df = load_runs(path)
+    check_writable(json_path, rows_path)  # before the fit, which may take minutes
     result = fit_law(df, source=str(path), **options)
     if before_write is not None:
         before_write(result)

@@ -16,6 +16,7 @@ import pandas as pd
 from cdlaw import law as lawlib
 from cdlaw.fit.findings import RANGE_COLUMNS, DataRange, ModelFloor, RStarAtMedian, RStarEstimate
 from cdlaw.fit.problem import Problem
+from cdlaw.fit.table import table_vocab_size
 
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 
@@ -49,7 +50,7 @@ def data_range(rows: pd.DataFrame) -> DataRange:
         str(strategy): DataRange(derived_ratio=(0.0, float(group["derived_ratio"].max())))
         for strategy, group in derived.groupby("strategy")
     }
-    return DataRange(**bounds, strategies=per)
+    return DataRange(**bounds, strategies=per, vocab_size=table_vocab_size(rows))
 
 
 def percentile_intervals(names, boot) -> dict[str, list[float]]:

@@ -16,7 +16,16 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.columns import READING, finished, numbers, read_columns, read_table, where
+from cdlaw.fit.columns import (
+    READING,
+    checkpoint_rows,
+    finished,
+    log,
+    numbers,
+    read_columns,
+    read_table,
+    where,
+)
 from cdlaw.fit.findings import SeedNoise
 from cdlaw.strategies import NAME_RULE, NONE, is_name
 from cdlaw.units import plain
@@ -27,10 +36,13 @@ SELECT = ("min", "mean", "none")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 
 
-def load_runs(path: str | Path) -> pd.DataFrame:
+def load_runs(path: str | Path, checkpoints: bool = False) -> pd.DataFrame:
     """Read a runs folder's summary.parquet, or a .csv / .parquet table, and prepare it.
 
     Rows whose `status` is not "done" are left out; how many is in df.attrs["not_done"].
+    Rows marked as intermediate evaluations (a true `checkpoint` column) are left out too
+    unless `checkpoints`, which keeps them with a boolean `checkpoint` column (the task
+    links of `cdlaw downstream` fit them; a law fits final rows only).
     """
     path = Path(path)
     if not path.exists():
@@ -50,8 +62,8 @@ def load_runs(path: str | Path) -> pd.DataFrame:
             frames = [read_table(f) for f in (file, *(r / "summary.parquet" for r in rounds))]
             df = pd.concat(frames, ignore_index=True)
             df.attrs = {"rounds": [r.name for r in rounds]}  # rows of several files: by place
-            return prepare_runs(df, name=str(file))
-    return prepare_runs(read_table(file), name=str(file))
+            return prepare_runs(df, name=str(file), checkpoints=checkpoints)
+    return prepare_runs(read_table(file), name=str(file), checkpoints=checkpoints)
 
 
 def round_folders(path: Path) -> list[Path]:
@@ -68,8 +80,10 @@ def round_folders(path: Path) -> list[Path]:
     return sorted(subs, key=order)
 
 
-def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
+def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = False) -> pd.DataFrame:
     """Check a table of runs and add row_id, derived_ratio, tokens_per_param (idempotent).
+    Checkpoint rows (cdlaw.fit.columns.checkpoint_rows) are dropped, or with `checkpoints`
+    kept and marked in a boolean `checkpoint` column.
 
     A row with derived_tokens = 0 is a one-epoch run: its strategy becomes "none" (it
     anchors L_1ep for every strategy). A "none" row with derived tokens is an error.
@@ -87,6 +101,11 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         done = finished(df)
         not_done = int((~done).sum())
         df = df[done]
+    ckpt = checkpoint_rows(df)
+    if checkpoints:
+        df = df.assign(checkpoint=ckpt)
+    else:
+        df = df[~ckpt]
 
     spelled = df.attrs.get("spelled", {})  # each column as the table names it
     for col, rule, ok in (
@@ -101,6 +120,9 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
                 f"{name} {where(df, bad)}: {spelled.get(col, col)} must be {rule}, got "
                 f"{plain(df[col][bad].iloc[0])}"
             )
+
+    _check_task_metrics(df, name)
+    above = above_uniform(df, name)
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
@@ -127,8 +149,59 @@ def prepare_runs(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     df = df.reset_index(drop=True)
     for key in READING:  # rows renumbered, columns renamed: what only messages needed
         df.attrs.pop(key, None)
-    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
+    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name, above_uniform=above)
     return df
+
+
+# What a task metric can be (cdlaw.task_columns); a blank cell is a task not scored.
+TASK_METRIC_RULES = {
+    "acc": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
+    "acc_norm": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
+    "bpb": ("a number of bits per byte ≥ 0", 0.0, np.inf),
+}
+
+
+def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
+    """BadInput naming the first row whose task metric cannot be one (an accuracy of 1.7)."""
+    from cdlaw.task_columns import parse_column
+
+    for col in df.columns:
+        parsed = parse_column(str(col))
+        if parsed is None or parsed[1] not in TASK_METRIC_RULES:
+            continue
+        rule, lo, hi = TASK_METRIC_RULES[parsed[1]]
+        values = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
+        given = df[col].notna().to_numpy()
+        bad = given & ~((values >= lo) & (values <= hi))  # NaN from text is bad too
+        if bad.any():
+            raise BadInput(
+                f"{name} {where(df, bad)}: {col} must be {rule}, got {plain(df[col][bad].iloc[0])}"
+            )
+
+
+def above_uniform(df: pd.DataFrame, name: str) -> str | None:
+    """The sentence flagging runs whose loss is above ln V, the loss of a uniform guess over
+    their vocabulary (their `vocab_size`), logged as the table is read; None when there are
+    none or the table records no vocabulary. No trained model does worse than guessing:
+    such a run is broken, or simulated from a law far outside the range it was fitted on."""
+    if "vocab_size" not in df.columns:
+        return None
+    vocab = pd.to_numeric(df["vocab_size"], errors="coerce").to_numpy(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bound = np.log(vocab)
+    over = np.isfinite(bound) & (vocab > 1) & (df["loss"].to_numpy(float) > bound)
+    if not over.any():
+        return None
+    i = int(np.argmax(np.where(over, df["loss"].to_numpy(float) - bound, -np.inf)))
+    worst = f"{df['loss'].iloc[i]:.4g} nats at {where(df, np.arange(len(df)) == i)}"
+    text = (
+        f"{name}: {int(over.sum())} run(s) have a loss above ln V, a uniform guess over their "
+        f"vocabulary (worst: {worst}, against ln {vocab[i]:.0f} = {bound[i]:.4g}): no trained "
+        "model does worse than guessing, so check those runs (or the simulated law's range) "
+        "before trusting a fit of them"
+    )
+    log.warning("warning: %s", text)
+    return text
 
 
 def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
@@ -165,6 +238,20 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     out.attrs.update(attrs)
     out.attrs["select"] = how
     return out
+
+
+def stale_fit(df: pd.DataFrame, fit, path) -> str | None:
+    """Why `fit` (a FitResult) is not a fit of the runs `df` of PATH as they are now, or
+    None: it fitted another number of rows than the table gives under the fit's own
+    --select (replicate seeds averaged by `--select mean` are one row)."""
+    how = fit.select if fit.select in SELECT else "min"
+    rows = len(select_cells(df, how))
+    if rows == fit.n_rows:
+        return None
+    return (
+        f"the fit has {fit.n_rows} rows but {path} now gives {rows} (--select {how}): "
+        f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
+    )
 
 
 def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
@@ -225,3 +312,14 @@ def describe_range(values) -> str:
     if len(v) == 0:
         return "none"
     return format_number(v[0]) if len(v) == 1 else f"{format_number(v[0])}–{format_number(v[-1])}"
+
+
+def table_vocab_size(rows: pd.DataFrame) -> int | None:
+    """The one vocabulary size V of a table's runs (its `vocab_size` column), or None where
+    the table has no such column, a blank one, or runs of several vocabularies."""
+    if "vocab_size" not in rows.columns:
+        return None
+    values = pd.to_numeric(rows["vocab_size"], errors="coerce").dropna().unique()
+    if len(values) != 1 or not float(values[0]).is_integer() or values[0] < 2:
+        return None
+    return int(values[0])

@@ -20,6 +20,7 @@ import numpy as np
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS
+from cdlaw.fit.predictor_fits import TaskPredictors
 
 ALPHA = 0.05  # the collapse test's level
 
@@ -42,6 +43,18 @@ class Collapse:
     heldout_bias: dict[str, float]  # strategy -> mean residual when the pooled fit omits it
     heldout_se: dict[str, float]  # its standard error
     collapses: bool  # p_value ≥ ALPHA: one curve explains every strategy within the noise
+
+    @property
+    def undetermined(self) -> list[str]:
+        """The strategies whose shift the runs do not pin down (no finite standard error:
+        e.g. their runs sit where the link is flat); with any, the test decides nothing."""
+        return [
+            s for s in self.shift if s != self.reference and not math.isfinite(self.shift_se[s])
+        ]
+
+    @property
+    def determined(self) -> bool:
+        return not self.undetermined and math.isfinite(self.f) and math.isfinite(self.p_value)
 
     def to_dict(self) -> dict:
         return {
@@ -123,6 +136,15 @@ class TaskLink:
             return f"{noise}; the metric does not follow the loss beyond its noise ({trend}): no collapse to test"
         if c is None:
             return f"{noise}; one strategy only, nothing to compare"
+        if not c.determined:
+            which = ", ".join(c.undetermined)
+            why = (
+                f"the runs do not pin down the shift in loss of {which} (its standard error "
+                "is not finite: its runs sit where the link is flat, or are too few)"
+                if which
+                else "the test has no finite F (too few runs for its degrees of freedom)"
+            )
+            return f"{noise}; one curve or not is not determined: {why}"
         shifts = ", ".join(
             f"{s} {c.shift[s]:+.3f} ± {c.shift_se[s]:.3f}" for s in c.shift if s != c.reference
         )
@@ -203,6 +225,8 @@ class Downstream:
     links: list[TaskLink]
     skipped: dict[str, str] = field(default_factory=dict)  # column -> why no link
     warnings: list[str] = field(default_factory=list)
+    # each accuracy's predictors of a model not trained (cdlaw.fit.predictors)
+    predictors: list[TaskPredictors] = field(default_factory=list)
 
     def link(self, task: str | None = None) -> list[TaskLink]:
         """The links of one task (every link when None); BadInput naming the tasks there are."""
@@ -222,6 +246,7 @@ class Downstream:
             "links": [lk.to_dict() for lk in self.links],
             "skipped": self.skipped,
             "warnings": self.warnings,
+            "predictors": [tp.to_dict() for tp in self.predictors],
         }
 
     def write(self, path: str | Path) -> Path:
@@ -242,6 +267,13 @@ class Downstream:
         if not isinstance(d, dict) or not isinstance(d.get("links"), list):
             raise BadInput(f"{path} is not a downstream.json (no links); use `cdlaw downstream`")
         links = [TaskLink.from_dict(lk, str(path)) for lk in d["links"]]
+        try:
+            predictors = [TaskPredictors.from_dict(tp) for tp in d.get("predictors") or []]
+        except (KeyError, TypeError, ValueError) as e:
+            raise BadInput(
+                f"{path}: a task's predictors are not readable ({type(e).__name__}: {e}); "
+                "write it again with `cdlaw downstream`"
+            ) from None
         return cls(
             str(d.get("source") or path),
             int(d.get("n_runs") or 0),
@@ -249,6 +281,7 @@ class Downstream:
             links,
             dict(d.get("skipped") or {}),
             list(d.get("warnings") or []),
+            predictors,
         )
 
 

@@ -82,6 +82,92 @@ def loss_band(
     return float(lo), float(hi)
 
 
+def judge_optimism(
+    optimism: float | None, best: Allocation, law: Law
+) -> tuple[float | None, str | None]:
+    """The optimism the bootstrap can support, or None and why ("not determined: …").
+
+    An estimate as large as the plan's whole reducible loss L − E says the refits' own plans
+    lie where the fit knows nothing (a small sweep planned far from its runs gave −8.9
+    nats on a loss of 2.6): no number is better than that one, and the band it would widen
+    is not determined either (loss_interval)."""
+    if optimism is None:
+        return None, None
+    reducible = best.predicted_loss - float(law.params.get("E", 0.0))
+    if abs(optimism) < reducible:
+        return optimism, None
+    return None, (
+        f"not determined: the bootstrap refits' own plans disagree with the fit by "
+        f"{abs(optimism):.3g} nats, as much as the plan's whole reducible loss L − E = "
+        f"{reducible:.3g}: the runs do not pin the loss near this optimum"
+    )
+
+
+def loss_interval(
+    source: PlanningLaw,
+    best: Allocation,
+    chosen: str,
+    optimism: float | None,
+    optimism_note: str | None,
+) -> tuple[tuple[float, float] | None, str | None, list[str]]:
+    """The plan's 95% loss band that can be true: (band, why none, warnings).
+
+    loss_band, then made to hold what any true loss does: it contains the predicted loss
+    (refits all on one side of it are widened to it), is ≥ 0, and where the fitted runs'
+    vocabulary V is known never exceeds ln V, a uniform guess's loss (an upper end above it
+    is capped there, with a warning). Not determined, and why, where the optimism is not
+    (judge_optimism) or the predicted loss itself is above ln V; without refits, why not
+    (PlanningLaw.why_no_band)."""
+    point = best.predicted_loss
+    vocab = source.data_range.vocab_size if source.data_range is not None else None
+    uniform = None if vocab is None else math.log(vocab)
+    if uniform is not None and point > uniform:
+        why = (
+            f"not determined: the predicted loss {point:.4g} is above ln V = {uniform:.4g}, "
+            f"a uniform guess over the runs' {vocab} tokens: the law "
+            "is past where it means anything"
+        )
+        return None, why, [why.removeprefix("not determined: ")]
+    if optimism_note is not None:
+        return None, optimism_note, []
+    band = loss_band(source, best, chosen, optimism)
+    if band is None:
+        why = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
+        return None, why, []
+    lo, hi = max(min(band[0], point), 0.0), max(band[1], point)
+    warnings = []
+    if uniform is not None and hi > uniform:
+        warnings.append(
+            f"the 95% band's upper end {hi:.4g} is capped at ln V = {uniform:.4g}, a uniform "
+            f"guess over the runs' {vocab} tokens: the refits disagree "
+            "past any loss a trained model gives"
+        )
+        hi = uniform
+    return (lo, hi), None, warnings
+
+
+def size_interval(
+    source: PlanningLaw, band: tuple[float, float] | None, n_params: float
+) -> tuple[tuple[float, float] | None, str | None]:
+    """The 95% band of N the refits' own plans give, made to hold the plan's N, or None and
+    why ("not determined: …") where it reaches beyond the extrapolation limit of the fitted
+    sizes: refits planning 44 parameters on runs of 26K–200K say the runs do not pin N."""
+    if band is None:
+        return None, None
+    lo, hi = min(band[0], n_params), max(band[1], n_params)
+    rng = fitted_range(source, "none").get("n_params")
+    if isinstance(rng, (list, tuple)) and len(rng) == 2 and None not in rng:
+        small, large = float(rng[0]), float(rng[1])
+        if lo < small / EXTRAPOLATION_LIMIT or hi > large * EXTRAPOLATION_LIMIT:
+            return None, (
+                f"not determined: the bootstrap refits' own plans range over N = "
+                f"{format_number(lo)}–{format_number(hi)}, beyond {EXTRAPOLATION_LIMIT:g}× the "
+                f"fitted sizes ({format_number(small)}–{format_number(large)}): the runs do "
+                "not pin N here"
+            )
+    return (lo, hi), None
+
+
 # A bootstrap law's own plan: {strategy: (N, loss, D, D′)}, one entry per strategy searched.
 OwnPlan = dict[str, tuple[float, float, float, float]]
 
@@ -197,6 +283,55 @@ def beyond_limit(source: PlanningLaw, best: Allocation) -> list[str]:
         and factor > EXTRAPOLATION_LIMIT
         and (key != "derived_ratio" or uses_derived)
     ]
+
+
+def guard(
+    source: PlanningLaw,
+    candidates: dict[str, Allocation],
+    requested: str,
+    extrapolate: bool,
+    budget_flops: float | None = None,
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The one rule every command that plans goes through: may these allocations, one per
+    strategy the planner searched, be planned under `source`? Returns the planned
+    allocation's coordinates beyond the extrapolation limit (empty inside it) and, under
+    strategy `auto`, the strategies left out with why ({strategy: sentence}).
+
+    With extrapolate False a candidate beyond the limit (beyond_limit) is left out when
+    `requested` is "auto" and another strategy's plan stays inside; when none does (or a
+    strategy was named) BeyondLimit is raised with the best candidate's coordinates: one
+    sentence naming --extrapolate, the same from `plan`, `report`, `plot`, `compare`,
+    `next` and `adapt`. With extrapolate True nothing is left out and the best candidate's
+    coordinates past the limit come back, for the plan to say it is extrapolated.
+    """
+    best = min(candidates, key=lambda s: candidates[s].predicted_loss)
+    beyond = {s: beyond_limit(source, a) for s, a in candidates.items()}
+    if extrapolate:
+        return tuple(beyond[best]), {}
+    inside = [s for s in candidates if not beyond[s]]
+    if not inside or (requested != "auto" and beyond[best]):
+        raise BeyondLimit(beyond[best], budget_flops)
+    left_out = {
+        s: f"its plan is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit "
+        f"({'; '.join(beyond[s])}); pass --extrapolate to weigh it too"
+        for s in candidates
+        if beyond[s]
+    }
+    return (), left_out
+
+
+def extrapolated_text(where: str) -> str:
+    """The line every command says first of a plan made beyond the extrapolation limit with
+    --extrapolate, `where` naming the coordinates (or budgets) past it."""
+    return f"extrapolated beyond {EXTRAPOLATION_LIMIT:g}× the fitted range (--extrapolate): {where}"
+
+
+def frontier_extrapolated(plans) -> str | None:
+    """extrapolated_text for a frontier's plans beyond the limit; None when none is."""
+    beyond = [f"{p.budget_flops:.3g}" for p in plans if p.extrapolated]
+    if not beyond:
+        return None
+    return extrapolated_text(f"the plans at C = {', '.join(beyond)} (see their warnings)")
 
 
 class BeyondLimit(BadInput):

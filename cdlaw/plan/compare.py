@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.atomic import check_writable, write_json_atomic, write_parquet_atomic
 from cdlaw.errors import BadInput
+from cdlaw.fit.findings import DataRange
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
                "predicted", "largest"]  # fmt: skip
@@ -117,9 +118,11 @@ def compare_laws(
     unique_tokens: float | None = None,
     source: str = "",
     progress=None,
+    extrapolate: bool = True,
 ) -> Comparison:
     """Fit every law (default: all known) to the same rows and score each; see the module doc."""
     from cdlaw.fit.procedure import fit_law
+    from cdlaw.fit.summary import data_range
     from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
     from cdlaw.laws import LAWS
 
@@ -161,7 +164,7 @@ def compare_laws(
         pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame(),
     )
     if budget_flops is not None:
-        attach_plans(comparison, budget_flops, unique_tokens)
+        attach_plans(comparison, budget_flops, unique_tokens, data_range(cells), extrapolate)
     return comparison
 
 
@@ -218,15 +221,32 @@ def _rmse(err) -> float:
     return float(np.sqrt(np.mean(err**2))) if len(err) else math.nan
 
 
-def attach_plans(comparison: Comparison, budget_flops: float, unique_tokens: float | None) -> None:
-    """Each law's plan for the budget (cdlaw.plan.planner), or why it has none."""
+def attach_plans(
+    comparison: Comparison,
+    budget_flops: float,
+    unique_tokens: float | None,
+    data_range: DataRange | None = None,
+    extrapolate: bool = True,
+) -> None:
+    """Each law's plan for the budget (cdlaw.plan.planner), or why it has none; under the
+    rows' data_range, through the same guard as `cdlaw plan`: with extrapolate False a
+    law whose plan is beyond the limit has that sentence as its error, and when every
+    law's is, BeyondLimit is raised (nothing is written)."""
     from cdlaw.law import Law
+    from cdlaw.plan.checks import BeyondLimit
     from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import PlanningLaw
 
+    beyond = []
     for score in comparison.scores:
         law = Law.from_dict({"law": score.law, **score.params})
+        source = PlanningLaw(comparison.source or score.law, law, data_range)
         try:
-            p = plan(law, budget_flops, unique_tokens)
+            p = plan(source, budget_flops, unique_tokens, extrapolate=extrapolate)
+        except BeyondLimit as e:
+            score.plan = {"error": str(e), "beyond_limit": True}
+            beyond.append(e)
+            continue
         except BadInput as e:
             score.plan = {"error": str(e)}
             continue
@@ -236,8 +256,12 @@ def attach_plans(comparison: Comparison, budget_flops: float, unique_tokens: flo
             "strategy": best.strategy,
             "derived_tokens": best.derived_tokens,
             "epochs": best.epochs,
+            "uses": best.uses,  # epochs of repetition, passes of any other strategy
             "predicted_loss": best.predicted_loss,
+            "extrapolated": list(p.extrapolated),
         }
+    if beyond and len(beyond) == len(comparison.scores):
+        raise beyond[0]
 
 
 def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
@@ -263,7 +287,9 @@ def compare_and_write(
     from cdlaw.fit.table import load_runs
 
     json_path, rows_path = comparison_outputs(path, out)
-    comparison = compare_laws(load_runs(path), source=str(path), **options)
+    runs = load_runs(path)
+    check_writable(json_path, rows_path)  # before the fits, which may take minutes
+    comparison = compare_laws(runs, source=str(path), **options)
     if before_write is not None:
         before_write(comparison)
     write_comparison(comparison, json_path, rows_path)

@@ -37,14 +37,16 @@ from cdlaw.laws.chinchilla import chinchilla_loss
 # Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
 from cdlaw.plan.checks import (
     BeyondLimit,
-    beyond_limit,
     decision_spread,
+    guard,
+    judge_optimism,
     law_strategy,
-    loss_band,
+    loss_interval,
     plan_optimism,
     prefers_fewer_fresh_tokens,
     range_warnings,
     refit_plans,
+    size_interval,
     unpinned_warnings,
 )
 
@@ -66,6 +68,10 @@ GRID_POINTS_PER_DECADE = 100
 # Relative step in C for −dL/dC: the loss changes by ~1e-5 nats, far above rounding (1e-15),
 # while the O(h²) truncation error stays ~1e-8 relative.
 MARGINAL_STEP = 1e-4
+# D′ below this share of D is the optimiser's rounding at the T = U kink (its N is known
+# to ~1e-7), not a plan to make derived tokens: such a plan trains D′ = 0, its N as much
+# larger as spends the same FLOPs.
+DERIVED_NOISE = 1e-5
 
 # ---------------------------------------------------------------------------------------
 # The optimisation.
@@ -137,6 +143,8 @@ def _allocation(
     (the baselines: a team without the law trains every token it can afford)."""
     spend = split_tokens if whole_budget else partial(planned_tokens, law, strategy)
     fresh, derived = (float(x) for x in spend(budget_flops, n_params, unique_tokens))
+    if 0 < derived < DERIVED_NOISE * fresh:  # the same FLOPs, all on fresh tokens
+        n_params, derived = n_params * (fresh + derived) / fresh, 0.0
     loss = float(law.loss(n_params, fresh, derived, strategy))
     label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
@@ -207,15 +215,16 @@ def plan(
         else:
             n, rule = n_params, "fixed-n_params"
         candidates[s] = _allocation(law, s, budget_flops, n, unique, rule)
+    # The one guard (checks.guard): refused, or under `auto` planned among those inside it.
+    extrapolated, left_out = guard(source, candidates, strategy, extrapolate)
+    tried = [s for s in tried if s not in left_out]
+    candidates = {s: a for s, a in candidates.items() if s not in left_out}
     # the law's name for the chosen strategy (for a law without strategies: "none")
     chosen = min(candidates, key=lambda s: candidates[s].predicted_loss)
     best = candidates[chosen]
 
     for s, a in candidates.items():
         candidates[s] = _with_gap(a, best.predicted_loss)
-    extrapolated = beyond_limit(source, best)
-    if extrapolated and not extrapolate:
-        raise BeyondLimit(extrapolated)
 
     t = classify(
         law,
@@ -245,14 +254,13 @@ def plan(
     # Every bootstrap law plans for itself: how sure the decision is, and how optimistic.
     own = refit_plans(source, decide)
     shares, n_band = decision_spread(own, tried, chosen)
-    optimism = plan_optimism(own, law)
-    ci = loss_band(source, best, chosen, optimism)
-    no_band = None
-    if ci is None:
-        no_band = source.why_no_band() or "no bootstrap refit gives a finite loss at this plan"
+    n_band, n_no_band = size_interval(source, n_band, best.n_params)
+    optimism, optimism_note = judge_optimism(plan_optimism(own, law), best, law)
+    ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
     if best.strategy == "none":  # no derived tokens: no strategy to decide
         shares = None
-    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best)]
+    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
+                *(f"{s} left out: {why}" for s, why in left_out.items()), *band_warnings]  # fmt: skip
     if on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "
@@ -318,6 +326,9 @@ def plan(
         memory=memory,
         warnings=tuple(warnings),
         extrapolated=tuple(extrapolated),
+        left_out=left_out,
+        n_params_no_band_reason=n_no_band,
+        optimism_note=optimism_note,
     )
 
 
@@ -398,6 +409,17 @@ def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> Non
 
 def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     law = source.law
+    if strategy == "none":
+        counts_any = law.form_decl.uses_derived and not law.form_decl.strategy_params
+        if not law.strategies and not counts_any:
+            return ["none"]  # the only plan this law makes: derived tokens are worth nothing
+        raise BadInput(
+            "--strategy none is no way to make derived tokens: it is the strategy of runs "
+            "that train on fresh tokens alone (D′ = 0). To plan without derived tokens, "
+            "leave out --unique-tokens (fresh data without limit) or give a --budget-flops "
+            "whose tokens fit in it; to choose how derived tokens are made, give auto or "
+            f"one of {', '.join(law.strategies) or 'repetition'}."
+        )
     if strategy != "auto" and not is_name(strategy):
         raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
     if law.form_decl.uses_derived and not law.form_decl.strategy_params:

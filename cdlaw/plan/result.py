@@ -45,6 +45,16 @@ class Allocation:
         """D′/D for paraphrase: how many corpora's worth of paraphrases; 0 otherwise."""
         return self.derived_ratio if self.strategy == "paraphrase" else 0.0
 
+    @property
+    def uses(self) -> str:
+        """How the derived tokens are made, in words: '7.53 epochs' (repetition), '4.35
+        passes' (D′/D of paraphrase or any other derived strategy), '1 epoch' (D′ = 0)."""
+        if self.strategy == "repetition":
+            return f"{self.epochs:.3g} epochs"
+        if self.strategy != "none":
+            return f"{self.derived_ratio:.3g} passes"
+        return "1 epoch"
+
     def to_dict(self) -> dict:
         return {
             "rule": self.rule,
@@ -113,6 +123,13 @@ class Plan:
     # the task metrics this plan predicts through task links (`cdlaw plan --link`): one
     # cdlaw.plan.tasks.TaskPrediction.to_dict() per link; () without links
     tasks: tuple[dict, ...] = ()
+    # under strategy auto, the strategies whose plan lay beyond the extrapolation limit and
+    # were left out of the choice: {strategy: why}
+    left_out: dict[str, str] = field(default_factory=dict)
+    # why n_params_ci95 is None though the refits planned, as a clause (None otherwise)
+    n_params_no_band_reason: str | None = None
+    # why optimism is None though the refits planned, as a clause (None otherwise)
+    optimism_note: str | None = None
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -191,6 +208,9 @@ class Plan:
             "memory": self.memory,
             "warnings": list(self.warnings),
             "extrapolated": list(self.extrapolated),
+            "left_out": dict(self.left_out),
+            "n_params_no_band_reason": self.n_params_no_band_reason,
+            "optimism_note": self.optimism_note,
             # only with --link, so a plan without links reads as it always has
             **({"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}),
         }
@@ -230,6 +250,9 @@ class Plan:
             warnings=tuple(d.get("warnings") or ()),
             extrapolated=tuple(d.get("extrapolated") or ()),
             tasks=tuple(d.get("tasks") or ()),
+            left_out=dict(d.get("left_out") or {}),
+            n_params_no_band_reason=d.get("n_params_no_band_reason"),
+            optimism_note=d.get("optimism_note"),
         )
 
 

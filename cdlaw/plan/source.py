@@ -89,3 +89,13 @@ def as_planning_law(law: Law) -> PlanningLaw:
     """A bare Law: a preset keeps its name and published range; any other is just itself."""
     preset = next((name for name, p in PRESETS.items() if p == law), None)
     return load_law(preset) if preset else PlanningLaw(law.source or law.form, law)
+
+
+def with_fitted_range(law: Law, fit: dict | None, name: str) -> PlanningLaw:
+    """A law with the data range a fit.json's dict records (`data_range`, with the runs'
+    vocabulary), without its bootstrap: what a figure plans with, under the same
+    extrapolation limit as `cdlaw plan`. A law without a fit gets a preset's range or none."""
+    fitted = (fit or {}).get("data_range")
+    if fitted is None:
+        return as_planning_law(law)
+    return PlanningLaw(name, law, DataRange.from_dict(fitted, name))

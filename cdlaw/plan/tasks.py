@@ -1,7 +1,14 @@
-"""The task metrics a plan predicts: law → loss → link (docs/downstream.md).
+"""The task metrics a plan predicts: law → loss → link (docs/downstream.md), and the task
+accuracies of any one model (`cdlaw predict`): both go through `forecast_tasks`.
 
     links = Downstream.read("runs/demo/downstream.json").link("world_mc")
-    plan = with_tasks(plan, source, links)      # plan.tasks: one prediction per link
+    plan = with_tasks(plan, source, links, predictors)   # plan.tasks: one per link
+    forecast_tasks(predictors, source, 7e9, 140e9)       # one Forecast per accuracy
+
+An accuracy with predictors in downstream.json (cdlaw.fit.predictors) is predicted by its
+chosen predictor, the val-loss chains taking the law's loss at the model (and its
+bootstrap) as their step 1; a bits-per-byte column, or an accuracy of a downstream.json
+written before predictors, goes through its link as below.
 
 The plan's predicted loss goes through each task's pooled link (cdlaw.fit.downstream). The
 95% band goes through both fits' bootstraps: refit b of the law scores the plan's
@@ -19,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.forecast import Forecast, forecast
+from cdlaw.fit.predictor_fits import TaskPredictors
 from cdlaw.fit.task_links import Downstream, TaskLink
 from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
@@ -63,10 +72,68 @@ def read_links(path: str | None, task: str | None = None) -> list[TaskLink]:
     return Downstream.read(path).link(task)
 
 
-def with_tasks(plan: Plan, source: PlanningLaw, links: list[TaskLink]) -> Plan:
+def read_predictors(path: str | None, task: str | None = None) -> list[TaskPredictors]:
+    """The task predictors of a downstream.json (one task's with `task`), [] for none."""
+    if path is None:
+        return []
+    return [
+        tp
+        for tp in Downstream.read(path).predictors
+        if task is None or task in (tp.task, tp.column)
+    ]
+
+
+def forecast_tasks(
+    predictors: list[TaskPredictors],
+    source: PlanningLaw | None,
+    n_params: float,
+    fresh_tokens: float,
+    derived_tokens: float = 0.0,
+    strategy: str = "none",
+) -> list[Forecast]:
+    """Each accuracy at the model (N, D, D′, strategy) by its chosen predictor, with its
+    95% band; with a law, the val-loss chains' step 1 is the law's loss (and its bootstrap
+    refits') at the model. Accuracies no predictor can reach are left out."""
+    loss, losses = None, None
+    if source is not None:
+        s = "none" if derived_tokens == 0 else strategy
+        loss = float(source.law.loss(n_params, fresh_tokens, derived_tokens, s))
+        if len(source.bootstrap) >= 2:
+            losses = np.array(
+                [float(b.loss(n_params, fresh_tokens, derived_tokens, s)) for b in source.bootstrap]
+            )
+    out = []
+    for tp in predictors:
+        f = forecast(tp, n_params, fresh_tokens + derived_tokens, loss, losses)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def with_tasks(
+    plan: Plan,
+    source: PlanningLaw,
+    links: list[TaskLink],
+    predictors: list[TaskPredictors] | None = None,
+) -> Plan:
     """The plan with its predicted task metrics (Plan.tasks) and a warning per link the
-    plan's loss lies outside of."""
-    preds = [predict_task(plan, source, lk) for lk in links]
+    plan's loss lies outside of. An accuracy with predictors is forecast by them
+    (forecast_tasks, as `cdlaw predict` does); the rest through their links."""
+    best = plan.best
+    forecasts = forecast_tasks(
+        predictors or [],
+        source,
+        best.n_params,
+        best.fresh_tokens,
+        best.derived_tokens,
+        law_strategy(best.strategy, plan.strategy),
+    )
+    by_column = {f.column: f for f in forecasts}
+    preds: list[TaskPrediction | Forecast] = [
+        by_column.pop(lk.column) if lk.column in by_column else predict_task(plan, source, lk)
+        for lk in links
+    ]
+    preds += list(by_column.values())  # an average over tasks has no link of its own
     beyond: dict[str, list[str]] = {}  # one warning per sentence, naming its columns
     for p in preds:
         if p.beyond_runs:

@@ -118,6 +118,8 @@ def plan_answer(report: Report) -> str:
         return f'<div id="plan"><p><b>Plan</b>: {e(report.plan_note)}</p>{why}</div>'
     ci = p.get("predicted_loss_ci95")
     band = f" (95% band {format_cell(ci[0])} to {format_cell(ci[1])})" if ci else ""
+    if not ci and str(p.get("no_band_reason") or "").startswith("not determined"):
+        band = f" (95% band {e(p['no_band_reason'])})"
     lead = (
         f"<p><b>Plan</b> for {e(budget)}: train <b>N = {format_number(p['n_params'])}</b> "
         f"parameters on <b>D = {format_number(p['fresh_tokens'])}</b> fresh tokens and "
@@ -173,16 +175,22 @@ def _decision_note(p: dict) -> str:
         parts.append(f"{html.escape(p['strategy'])} in {mine:.0%} of them")
     if n_band:
         parts.append(f"N from {format_number(n_band[0])} to {format_number(n_band[1])} (95%)")
-    if p.get("optimism") is not None:
+    elif p.get("n_params_no_band_reason"):
+        parts.append(f"their N {html.escape(p['n_params_no_band_reason'])}")
+    o = p.get("optimism")
+    if o is not None:
         parts.append(
-            f"their own predictions {format_cell(p['optimism'])} nats off the fit's there "
+            f"their own predictions {format_cell(abs(o))} nats "
             + (
-                "(a plan's predicted loss is biased low; the band is widened by it)"
-                if p["optimism"] < 0
-                else "(higher, not lower: no sign of the optimizer's curse; the band is "
+                "below the fit's there (a plan's predicted loss is biased low; the band is "
+                "widened by it)"
+                if o < 0
+                else "above the fit's there (no sign of the optimizer's curse; the band is "
                 "widened by it)"
             )
         )
+    elif p.get("optimism_note"):
+        parts.append(f"their optimism {html.escape(p['optimism_note'])}")
     if not parts:
         return ""
     return f'<p class="note">Each bootstrap refit planning for itself: {"; ".join(parts)}.</p>'

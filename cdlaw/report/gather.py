@@ -26,6 +26,7 @@ from cdlaw.figures.plot import KINDS, make_figure, why_not
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
+from cdlaw.plan.checks import BeyondLimit
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw, load_law
 from cdlaw.plan.tasks import with_tasks
@@ -106,8 +107,10 @@ def _links_now(path: Path, inputs: PlotInputs) -> str:
     )
 
 
-def _plan(report: Report, budget_flops, unique_tokens) -> None:
-    """Plan for the given budget, or for the default one (cdlaw.report.budget)."""
+def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False) -> None:
+    """Plan for the given budget, or for the default one (cdlaw.report.budget), through the
+    same guard as `cdlaw plan`: a given budget beyond the extrapolation limit is refused
+    (BeyondLimit) unless extrapolate; a default one says why the page has no plan."""
     inputs = report.inputs
     compute = run_compute(inputs)
     report.unique_tokens = unique_tokens or largest_fresh_tokens(inputs)
@@ -141,10 +144,15 @@ def _plan(report: Report, budget_flops, unique_tokens) -> None:
                 source, *compute, report.unique_tokens
             )
             why = describe(report.budget_flops, compute[1], inside)
-        planned = plan(source, report.budget_flops, report.unique_tokens)
+        planned = plan(source, report.budget_flops, report.unique_tokens, extrapolate=extrapolate)
         if inputs.downstream is not None and inputs.downstream.links:
             planned = with_tasks(planned, source, inputs.downstream.links)
         report.plan = planned.to_dict()
+    except BeyondLimit as e:
+        if budget_flops is not None:
+            raise
+        report.plan_note = f"No plan: {e}"
+        return
     except BadInput as e:
         report.plan_note = f"No plan: {e}"
         return
@@ -162,6 +170,7 @@ def gather(
     budget_flops: float | None = None,
     unique_tokens: float | None = None,
     fit_path: str | Path | None = None,
+    extrapolate: bool = False,
 ) -> Report:
     """Read the runs folder or table (and its fit: fit_path, or the one beside it, as `cdlaw
     plot` finds it), fit if there is none, plan, and draw every figure it allows."""
@@ -183,11 +192,14 @@ def gather(
     else:
         report.fit_note = f"From {inputs.fit_path}."
     report.downstream_note = _links_now(path, inputs)
-    _plan(report, budget_flops, unique_tokens)
+    _plan(report, budget_flops, unique_tokens, extrapolate)
     for kind in KINDS:
         reason = why_not(kind, inputs)
         if reason is not None:
             report.skipped[kind] = reason
             continue
-        report.figures[kind] = _png(make_figure(kind, inputs))
+        try:
+            report.figures[kind] = _png(make_figure(kind, inputs))
+        except BadInput as e:  # a frontier no budget of which the fit supports
+            report.skipped[kind] = str(e)
     return report

@@ -98,6 +98,7 @@ def write_report(
     budget_flops: float | None = None,
     unique_tokens: float | None = None,
     fit_path: str | Path | None = None,
+    extrapolate: bool = False,
 ) -> tuple[Path, Report]:
     """Build the report of a runs folder or table and write it atomically to out (default
     report_path); return the path and what the page was built from."""
@@ -108,5 +109,5 @@ def write_report(
         raise BadInput(
             f"--out {target} is a folder; give a file name such as {target / 'report.html'}"
         )
-    report = gather(path, budget_flops, unique_tokens, fit_path)
+    report = gather(path, budget_flops, unique_tokens, fit_path, extrapolate)
     return write_text_atomic(target, render(report)), report

@@ -210,6 +210,7 @@ def dry_run_sweep(
     exec_cfg = options.exec_cfg
     device = _calibration_device(exec_cfg, options.executor, notes)
     plan = _plan_here(path, out, options.only)
+    notes += plan.notes
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(f"{toml} holds a different sweep: running this one needs --restart")
@@ -291,7 +292,7 @@ def _plan_here(path: str | Path, out: Path, only: str | None) -> SweepPlan:
         cache = out / ".cache"
         if not cache.is_dir():
             cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
-        return plan_sweep(load_sweep(path), out, only, cache_dir=cache)
+        return plan_sweep(load_sweep(path), out, only, cache_dir=cache, preview=True)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
+from cdlaw.lifetime import die_with_parent, ray_node_pids, reap_with_me
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.worker import execute_run
@@ -138,7 +139,7 @@ _WORKER: dict = {}
 
 def _pool_init(queue, slot_counter, threads: int, gpus: int, parent: int) -> None:
     """In each worker: die with the parent, pin torch threads and (with GPUs) one device."""
-    _die_with_parent(parent)
+    die_with_parent(parent)
     with slot_counter.get_lock():
         slot = slot_counter.value
         slot_counter.value += 1
@@ -146,21 +147,6 @@ def _pool_init(queue, slot_counter, threads: int, gpus: int, parent: int) -> Non
     import torch
 
     torch.set_num_threads(max(1, threads))
-
-
-def _die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this worker when the sweep process dies (even by kill -9), so that no
-    orphan keeps training a run the restarted sweep then waits for."""
-    import ctypes
-    import signal
-
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    # The sweep may have died while this worker started, before the line above: then no
-    # signal comes, and the worker would take queued runs as an orphan.
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _pool_task(task: RunTask | PackTask) -> dict | list[dict]:
@@ -279,6 +265,8 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
             self._started = True
+            if started := ray_node_pids(ray):  # a local cluster of our own: it dies with us
+                reap_with_me(started)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus_per_run < 0:  # auto: a GPU per run when the cluster has GPUs

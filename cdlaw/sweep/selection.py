@@ -106,6 +106,8 @@ class SweepPlan:
     vocab_size: int
     prepared: object = None  # the data layer's PreparedCorpus (when it was prepared)
     forest: Forest = field(default_factory=Forest)  # forks (share = true), over all_runs
+    # a preview's (plan_sweep(preview=True)) notes: derived files not written yet
+    notes: list[str] = field(default_factory=list)
 
     @property
     def sweep_dir(self) -> Path:
@@ -124,6 +126,7 @@ def plan_sweep(
     read_corpus: bool = True,
     workers: Workers | None = None,
     check_runs: Callable[[list[RunConfig]], None] | None = None,
+    preview: bool = False,
 ) -> SweepPlan:
     """Check a loaded sweep's data against the corpus, and select its runs.
 
@@ -131,7 +134,8 @@ def plan_sweep(
     whose blocks `workers` tokenise (default: a process per core; cdlaw.data.block_tokens).
     Every problem is a BadInput. Without `read_corpus` (a simulated sweep) the corpus is
     not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
-    OLMo 3's (100,278 tokens, the CD paper's).
+    OLMo 3's (100,278 tokens, the CD paper's). A `preview` (`--dry-run`) plans runs whose
+    derived files are not written yet, saying so in the plan's notes.
 
     The selected runs carry their `inputs` (every file they read, by content:
     cdlaw.data.inputs); `check_runs` sees them before the corpus is prepared, so a sweep
@@ -162,9 +166,10 @@ def plan_sweep(
     else:  # the vocabulary comes from the tokenizer: ask the data layer first
         runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
     selected = _select(runs, keep, only)
-    check_derived_folders(sweep, selected)  # the runs to train: --only may leave some out
+    # the runs to train (--only may leave some out); a preview lists runs still unwritten
+    notes, unwritten = check_derived_folders(sweep, selected, missing_ok=preview)
     inputs = RunInputsMaker(sweep.data, sweep.eval, cache)
-    selected = [inputs.of(r) for r in selected]
+    selected = [r if r.derived_files in unwritten else inputs.of(r) for r in selected]
     forest = _forest(sweep, runs)
     if check_runs is not None:  # and the trunks whose forks a selected run may start from
         ids = {r.run_id for r in selected}
@@ -180,11 +185,12 @@ def plan_sweep(
         raise BadInput(
             f"the tokenizer has {prepared.vocab_size} tokens, more than data.vocab_size={vocab}"
         )
-    check_derived_files(sweep, selected, prepared, workers)
+    written = [r for r in selected if r.derived_files not in unwritten]
+    check_derived_files(sweep, written, prepared, workers)
     for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
         task_tokens_for(sweep.eval, prepared, seq_len)
     inputs.save()  # every check passed: the next sweep stats these files instead of reading them
-    return SweepPlan(sweep, selected, runs, out, vocab, prepared, forest)
+    return SweepPlan(sweep, selected, runs, out, vocab, prepared, forest, notes)
 
 
 def _select(runs: list[RunConfig], keep, only: str | None) -> list[RunConfig]:
@@ -264,13 +270,28 @@ def check_eval(sweep: SweepConfig) -> None:
         check_lm_eval(sweep.eval)
 
 
-def check_derived_folders(sweep: SweepConfig, runs: list[RunConfig]) -> None:
+def check_derived_folders(
+    sweep: SweepConfig, runs: list[RunConfig], missing_ok: bool = False
+) -> tuple[list[str], set[str]]:
     """Each run of a declared strategy needs its folder of derived files: BadInput naming
-    the folder and what writes it, before any corpus work."""
+    the folder and what writes it, before any corpus work. With missing_ok (a preview) a
+    folder not written yet is a note instead: (the notes, those folders)."""
     from cdlaw.data.sources import paraphrase_files
 
+    notes, missing = [], set()
     for folder, s in sorted({(r.derived_files, r.strategy) for r in runs if r.derived_files}):
-        paraphrase_files(folder, f"{sweep.source}: [derived.{s}] files {folder!r}")
+        what = f"{sweep.source}: [derived.{s}] files {folder!r}"
+        if missing_ok and not Path(folder).expanduser().exists():
+            n = sum(r.derived_files == folder for r in runs)
+            command = "paraphrase" if s == "paraphrase" else "distill"
+            notes.append(
+                f"{what} is not written yet: its {n} run(s) are listed, but the sweep trains "
+                f"them only once `cdlaw {command}` has written it"
+            )
+            missing.add(folder)
+            continue
+        paraphrase_files(folder, what)
+    return notes, missing
 
 
 def check_derived_files(

@@ -44,13 +44,16 @@ def rebuild_summary(sweep_dir: Path):
     """summary.parquet from every <run_id>/result.json, written atomically; returns the frame.
 
     Serialised by a lock so that the last process to rebuild it has seen every result
-    written before it (two sweeps finishing at once cannot leave a summary that lacks one).
+    written before it (two sweeps finishing at once cannot leave a summary that lacks one);
+    a temporary summary found under the lock is a killed writer's, and is removed.
     """
     import pandas as pd
     from filelock import FileLock
 
     sweep_dir = Path(sweep_dir)
     with FileLock(str(sweep_dir / ".summary.lock")):
+        for left in sweep_dir.glob(".summary.parquet.*.tmp"):
+            left.unlink(missing_ok=True)
         rows = [r for p in sorted(sweep_dir.glob("*/result.json")) if (r := read_result(p.parent))]
         columns = list(SUMMARY_COLUMNS) + sorted(
             {k for r in rows for k in r} - set(SUMMARY_COLUMNS)
@@ -101,6 +104,13 @@ def sweep_status(path: str | Path) -> list[dict]:
     Planned runs (from the copied sweep.toml) come first, then any other run folders.
     """
     path = Path(path)
+    if not path.exists():
+        raise BadInput(
+            f"{str(path)!r} does not exist; give the --out folder of a `cdlaw sweep` "
+            "(runs, or runs/<sweep>)"
+        )
+    if not path.is_dir():
+        raise BadInput(f"{str(path)!r} is a file; give a runs folder (runs, or runs/<sweep>)")
     if (path / "sweep.toml").is_file():
         return _one_sweep_status(path)
     sweeps = sorted(p.parent for p in path.glob("*/sweep.toml"))

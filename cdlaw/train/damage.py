@@ -22,7 +22,6 @@ Torch-free: `cdlaw status` reads these checks.
 
 from __future__ import annotations
 
-import errno
 import functools
 import json
 import re
@@ -30,7 +29,10 @@ import struct
 import sys
 from pathlib import Path
 
+from cdlaw.disk_full import DiskFull, full_path, is_disk_full
 from cdlaw.train.result import SIMULATED_DEVICE, read_result
+
+__all__ = ["DiskFull", "is_disk_full"]  # a full disk's names, for the sweep (cdlaw.disk_full)
 
 SAY = "damaged:"
 # What the trainer writes into model/ (save_pretrained): config, generation config, weights.
@@ -193,43 +195,16 @@ def set_aside_unreadable_result(run_dir: Path) -> bool:
 # --- a full disk ---------------------------------------------------------------------------
 
 
-class DiskFull(Exception):
-    """No space left where the runs are written: the sweep stops; finished runs are kept."""
-
-
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-NO_SPACE_TEXT = ("No space left on device", "Disk quota exceeded", "os error 28")
-
-
-def is_disk_full(e: BaseException | None) -> bool:
-    """Whether an exception (or one it was raised from) says the disk is full. safetensors
-    and pyarrow report it in their own exception types, with the OS's words."""
-    return any(
-        isinstance(x, DiskFull)
-        or (isinstance(x, OSError) and x.errno in NO_SPACE)
-        or any(text in str(x) for text in NO_SPACE_TEXT)
-        for x in _chain(e)
-    )
-
-
 def disk_full_message(e: BaseException, where: Path | str | None = None) -> str:
     """One sentence: what was being written, that finished runs are kept, how to resume."""
     if isinstance(e, DiskFull):
         return str(e)
-    filename = next((x.filename for x in _chain(e) if isinstance(x, OSError) and x.filename), None)
+    filename = full_path(e)
     place = f"writing {filename}" if filename else f"writing in {where or 'the runs folder'}"
     return (
         f"No space left on device ({place}): the sweep stopped; its finished runs are kept, "
         "and the same command resumes the others once there is space"
     )
-
-
-def _chain(e: BaseException | None):
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        yield e
-        e = e.__cause__ or e.__context__
 
 
 def stop_when_disk_full(func):

@@ -1,16 +1,34 @@
-"""Messages a user reads: interpolated values print as given (never as rich markup), and a
+"""Messages a user reads: interpolated values print as given (never as rich markup), a
 command whose optional extra is missing names the extra and a command that installs it
-from the clone (exit 2)."""
+from the clone (exit 2), and the normal path (the demo, the examples) says what it means."""
 
+import dataclasses
+import errno
+import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+from plantedlinks import planted_runs
+from runhelpers import cdlaw_here
+
+from cdlaw.errors import BadInput
 from cdlaw.extras import DATASETS_SPEC, install_advice
-from cdlaw.sweep.spec import tomllib
+from cdlaw.fit.io import output_paths, write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+from cdlaw.law import PRESETS
+from cdlaw.plan.compare import comparison_outputs
+from cdlaw.plan.planner import plan
+from cdlaw.sweep.dryrun import dry_run_sweep
+from cdlaw.sweep.selection import plan_sweep
+from cdlaw.sweep.spec import load_sweep, tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,3 +122,238 @@ def test_the_endpoint_backend_asks_only_for_the_corpus_reader(tmp_path):
     assert f"pip install '{DATASETS_SPEC}'" in r.stderr and "torch==" not in r.stderr
     train = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert DATASETS_SPEC in train["train"] and not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------------------------------
+# The normal path in plain words: what a new user meets on the demo and the examples.
+# ---------------------------------------------------------------------------------------
+
+DEMO_RUNS = ROOT / "examples" / "demo-runs.csv"
+
+
+@pytest.fixture
+def cdlaw(monkeypatch, capsys, tmp_path):
+    """`cdlaw ARGS` in this process: (exit code, stdout, stderr)."""
+    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
+
+
+@pytest.fixture(scope="module")
+def demo_fit(tmp_path_factory) -> Path:
+    """The demo's runs fitted as `make demo` fits them (--select mean), with a bootstrap
+    just big enough for `cdlaw next`; returns the table, its fit beside it."""
+    table = tmp_path_factory.mktemp("demo") / "demo.csv"
+    shutil.copy(DEMO_RUNS, table)
+    fit = fit_law(load_runs(table), select="mean", bootstrap=12, n_starts=64, source=str(table))
+    write_fit(fit, *output_paths(table))
+    return table
+
+
+def test_an_empty_table_and_a_misspelt_column_are_named(cdlaw, tmp_path):
+    (tmp_path / "empty.csv").write_text("")
+    code, _, err = cdlaw("fit", tmp_path / "empty.csv")
+    assert code == 2 and "is empty" in err and "EmptyDataError" not in err, err
+    typo = tmp_path / "typo.csv"
+    typo.write_text(DEMO_RUNS.read_text().replace("fresh_tokens", "fresh_token", 1))
+    code, _, err = cdlaw("fit", typo)
+    assert code == 2 and "is 'fresh_token' fresh_tokens misspelt?" in err, err
+
+
+def test_a_table_given_as_a_fit_says_to_fit_it(cdlaw, tmp_path):
+    (tmp_path / "demo").mkdir()
+    summary = tmp_path / "demo" / "summary.parquet"
+    load_runs(DEMO_RUNS).to_parquet(summary)
+    code, _, err = cdlaw("plan", "--law", summary, "--budget-flops", "2e12")
+    assert code == 2 and "codec" not in err, err
+    assert f"is a table of runs, not a fit: fit it first (`cdlaw fit {summary.parent}`" in err
+
+
+def test_status_of_a_folder_that_is_not_there(cdlaw, tmp_path):
+    code, _, err = cdlaw("status", "nosuchdir")
+    assert code == 2 and "'nosuchdir' does not exist" in err and "holds no sweep" not in err
+
+
+def test_help_plans_with_the_fit_its_example_made():
+    r = run(CLI, "--help")
+    assert "cdlaw fit runs/demo && cdlaw plan --law runs/demo/fit.json" in r.stdout, r.stdout
+
+
+def test_what_the_readme_writes_beside_the_examples_is_ignored():
+    """Every file `cdlaw fit` or `cdlaw compare` writes for the README's example tables."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    readme = (ROOT / "README.md").read_text()
+    written = []
+    for command, table in re.findall(r"cdlaw (fit|compare) (examples/\S+)", readme):
+        paths = output_paths if command == "fit" else comparison_outputs
+        written += [str(p) for p in paths(table)]
+    assert any("compare_rows" in p for p in written), written
+    r = subprocess.run(["git", "check-ignore", *written], cwd=ROOT, capture_output=True, text=True)
+    assert sorted(r.stdout.split()) == sorted(written), r.stdout
+
+
+def test_fit_in_a_folder_it_cannot_write_stops_before_fitting(cdlaw, tmp_path, monkeypatch):
+    table = tmp_path / "t.csv"
+    shutil.copy(DEMO_RUNS, table)
+    real = os.open
+
+    def deny(target, flags, *args, **kwargs):  # as a read-only folder answers (root too)
+        where = Path(os.fsdecode(target))
+        if tmp_path in (where, where.parent) and flags & (os.O_CREAT | os.O_WRONLY | os.O_RDWR):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fsdecode(target))
+        return real(target, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", deny)
+    started = time.monotonic()
+    code, out, err = cdlaw("fit", table)
+    assert code == 2 and time.monotonic() - started < 20, err
+    assert f"cannot write {tmp_path / 't.fit.json'}: {tmp_path} refuses new files" in err
+    assert "--out" in err and "PermissionError" not in err and out == ""
+
+
+def test_distill_names_its_teacher_and_a_sweep_without_derived_strategies(cdlaw, tmp_path):
+    code, _, err = cdlaw("distill", ROOT / "sweeps" / "demo.toml", "--teacher", tmp_path)
+    assert code == 2 and "declares no strategy to distill" in err and ": none" not in err, err
+    code, _, err = cdlaw("distill", ROOT / "sweeps" / "strategies.toml", "--teacher", tmp_path,
+                         "--fresh-tokens", "48K", "--out", tmp_path / "runs")  # fmt: skip
+    assert code == 2 and f"--teacher {str(tmp_path)!r} is not" in err and "--model" not in err
+
+
+def test_plot_finds_the_comparison_beside_a_table(cdlaw, demo_fit, tmp_path):
+    code, out, err = cdlaw("compare", demo_fit, "--law", "cd,chinchilla", "--starts", "64",
+                           "--budget-flops", "2e12", "--unique-tokens", "96K")  # fmt: skip
+    assert code == 0, err
+    plans = out[out.index("each law's plan") :]
+    assert "passes" in plans and "epochs" not in plans and "0.0052" not in plans, plans
+    code, out, err = cdlaw("plot", demo_fit, "--kind", "compare")
+    assert code == 0 and out.strip().endswith("compare.png"), err
+    bare = tmp_path / "bare.csv"  # compared, never fitted: the comparison is all it needs
+    shutil.copy(demo_fit, bare)
+    for suffix in (".compare.json", ".compare_rows.parquet"):
+        shutil.copy(demo_fit.with_name("demo" + suffix), bare.with_name("bare" + suffix))
+    code, out, err = cdlaw("plot", bare, "--kind", "compare")
+    assert code == 0 and out.strip().endswith("compare.png"), err
+
+
+def test_rounding_noise_is_no_derived_tokens(cdlaw):
+    """Chinchilla's optimum sits on T = U, which the search for N finds to ~1e-7: D′ of a
+    few hundred tokens there is noise, and the plan trains one epoch."""
+    p = plan(PRESETS["chinchilla-besiroglu"], 1e21, 5e9)
+    assert p.best.derived_tokens == 0 and p.best.strategy == "none" and p.best.uses == "1 epoch"
+    code, out, err = cdlaw("plan", "--law", "chinchilla-besiroglu", "--budget-flops", "1e21",
+                           "--unique-tokens", "5e9", "--extrapolate")  # fmt: skip
+    assert code == 0 and "1 epochs" not in out and "D′  0  none, 1 epoch" in out, out + err
+
+
+def test_strategy_none_says_what_it_means(cdlaw):
+    code, _, err = cdlaw("plan", "--law", "chinchilla-besiroglu", "--budget-flops", "1e21",
+                         "--strategy", "none", "--extrapolate")  # fmt: skip
+    assert code == 0, err  # a law without strategies plans D′ = 0: what none asks for
+    code, _, err = cdlaw("plan", "--law", "qin2026", "--budget-flops", "1e21", "--unique-tokens",
+                         "5e9", "--strategy", "none")  # fmt: skip
+    assert code == 2 and "lowercase letter" not in err, err
+    assert "fresh tokens alone (D′ = 0)" in err and "leave out --unique-tokens" in err
+
+
+def test_adapt_counts_each_round_from_zero(capsys):
+    from cdlaw.cli.sweep_show import SweepDisplay
+    from cdlaw.sweep import events as ev
+
+    def facts(rid):
+        return {"run_id": rid, "size": "20K", "strategy": "none", "fresh_tokens": 1,
+                "derived_ratio": 0, "tokens_trained": 1, "flops_per_token": 1}  # fmt: skip
+
+    display = SweepDisplay(live=False)
+    for round_, ids in enumerate((["a", "b", "c"], ["d"])):
+        display(ev.SweepPlanned(f"next-{round_}", [facts(i) for i in ids], "sim"))
+        for i in ids:
+            display(ev.RunStarted(i, 1))
+            display(ev.RunEnded(i, "done", 1.0))
+    err = capsys.readouterr().err
+    assert "[3/3]" in err and err.strip().endswith("[1/1]") and "[4/1]" not in err, err
+
+
+def test_next_after_the_demo_fit_warns_nothing_and_counts_flops_as_the_dry_run(
+    cdlaw, demo_fit, tmp_path
+):
+    target = tmp_path / "n.toml"
+    code, out, err = cdlaw("next", demo_fit, "--grid", ROOT / "sweeps" / "demo.toml",
+                           "--budget-flops", "2e12", "--unique-tokens", "96K", "--runs", "2",
+                           "--out", target)  # fmt: skip
+    assert code == 0 and "refit" not in err, err
+    said = re.search(r"training them costs (\S+) with attention", out)
+    assert said and "as the law counts compute (6·N per token)" in out, out
+    dry = dry_run_sweep(target, tmp_path / "runs", calibrate=False)
+    assert f"{dry.flops:.3g}" == said.group(1)
+    # a fit of fewer rows than the table now gives is still stale
+    fewer = tmp_path / "fewer.csv"
+    fewer.write_text("\n".join(demo_fit.read_text().splitlines()[:-6]) + "\n")
+    shutil.copy(demo_fit.with_name("demo.fit.json"), tmp_path / "fewer.fit.json")
+    code, _, err = cdlaw("next", fewer, "--grid", ROOT / "sweeps" / "demo.toml",
+                         "--budget-flops", "2e12", "--unique-tokens", "96K", "--runs", "1")  # fmt: skip
+    assert code == 0 and "refit it first (`cdlaw fit" in err and "--select mean" in err, err
+
+
+def test_the_dry_run_says_when_sharing_saves_no_time():
+    from types import SimpleNamespace
+
+    from cdlaw.cli.sweep_show import _shared_line
+
+    dry = SimpleNamespace(flops=8.6e12, flops_alone=8.6e12, wall_seconds=569.0,
+                          wall_seconds_unpacked=0.0, wall_seconds_alone=569.2)  # fmt: skip
+    line = _shared_line(dry, 0)
+    assert "no run forks" in line and "instead of" not in line, line
+    line = _shared_line(dry, 2)
+    assert "9m29s instead of 9m29s" not in line and "9m29s, is the same" in line, line
+
+
+def test_a_dry_run_previews_runs_whose_derived_files_are_not_written(tmp_path):
+    sweep = tmp_path / "d.toml"
+    missing = tmp_path / "derived" / "distill"
+    sweep.write_text(
+        'name = "d"\n[grid]\nsize = ["20K"]\nfresh_tokens = [2048]\n'
+        'strategy = ["repetition", "distill"]\nderived_ratio = [0, 1]\n'
+        f'[derived.distill]\nfiles = "{missing}"\n'
+        '[data]\ncorpus = "embedded"\nvocab_size = 512\nval_tokens = 2048\n'
+        "[model]\nseq_len = 64\n[train]\nbatch_size = 4\n"
+    )
+    dry = dry_run_sweep(sweep, tmp_path / "runs", calibrate=False)
+    assert {r["strategy"] for r in dry.rows} == {"none", "repetition", "distill"}
+    assert any(f"{str(missing)!r} is not written yet" in n for n in dry.notes), dry.notes
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(BadInput, match="is not a folder"):  # training it still needs them
+        plan_sweep(load_sweep(sweep), tmp_path / "runs", cache_dir=tmp_path / "cache")
+
+
+def test_downstream_keeps_names_whole_at_80_columns_and_writes_beside_out(
+    cdlaw, tmp_path, monkeypatch
+):
+    from cdlaw.cli import out as console
+
+    table = tmp_path / "runs.csv"
+    runs = planted_runs({"paraphrase": 0.15}).rename(
+        columns={"task_quiz_acc": "task_world_cloze_acc", "task_quiz_bpb": "task_world_mc_bpb"}
+    )
+    runs.to_csv(table, index=False)
+    monkeypatch.setattr(console, "width", 80)
+    code, out, err = cdlaw("downstream", table, "--bootstrap", "0", "--out", tmp_path / "X.json")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith(" world_")]
+    assert len(rows) == 2 and "…" not in "".join(rows) and max(map(len, rows)) <= 80, out
+    assert (tmp_path / "X.figures" / "downstream.png").is_file()
+    assert not (tmp_path / "runs.figures").exists()
+
+
+def test_an_undetermined_shift_says_so_not_nan(tmp_path):
+    from cdlaw.cli.downstream import _word
+    from cdlaw.fit.downstream import fit_downstream
+
+    link = fit_downstream(planted_runs({"paraphrase": 0.15}), "quiz", 0, 0).links[0]
+    c = link.collapse
+    flat = dataclasses.replace(
+        c, shift={**c.shift, "paraphrase": 0.2}, shift_se={**c.shift_se, "paraphrase": math.nan},
+        f=1.12e-07, p_value=1.0, collapses=True,
+    )  # fmt: skip
+    lk = dataclasses.replace(link, collapse=flat)
+    said = lk.verdict()
+    assert "± nan" not in said and "no strategy's shift exceeds" not in said, said
+    assert "shift in loss of paraphrase" in said and _word(lk) == "undetermined"

@@ -57,6 +57,22 @@ def test_downstream_refuses_in_one_sentence(cdlaw, table, args, says):
     assert code == 2 and says in err and err.count("\n") == 1 and out == ""
 
 
+@pytest.mark.parametrize(
+    "value, suffix, place", [(1.7, ".csv", "line 4"), (-0.2, ".parquet", "row 3")]
+)
+def test_an_accuracy_outside_0_to_1_is_refused_naming_its_row(
+    cdlaw, tmp_path, value, suffix, place
+):
+    runs = planted_runs({"paraphrase": 0.15})
+    runs.loc[2, "task_quiz_acc"] = value
+    path = tmp_path / f"runs{suffix}"
+    runs.to_csv(path, index=False) if suffix == ".csv" else runs.to_parquet(path, index=False)
+    code, out, err = cdlaw("downstream", path)
+    assert code == 2 and err.count("\n") == 1 and out == "", err
+    assert f"{path} {place}: task_quiz_acc must be an accuracy between 0 and 1" in err
+    assert f"got {value:g}" in err
+
+
 def test_runs_without_tasks_are_refused_naming_eval(cdlaw, tmp_path):
     path = tmp_path / "plain.csv"
     planted_runs().drop(columns=["task_quiz_acc", "task_quiz_bpb"]).to_csv(path, index=False)

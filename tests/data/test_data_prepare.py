@@ -180,9 +180,9 @@ def write(path: Path, data: bytes) -> Path:
 
 
 def nothing_written(cache: Path) -> bool:
-    """No cache folder with a meta.json, and no scratch or temporary file left over."""
+    """No cache folder with a meta.json, and no scratch folder or temporary file left over."""
     left = [p for p in cache.rglob("*") if p.is_file() and p.name != ".lock"]
-    return not left
+    return not left and not list(cache.rglob(".prepare"))
 
 
 def one_sentence(excinfo) -> str:
@@ -199,7 +199,17 @@ def test_undecodable_bytes_rows_without_text_and_a_tokenizer_without_eos(tmp_pat
             "undecodable byte at offset 31",
         ),
         "bad.txt": (b"fine\n\nbad \xfe here\n", "undecodable byte at offset 10"),
-        "rows.jsonl": (b'{"text": "a"}\n{"id": 2}\n', "row 2 has no 'text' text"),
+        "rows.jsonl": (b'{"text": "a"}\n{"id": 2}\n', "line 2 has no 'text' text"),
+        "empty.jsonl": (b"", "'text' text"),
+        "blank.txt": (b"\n\n  \n", "is empty"),
+        "number.jsonl": (
+            b'{"text": "a"}\n\n{"text": 42}\n',
+            "number.jsonl' line 3: column 'text' must hold text, found int 42",
+        ),
+        "numbers.jsonl": (
+            b'{"text": 41}\n{"text": 42}\n',
+            "numbers.jsonl' line 1: column 'text' must hold text, found int 41",
+        ),
     }
     for name, (body, words) in cases.items():
         with pytest.raises(BadInput) as e:
@@ -259,6 +269,31 @@ def test_a_corpus_too_small_for_D_is_said_early_and_its_blocks_are_kept(tmp_path
     same_as_reference(pc.root, "big_seed3")
 
 
+def test_a_second_preparer_says_it_waits(tmp_path, corpora, caplog):
+    import threading
+
+    from filelock import FileLock
+
+    from cdlaw.data.prepare import corpus_key
+
+    data = corpora[1]["big_seed3"]
+    root = tmp_path / "data" / str(corpus_key(data))
+    root.mkdir(parents=True)
+    holder = FileLock(str(root / ".lock"))
+    holder.acquire()
+    caplog.set_level("INFO", logger="cdlaw")
+    second = threading.Thread(target=prepare, args=(data, tmp_path))
+    second.start()
+    second.join(3)
+    waits = [
+        r.getMessage() for r in caplog.records if "waiting for another process" in r.getMessage()
+    ]
+    holder.release()
+    second.join(120)
+    assert len(waits) == 1 and str(root) in waits[0], caplog.text
+    same_as_reference(root, "big_seed3")
+
+
 def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
     bad = write(tmp_path / "bad.jsonl", b'{"text": "a"}\n{"body": "b"}\n')
     sweep = tmp_path / "s.toml"
@@ -268,7 +303,7 @@ def test_cdlaw_prepare_exits_2_with_one_sentence(tmp_path):
     )
     r = cdlaw_prepare(sweep, tmp_path / "runs")
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-    assert "row 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
+    assert "line 2 has no 'text' text" in r.stderr and nothing_written(tmp_path / "runs")
 
 
 def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, corpora):
@@ -286,7 +321,7 @@ def test_cdlaw_prepare_shows_blocks_and_paraphrase_passes_and_resumes(tmp_path, 
     same_as_reference(root, "big")
     n_train = json.loads((root / "meta.json").read_text())["n_train_documents"]
     passes = json.loads(next(root.glob("para-*/done.json")).read_text())["passes"]
-    assert "(3 blocks tokenised, 0 already cached)" in first.stdout
+    assert "(3 blocks tokenised, 0 already cached; paraphrase passes of " in first.stdout
     assert "tokenising" in first.stderr and f"{n_train:,}/{n_train:,} documents" in first.stderr
     done = n_train * passes
     assert "paraphrase passes" in first.stderr and f"{done:,}/{done:,} documents" in first.stderr
@@ -303,9 +338,18 @@ def test_cdlaw_prepare_tokenises_a_declared_strategys_passes_ahead(tmp_path, cor
         f'derived_ratio = [0.2]\n[derived.synth]\nfiles = "{data.paraphrases}"\n'
         f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
     )
+    corpus_only = tmp_path / "c.toml"  # the corpus ready first: only the passes are left
+    corpus_only.write_text(
+        sweep.read_text().replace('"synth"', '"repetition"').split("[derived.synth]")[0]
+        + f'[data]\ncorpus = "{data.corpus}"\nvocab_size = 300\nval_tokens = 2000\n'
+    )
+    assert cdlaw_prepare(corpus_only, tmp_path / "runs").returncode == 0
     first = cdlaw_prepare(sweep, tmp_path / "runs", "--workers", "2")
     assert first.returncode == 0, first.stderr
     assert "synth passes" in first.stderr and "paraphrase passes" not in first.stderr
+    said = first.stdout.split("(")[-1]
+    assert said.startswith("all 3 training blocks already cached; synth passes of "), said
+    assert "documents tokenised)" in said and "0 blocks tokenised" not in first.stdout
     root = Path(first.stdout.split("cache ")[1].split(" (")[0])
     (derived,) = root.glob("derived-*")  # its own cache, apart from any paraphrase one
     passes = json.loads((derived / "done.json").read_text())["passes"]

@@ -117,6 +117,23 @@ def test_files_that_do_not_cover_d_or_name_no_document_are_refused(embedded, tmp
             run_stream(pc, "distill", D, 100, L, 0, derived_files=stray)
 
 
+def test_a_file_whose_rows_repeat_is_refused_not_counted_twice(embedded, tmp_path):
+    """Every row written twice (a file appended to itself) made twice the passes: r = 1
+    was accepted from files of one pass."""
+    pc, texts, _ = embedded
+    rows = [{"id": str(i), "pass": 1, "text": rewrite(t, 1)} for i, t in enumerate(texts)]
+    once = write_rows(tmp_path / "once", rows)
+    twice = write_rows(tmp_path / "twice", rows + rows)
+    source = DerivedSource.of(pc.data, "distill", once)
+    prepare_derived(pc, source)
+    assert derived_tokens_available(pc, D, source)[1] == 1
+    with pytest.raises(BadInput) as e:
+        run_stream(pc, "distill", D, D, L, 0, derived_files=twice)
+    n = len(rows)
+    assert f"rows.jsonl:{n + 1} repeats row" in str(e.value) and "rows.jsonl:1 (" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def test_a_real_corpus_reads_derived_files_by_its_own_ids(tmp_path):
     from prepare_corpora import world_texts
 

@@ -105,6 +105,10 @@ def test_task_files_are_read_by_kind(tmp_path):
         ([{"context": "a", "choices": [" x", " y"], "gold": -1}], "out of range"),
         ([{"context": "a", "choices": [" x"], "gold": 0}], "at least 2 strings"),
         ([{"context": "a", "choices": [" x", 3], "gold": 0}], "non-empty string"),
+        (
+            [{"context": "a", "choices": [" x", " y", " x"], "gold": 0}],
+            "line 1: choices 0 and 2 are the same text ' x'",
+        ),
         (["{not json"], "is not JSON"),
         (["[1, 2]"], "not a JSON object"),
         ([], "holds no items"),
@@ -121,6 +125,16 @@ def test_task_files_are_read_by_kind(tmp_path):
 def test_a_bad_task_file_is_one_sentence_naming_the_file_and_line(tmp_path, lines, says):
     path = write(tmp_path / "bad.jsonl", *lines)
     with pytest.raises(BadInput, match=says) as e:
+        resolve_tasks(EvalConfig(tasks=(str(path),)), DataConfig())
+    assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_task_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    path = write(tmp_path / "latin.jsonl", {"context": "a", "continuation": " b"})
+    path.write_bytes(
+        path.read_bytes() + '{"context": "caf\xe9", "continuation": " b"}\n'.encode("latin-1")
+    )
+    with pytest.raises(BadInput, match="line 2 is not UTF-8 text") as e:
         resolve_tasks(EvalConfig(tasks=(str(path),)), DataConfig())
     assert str(path) in str(e.value) and "\n" not in str(e.value)
 

@@ -363,11 +363,14 @@ def cdlaw(*args):
 
 def test_cli_next_writes_the_batch_and_refuses_bad_input(seeded):
     folder, _, _ = seeded
-    common = [folder, "--budget-flops", "1e21", "--unique-tokens", "5e9", "--grid", GRID]
+    # the seed's fit plans 1e21 at 107× its largest size: beyond the limit, so --extrapolate
+    common = [folder, "--budget-flops", "1e21", "--unique-tokens", "5e9", "--grid", GRID,
+              "--extrapolate"]  # fmt: skip
     for extra, words in ((["--runs", "0"], "--runs 0"), (["--flops", "10"], "buys no candidate")):
         r = cdlaw("next", *common, *extra)
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    table = [folder / "summary.parquet", *common[1:5], "--fit", folder / "fit.json"]
+    table = [folder / "summary.parquet", *common[1:5], "--extrapolate", "--fit",
+             folder / "fit.json"]  # fmt: skip
     r = cdlaw("next", *table)  # a table has no sweep file of its own
     assert r.returncode == 2 and "is a table" in r.stderr and "--grid sweeps/" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -396,7 +399,7 @@ def test_cli_adapt_runs_its_rounds(tmp_path):
     # (U 2e10: the plan's ratio lies inside the seed's runs, so a wide --until stops it)
     r = cdlaw("adapt", SEED, "--budget-flops", "1e21", "--unique-tokens", "2e10",
               "--until", "10", "--executor", "simulate", "--law", "qin2026", "--noise", "0.02",
-              "--out", tmp_path, "--json")  # fmt: skip
+              "--out", tmp_path, "--json", "--extrapolate")  # fmt: skip
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert "narrower than 10" in got["stopped"] and len(got["rounds"]) == 1

@@ -136,13 +136,14 @@ def test_loss_legend_names_the_bands_and_floors(figures):
     for want in (
         "compute-bound",
         "data-bound",
-        "model-bound",
-        r"$L_N$: model floor",
-        r"$L_D$: data floor, repetition",
-        "fit, paraphrase",
-        "runs, repetition",
+        r"model-bound, below $L_N$ (model floor)",
+        r"$L_D$: data floor, in each strategy's colour",
+        r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)",
+        "paraphrase: runs and fit",
+        "repetition: runs and fit",
     ):
         assert want in labels
+    assert len(labels) <= 8  # each strategy's runs and fit share an entry
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,7 +157,12 @@ def _sizes_figure_parts(fig):
     (ax,) = data_axes(fig)
     lines = {float(ln.get_gid()[4:]): ln for ln in ax.lines if ln.get_gid().startswith("fit:")}
     points = np.concatenate(
-        [c.get_offsets() for c in ax.collections if len(c.get_offsets())], axis=0
+        [
+            c.get_offsets()
+            for c in ax.collections
+            if len(c.get_offsets()) and not str(c.get_gid()).startswith("outside:")
+        ],
+        axis=0,
     )
     return ax, lines, points
 
@@ -179,16 +185,20 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
     ax, lines, points = _sizes_figure_parts(fig)
     rows = inputs.rows
     assert len(rows) == 245
-    # every run, once, at (D, loss)
+    # every run, once, at (D, loss), all in view: the highest would not squash the rest
+    lo, hi = ax.get_ylim()
+    assert lo < rows["loss"].min() and rows["loss"].max() < hi
+    assert not by_gid(ax, "outside:above")
     want = rows[["fresh_tokens", "loss"]].to_numpy()
     np.testing.assert_allclose(
         points[np.lexsort(points.T[::-1])], want[np.lexsort(want.T[::-1])], rtol=1e-12
     )
-    assert "not shown" not in caption(fig) and "142 model sizes in 8 colours" in caption(fig)
-    # a readable number of colours, small to large N, each line the fitted law at its N
-    assert len(lines) == 8
+    assert "not shown" not in caption(fig) and "142 model sizes in 7 colours" in caption(fig)
+    # the colours the legend's room allows (8 entries), small to large N, each line the
+    # fitted law at its N
+    assert len(lines) == 7
     colours = [tuple(lines[n].get_color()) for n in sorted(lines)]
-    assert len(set(colours)) == 8
+    assert len(set(colours)) == 7
     assert rows["n_params"].min() < min(lines) and max(lines) < rows["n_params"].max()
     for n, line in lines.items():
         x = line.get_xdata()
@@ -201,7 +211,7 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
     assert ax.get_xscale() == "log" and ax.get_xlabel() == "fresh tokens, D (tokens)"
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[0].startswith("N = 57.3M–") and "sizes, fit at" in labels[0]
-    assert "fitted law" in labels
+    assert "fitted law" in labels and len(labels) == 8
 
 
 def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path):
@@ -340,8 +350,9 @@ def test_rstar_marks_where_paraphrase_beats_repetition(figures):
     (equal,) = by_gid(right, "equal-rstar:repetition:paraphrase")
     assert list(equal.levels) == [0.0]  # log10 R*_repetition / R*_paraphrase = 0
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "right: paraphrase has the largest $R^*$" in legend
-    assert "right: repetition has the largest $R^*$" in legend
+    assert "paraphrase (right: has the largest $R^*$)" in legend
+    assert "repetition (right: has the largest $R^*$)" in legend
+    assert len(legend) <= 8
     (cells,) = by_gid(right, "runs")
     assert len(cells.get_offsets()) == 8  # the 8 (N, D/N) cells of the runs
 
@@ -369,11 +380,11 @@ def test_rstar_shows_where_each_of_three_strategies_wins():
     ties = {a.get_gid() for a in right.findobj(lambda a: str(a.get_gid()).startswith("equal-"))}
     assert "equal-rstar:repetition:distill" in ties
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "right: distill has the largest $R^*$" in legend
+    assert "distill (right: has the largest $R^*$)" in legend and len(legend) <= 8
     # a strategy that leads nowhere in the plane says so, rather than claim a colour
     weak = Law("cd", LAW.params, {**LAW.strategies, "distill": {**third, "K": 1e-3}})
     legend = [t.get_text() for t in rstar_figure(weak).legends[0].get_texts()]
-    assert "right: distill leads nowhere in view" in legend
+    assert "distill (right: leads nowhere in view)" in legend
 
 
 def test_every_strategy_gets_a_style_of_its_own():
@@ -529,6 +540,7 @@ def test_legends_never_cover_data(figures):
         renderer = fig.canvas.get_renderer()
         assert fig.legends, kind
         for legend in fig.legends:
+            assert len(legend.get_texts()) <= 8, kind  # past that, bins or a colourbar
             box = legend.get_window_extent(renderer)
             for ax in data_axes(fig):
                 assert not box.overlaps(ax.get_window_extent(renderer)), (kind, ax.get_title())

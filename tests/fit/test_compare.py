@@ -81,8 +81,10 @@ def test_an_unknown_law_names_the_known_ones(table):
 def test_cli_writes_compare_json_and_rows_and_the_figure(table, tmp_path):
     path = tmp_path / "runs.csv"
     table.to_csv(path, index=False)
+    # the plan at 1e21 is N 5.65B, 56× the table's largest size: beyond the limit
     r = cdlaw("compare", path, "--law", "cd,chinchilla", "--starts", STARTS, "--select", "none",
-              "--budget-flops", "1e21", "--unique-tokens", "5e9", "--json")  # fmt: skip
+              "--budget-flops", "1e21", "--unique-tokens", "5e9", "--json",
+              "--extrapolate")  # fmt: skip
     assert r.returncode == 0, r.stderr
     printed = json.loads(r.stdout)
     written = json.loads((tmp_path / "runs.compare.json").read_text())

@@ -335,3 +335,44 @@ def test_fit_and_figures_keep_the_same_finished_runs():
     drawn = prepare_rows(t.copy(), None)
     assert len(fitted) == len(drawn) == 14 and fitted.attrs["not_done"] == 2
     assert sorted(fitted["loss"]) == sorted(drawn["loss"])
+
+
+def test_a_loss_above_ln_v_is_flagged_where_the_table_is_read(tmp_path, caplog):
+    """A uniform guess over V tokens scores ln V: a run above it is broken, or simulated
+    from a law far outside its range (`cdlaw adapt --executor simulate` once fitted losses
+    of 26.5 nats against ln V = 11.5 without a word). Said as the table is read, with the
+    worst row; a table without a vocabulary, or inside it, says nothing."""
+    from cdlaw.fit.summary import data_range
+
+    t = pd.DataFrame({"n_params": [1e5, 2e5, 4e5], "fresh_tokens": [1e6] * 3,
+                      "derived_tokens": [0.0] * 3, "strategy": ["none"] * 3,
+                      "loss": [3.0, 7.5, 6.0], "vocab_size": [512] * 3})  # fmt: skip
+    path = tmp_path / "t.csv"
+    t.to_csv(path, index=False)
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        df = load_runs(path)
+    said = [r.getMessage() for r in caplog.records if "ln V" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"warning: {path}: 1 run(s) have a loss above")
+    assert "worst: 7.5 nats at line 3, against ln 512 = 6.238" in said[0]
+    assert data_range(df).vocab_size == 512 and data_range(df).to_dict()["vocab_size"] == 512
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        plain = prepare_runs(t.drop(columns="vocab_size").assign(loss=[3.0, 7.5, 6.0]))
+    assert not caplog.records and data_range(plain).vocab_size is None
+
+
+def test_simulated_losses_above_ln_v_are_flagged_when_read(tmp_path, caplog):
+    """qin2026 simulated on the demo's 20K–200K models gives losses far above ln 512."""
+    from pathlib import Path
+
+    from cdlaw.law import PRESETS
+    from cdlaw.sweep.options import SweepOptions
+    from cdlaw.sweep.runner import run_sweep
+    from cdlaw.sweep.simulate import Simulation
+
+    seed = Path(__file__).resolve().parents[2] / "sweeps" / "demo-seed.toml"
+    sim = Simulation(PRESETS["qin2026"], "qin2026", noise=0.0)
+    run_sweep(seed, tmp_path, SweepOptions(executor="simulate", simulation=sim))
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        load_runs(tmp_path / "demo-seed")
+    assert any("run(s) have a loss above ln V" in r.getMessage() for r in caplog.records)

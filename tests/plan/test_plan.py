@@ -726,10 +726,12 @@ def test_a_plan_chosen_among_noisy_refits_is_optimistic():
     assert plan(QIN, C, U).optimism is None  # no bootstrap, no estimate
 
 
-def test_the_band_stays_above_the_floor_of_the_refits_it_comes_from():
+def test_an_optimism_as_large_as_the_reducible_loss_is_not_determined():
     """Refits that predict far more than the fit at their own plans (an optimism larger
     than the reducible loss at the plan, as far from the runs) once pushed the band's lower
-    bound below every refit's E, and on the demo's fit below zero: no law gives that."""
+    bound below every refit's E, and later gave a band that excluded the predicted loss:
+    the bootstrap cannot support a number there, so neither the optimism nor the band it
+    would widen is given, and each says why."""
     from cdlaw.plan.source import PlanningLaw
 
     C, U = 1e21, 5e9
@@ -738,16 +740,29 @@ def test_the_band_stays_above_the_floor_of_the_refits_it_comes_from():
         for k in range(-5, 5)
     ]
     p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
-    assert p.optimism > p.predicted_loss - QIN.params["E"]  # o exceeds the reducible loss
+    assert p.optimism is None and p.predicted_loss_ci95 is None
+    assert p.optimism_note.startswith("not determined: the bootstrap refits' own plans")
+    assert "reducible loss L − E" in p.optimism_note and p.no_band_reason == p.optimism_note
+
+
+def test_a_pessimistic_band_stays_above_the_floor_of_the_refits_it_comes_from():
+    """A pessimistic optimism smaller than the reducible loss lowers the band's lower end on
+    each refit's log(L − E) scale: never below a refit's E, never above the point."""
+    from cdlaw.plan.source import PlanningLaw
+
+    C, U = 1e21, 5e9
+    draws = [
+        Law("cd", {**QIN.params, "E": QIN.params["E"] + 0.05 + 0.01 * k}, QIN.strategies)
+        for k in range(-5, 5)
+    ]
+    p = plan(PlanningLaw("x", QIN, None, tuple(draws)), C, U)
+    assert 0 < p.optimism < p.predicted_loss - QIN.params["E"]
     lo, hi = p.predicted_loss_ci95
     at_plan = [float(d.loss(p.n_params, p.fresh_tokens, p.derived_tokens, p.strategy))
                for d in draws]  # fmt: skip
-    assert min(d.params["E"] for d in draws) < lo < min(at_plan) and hi == pytest.approx(
-        np.percentile(at_plan, 97.5), rel=1e-12
-    )
-    assert (lo, hi) == pytest.approx(
-        widened_band(at_plan, [d.params["E"] for d in draws], p.optimism)
-    )
+    raw = widened_band(at_plan, [d.params["E"] for d in draws], p.optimism)
+    assert min(d.params["E"] for d in draws) < lo <= p.predicted_loss <= hi
+    assert (lo, hi) == pytest.approx((min(raw[0], p.predicted_loss), raw[1]))
 
 
 def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):
@@ -765,7 +780,8 @@ def test_the_optimism_row_says_which_way_the_refits_lean(tmp_path, monkeypatch):
             _render_plan(dataclasses.replace(p, optimism=o))
         said[o] = " ".join(captured.get().split())
     assert "predict this much less than the fit" in said[-0.03] and "curse" not in said[-0.03]
-    assert "predict this much more than the fit" in said[0.03] and "errs low" not in said[0.03]
+    assert "predict 0.0300 nats more than the fit" in said[0.03] and "errs low" not in said[0.03]
+    assert "runs 0.0300 nats low" in said[-0.03] and "-0.03" not in said[-0.03]  # no sign
     assert "biased low" in _decision_note({**p.to_dict(), "optimism": -0.03})
     assert "biased low" not in _decision_note({**p.to_dict(), "optimism": 0.03})
 

@@ -196,9 +196,10 @@ def test_fit_json_law_with_fixed_n_params(monkeypatch, capsys, tmp_path):
 
 
 def test_a_frontier_leaves_out_the_budgets_beyond_the_limit_and_names_them(monkeypatch, capsys):
-    """qin2026 (fitted up to 600M) plans 1e18–1e24 by default: from 1e22 on its N is beyond
+    """qin2026 (fitted up to 600M) planned over 1e18–1e24: from 1e22 on its N is beyond
     30× 600M, so those budgets are left out, named on stderr and in the JSON."""
-    code, out, err = run(monkeypatch, capsys, "--frontier", "--unique-tokens", "5e9", "--json")
+    code, out, err = run(monkeypatch, capsys, "--frontier", "--frontier-range", "1e18:1e24",
+                         "--unique-tokens", "5e9", "--json")  # fmt: skip
     assert code == 0, err
     got = json.loads(out)
     np.testing.assert_allclose(got["beyond_limit"], np.logspace(22, 24, 5), rtol=1e-12)

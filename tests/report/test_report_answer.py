@@ -195,6 +195,7 @@ def test_the_plan_says_how_often_the_refits_own_plans_agree():
     lo, hi = p["n_params_ci95"]
     assert p["strategy"] == "repetition" and "repetition in 75% of them" in note
     assert f"N from {format_number(lo)} to {format_number(hi)} (95%)" in note
-    assert f"their own predictions {format_cell(p['optimism'])} nats off" in note
+    side = "below" if p["optimism"] < 0 else "above"  # a size and a side, never a sign
+    assert f"their own predictions {format_cell(abs(p['optimism']))} nats {side}" in note
     assert _decision_note({**p, "strategy_share": None, "n_params_ci95": None,
                            "optimism": None}) == ""  # fmt: skip

@@ -114,11 +114,14 @@ def test_rerun_trains_nothing_and_keeps_every_result(tiny, runs_root, one_thread
     sweep_dir = tiny["dir"]
     stamps = {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")}
     before = losses(sweep_dir)
+    killed = sweep_dir / ".summary.parquet.k1lled9x.tmp"  # kill -9 while the summary was written
+    killed.write_bytes(b"PAR1 half")
     outcome = run_sweep(tiny["path"], runs_root, SweepOptions(jobs=1, exec_cfg=one_thread))
     assert outcome.trained == [] and outcome.exit_code == 0
     assert set(outcome.statuses.values()) == {"done"}
     assert {p: p.stat().st_mtime_ns for p in sweep_dir.glob("*/result.json")} == stamps
     assert losses(sweep_dir) == before
+    assert not killed.exists()  # the resumed sweep cleared the killed writer's leftover
 
 
 def test_in_process_executor_matches_worker_processes(tiny, runs_root, write_sweep, one_thread):

@@ -1,0 +1,99 @@
+"""`cdlaw predict`: what one model, not trained, scores on each task."""
+
+from __future__ import annotations
+
+import typer
+
+from cdlaw.cli import NUMBER, app, number, out, print_json
+
+
+@app.command()
+def predict(
+    downstream: str = typer.Option(
+        ...,
+        "--downstream",
+        help="A downstream.json from `cdlaw downstream` (its task predictors).",
+    ),
+    n_params: str = typer.Option(..., "--n-params", metavar=NUMBER, help="The model's N."),
+    fresh_tokens: str = typer.Option(
+        ..., "--fresh-tokens", metavar=NUMBER, help="Its fresh tokens D."
+    ),
+    derived_tokens: str = typer.Option(
+        "0", "--derived-tokens", metavar=NUMBER, help="Its derived tokens D′ (default 0)."
+    ),
+    strategy: str = typer.Option(
+        "none", "--strategy", help="The strategy that made D′ (repetition, paraphrase, …)."
+    ),
+    law: str = typer.Option(
+        None,
+        "--law",
+        help="A fit.json (or preset): the val-loss chains then take its loss at the model, "
+        "and its bootstrap, as their step 1.",
+    ),
+    task: str = typer.Option(None, "--task", help="This task only (e.g. hellaswag)."),
+    json_out: bool = typer.Option(False, "--json", help="Print only the JSON on stdout."),
+) -> None:
+    """Predict each task's accuracy of one model (N, D, D′, strategy) with its 95% band, by
+    the predictor `cdlaw downstream` chose for the task, and say how far beyond the runs
+    it extrapolates (docs/downstream.md). `cdlaw plan --link` predicts through the same path.
+
+    Example: cdlaw predict --downstream runs/demo/downstream.json --n-params 7B --fresh-tokens 140B
+    """
+    from pathlib import Path
+
+    from cdlaw.errors import BadInput
+    from cdlaw.plan.source import load_law
+    from cdlaw.plan.tasks import forecast_tasks, read_predictors
+
+    if not Path(downstream).is_file():
+        raise BadInput(
+            f"--downstream {downstream} does not exist; write it with `cdlaw downstream RUNS`"
+        )
+    predictors = read_predictors(downstream, task)
+    if not predictors:
+        raise BadInput(
+            f"{downstream} holds no task predictors{f' for {task!r}' if task else ''}; "
+            "write it again with `cdlaw downstream RUNS` (accuracy columns get predictors)"
+        )
+    N = number(n_params, "--n-params")
+    D = number(fresh_tokens, "--fresh-tokens")
+    Dp = number(derived_tokens, "--derived-tokens")
+    if N <= 0 or D <= 0 or Dp < 0:
+        raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
+    source = load_law(law) if law else None
+    forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy.strip().lower())
+    if json_out:
+        print_json(
+            {
+                "n_params": N,
+                "fresh_tokens": D,
+                "derived_tokens": Dp,
+                "strategy": strategy,
+                "law": law,
+                "tasks": [f.to_dict() for f in forecasts],
+            }
+        )
+        return
+    _render(forecasts, N, D, Dp)
+
+
+def _render(forecasts, N, D, Dp) -> None:
+    """One line per task: the prediction, its band, the predictor and its held-out error,
+    and how far beyond the runs; plain lines, whole at any width."""
+    from cdlaw.units import format_number
+
+    out.print(
+        f"predicted at N {format_number(N)}, D {format_number(D)}, D′ {format_number(Dp)}:",
+        highlight=False,
+    )
+    width = max((len(f"{f.task} {f.metric}") for f in forecasts), default=0)
+    for f in forecasts:
+        band = f"[{f.ci95[0]:.4f}, {f.ci95[1]:.4f}]" if f.ci95 else "no band"
+        err = "" if f.heldout_error is None else f", held-out error {f.heldout_error:.4f}"
+        where = f.beyond_runs or "within the runs"
+        name = f"{f.task} {f.metric}".ljust(width)
+        out.print(
+            f"  {name}  {f.value:.4f} {band}  by {f.predictor}{err}; {where}", highlight=False
+        )
+    for by in sorted({f.chosen_by for f in forecasts}):
+        out.print(f"chosen by {by}", highlight=False)

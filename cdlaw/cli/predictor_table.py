@@ -1,0 +1,105 @@
+"""What `cdlaw downstream` prints of the task predictors (cdlaw.fit.predictors): per task,
+each predictor's held-out error and the one chosen. Options parsed here too, so the
+command itself stays one call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdlaw.cli import out
+from cdlaw.errors import BadInput
+
+if TYPE_CHECKING:
+    from cdlaw.fit.downstream import PredictOptions
+
+
+def predict_options(
+    holdout: bool, chance: list[str], average: str | None, path: str = ""
+) -> PredictOptions:
+    """The options from the command line, with the chance levels of a runs folder's own
+    task files (task_file_chance) where --chance gives none; BadInput for a --chance that
+    is not TASK=P."""
+    from cdlaw.fit.downstream import PredictOptions  # scipy loads with the command only
+
+    given: dict[str, float] = task_file_chance(path) if path else {}
+    for item in chance or []:
+        name, eq, value = item.partition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            p = float("nan")
+        if not eq or not name.strip() or not 0 <= p < 1:
+            raise BadInput(
+                f"--chance {item!r} must be TASK=P with P in [0, 1), e.g. --chance hellaswag=0.25"
+            )
+        given[name.strip()] = p
+    tasks = [t.strip() for t in average.split(",") if t.strip()] if average else None
+    return PredictOptions(holdout, given, tasks)
+
+
+def task_file_chance(path: str | Path) -> dict[str, float]:
+    """{task: chance} of the .jsonl task files a runs folder's sweep.toml names in [eval]
+    (paths relative to the working directory, as the sweep read them): the mean over the
+    items scored (eval.max_items) of 1/(their choices), 0 for a cloze. Files that cannot be
+    read are left to the built-in names or a fitted floor."""
+    import tomllib
+
+    from cdlaw.data.tasks import read_task_file
+    from cdlaw.task_chance import chance_of_items
+
+    sweep = Path(path) / "sweep.toml"
+    if not sweep.is_file():
+        return {}
+    try:
+        ev = tomllib.loads(sweep.read_text()).get("eval") or {}
+    except (OSError, ValueError):
+        return {}
+    top = int(ev.get("max_items") or 0)
+    out = {}
+    for entry in ev.get("tasks") or []:
+        if not str(entry).endswith(".jsonl"):
+            continue
+        try:
+            task = read_task_file(Path(entry))
+        except (BadInput, OSError):
+            continue
+        out[task.name] = chance_of_items(task.items[:top] if top else task.items)
+    return out
+
+
+def render_predictors(predictors) -> None:
+    """One line per accuracy: each predictor's held-out error (n/a where it cannot be
+    fitted, "fitted" without the check) and the one chosen; then how it was chosen and why
+    any predictor is n/a. Plain lines, so long task names stay whole at any width."""
+    if not predictors:
+        return
+    from cdlaw.fit.predictor_fits import PREDICTORS
+
+    held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
+    out.print(
+        f"task predictors, mean |error| on the runs of N = {held:.3g}, held out:"
+        if held
+        else "task predictors (no held-out check: --holdout-largest makes one):",
+        highlight=False,
+    )
+    width = max(len(f"{tp.task} {tp.metric}") for tp in predictors)
+    for tp in predictors:
+        cells = []
+        for p in PREDICTORS:
+            f = tp.fits[p]
+            e = f.heldout_error
+            cells.append(f"{p} {'n/a' if not f.ok else 'fitted' if e is None else f'{e:.4f}'}")
+        chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
+        name = f"{tp.task} {tp.metric}".ljust(width)
+        out.print(
+            f"  {name}  chance {chance:<6}  {', '.join(cells)}  -> {tp.chosen or 'none'}",
+            highlight=False,
+        )
+    for by in sorted({tp.chosen_by for tp in predictors}):
+        out.print(f"chosen by {by}", highlight=False)
+    reasons = {
+        f"{p}: {tp.fits[p].why_not}" for tp in predictors for p in PREDICTORS if not tp.fits[p].ok
+    }
+    for r in sorted(reasons):
+        out.print(f"n/a {r}", highlight=False)

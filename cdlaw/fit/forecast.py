@@ -1,0 +1,160 @@
+"""A task's metric at a model not trained, by one of its predictors (cdlaw.fit.predictors),
+with the 95% band of the predictor's bootstrap (docs/downstream.md).
+
+    f = forecast(task_predictors, n_params=7e9, tokens=140e9)   # Forecast
+    f.value, f.ci95, f.predictor, f.beyond_runs
+
+The band pairs bootstrap refit i of step 1 with refit i of the link (cycled to the longer);
+a law's bootstrap losses, when given, replace step 1 of the val-loss chains. Beyond the
+runs it is widened on each side by the predictor's held-out error per decade of its
+check's extrapolation, times the decades this model lies beyond the runs (in N or in
+compute, whichever is more): the bootstrap alone knows the fit's noise, not how the form
+errs beyond the runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from cdlaw.fit.predictor_fits import (
+    CURVE_FORMS,
+    PREDICTORS,
+    RATIO_TOL,
+    CurveFit,
+    PredictorFit,
+    TaskPredictors,
+)
+
+
+def _direct_link(f: PredictorFit, N: float, T: float) -> CurveFit | None:
+    r = T / N
+    near = [c for c in f.links if c.ratio and abs(math.log(r / c.ratio)) <= math.log1p(RATIO_TOL)]
+    return min(near, key=lambda c: abs(math.log(r / c.ratio))) if near else None  # type: ignore[operator]
+
+
+def point(f: PredictorFit, N: float, T: float, loss: float | None) -> float:
+    """The predictor's point prediction at (N, T = D + D′); `loss` replaces step 1's
+    validation loss (a law's) for the val-loss chains."""
+    if f.name == "direct":
+        c = _direct_link(f, N, T)
+        if c is None:
+            return math.nan
+        return float(np.clip(c.values(np.array([c.theta]), math.log10(6 * N * T))[0, 0], 0, 1))
+    assert f.step1 is not None
+    if loss is not None and f.links[0].x == "loss":
+        x = loss
+    else:
+        x = float(f.step1.values(np.array([f.step1.theta]), (N, T))[0, 0])
+    c = f.links[0]
+    return float(np.clip(c.values(np.array([c.theta]), x)[0, 0], 0, 1))  # an accuracy
+
+
+def samples(f: PredictorFit, N: float, T: float, losses: np.ndarray | None = None) -> np.ndarray:
+    """The bootstrap's predictions at (N, T): step 1 refit i (or `losses[i]`, a law's
+    bootstrap, for the val-loss chains) through link refit i, cycled to the longer."""
+    if f.name == "direct":
+        c = _direct_link(f, N, T)
+        if c is None or not c.bootstrap:
+            return np.array([])
+        return np.clip(c.values(np.array(c.bootstrap), math.log10(6 * N * T))[:, 0], 0, 1)
+    assert f.step1 is not None
+    c = f.links[0]
+    if not c.bootstrap:
+        return np.array([])
+    if losses is not None and c.x == "loss":
+        xs = np.asarray(losses, float)
+    elif f.step1.bootstrap:
+        xs = f.step1.values(np.array(f.step1.bootstrap), (N, T))[:, 0]
+    else:
+        return np.array([])
+    n = max(len(xs), len(c.bootstrap))
+    th = np.array(c.bootstrap)[np.arange(n) % len(c.bootstrap)]
+    x = xs[np.arange(n) % len(xs)]
+    curve = CURVE_FORMS[c.form]
+    return np.clip(np.diagonal(curve.f(th, x)), 0, 1)  # refit i at its own x_i
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """One task's predicted metric at a model: `cdlaw predict`'s rows, `plan --link`'s
+    "tasks"[] for accuracies."""
+
+    column: str
+    task: str
+    metric: str
+    value: float
+    ci95: tuple[float, float] | None
+    predictor: str
+    chosen_by: str
+    heldout_error: float | None
+    n_factor: float  # N over the largest N fitted
+    flops_factor: float  # compute over the largest compute fitted
+    beyond_runs: str | None  # the extrapolation in words; None inside the runs
+    no_band_reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "column": self.column,
+            "task": self.task,
+            "metric": self.metric,
+            "value": self.value,
+            "ci95": list(self.ci95) if self.ci95 else None,
+            "predictor": self.predictor,
+            "chosen_by": self.chosen_by,
+            "heldout_error": self.heldout_error,
+            "n_factor": self.n_factor,
+            "flops_factor": self.flops_factor,
+            "beyond_runs": self.beyond_runs,
+            "no_band_reason": self.no_band_reason,
+        }
+
+
+def forecast(
+    tp: TaskPredictors,
+    n_params: float,
+    tokens: float,
+    loss: float | None = None,
+    losses: np.ndarray | None = None,
+    predictor: str | None = None,
+) -> Forecast | None:
+    """The task's metric at (N, D + D′ = tokens) by its chosen predictor (or `predictor`),
+    with the 95% band of its bootstrap; `loss` and `losses` (a law's point and bootstrap
+    at the model) replace step 1 of the val-loss chains. None when no predictor can."""
+    n_params, tokens = float(n_params), float(tokens)
+    order = [predictor] if predictor else [tp.chosen, *PREDICTORS]
+    for name in order:
+        f = tp.fits.get(name) if name else None
+        if f is None or not f.ok:
+            continue
+        value = point(f, n_params, tokens, loss)
+        if not np.isfinite(value):
+            continue
+        s = samples(f, n_params, tokens, losses)
+        s = s[np.isfinite(s)]
+        ci = tuple(map(float, np.percentile(s, [2.5, 97.5]))) if s.size >= 2 else None
+        nf, cf = n_params / tp.n_max, 6 * n_params * tokens / tp.flops_max
+        ci = _widened(ci, f, max(math.log10(nf), math.log10(cf), 0.0))
+        beyond = None
+        if nf > 1.0001 or cf > 1.0001:
+            beyond = f"N {nf:.3g}× and compute {cf:.3g}× the largest fitted"
+        why = None if ci else "the predictor has no bootstrap refits (`--bootstrap 0`)"
+        by = tp.chosen_by if name == tp.chosen else f"{tp.chosen} cannot predict here"
+        return Forecast(
+            tp.column, tp.task, tp.metric, value, ci, name, by, f.heldout_error,  # type: ignore[arg-type]
+            nf, cf, beyond, why,
+        )  # fmt: skip
+    return None
+
+
+def _widened(ci, f: PredictorFit, decades: float):
+    """The bootstrap band widened by the predictor's held-out error per decade it
+    extrapolated in its check, times the decades this prediction extrapolates: the
+    bootstrap knows the fit's noise, not how the form errs beyond the runs, which the
+    check measured. Unchanged without a check or inside the runs."""
+    if ci is None or not decades or not f.heldout_error or not f.heldout_span:
+        return ci
+    extra = f.heldout_error * decades / f.heldout_span
+    return (max(ci[0] - extra, 0.0), min(ci[1] + extra, 1.0))

@@ -1,0 +1,324 @@
+"""A run's curve so far, read from wherever it was logged, and checked before it is governed.
+
+    curve = read_curve(Path("runs/demo/17506c0701eb"))          # a cdlaw run folder
+    curve = read_curve(Path("log.csv"), CurveOptions(batch_tokens=262144))
+
+A cdlaw run folder gives its `metrics.parquet` (validation loss where the run evaluated
+it, else its training loss) and, from `config.json`, N, D, the strategy, the planned
+tokens, the WSD decay fraction and the vocabulary. Any other run gives a .csv / .tsv /
+.parquet table, or a TensorBoard log folder when the tensorboard extra is installed, with
+a tokens column (or steps, times `--batch-tokens`), a loss column and, ideally, the
+learning rate. What is known about the run beyond its curve comes with the options.
+
+Bad input is one sentence and exit 2 (cdlaw.errors.BadInput): no tokens or steps, tokens
+that do not increase, a loss more than 5% above ln V (not nats per token), a stable phase
+with fewer than MIN_STABLE_POINTS points after warmup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cdlaw.errors import BadInput
+
+# The columns a log may name each quantity, compared ignoring case; the first that has a
+# finite value wins (a cdlaw run's val_loss before its train_loss).
+TOKEN_COLUMNS = (
+    "tokens_seen",
+    "tokens",
+    "token",
+    "num_tokens",
+    "consumed_tokens",
+    "tokens_trained",
+)
+STEP_COLUMNS = ("step", "steps", "global_step", "iteration", "iter", "trainer/global_step")
+LOSS_COLUMNS = ("val_loss", "eval_loss", "validation_loss", "loss", "train_loss", "lm_loss")
+LR_COLUMNS = ("lr", "learning_rate", "train/lr", "optimizer/lr")
+# A point is in the stable phase when its lr is within this of the peak.
+STABLE_LR = 1e-3
+# The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)
+# an offset and its spread can be calibrated from.
+MIN_STABLE_POINTS = 3
+CALIBRATION_FROM = 0.25  # calibrate on points at or past this share of the tokens seen
+# A model at initialisation logs about ln V (a little above it: 6.255 at V = 512 on the
+# demo's first step); a loss in bits is 1.44 ln V, a sum far more.
+ABOVE_LN_V = 1.05
+
+
+@dataclass(frozen=True)
+class CurveOptions:
+    """What the command line may tell about a run beyond its log (None: from the log)."""
+
+    batch_tokens: float | None = None  # tokens per optimizer step, when the log has steps
+    loss_column: str | None = None  # force a column (e.g. train_loss)
+    vocab_size: int | None = None  # V, for the ln V check
+    n_params: float | None = None
+    fresh_tokens: float | None = None
+    strategy: str | None = None
+    planned_tokens: float | None = None  # D + D′ the run is scheduled for
+    decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what is
+    known about the run; `stable` marks the points at the peak lr after warmup."""
+
+    tokens: np.ndarray
+    loss: np.ndarray
+    lr: np.ndarray | None
+    source: str
+    loss_column: str
+    n_params: float | None = None
+    fresh_tokens: float | None = None
+    strategy: str | None = None
+    planned_tokens: float | None = None
+    decay_frac: float | None = None
+    vocab_size: int | None = None
+
+    @property
+    def stable(self) -> np.ndarray:
+        """Points logged at the peak learning rate, past warmup (every point without lr)."""
+        if self.lr is None:
+            return np.ones(len(self.tokens), dtype=bool)
+        peak = float(np.nanmax(self.lr))
+        at_peak = self.lr >= (1 - STABLE_LR) * peak
+        first = int(np.argmax(at_peak))
+        after = np.arange(len(self.lr)) >= first
+        return at_peak & after
+
+    @property
+    def tokens_now(self) -> float:
+        """The last stable point's tokens: where the run would start its cooldown now."""
+        return float(self.tokens[self.stable][-1])
+
+    @property
+    def cooling(self) -> bool:
+        """Whether the last logged point is already below the peak lr (the run is decaying)."""
+        return bool(not self.stable[-1])
+
+    def calibration_points(self) -> np.ndarray:
+        """Indices of the stable points the offset is calibrated on."""
+        idx = np.flatnonzero(self.stable)
+        return idx[self.tokens[idx] >= CALIBRATION_FROM * self.tokens_now]
+
+
+def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
+    """The curve at `path` (run folder, table or TensorBoard folder), checked; BadInput
+    otherwise."""
+    options = options or CurveOptions()
+    if not path.exists():
+        raise BadInput(
+            f"{path} does not exist; give a cdlaw run folder, a .csv/.parquet log or a "
+            "TensorBoard log folder"
+        )
+    if path.is_dir() and (path / "metrics.parquet").is_file():
+        curve = _run_folder(path, options)
+    elif _tensorboard_files(path):
+        curve = _from_frame(_tensorboard_frame(path), str(path), options)
+    elif path.is_dir():
+        raise BadInput(
+            f"{path} has no metrics.parquet (a cdlaw run folder) nor TensorBoard event files; "
+            "give a run folder, a .csv/.parquet log, or a TensorBoard log folder"
+        )
+    else:
+        from cdlaw.fit.columns import read_table
+
+        curve = _from_frame(read_table(path), str(path), options)
+    return check_curve(curve)
+
+
+def _run_folder(path: Path, options: CurveOptions) -> Curve:
+    """A cdlaw run: metrics.parquet, and what config.json says about the run."""
+    from cdlaw.fit.columns import read_table
+
+    frame = read_table(path / "metrics.parquet")
+    config: dict = {}
+    if (path / "config.json").is_file():
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError):
+            config = {}
+    if options.loss_column is None and "val_loss" in frame.columns:
+        val = frame["val_loss"].to_numpy(float)
+        stable_val = _enough_stable(frame, val)
+        options = replace(options, loss_column="val_loss" if stable_val else "train_loss")
+    train, data = config.get("train", {}), config.get("data", {})
+    known = {
+        "n_params": config.get("n_params"),
+        "fresh_tokens": config.get("fresh_tokens"),
+        "strategy": config.get("strategy"),
+        "planned_tokens": (
+            config["fresh_tokens"] + config.get("derived_tokens", 0)
+            if "fresh_tokens" in config
+            else None
+        ),
+        "decay_frac": train.get("decay_frac") if train.get("schedule") == "wsd" else None,
+        "vocab_size": data.get("vocab_size"),
+    }
+    given = {k: getattr(options, k) for k in known}
+    merged = {k: given[k] if given[k] is not None else known[k] for k in known}
+    return _from_frame(frame, str(path / "metrics.parquet"), replace(options, **merged))
+
+
+def _enough_stable(frame: pd.DataFrame, val: np.ndarray) -> bool:
+    """Whether the validation loss alone has MIN_STABLE_POINTS calibration points."""
+    ok = np.isfinite(val)
+    if ok.sum() < MIN_STABLE_POINTS or "lr" not in frame.columns:
+        return bool(ok.sum() >= MIN_STABLE_POINTS)
+    lr = frame["lr"].to_numpy(float)
+    peak = np.nanmax(lr)
+    stable = ok & (lr >= (1 - STABLE_LR) * peak)
+    if not stable.any():
+        return False
+    tokens = frame["tokens_seen"].to_numpy(float) if "tokens_seen" in frame else None
+    if tokens is None:
+        return bool(stable.sum() >= MIN_STABLE_POINTS)
+    last = tokens[stable].max()
+    return bool((stable & (tokens >= CALIBRATION_FROM * last)).sum() >= MIN_STABLE_POINTS)
+
+
+def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None) -> str | None:
+    """The frame's column for one of `names` (or exactly `want`), ignoring case."""
+    lower = {str(c).strip().lower(): c for c in frame.columns}
+    if want is not None:
+        return lower.get(want.strip().lower())
+    for name in names:
+        col = lower.get(name)
+        if col is not None and np.isfinite(pd.to_numeric(frame[col], errors="coerce")).any():
+            return col
+    return None
+
+
+def _numbers(frame: pd.DataFrame, col) -> np.ndarray:
+    return pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+
+
+def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
+    """The curve in a table's columns; the rows keep their place in the file for messages."""
+    where = "line" if frame.attrs.get("rows_are") == "line" else "row"
+    loss_col = _column(frame, LOSS_COLUMNS, options.loss_column)
+    if loss_col is None:
+        wanted = options.loss_column or " or ".join(LOSS_COLUMNS[:4])
+        raise BadInput(
+            f"{name} has no {wanted} column with a number in it; name the loss column "
+            "(nats per token) with --loss-column"
+        )
+    token_col = _column(frame, TOKEN_COLUMNS)
+    if token_col is not None:
+        tokens = _numbers(frame, token_col)
+    else:
+        step_col = _column(frame, STEP_COLUMNS)
+        if step_col is None:
+            raise BadInput(
+                f"{name} has neither a tokens column ({', '.join(TOKEN_COLUMNS[:3])}) nor a "
+                "step column: add one, or log tokens seen with the loss"
+            )
+        if options.batch_tokens is None:
+            raise BadInput(
+                f"{name} counts steps ({step_col!r}) but not tokens: give the tokens per "
+                "step with --batch-tokens (batch size × sequence length)"
+            )
+        tokens = _numbers(frame, step_col) * options.batch_tokens
+    loss = _numbers(frame, loss_col)
+    lr_col = _column(frame, LR_COLUMNS)
+    lr = _numbers(frame, lr_col) if lr_col is not None else None
+    keep = np.isfinite(loss) & np.isfinite(tokens)
+    lines = np.asarray(frame.index)[keep]
+    tokens, loss = tokens[keep], loss[keep]
+    if lr is not None:
+        lr = lr[keep]
+        if not np.isfinite(lr).all():
+            lr = pd.Series(lr).ffill().bfill().to_numpy(float)
+    if len(tokens) == 0:
+        raise BadInput(f"{name} has no row with both tokens and a finite {loss_col}")
+    bad = np.flatnonzero(np.diff(tokens) <= 0)
+    if len(bad):
+        i = bad[0] + 1
+        raise BadInput(
+            f"{name} {where} {lines[i]}: tokens {tokens[i]:.6g} do not increase (previous "
+            f"{tokens[i - 1]:.6g}); give one run's curve, in order, without restarts"
+        )
+    if (tokens <= 0).any():
+        i = int(np.argmax(tokens <= 0))
+        raise BadInput(f"{name} {where} {lines[i]}: tokens must be positive, not {tokens[i]:g}")
+    if options.vocab_size:
+        limit = math.log(options.vocab_size)
+        above = np.flatnonzero(loss > ABOVE_LN_V * limit)
+        if len(above):
+            i = above[0]
+            raise BadInput(
+                f"{name} {where} {lines[i]}: loss {loss[i]:.4g} is above ln V = {limit:.4g} "
+                f"(V = {options.vocab_size}), worse than guessing: give nats per token, "
+                "not bits or a sum"
+            )
+    return Curve(
+        tokens=tokens,
+        loss=loss,
+        lr=lr,
+        source=name,
+        loss_column=str(loss_col),
+        n_params=options.n_params,
+        fresh_tokens=options.fresh_tokens,
+        strategy=options.strategy,
+        planned_tokens=options.planned_tokens,
+        decay_frac=options.decay_frac,
+        vocab_size=options.vocab_size,
+    )
+
+
+def check_curve(curve: Curve) -> Curve:
+    """BadInput when the stable phase is too short to calibrate on; the curve otherwise."""
+    stable = curve.stable
+    n = len(curve.calibration_points()) if stable.any() else 0
+    if n < MIN_STABLE_POINTS:
+        raise BadInput(
+            f"{curve.source}: only {n} {curve.loss_column} point(s) at the peak learning rate "
+            f"in the last {1 - CALIBRATION_FROM:.0%} of the tokens seen; calibrating needs "
+            f"{MIN_STABLE_POINTS}: let the run go on, or log the loss more often"
+        )
+    return curve
+
+
+# ---------------------------------------------------------------------------------------
+# TensorBoard logs (the tensorboard extra): scalars by tag into one frame by step.
+# ---------------------------------------------------------------------------------------
+
+
+def _tensorboard_files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path] if "tfevents" in path.name else []
+    return sorted(path.rglob("*tfevents*"))
+
+
+def _tensorboard_frame(path: Path) -> pd.DataFrame:
+    """Every scalar of the event files, one column per tag, one row per step."""
+    try:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    except ImportError:
+        from cdlaw.extras import install_advice
+
+        raise BadInput(
+            f"{path} is a TensorBoard log, which needs the tensorboard package; install "
+            f"{install_advice('tensorboard')}, or export the scalars to a .csv"
+        ) from None
+    series: dict[str, dict[int, float]] = {}
+    for file in _tensorboard_files(path):
+        acc = EventAccumulator(str(file), size_guidance={"scalars": 0})
+        acc.Reload()
+        for tag in acc.Tags().get("scalars", []):
+            for ev in acc.Scalars(tag):
+                series.setdefault(tag, {})[int(ev.step)] = float(ev.value)
+    if not series:
+        raise BadInput(f"{path} holds no TensorBoard scalars")
+    frame = pd.DataFrame(series).sort_index()
+    frame.insert(0, "step", frame.index.to_numpy())
+    frame.index = np.arange(1, len(frame) + 1)
+    frame.attrs["rows_are"] = "row"
+    return frame

@@ -1,0 +1,134 @@
+"""Nothing cdlaw starts outlives it (docs/cli.md, "Stopping"), whatever stops it, kill -9
+included: no orphan keeps tokenising into a cache or training a run that the next
+command then waits for, and none holds memory.
+
+- A worker process calls `die_with_parent(parent_pid)` first (a pool's initializer): Linux
+  kills it when its parent dies (PR_SET_PDEATHSIG), and a watchdog thread that polls the
+  parent's pid does so elsewhere (and covers a parent that died before the call). The
+  multiprocessing resource tracker exits by itself once the parent and the workers, which
+  hold its pipe, are gone.
+- Processes started some other way, which start their own (a local Ray cluster: raylet,
+  GCS, dashboard and runtime-env agents, each in its own session), are handed to
+  `reap_with_me(pids)`: a small reaper process that keeps a list of them and all their
+  descendants, and stops every one when this process dies.
+
+    python -m cdlaw.lifetime PARENT_PID PID…    the reaper itself (started by reap_with_me)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+POLL_SECONDS = 0.5  # how often a watchdog or the reaper looks at its parent
+GRACE_SECONDS = 3.0  # between the reaper's SIGTERM and its SIGKILL
+
+
+def die_with_parent(parent: int) -> None:
+    """In a worker process: exit as soon as `parent` (the pid that started it) dies."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    # The parent may have died while this worker started, before the line above: then no
+    # signal comes. Elsewhere than Linux no signal comes at all: the thread notices.
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=_watch, args=(parent,), daemon=True, name="cdlaw-parent").start()
+
+
+def _watch(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(POLL_SECONDS)
+    os._exit(1)
+
+
+def reap_with_me(pids: list[int]) -> subprocess.Popen:
+    """Start the reaper of `pids` (and their descendants, present and future): it stops
+    them all (SIGTERM, then SIGKILL) when this process dies, and ends by itself when they
+    have all ended first."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cdlaw.lifetime", str(os.getpid()), *map(str, pids)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C at the terminal is for cdlaw, not for the reaper
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+
+def _reap(parent: int, pids: list[int]) -> None:
+    """The reaper's loop: note the watched processes' descendants; stop them all when the
+    parent is gone."""
+    watched = {p: t for p in pids if (t := start_time(p)) is not None}
+    while os.getppid() == parent:
+        if not _living(watched):
+            return  # they ended before cdlaw did: nothing to do
+        _add_descendants(watched)
+        time.sleep(POLL_SECONDS)
+    _add_descendants(watched)  # any started since the last look, while their parents live
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in _living(watched):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + GRACE_SECONDS
+        while _living(watched) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def _add_descendants(watched: dict[int, int]) -> None:
+    """Add every living descendant of the watched processes (pid: start time)."""
+    frontier = _living(watched)
+    while frontier:
+        found = []
+        for pid in frontier:
+            for kid in _children(pid):
+                if kid not in watched and (t := start_time(kid)) is not None:
+                    watched[kid] = t
+                    found.append(kid)
+        frontier = found
+
+
+def _living(watched: dict[int, int]) -> list[int]:
+    return [pid for pid, t in watched.items() if start_time(pid) == t]
+
+
+def ray_node_pids(ray) -> list[int]:
+    """The processes `ray.init` started in this process for a local cluster (none when it
+    joined a running one): what reap_with_me is given."""
+    pids = []
+    with contextlib.suppress(Exception):  # Ray's private layout: nothing known, nothing reaped
+        node = ray._private.worker._global_node
+        for infos in (getattr(node, "all_processes", None) or {}).values():
+            pids += [info.process.pid for info in infos if getattr(info, "process", None)]
+    return pids
+
+
+def start_time(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot; a reused pid has another), or None
+    once it is gone (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError, ValueError):
+            kids += [int(k) for k in (task / "children").read_text().split()]
+    return kids
+
+
+if __name__ == "__main__":
+    _reap(int(sys.argv[1]), [int(p) for p in sys.argv[2:]])

@@ -1,0 +1,110 @@
+"""`cdlaw downstream --holdout-largest`, `cdlaw predict` and `cdlaw plan --link` on a ladder
+with checkpoints planted from a known two-step task law (tests/helpers/taskladder.py)."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from runhelpers import cdlaw_here
+from taskladder import two_step
+
+from cdlaw.fit.io import output_paths, write_fit
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import load_runs
+
+
+@pytest.fixture
+def cdlaw(monkeypatch, capsys, tmp_path):
+    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
+
+
+@pytest.fixture(scope="module")
+def ladder(tmp_path_factory) -> Path:
+    """The ladder as a table with its fit.json beside it (the law on final rows only)."""
+    path = tmp_path_factory.mktemp("ladder") / "ladder.csv"
+    two_step().to_csv(path, index=False)
+    fit = fit_law(load_runs(path), "chinchilla", bootstrap=8, n_starts=64, source=str(path))
+    write_fit(fit, *output_paths(path))
+    return path
+
+
+def test_holdout_largest_prints_each_predictors_error_and_the_choice(cdlaw, ladder):
+    code, out, err = cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 20,
+                           "--chance", "quiz=0.25")  # fmt: skip
+    assert code == 0, err
+    assert "held out" in out and "chosen by the least held-out error at N = 6.4e+08" in out
+    table = out[out.index("task predictors") :]  # after the links' own table
+    row = next(line for line in table.splitlines() if line.strip().startswith("quiz"))
+    assert row.split()[-1] in ("task-loss", "val-loss") and "chance 0.25" in row
+    assert all(re.search(rf"{p} 0\.\d{{4}}", row) for p in ("task-loss", "val-loss", "direct"))
+    d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
+    (tp,) = d["predictors"]
+    assert tp["n_runs"] == 18 and tp["n_evals"] == 72 and tp["heldout_n"] == 640e6
+    assert all(f["heldout_error"] is not None for f in tp["fits"].values() if not f["why_not"])
+
+
+def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
+    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 30)[0] == 0
+    links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
+    code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
+                           "1e12", "--link", links, "--extrapolate", "--json")  # fmt: skip
+    assert code == 0, err
+    plan = json.loads(out)
+    best = plan  # the best allocation's n_params, fresh_tokens, derived_tokens at the top
+    planned = {t["column"]: t for t in plan["tasks"]}["task_quiz_acc"]
+    code, out, err = cdlaw("predict", "--downstream", links, "--law", fit,
+                           "--n-params", best["n_params"], "--fresh-tokens", best["fresh_tokens"],
+                           "--derived-tokens", best["derived_tokens"], "--json")  # fmt: skip
+    assert code == 0, err
+    (one,) = json.loads(out)["tasks"]
+    assert (
+        one["value"] == pytest.approx(planned["value"]) and one["predictor"] == planned["predictor"]
+    )
+    assert one["ci95"] == pytest.approx(planned["ci95"]) and one["beyond_runs"]
+    widths = []
+    for n in (1e9, 2e9, 4e9):  # 5 tokens per parameter: below the sigmoid's ceiling
+        code, out, _ = cdlaw("predict", "--downstream", links, "--n-params", n,
+                             "--fresh-tokens", 5 * n, "--json")  # fmt: skip
+        (f,) = json.loads(out)["tasks"]
+        widths.append(f["ci95"][1] - f["ci95"][0])
+    assert widths[0] < widths[1] < widths[2]
+    code, out, _ = cdlaw("predict", "--downstream", links, "--n-params", "1B", "--fresh-tokens",
+                         "20B")  # fmt: skip
+    assert code == 0 and "quiz" in out and "chosen by" in out and "compute" in out
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--n-params", "0", "--fresh-tokens", "1e9"], "--n-params"),
+        (["--n-params", "1e9", "--fresh-tokens", "1e9", "--task", "nope"], "no task predictors"),
+    ],
+)
+def test_predict_refuses_in_one_sentence(cdlaw, ladder, args, says):
+    assert cdlaw("downstream", ladder, "--bootstrap", 0)[0] == 0
+    code, out, err = cdlaw(
+        "predict", "--downstream", ladder.with_name("ladder.downstream.json"), *args
+    )
+    assert code == 2 and says in err and err.count("\n") == 1 and out == ""
+
+
+def test_a_bad_chance_is_refused(cdlaw, ladder):
+    code, _, err = cdlaw("downstream", ladder, "--chance", "quiz")
+    assert code == 2 and "TASK=P" in err
+
+
+def test_a_runs_folders_own_task_file_gives_the_chance_level(cdlaw, tmp_path):
+    """The task file the sweep named has three choices per item: its floor is 1/3."""
+    (tmp_path / "tasks").mkdir()
+    item = {"context": "The sky is", "choices": [" blue", " green", " red"], "gold": 0}
+    (tmp_path / "tasks" / "quiz.jsonl").write_text(json.dumps(item) + "\n")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "sweep.toml").write_text('[eval]\ntasks = ["tasks/quiz.jsonl"]\n')  # from cwd
+    final = two_step()
+    final[~final["checkpoint"]].drop(columns="checkpoint").to_parquet(runs / "summary.parquet")
+    code, out, err = cdlaw("downstream", runs, "--bootstrap", 0)
+    assert code == 0, err
+    (tp,) = json.loads((runs / "downstream.json").read_text())["predictors"]
+    assert tp["chance"] == pytest.approx(1 / 3) and "chance 0.333" in out

@@ -1,0 +1,126 @@
+"""The task predictors (cdlaw.fit.predictors): planted two-step and direct laws recovered,
+the true predictor chosen by held-out error, checkpoint rows, chance levels."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from taskladder import ITEMS, true_acc, two_step
+
+from cdlaw.fit.curves import fit_power_nd
+from cdlaw.fit.forecast import forecast
+from cdlaw.fit.predictors import fit_task_predictors
+from cdlaw.fit.table import prepare_runs
+from cdlaw.task_chance import chance_level
+
+
+@pytest.fixture(scope="module")
+def planted():
+    runs = prepare_runs(two_step(), "planted", checkpoints=True)
+    return fit_task_predictors(runs, boot=60, holdout=True, chance={"quiz": 0.25})[0]
+
+
+def test_the_two_step_law_is_recovered_within_its_noise(planted):
+    N, T = 2.5e9, 20 * 2.5e9  # 4x the largest N, 15x its compute at 20 tokens/param
+    truth = float(true_acc(N, T))
+    f = forecast(planted, N, T, predictor="task-loss")
+    noise = np.sqrt(truth * (1 - truth) / ITEMS)
+    assert abs(f.value - truth) < 0.02 + 3 * noise
+    assert f.ci95[0] <= truth <= f.ci95[1]
+    assert f.beyond_runs and f.n_factor == pytest.approx(N / 640e6)
+    step2 = planted.fits["task-loss"].links[0]
+    assert step2.fixed == {"b": 0.25}  # the floor held at chance
+    assert step2.theta[1] == pytest.approx(2.0, abs=0.15)  # x0 of the planted sigmoid
+
+
+def test_the_links_fit_every_evaluation_and_step_one_final_rows(planted):
+    assert planted.n_evals == 4 * planted.n_runs == 72
+
+
+def test_held_out_errors_choose_a_chain_for_a_two_step_truth(planted):
+    fits = planted.fits
+    assert planted.chosen in ("task-loss", "val-loss")
+    assert all(fits[p].heldout_error is not None for p in ("task-loss", "val-loss", "direct"))
+    assert fits[planted.chosen].heldout_error < 0.02
+    assert "held-out error" in planted.chosen_by
+
+
+def test_a_direct_truth_chooses_the_direct_predictor():
+    runs = prepare_runs(two_step(direct=True), "direct", checkpoints=True)
+    tp = fit_task_predictors(runs, boot=0, holdout=True)[0]
+    assert tp.chosen == "direct", {p: f.heldout_error for p, f in tp.fits.items()}
+
+
+def test_bands_widen_with_the_extrapolation(planted):
+    widths = []
+    for N in (640e6, 2.5e9, 10e9, 40e9):
+        f = forecast(planted, N, 20 * N, predictor="task-loss")
+        widths.append(f.ci95[1] - f.ci95[0])
+    assert widths[0] < widths[1] < widths[2]
+
+
+def test_the_power_law_grid_recovers_its_constants():
+    rng = np.random.default_rng(1)
+    N = np.repeat([1e7, 3e7, 1e8, 3e8, 1e9], 4)
+    D = N * np.tile([5, 20, 80, 320], 5)
+    y = 1.7 + 400 * N**-0.34 + 410 * D**-0.28
+    th, _ = fit_power_nd(N, D, y * np.exp(rng.normal(0, 1e-4, len(y))), np.ones((1, len(y))))
+    assert th[0, 0] == pytest.approx(1.7, rel=0.05)
+    assert th[0, 2] == pytest.approx(0.34, rel=0.1) and th[0, 4] == pytest.approx(0.28, rel=0.1)
+
+
+def test_checkpoint_rows_are_dropped_for_the_law_and_kept_for_the_links():
+    t = two_step()
+    assert len(prepare_runs(t.copy(), "t")) == 18  # final rows only
+    kept = prepare_runs(t.copy(), "t", checkpoints=True)
+    assert len(kept) == 72 and kept["checkpoint"].sum() == 54
+    # a checkpoint's tokens_trained is below its run's D + D′ and is not refused
+    t["checkpoint"] = t["checkpoint"].map({True: "yes", False: "no"})
+    assert len(prepare_runs(t, "t")) == 18
+
+
+@pytest.mark.parametrize(
+    "task, given, want",
+    [
+        ("hellaswag", None, 0.25),
+        ("hellaswag_zeroshot", None, 0.25),
+        ("arc_easy:mc", None, 0.25),
+        ("piqa", None, 0.5),
+        ("commonsense_qa", None, 0.2),
+        ("lambada_openai", None, 0.0),
+        ("world_mc", None, 0.25),
+        ("my_task", None, None),
+        ("my_task", {"my_task": 0.1}, 0.1),
+    ],
+)
+def test_chance_levels_come_from_names_or_are_given(task, given, want):
+    assert chance_level(task, given) == want
+
+
+def test_a_runs_folders_earlier_task_evaluations_become_checkpoint_rows(tmp_path):
+    from cdlaw.fit.checkpoints import with_checkpoints
+    from cdlaw.fit.table import load_runs
+
+    t = two_step()
+    t["run_id"] = (t.groupby(["n_params", "fresh_tokens"]).ngroup()).map("r{:02d}".format)
+    final = t[~t["checkpoint"]].drop(columns=["checkpoint"])
+    final.to_parquet(tmp_path / "summary.parquet", index=False)
+    for run_id, g in t.groupby("run_id"):
+        (tmp_path / run_id).mkdir()
+        pd.DataFrame({
+            "step": np.arange(1, len(g) + 1) * 100, "tokens_seen": g["tokens_trained"],
+            "val_loss": g["loss"], "task_quiz_acc": g["task_quiz_acc"],
+            "task_quiz_bpb": g["task_quiz_bpb"],
+        }).to_parquet(tmp_path / run_id / "metrics.parquet", index=False)  # fmt: skip
+    runs = with_checkpoints(tmp_path, load_runs(tmp_path, checkpoints=True))
+    assert len(runs) == 72 and runs["checkpoint"].sum() == 54
+    tp = fit_task_predictors(runs, boot=0)[0]
+    assert tp.n_runs == 18 and tp.n_evals == 72
+
+
+def test_a_predictor_the_check_cannot_refit_stays_usable_unscored():
+    t = two_step()
+    t = t[t["n_params"].isin([160e6, 320e6, 640e6]) & (t["fresh_tokens"] <= 20 * t["n_params"])]
+    tp = fit_task_predictors(prepare_runs(t, "t", checkpoints=True), boot=0, holdout=True)[0]
+    chains = [tp.fits[p] for p in ("task-loss", "val-loss", "val-loss-exp")]
+    assert all(f.ok and f.heldout_error is None for f in chains)  # 4 final runs left: no step 1
+    assert tp.chosen == "task-loss" and tp.chosen_by.startswith("default")

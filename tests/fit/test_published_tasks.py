@@ -1,0 +1,46 @@
+"""Gadre et al. 2024's published check, by cdlaw's task predictors: the table of
+docs/results.md ("Task accuracy of models not trained") is what
+benchmarks/gadre_tasks.py computes from the authors' fitting runs. Skipped without the
+published tables (../shared/data/published beside the repository, or $CDLAW_SHARED)."""
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED = Path(os.environ.get("CDLAW_SHARED", ROOT.parent / "shared")) / "data" / "published"
+pytestmark = pytest.mark.skipif(
+    not (PUBLISHED / "gadre2024_overtrained.csv").is_file(), reason="no published tables here"
+)
+
+
+def results_table() -> dict[tuple[str, str], tuple[float, float]]:
+    """(target, predictor) -> (predicted error, relative error %) from docs/results.md."""
+    text = (ROOT / "docs" / "results.md").read_text()
+    section = text[text.index("## Task accuracy of models not trained") :]
+    rows = {}
+    for m in re.finditer(
+        r"^\| ([\d.]+B at \d+) \| ([a-z-]+) \| ([\d.]+) \| [^|]+ \| [\d.]+ \| ([\d.]+)% \|",
+        section,
+        re.M,
+    ):
+        rows[(m[1], m[2])] = (float(m[3]), float(m[4]))
+    return rows
+
+
+def test_results_md_holds_what_the_predictors_give_on_gadre_et_al():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gadre_tasks import AUTHORS, check
+
+    got = check(PUBLISHED, boot=0)["average"]
+    table = results_table()
+    assert len(table) == sum(len(v) for v in got.values()) >= 5
+    for target, preds in got.items():
+        for p, (err, _, rel, _) in preds.items():
+            assert table[(target, p)][0] == pytest.approx(err, abs=5e-4), (target, p)
+            assert table[(target, p)][1] == pytest.approx(rel, abs=0.01), (target, p)
+    # Gadre et al.'s own link beats their notebook at 32x over-training
+    assert got["1.4B at 640"]["val-loss-exp"][2] < AUTHORS["1.4B at 640"]

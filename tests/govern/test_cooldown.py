@@ -1,0 +1,34 @@
+"""The stable-to-cooled relation, read off a WSD sweep's trunks and branches."""
+
+import pytest
+from plantedcurves import write_planted_sweep
+
+from cdlaw.errors import BadInput
+from cdlaw.govern.cooldown import DEMO, fit_cooldown
+from cdlaw.govern.pairs import cooldown_pairs
+
+
+def test_each_branch_gets_its_trunks_loss_at_its_decay_start(tmp_path):
+    runs = write_planted_sweep(tmp_path / "runs")
+    pairs = cooldown_pairs(runs)
+    # the shortest run decays at step 20, the trunk's first evaluations 10 and 20 bracket it
+    assert sorted(pairs["run_id"]) == ["run025", "run050", "run075", "run100"]
+    assert set(pairs["trunk"]) == {"run100"}
+    assert (pairs["cooled"] / pairs["stable"]).to_numpy() == pytest.approx(0.8)
+
+
+def test_the_ratio_is_fitted_over_the_pairs_and_per_lr(tmp_path):
+    cooldown = fit_cooldown(write_planted_sweep(tmp_path / "runs", ratio=0.75))
+    assert cooldown.ratio == pytest.approx(0.75) and cooldown.pairs == 4
+    assert cooldown.for_lr(0.02).ratio == pytest.approx(0.75)
+    assert cooldown.for_lr(0.02).lr == 0.02 and cooldown.for_lr(0.5).lr is None
+
+
+def test_too_few_pairs_are_refused(tmp_path):
+    with pytest.raises(BadInput, match="needs 3"):
+        fit_cooldown(write_planted_sweep(tmp_path / "runs", steps=(50, 100)))
+
+
+def test_the_demo_ratio_picks_its_lr():
+    assert DEMO.for_lr(0.03).ratio == pytest.approx(0.8482)
+    assert DEMO.for_lr(0.05).ratio == DEMO.ratio

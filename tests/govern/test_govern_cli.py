@@ -1,0 +1,150 @@
+"""`cdlaw govern` end to end on small files: a planted log, a run folder, and every bad
+input it refuses in one sentence with exit code 2."""
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from plantedcurves import planted_frame, write_run_folder
+
+from cdlaw.cli import main
+from cdlaw.govern.cooldown import DEMO
+
+BUDGET = ["--budget-flops", "1e19", "--unique-tokens", "1e9", "--law", "qin2026"]
+RUN = [
+    "--n-params",
+    "100M",
+    "--fresh-tokens",
+    "1e9",
+    "--decay-frac",
+    "0.2",
+    "--strategy",
+    "paraphrase",
+]
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    sys.argv = ["cdlaw", "govern", *map(str, args)]
+    with pytest.raises(SystemExit) as e:
+        main()
+    got = capsys.readouterr()
+    return e.value.code, got.out, got.err
+
+
+def planted_csv(tmp_path, **kw):
+    path = tmp_path / "log.csv"
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", **kw)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_a_planted_log_end_to_end(tmp_path, capsys):
+    figure = tmp_path / "govern.png"
+    code, out, err = cli(capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--figure", figure)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["action"] == "continue" and d["gain_now"] > d["threshold"]
+    assert d["cross_tokens"] > d["tokens_now"] == 3e9
+    names = [o["name"] for o in d["options"]]
+    assert names[:3] == ["cool down now", "planned end", "best stop"]
+    assert figure.stat().st_size > 10_000
+
+
+def test_the_human_output_names_the_action_and_the_threshold(tmp_path, capsys):
+    code, out, _ = cli(capsys, planted_csv(tmp_path), *BUDGET, *RUN)
+    assert code == 0
+    assert "continue" in out and "λ(C)" in out and "G_t meets λ" in out
+
+
+def test_a_run_folder_says_what_the_run_is(tmp_path, capsys):
+    # the run's own relation is the demo's, which `cdlaw govern` uses without --cooldown-from
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    folder = write_run_folder(tmp_path / "runs" / "abc", frame, 100e6, 1e9, 4e9, "paraphrase")
+    code, out, err = cli(capsys, folder, *BUDGET, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert (d["n_params"], d["fresh_tokens"], d["strategy"]) == (100e6, 1e9, "paraphrase")
+    assert d["options"][1]["end_tokens"] == 5e9  # its planned D + D′
+    assert d["offset"] == pytest.approx(0.02, abs=1e-6)
+
+
+def test_watch_decides_once_per_new_point(tmp_path, capsys):
+    code, out, _ = cli(
+        capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--watch", "--every", "0",
+        "--reads", "3",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["action"] == "continue"
+
+
+def bad(tmp_path, capsys, frame: pd.DataFrame, *extra) -> str:
+    path = tmp_path / "bad.csv"
+    frame.to_csv(path, index=False)
+    code, out, err = cli(capsys, path, *BUDGET, *RUN, *extra)
+    assert code == 2, err
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    return err
+
+
+def test_bad_logs_are_refused_in_one_sentence(tmp_path, capsys):
+    good = planted_frame(np.linspace(2e8, 3e9, 30))
+    err = bad(tmp_path, capsys, good.drop(columns="tokens"))
+    assert "neither a tokens column" in err and "bad.csv" in err
+    steps = good.rename(columns={"tokens": "step"})
+    assert "--batch-tokens" in bad(tmp_path, capsys, steps)
+    back = good.copy()
+    back.loc[10, "tokens"] = back.loc[5, "tokens"]
+    err = bad(tmp_path, capsys, back)
+    assert "line 12" in err and "do not increase" in err
+    high = good.copy()
+    high.loc[7, "loss"] = 20.0
+    err = bad(tmp_path, capsys, high, "--vocab-size", "50K")
+    assert "ln V" in err and "line 9" in err
+    assert "calibrating needs 3" in bad(tmp_path, capsys, good.iloc[:5])
+
+
+def test_a_law_without_the_runs_strategy_is_refused(tmp_path, capsys):
+    path = planted_csv(tmp_path)
+    code, _, err = cli(capsys, path, *BUDGET, *RUN[:-1], "distilled")
+    assert code == 2 and "distilled" in err
+
+
+def test_a_tensorboard_log_without_its_extra_names_the_extra(tmp_path, capsys):
+    try:
+        import tensorboard  # noqa: F401
+
+        pytest.skip("tensorboard is installed: the refusal is for installs without it")
+    except ImportError:
+        pass
+    logs = tmp_path / "tb"
+    logs.mkdir()
+    (logs / "events.out.tfevents.1.host").write_bytes(b"")
+    code, _, err = cli(capsys, logs, *BUDGET, *RUN)
+    assert code == 2 and "tensorboard" in err
+
+
+def test_cooldown_from_a_sweep_replaces_the_demo_ratio(tmp_path, capsys):
+    from plantedcurves import write_planted_sweep
+
+    runs = write_planted_sweep(tmp_path / "runs", ratio=0.7)
+    code, out, err = cli(
+        capsys, planted_csv(tmp_path), *BUDGET, *RUN, "--json", "--cooldown-from", runs
+    )
+    assert code == 0, err
+    cooldown = json.loads(out)["cooldown"]
+    assert cooldown["ratio"] == pytest.approx(0.7) and cooldown["source"] == str(runs)
+
+
+def test_a_first_loss_at_about_ln_v_is_an_untrained_model_not_bad_input(tmp_path):
+    import math
+
+    from cdlaw.govern.curve import CurveOptions, read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame.loc[0, "loss"] = 1.01 * math.log(50_000)
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    curve = read_curve(tmp_path / "log.csv", CurveOptions(vocab_size=50_000))
+    assert curve.loss[0] == frame.loc[0, "loss"]

@@ -1,0 +1,141 @@
+"""The one guard under strategy auto, the frontier's default budgets, and intervals that can
+be true: bands that hold their point, stay positive and under ln V, or say "not determined"."""
+
+import dataclasses
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from cdlaw.cli import main
+from cdlaw.errors import BadInput
+from cdlaw.fit.findings import DataRange
+from cdlaw.law import PRESETS, Law
+from cdlaw.plan.checks import BeyondLimit
+from cdlaw.plan.planner import plan
+from cdlaw.plan.source import PlanningLaw
+
+QIN = PRESETS["qin2026"]
+C, U = 1e21, 5e9  # qin2026 plans repetition, r = 6.53 (paraphrase: 4.35 passes)
+
+
+def fitted(rep_r: float, para_r: float, vocab: int | None = None, draws=()) -> PlanningLaw:
+    """qin2026 as if fitted on 14M–600M runs with repetition to r = rep_r and paraphrase
+    to r = para_r (and the runs' vocabulary)."""
+    per = {
+        "repetition": DataRange(derived_ratio=(0.0, rep_r)),
+        "paraphrase": DataRange(derived_ratio=(0.0, para_r)),
+    }
+    rng = DataRange(n_params=(14e6, 600e6), strategies=per, vocab_size=vocab)
+    return PlanningLaw("fit", QIN, rng, tuple(draws))
+
+
+def test_auto_plans_the_strategies_inside_the_limit_and_names_the_one_left_out():
+    """Repetition, the better plan, is 33× past its runs' r ≤ 0.2; paraphrase is inside.
+    One strategy out of range once refused the whole plan."""
+    p = plan(fitted(0.2, 4.0), C, U, extrapolate=False)
+    assert p.strategy == "paraphrase" and set(p.candidates) == {"paraphrase"}
+    assert list(p.left_out) == ["repetition"] and p.extrapolated == ()
+    why = p.left_out["repetition"]
+    assert why.startswith("its plan is beyond the 30× extrapolation limit (D′/D = 6.53 is ")
+    assert why.endswith("pass --extrapolate to weigh it too")
+    assert f"repetition left out: {why}" in p.warnings
+    assert p.to_dict()["left_out"] == {"repetition": why}
+    # named, or with every strategy out, the plan is refused as before
+    with pytest.raises(BeyondLimit):
+        plan(fitted(0.2, 4.0), C, U, "repetition", extrapolate=False)
+    with pytest.raises(BeyondLimit, match=r"D′/D = 6\.53 is 32\.6×"):
+        plan(fitted(0.2, 0.1), C, U, extrapolate=False)
+    # --extrapolate weighs them all
+    both = plan(fitted(0.2, 4.0), C, U, extrapolate=True)
+    assert both.strategy == "repetition" and both.left_out == {} and both.extrapolated
+
+
+def test_the_frontier_defaults_to_the_budgets_a_small_fit_supports(monkeypatch, capsys, tmp_path):
+    """A fit of runs of 26K–200K parameters: 1e18:1e24 lay wholly beyond its limit, so
+    `plan --frontier` always failed; its default range now plans inside it."""
+    import json
+
+    from cdlaw.plan.support import supported_budgets
+
+    small = {
+        **QIN.to_dict(),
+        "method": "joint",
+        "data_range": {"n_params": [26e3, 200e3], "tokens_per_param": [0.24, 14.6]},
+    }
+    path = tmp_path / "fit.json"
+    path.write_text(json.dumps(small))
+    monkeypatch.setattr(sys, "argv", ["cdlaw", "plan", "--law", str(path), "--frontier",
+                                      "--unique-tokens", "96K", "--json"])  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        main()
+    got = capsys.readouterr()
+    assert (e.value.code or 0) == 0, got.err
+    rows = json.loads(got.out)["rows"]
+    assert len(rows) == 13 and all(r["extrapolated"] == [] for r in rows)
+    assert all(26e3 / 30 <= r["n_params"] <= 200e3 * 30 for r in rows)
+    assert "the range whose plans stay inside the 30× extrapolation limit" in got.err
+    # a law with no fitted range keeps 1e18:1e24; none inside anywhere is one sentence
+    assert supported_budgets(PRESETS["muennighoff2023"], 5e9) is None
+    nowhere = fitted(1e-9, 1e-9)
+    with pytest.raises(BadInput, match="no budget from 1 to 1e40 FLOPs"):
+        supported_budgets(dataclasses.replace(nowhere, law=QIN), 1e4, "repetition")
+
+
+def test_an_n_band_reaching_past_the_limit_is_not_determined_and_a_band_holds_its_point():
+    """ "N 30.3K (95% band 44.4 – 42.6K)" on runs of 26K–200K: refits planning 44 parameters
+    say the runs do not pin N. A band the refits leave on one side is widened to the point."""
+    from cdlaw.plan.checks import size_interval
+
+    src = PlanningLaw("fit", QIN, DataRange(n_params=(26e3, 200e3)))
+    band, why = size_interval(src, (44.4, 42.6e3), 30.3e3)
+    assert band is None and why.startswith("not determined: the bootstrap refits' own plans")
+    assert "44.4–42.6K" in why and "26K–200K" in why
+    assert size_interval(src, (40e3, 60e3), 30e3) == ((30e3, 60e3), None)
+
+
+def spread(k: float) -> list[Law]:
+    """Ten refits of qin2026 whose floors E spread by ±5k nats."""
+    return [Law("cd", {**QIN.params, "E": QIN.params["E"] + k * j}, QIN.strategies)
+            for j in range(-5, 5)]  # fmt: skip
+
+
+def test_a_loss_band_never_exceeds_ln_v_and_a_loss_above_it_is_not_determined():
+    p = plan(fitted(15, 15, vocab=16, draws=spread(0.2)), C, U)
+    lo, hi = p.predicted_loss_ci95
+    assert 0 < lo <= p.predicted_loss <= hi == pytest.approx(math.log(16))
+    assert any(w.startswith("the 95% band's upper end") and "ln V = 2.773" in w
+               for w in p.warnings)  # fmt: skip
+    # a vocabulary whose uniform guess is below the predicted loss: nothing to band
+    q = plan(fitted(15, 15, vocab=8, draws=spread(0.2)), C, U)
+    assert q.predicted_loss_ci95 is None and q.no_band_reason.startswith(
+        "not determined: the predicted loss 2.265 is above ln V = 2.079"
+    )
+
+
+def test_not_determined_is_printed_in_words_not_as_a_number(monkeypatch):
+    from cdlaw.cli import out
+    from cdlaw.cli.plan import _render_plan
+
+    p = plan(fitted(15, 15, vocab=8, draws=spread(0.2)), C, U)
+    p = dataclasses.replace(p, n_params_no_band_reason="not determined: the runs do not pin N here")
+    monkeypatch.setattr(out, "width", 300)
+    with out.capture() as captured:
+        _render_plan(p)
+    text = " ".join(captured.get().split())
+    assert "95% band not determined: the predicted loss" in text
+    assert "N band not determined: the runs do not pin N here" in text
+    assert "none: not determined" not in text
+
+
+def test_every_band_holds_its_point_and_stays_positive_over_budgets():
+    src = fitted(15, 15, vocab=100278, draws=spread(0.05))
+    for c in np.logspace(17, 23, 7):
+        p = plan(src, c, U)
+        for band, point in ((p.predicted_loss_ci95, p.predicted_loss),
+                            (p.n_params_ci95, p.n_params)):  # fmt: skip
+            if band is not None:
+                assert 0 <= band[0] <= point <= band[1]
+        if p.predicted_loss_ci95:
+            assert p.predicted_loss_ci95[1] <= math.log(100278)
