@@ -105,6 +105,9 @@ def held_out_rows(summary: pd.DataFrame, key) -> pd.DataFrame:
     return summary[~drop]
 
 
+# --predict: the strategies whose trunks heldout/select predict (every family still trains
+# the published laws' annealing constants); empty: all.
+PREDICT_STRATEGIES: tuple[str, ...] = ()
 LAW_CACHE: Path | None = None  # --law-cache: held-out fits kept between the measurements
 
 
@@ -247,6 +250,8 @@ def heldout(runs_dir: Path) -> dict:
         full_bases[fam["key"]] = fit_base(s1, y)
     rows = []
     for fam in fams:
+        if PREDICT_STRATEGIES and fam["key"][2] not in PREDICT_STRATEGIES:
+            continue
         key, trunk = fam["key"], fam["trunk"]
         n, d, s = key
         t0 = time.time()
@@ -453,7 +458,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 
 
 def main() -> None:
-    global LAW_CACHE, CALIBRATION
+    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("relation", "heldout", "select", "regret", "simulate"))
     ap.add_argument("runs", type=Path)
@@ -461,6 +466,11 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     ap.add_argument("--law-cache", type=Path, help="keep the held-out fits in this JSON file")
+    ap.add_argument(
+        "--predict",
+        default="",
+        help="heldout/select: predict only these strategies' trunks, e.g. distill",
+    )
     ap.add_argument(
         "--calibration",
         choices=CALIBRATION_RULES,
@@ -473,6 +483,7 @@ def main() -> None:
     a = ap.parse_args()
     LAW_CACHE = a.law_cache
     CALIBRATION = a.calibration
+    PREDICT_STRATEGIES = tuple(x for x in a.predict.split(",") if x)
     factors = tuple(float(x) for x in a.factors.split(","))
     t0 = time.time()
     if a.what == "relation":
