@@ -2,6 +2,8 @@
 
     python benchmarks/bench_govern.py relation runs/demo   # stable-to-cooled forms, held out
     python benchmarks/bench_govern.py heldout  runs/demo   # curve prediction, held out
+    python benchmarks/bench_govern.py select   runs/strategies --predict distill
+                                                          # each calibration rule scored
     python benchmarks/bench_govern.py regret   runs/demo   # online stopping vs baselines
     python benchmarks/bench_govern.py simulate runs/demo   # a known law: best stop found?
 
@@ -18,10 +20,13 @@ heldout: the cooled-down loss of every branch predicted four ways, against the s
 (replicate one-epoch runs): the governor's relation (the law + an offset calibrated through
 the ratio), the ratio on a power law in the lr area (no law), Tissue et al. 2024, and Luo
 et al. 2025 (cdlaw.govern.schedule_laws).
+select: heldout's predictions under every calibration rule (calibrated_offset), to
+choose one on a sweep that is not the one it is reported on.
 regret: at each branch point the governor, knowing only the held-out law, either stops
 there (the branch's cooled loss) or goes on; its L + λ·FLOPs against the hindsight-best
 branch, beside the four-epoch rule (r = 3) and always the largest r, for λ at ½, 1 and 2×
-the demo plan's (C = 2e12, U = 96K).
+the demo plan's (C = 2e12, U = 96K); mean regrets in nats, their ratios and their
+difference.
 simulate: losses drawn from the full fit with the simulate executor's noise (sweeps/demo's
 runs), the law refitted per seed, the governor's stop against the truth's best branch.
 """
