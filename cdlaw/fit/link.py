@@ -240,25 +240,21 @@ def _internal_curve(form: LinkForm):
 
 def refit_link(form: LinkForm, loss, metric, weights: np.ndarray, start) -> np.ndarray:
     """The link refitted to each row of `weights` (B, n: a bootstrap's count of each point),
-    every row from `start` (public θ, the full fit), in one batched Levenberg–Marquardt run
-    (cdlaw.fit.curves.fit_curve) within fit_link's bounds: (B, P) public θ. Equal, within
-    the optimiser's tolerance, to fit_link on each resample from the same start."""
+    every row from `start` (public θ, the full fit) within the bounds fit_link sets for its
+    resample, in one batched Levenberg–Marquardt run (cdlaw.fit.curves.fit_curve): (B, P)
+    public θ. Where the resample's fit is well determined it is fit_link's from the same
+    start; where it is not, either optimiser may stop in another valley
+    (docs/results.md, "The links' bootstrap, batched")."""
     from cdlaw.fit.curves import fit_curve
 
     L, y = np.asarray(loss, dtype=float), np.asarray(metric, dtype=float)
     T = form.to_public()
     w = np.asarray(weights, float)
-    # each resample's own bounds, as fit_link sets them from the points it is given
     bounds = [_bounds(form, L[row > 0], y[row > 0]) for row in w]
     lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
-    # from the full fit, and from fit_link's grid of starts: a resample whose best lies in
-    # another valley than the full fit's still finds it (the best of them kept)
-    starts = [np.asarray(start, float)[: len(form.params)], *_starts(form, L, y)]
-    x0 = np.array([np.linalg.inv(T) @ s for s in starts])  # (S, P)
-    B, S = len(w), len(x0)
-    th, cost = fit_curve(
-        _internal_curve(form), L, y, np.repeat(w, S, 0), np.tile(x0, (B, 1)),
-        np.repeat(lo, S, 0), np.repeat(hi, S, 0), iters=500, tol=1e-12, bound_aware=True,
+    x0 = np.linalg.inv(T) @ np.asarray(start, float)[: len(form.params)]
+    th, _ = fit_curve(
+        _internal_curve(form), L, y, w, np.repeat(x0[None, :], len(w), 0), lo, hi,
+        iters=500, tol=1e-12, bound_aware=True,
     )  # fmt: skip
-    best = np.nanargmin(np.where(np.isfinite(cost), cost, np.inf).reshape(B, S), axis=1)
-    return th.reshape(B, S, -1)[np.arange(B), best] @ T.T
+    return th @ T.T

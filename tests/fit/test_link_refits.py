@@ -32,7 +32,7 @@ def test_batched_refits_are_the_scipy_refits(name):
         return float(np.sum(w * (form.predict(theta, L) - y) ** 2))
 
     for w, a, b in zip(counts, scipy, batched, strict=True):
-        assert cost(b, w) <= cost(a, w) * (1 + 1e-7)  # never a worse fit of the resample
+        assert cost(b, w) <= cost(a, w) * (1 + 1e-7)  # as good a fit of the resample
     grid = np.linspace(L.min(), L.max(), 25)
     assert np.array([form.predict(t, grid) for t in batched]) == pytest.approx(
         np.array([form.predict(t, grid) for t in scipy]), abs=1e-4
