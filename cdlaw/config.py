@@ -188,6 +188,39 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class InputFile:
+    """One file or folder a run reads, named by its content (cdlaw.sweep.inputs)."""
+
+    setting: str  # what names it: data.corpus, data.tokenizer, data.paraphrases, eval.tasks, …
+    path: str  # as the setting gives it
+    sha256: str  # of its bytes; a folder's: of its files' names and bytes
+    files: dict = field(default_factory=dict)  # a folder's files (a few): name -> sha256
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """What a run read, by content: the corpus's exact tokens and every input file.
+
+    Recorded in config.json and compared at resume and whenever a sweep meets the run
+    (docs/files.md, "Inputs"); not part of run_id, which names the config alone.
+    """
+
+    corpus_key: str = ""  # cdlaw.data.prepare.corpus_key ("" when it cannot be known)
+    files: tuple[InputFile, ...] = ()
+
+    def trained_on(self) -> tuple[InputFile, ...]:
+        """The files that decide what the run trains on (all but the task files)."""
+        return tuple(f for f in self.files if f.setting != TASKS_SETTING)
+
+    def tasks(self) -> dict[str, InputFile]:
+        """The task files the run is scored on, by path."""
+        return {f.path: f for f in self.files if f.setting == TASKS_SETTING}
+
+
+TASKS_SETTING = "eval.tasks"
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one run: what is trained, on which tokens, how."""
 
@@ -204,6 +237,9 @@ class RunConfig:
     # [derived.<name>] files reads ("" for none, repetition and paraphrase, whose
     # paraphrase files are data.paraphrases): docs/corpus.md, "Derived files".
     derived_files: str = ""
+    # The content of what the run reads, fingerprinted by the sweep (None: not known, as
+    # for a run built by hand or a config.json written before it was recorded).
+    inputs: RunInputs | None = None
 
     def __post_init__(self):
         if self.strategy != strategies.NONE:
@@ -239,11 +275,14 @@ class RunConfig:
 
         The model's `size` label is left out: a run is its shape, so "20K" and 20000 that
         resolve to the same shape are the same run. So is `eval`: the tasks a run is
-        evaluated on do not change what it trains.
+        evaluated on do not change what it trains. So are `inputs`: the content of the
+        files is checked against each run folder, never hashed into the id
+        (cdlaw.sweep.inputs).
         """
         defining = to_dict(self)
         defining["model"].pop("size")
         defining.pop("eval")
+        defining.pop("inputs")
         for (*tables, key), default in ADDED_FIELDS.items():  # ids of older runs stay the same
             holder = defining
             for table in tables:

@@ -34,6 +34,11 @@ def parse_column(name: str) -> tuple[str, str] | None:
     return None
 
 
+def without_tasks(row: dict, tasks: set[str]) -> dict:
+    """A row (result.json, a metrics row) without the columns of the tasks named."""
+    return {k: v for k, v in row.items() if (parse_column(k) or ("",))[0] not in tasks}
+
+
 def task_columns(columns) -> dict[str, list[str]]:
     """{task: [its metrics]} of the task columns among `columns`, in their order."""
     out: dict[str, list[str]] = {}

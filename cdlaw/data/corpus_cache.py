@@ -124,7 +124,8 @@ class DerivedSource:
         if not self.files:
             styles = render.parse_styles(data.paraphrase_styles)
             return root / f"para-{key_digest({'styles': styles})}"
-        fingerprint = sources.paraphrases_fingerprint(self.files, self.setting())
+        cache_dir = root.parent.parent  # <cache_dir>/data/<key>
+        fingerprint = sources.paraphrases_fingerprint(self.files, self.setting(), cache_dir)
         if self.styles is None:
             return root / f"derived-{key_digest({'files': fingerprint})}"
         return root / f"para-{key_digest({'files': fingerprint, 'styles': list(self.styles)})}"

@@ -28,6 +28,7 @@ from cdlaw.data import paraphrase_join, sources, tokenizer
 from cdlaw.data.block_tokens import BlockDone, BlockJob, Workers, tokenise_blocks
 from cdlaw.data.corpus_cache import SCRATCH
 from cdlaw.data.doc_store import DocStore, hash64, open_store
+from cdlaw.data.fingerprint import FileHashes
 from cdlaw.data.world import BLOCK_DOCS
 from cdlaw.errors import BadInput
 
@@ -60,7 +61,7 @@ def prepare_files(
     if data.paraphrases:
         sources.paraphrase_files(data.paraphrases)
     ds = None
-    fingerprint = cheap_fingerprint(data)
+    fingerprint = cheap_fingerprint(data, cache_dir)
     if fingerprint is None:  # a remote hf: dataset: its fingerprint comes from loading it
         ds, fingerprint = sources.open_dataset(
             data.corpus, data.text_column, data.id_column, "", "data.corpus"
@@ -76,6 +77,7 @@ def prepare_files(
                     _clear_leftovers(root)
     if data.paraphrases:
         paraphrase_join.prepare_passes(data, root, workers=workers)
+    FileHashes(cache_dir).save()  # the corpus's hashes: a later key is a stat of its files
     meta = json.loads((root / "meta.json").read_text())
     return cache.open_prepared(data, root, train_tokens_available=meta["train_tokens"])
 
@@ -109,18 +111,19 @@ def files_key(data: DataConfig, fingerprint: str) -> dict:
     }
 
 
-def cheap_fingerprint(data: DataConfig) -> str | None:
-    """A content hash of a local corpus without loading it (None for remote hf: names)."""
+def cheap_fingerprint(data: DataConfig, cache_dir: Path | None = None) -> str | None:
+    """A content hash of a local corpus without loading it (None for remote hf: names);
+    each file's hash remembered in cache_dir's fingerprint store (cdlaw.data.fingerprint)."""
     if data.corpus.startswith("hf:"):
         name, _, _ = sources.parse_hf(data.corpus)
         local = Path(name).expanduser()
         if not local.is_dir():
             return None
         files = sorted(p for p in local.rglob("*") if p.is_file())
-        return "hf-disk:" + sources.digest_files(files, local) + f":{data.corpus}"
+        return "hf-disk:" + sources.digest_files(files, local, cache_dir) + f":{data.corpus}"
     loader, files = sources.corpus_files(data.corpus)
     root = Path(data.corpus).expanduser()
-    digest = sources.digest_files(files, root if root.is_dir() else root.parent)
+    digest = sources.digest_files(files, root if root.is_dir() else root.parent, cache_dir)
     return f"{loader}:{digest}:{data.text_column}:{data.id_column}"
 
 

@@ -130,17 +130,18 @@ def _disk_full_said(doing: str, folder: Path):
         raise disk_full_error(e, doing, folder) from e
 
 
-def corpus_key(data: DataConfig) -> str | None:
+def corpus_key(data: DataConfig, cache_dir: Path | None = None) -> str | None:
     """The identity of the tokens a run with `data` trains on, without preparing them.
 
     The name of the corpus's cache folder: a digest of the generator's version and options
     (embedded) or of the corpus files, the split and the tokenizer. A run records it
     (result.json `corpus_key`), so a sweep can tell runs trained on other tokens from its
-    own. None for a remote `hf:` dataset, whose fingerprint needs a download.
+    own. None for a remote `hf:` dataset, whose fingerprint needs a download. The corpus
+    files' hashes are remembered in cache_dir's fingerprint store (cdlaw.data.fingerprint).
     """
     if data.corpus == "embedded":
         return embedded_digest(data, world.WorldOptions.from_config(data.world))
-    fingerprint = cheap_fingerprint(data)
+    fingerprint = cheap_fingerprint(data, cache_dir)
     return None if fingerprint is None else key_digest(files_key(data, fingerprint))
 
 

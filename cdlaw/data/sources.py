@@ -95,24 +95,12 @@ def corpus_files(spec: str, what: str = "data.corpus") -> tuple[str, list[Path]]
     return found[0], kinds[found[0]]
 
 
-_DIGESTS: dict[tuple, str] = {}
+def digest_files(files: list[Path], root: Path | None = None, cache_dir: Path | None = None) -> str:
+    """SHA-256 of the files' names and bytes, each file's hash remembered by its stat in the
+    process and, given a cache_dir, in its fingerprint store (cdlaw.data.fingerprint)."""
+    from cdlaw.data.fingerprint import FileHashes
 
-
-def digest_files(files: list[Path], root: Path | None = None) -> str:
-    """SHA-256 of the files' names and bytes (memoised per process by size and mtime)."""
-    h = hashlib.sha256()
-    for p in files:
-        st = p.stat()
-        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
-        if key not in _DIGESTS:
-            fh = hashlib.sha256()
-            with open(p, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    fh.update(chunk)
-            _DIGESTS[key] = fh.hexdigest()
-        h.update(str(p.relative_to(root) if root else p.name).encode() + b"\0")
-        h.update(_DIGESTS[key].encode())
-    return h.hexdigest()
+    return FileHashes(cache_dir).files(files, root)
 
 
 def load_documents(
@@ -349,8 +337,9 @@ def paraphrase_files(folder: str, what: str = "") -> list[Path]:
     return files
 
 
-def paraphrases_fingerprint(folder: str, what: str = "") -> str:
-    return digest_files(paraphrase_files(folder, what))
+def paraphrases_fingerprint(folder: str, what: str = "", cache_dir: Path | None = None) -> str:
+    """The content digest of a folder of rows aligned by id (its .jsonl files)."""
+    return digest_files(paraphrase_files(folder, what), cache_dir=cache_dir)
 
 
 def read_rows(path: Path) -> list[dict]:

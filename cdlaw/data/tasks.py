@@ -99,9 +99,14 @@ def resolve_tasks(ev: EvalConfig, data: DataConfig) -> list[Task]:
     return tasks
 
 
+def task_name(entry: str) -> str:
+    """The name of an eval.tasks entry: a built-in task's own, a task file's stem."""
+    return entry if entry in BUILTIN_TASKS else Path(entry).name.removesuffix(".jsonl")
+
+
 def read_task_file(path: Path) -> Task:
     """A .jsonl task file: one item per line, all cloze or all multiple choice."""
-    name = path.name.removesuffix(".jsonl")
+    name = task_name(str(path))
     if not NAME_RE.match(name):
         raise BadInput(
             f"task file {path}: its name {name!r} becomes column names, so it must be letters, "
@@ -386,7 +391,15 @@ def task_tokens_for(ev: EvalConfig, prepared, seq_len: int) -> list[TaskTokens]:
         return []
     from cdlaw.config import to_dict
 
-    key = json.dumps([to_dict(ev), to_dict(prepared.data)], sort_keys=True)
+    # the task files' content is part of the key: a file edited between two sweeps in one
+    # process is read again
+    from cdlaw.data.fingerprint import FileHashes
+
+    hashes = FileHashes()
+    files = {
+        t: hashes.file(Path(t)) for t in ev.tasks if t.endswith(".jsonl") and Path(t).is_file()
+    }
+    key = json.dumps([to_dict(ev), to_dict(prepared.data), files], sort_keys=True)
     return _cached_tokens(key, str(prepared.tokenizer_path), prepared.eos_id, seq_len)
 
 
@@ -395,6 +408,6 @@ def _cached_tokens(key: str, tokenizer_path: str, eos_id: int, seq_len: int):
     from cdlaw.config import from_dict
     from cdlaw.data.corpus_cache import load_tokenizer_once
 
-    ev, data = json.loads(key)
+    ev, data, _ = json.loads(key)
     tasks = resolve_tasks(from_dict(EvalConfig, ev), from_dict(DataConfig, data))
     return tokenise_tasks(tasks, load_tokenizer_once(tokenizer_path), eos_id, seq_len)

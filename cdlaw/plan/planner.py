@@ -49,6 +49,7 @@ from cdlaw.plan.checks import (
     size_interval,
     unpinned_warnings,
 )
+from cdlaw.plan.requests import check_options, positive, strategies_to_try
 
 # What a plan is (Allocation, Plan, Frontier and their JSON form): cdlaw.plan.result.
 from cdlaw.plan.result import Allocation, Frontier, Plan
@@ -56,8 +57,6 @@ from cdlaw.plan.result import Allocation, Frontier, Plan
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
-from cdlaw.strategies import NAME_RULE, is_name
-from cdlaw.units import plain
 
 FOUR_EPOCHS = 4.0
 # The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
@@ -198,12 +197,12 @@ def plan(
     """
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
     law = source.law
-    budget_flops = _positive(budget_flops, "--budget-flops")
-    unique = math.inf if unique_tokens is None else _positive(unique_tokens, "--unique-tokens")
+    budget_flops = positive(budget_flops, "--budget-flops")
+    unique = math.inf if unique_tokens is None else positive(unique_tokens, "--unique-tokens")
     if n_params is not None:
-        n_params = _positive(n_params, "--n-params")
-    _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
-    tried = _strategies_to_try(source, strategy)
+        n_params = positive(n_params, "--n-params")
+    check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
+    tried = strategies_to_try(source, strategy)
 
     candidates = {}
     on_edge = False
@@ -365,7 +364,7 @@ def frontier(
 
 def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
     """A log-spaced grid of budgets from lo to hi (both included)."""
-    lo, hi = _positive(lo, "--frontier-range start"), _positive(hi, "--frontier-range end")
+    lo, hi = positive(lo, "--frontier-range start"), positive(hi, "--frontier-range end")
     if not hi > lo:
         raise BadInput(f"--frontier-range {lo:g}:{hi:g}: the end must exceed the start.")
     if int(points) < 2:
@@ -376,69 +375,6 @@ def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 # Pieces of plan().
 # ---------------------------------------------------------------------------------------
-
-
-def _positive(value, what: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"{what} must be a number like 1e21 or 25M, not {plain(value)}.") from None
-    if not math.isfinite(x) or x <= 0:
-        raise BadInput(f"{what} must be a positive number, not {x:g}.")
-    return x
-
-
-def _check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> None:
-    if not 0 < saturation < 1:
-        raise BadInput(f"--saturation {saturation:g} must lie strictly between 0 and 1.")
-    if not tolerance >= 0:
-        raise BadInput(f"--tolerance {tolerance:g} must be ≥ 0 nats.")
-    if gpu_memory_gib is not None:
-        _positive(gpu_memory_gib, "--gpu-memory (GiB)")
-    if gpu_flops is not None:
-        _positive(gpu_flops, "--gpu-flops (peak FLOP/s of one GPU, e.g. 989e12)")
-    if mfu is not None:
-        if not 0 < mfu <= 1:
-            raise BadInput(f"--mfu {mfu:g} must lie in (0, 1], e.g. 0.4 for 40% utilisation.")
-        if gpu_flops is None:
-            raise BadInput(
-                f"--mfu {mfu:g} needs --gpu-flops (peak FLOP/s of one GPU, e.g. 989e12 for an "
-                "H100 in bf16) to give GPU hours."
-            )
-
-
-def _strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
-    law = source.law
-    if strategy == "none":
-        counts_any = law.form_decl.uses_derived and not law.form_decl.strategy_params
-        if not law.strategies and not counts_any:
-            return ["none"]  # the only plan this law makes: derived tokens are worth nothing
-        raise BadInput(
-            "--strategy none is no way to make derived tokens: it is the strategy of runs "
-            "that train on fresh tokens alone (D′ = 0). To plan without derived tokens, "
-            "leave out --unique-tokens (fresh data without limit) or give a --budget-flops "
-            "whose tokens fit in it; to choose how derived tokens are made, give auto or "
-            f"one of {', '.join(law.strategies) or 'repetition'}."
-        )
-    if strategy != "auto" and not is_name(strategy):
-        raise BadInput(f"--strategy {strategy!r} is not auto or a strategy's name: {NAME_RULE}.")
-    if law.form_decl.uses_derived and not law.form_decl.strategy_params:
-        # A law that counts derived tokens but cannot tell strategies apart (practical):
-        # repeating is the one that costs nothing beyond training.
-        return ["repetition" if strategy == "auto" else strategy]
-    if not law.strategies:
-        # A chinchilla law (or a fit without D′ rows): derived tokens are worth nothing,
-        # so whatever the strategy asked, the law scores the plan as D′ = 0.
-        return ["none"]
-    if strategy == "auto":
-        return list(law.strategies)
-    if strategy not in law.strategies:
-        have = ", ".join(law.strategies)
-        raise BadInput(
-            f"--law {source.name} has no {strategy} parameters (it has: {have}); "
-            f"use --strategy auto or one of those."
-        )
-    return [strategy]
 
 
 def _with_gap(a: Allocation, best_loss: float) -> Allocation:

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from cdlaw.atomic import write_text_atomic
-from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.block_tokens import Workers
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
@@ -60,8 +60,9 @@ from cdlaw.sweep.pack.groups import Packing
 from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, choose_packing
 from cdlaw.sweep.scheduler import Scheduler
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
-from cdlaw.sweep.simulate import Simulation, check_strategies
+from cdlaw.sweep.simulate import check_strategies
 from cdlaw.sweep.spec import load_sweep, same_runs
+from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
@@ -121,7 +122,7 @@ def run_sweep(
     try:
         work = _plan_work(sweep, out, options, device, ray_ex)
         _claim_sweep_dir(work.plan, options.restart)
-        todo = _start_work(work, options.simulation, emit)
+        todo = _start_work(work, emit)
         ex = _executor(work, ray_ex, on_event)
     except BaseException:
         if ray_ex is not None:
@@ -147,12 +148,13 @@ def run_sweep(
             trained = scheduler.run()
     finally:
         ex.close()
-    if scored := score_finished_runs(work.plan, work.exec_cfg):
+    scored, unscored = score_finished_runs(work.plan, work.exec_cfg)
+    if scored:
         log.info(
-            f"scored {len(scored)} finished run(s) on the [eval] tasks they lacked, from "
-            "their model/ folders (the end of each run only)"
+            f"scored {len(scored)} finished run(s) on the [eval] tasks they lacked or whose "
+            "files changed, from their model/ folders (the end of each run only)"
         )
-    return _outcome(work, todo, trained, started, options.executor)
+    return _outcome(work, todo, trained, started, options.executor, unscored)
 
 
 @dataclass
@@ -200,7 +202,21 @@ def _plan_work(sweep: SweepConfig, out: Path, options: SweepOptions, device: str
         # every node sees, as the runs need it)
         ray = ray_ex is not None
         workers = Workers(executor="ray", ray_address=options.ray_address) if ray else None
-        plan = plan_sweep(sweep, out, options.only, read_corpus=simulation is None, workers=workers)
+        # runs trained on other inputs are refused before anything is prepared
+        sweep_dir = out / sweep.name
+        check = (
+            None
+            if options.restart
+            else partial(refuse_changed_runs, sweep_dir, simulation=simulation)
+        )
+        plan = plan_sweep(
+            sweep,
+            out,
+            options.only,
+            read_corpus=simulation is None,
+            workers=workers,
+            check_runs=check,
+        )
         if simulation is not None:
             check_strategies(simulation, plan.runs)  # before any run folder is written
         results = _results(plan, options.restart)
@@ -229,15 +245,14 @@ def _results(plan: SweepPlan, restart: bool) -> dict[str, dict]:
     return {r.run_id: read_result(plan.sweep_dir / r.run_id) or {} for r in plan.runs}
 
 
-def _start_work(work: _Work, simulation: Simulation | None, emit: OnEvent) -> list[RunConfig]:
-    """Say the plan, name finished runs' damage, refuse stale ones, skip finished ones;
-    return the runs to train."""
+def _start_work(work: _Work, emit: OnEvent) -> list[RunConfig]:
+    """Say the plan, name finished runs' damage, skip finished ones; return the runs to
+    train."""
     plan, results = work.plan, work.results
     emit(SweepPlanned(plan.sweep.name, [run_facts(r) for r in plan.runs], str(plan.sweep_dir)))
     for rid, result in results.items():  # unreadable: {}, not done (set aside when trained)
         if result.get("status") in ("done", "diverged"):
             name_finished_run_damage(plan.sweep_dir / rid, result)
-    _refuse_stale_runs(plan, results, simulation)
     todo = {r.run_id for r in work.todo}
     for r in plan.runs:
         if r.run_id not in todo:
@@ -255,9 +270,15 @@ def _executor(work: _Work, ray_ex, on_event: OnEvent | None):
 
 
 def _outcome(
-    work: _Work, todo: list[RunConfig], trained: list[str], started: float, executor: str
+    work: _Work,
+    todo: list[RunConfig],
+    trained: list[str],
+    started: float,
+    executor: str,
+    unscored: list[dict],
 ) -> SweepOutcome:
-    """The summary rebuilt, and each selected run's status after the sweep."""
+    """The summary rebuilt, and each selected run's status after the sweep; runs that failed
+    or could not be scored (`unscored`: {run_id, error}) are its failures."""
     plan, packing = work.plan, work.packing
     summary = rebuild_summary(plan.sweep_dir)
     finals = {r.run_id: read_result(plan.sweep_dir / r.run_id) or {} for r in plan.runs}
@@ -266,7 +287,7 @@ def _outcome(
         {"run_id": rid, "error": row.get("error", "")}
         for rid, row in finals.items()
         if row.get("status") == "failed"
-    ]
+    ] + unscored
     return SweepOutcome(
         plan,
         statuses,
@@ -306,63 +327,6 @@ def _clean_up_on_bad_input(out: Path):
         for p in reversed(created):
             shutil.rmtree(p, ignore_errors=True)
         raise
-
-
-def _refuse_stale_runs(
-    plan: SweepPlan, results: dict[str, dict], simulation: Simulation | None = None
-) -> None:
-    """Finished runs must have trained on the tokens this sweep's data gives now.
-
-    A run id hashes the run's config, not the corpus generator's code or the corpus files,
-    so after either changes a finished run would be skipped as done though it saw other
-    tokens. Each result.json records its corpus_key; a mismatch is refused, never mixed.
-    """
-    from cdlaw.data.ordering import STREAM_ORDER_VERSION
-    from cdlaw.data.prepare import corpus_key
-
-    now: dict[str, str | None] = {}
-    stale = []
-    for cfg in plan.runs:
-        result = results[cfg.run_id]
-        if result.get("status") not in ("done", "diverged"):
-            continue
-        recorded = result.get("corpus_key")
-        data = json.dumps(to_dict(cfg.data), sort_keys=True)
-        if data not in now:
-            now[data] = simulation.key if simulation else corpus_key(cfg.data)
-        if simulation and recorded != now[data]:  # real runs, or another law or noise
-            stale.append(cfg.run_id)
-        elif recorded and now[data] and recorded != now[data]:
-            stale.append(cfg.run_id)
-        elif (
-            not simulation
-            and cfg.strategy == "paraphrase"
-            and _order(result) != STREAM_ORDER_VERSION
-        ):
-            stale.append(cfg.run_id)  # trained before paraphrase passes nested (stream order 1)
-    if not stale:
-        return
-    first = str(results[stale[0]].get("corpus_key") or "")
-    if simulation or first.startswith("simulated:"):
-        what = (
-            "come from real training or another simulation (law, noise)"
-            if simulation
-            else "are simulated (cdlaw sweep --executor simulate), not trained"
-        )
-        raise BadInput(
-            f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) {what}: "
-            "pass --restart to replace them, or --out to write elsewhere"
-        )
-    raise BadInput(
-        f"{len(stale)} finished run(s) in {plan.sweep_dir} (e.g. {stale[0]}) trained on "
-        "other tokens than this sweep's data gives now (the corpus, its generator or the "
-        "tokenizer changed, or its paraphrase order did): pass --restart to retrain them, or --out to train elsewhere"
-    )
-
-
-def _order(result: dict) -> int:
-    """The stream order a finished run was trained with (1 before it was recorded)."""
-    return int(result.get("stream_order") or 1)
 
 
 def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.block_tokens import Workers
+from cdlaw.data.inputs import RunInputsMaker
 from cdlaw.data.tasks import resolve_tasks, task_tokens_for
 from cdlaw.errors import BadInput
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
@@ -123,6 +125,7 @@ def plan_sweep(
     cache_dir: Path | None = None,
     read_corpus: bool = True,
     workers: Workers | None = None,
+    check_runs: Callable[[list[RunConfig]], None] | None = None,
     preview: bool = False,
 ) -> SweepPlan:
     """Check a loaded sweep's data against the corpus, and select its runs.
@@ -133,6 +136,11 @@ def plan_sweep(
     not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
     OLMo 3's (100,278 tokens, the CD paper's). A `preview` (`--dry-run`) plans runs whose
     derived files are not written yet, saying so in the plan's notes.
+
+    The selected runs carry their `inputs` (every file they read, by content:
+    cdlaw.data.inputs); `check_runs` sees them before the corpus is prepared, so a sweep
+    it refuses (runs trained on other inputs, cdlaw.sweep.stale) prepares nothing new
+    (a tokenizer file's vocabulary, which run ids depend on, is read first).
     """
     keep = parse_only(only) if only else None
     out = Path(out)
@@ -145,6 +153,8 @@ def plan_sweep(
 
         runs = sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
         selected = _select(runs, keep, only)
+        if check_runs is not None:
+            check_runs(selected)
         return SweepPlan(
             sweep, selected, runs, out, runs[0].model.vocab_size, None, _forest(sweep, runs)
         )
@@ -158,6 +168,13 @@ def plan_sweep(
     selected = _select(runs, keep, only)
     # the runs to train (--only may leave some out); a preview lists runs still unwritten
     notes, unwritten = check_derived_folders(sweep, selected, missing_ok=preview)
+    inputs = RunInputsMaker(sweep.data, sweep.eval, cache)
+    selected = [r if r.derived_files in unwritten else inputs.of(r) for r in selected]
+    forest = _forest(sweep, runs)
+    if check_runs is not None:  # and the trunks whose forks a selected run may start from
+        ids = {r.run_id for r in selected}
+        trunks = {f.parent for rid in ids for f in forest.fallbacks.get(rid, ())} - ids
+        check_runs(selected + [inputs.of(r) for r in runs if r.run_id in trunks])
     # The largest D must fit the corpus (BadInput from the data layer if not). Paraphrase
     # passes: the embedded corpus renders any number on demand (check_cells bounds them);
     # paraphrase files and a declared strategy's files must hold each selected run's D′.
@@ -172,7 +189,8 @@ def plan_sweep(
     check_derived_files(sweep, written, prepared, workers)
     for seq_len in sorted({r.model.seq_len for r in runs}):  # every continuation fits
         task_tokens_for(sweep.eval, prepared, seq_len)
-    return SweepPlan(sweep, selected, runs, out, vocab, prepared, _forest(sweep, runs), notes)
+    inputs.save()  # every check passed: the next sweep stats these files instead of reading them
+    return SweepPlan(sweep, selected, runs, out, vocab, prepared, forest, notes)
 
 
 def _select(runs: list[RunConfig], keep, only: str | None) -> list[RunConfig]:

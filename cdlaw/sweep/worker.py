@@ -26,19 +26,24 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
+from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.simulate import Simulation, simulate_run
+from cdlaw.task_columns import without_tasks
 from cdlaw.train.damage import (
     disk_full_message,
     is_disk_full,
+    json_problem,
+    model_problems,
+    parquet_problem,
     report_damage,
     set_aside,
     set_aside_unreadable_result,
     unreadable,
 )
 from cdlaw.train.forks import fork_exists
-from cdlaw.train.metrics import read_metrics
+from cdlaw.train.metrics import read_metrics, write_metrics
 from cdlaw.train.result import read_result, result_row
 from cdlaw.train.trackers import TrackedRun
 
@@ -174,52 +179,117 @@ def _execute_run(
     return {"run_id": cfg.run_id, "outcome": status, "result": result}
 
 
-def score_finished_runs(plan, exec_cfg: ExecConfig) -> list[str]:
-    """score_finished_run for every run of a SweepPlan whose corpus was prepared; the ids
-    of the runs whose result.json gained task columns."""
-    if plan.prepared is None or not plan.sweep.eval.enabled:
-        return []
-    return [
-        r.run_id
-        for r in plan.runs
-        if score_finished_run(r, plan.sweep_dir / r.run_id, plan.prepared, exec_cfg)
-    ]
+def score_finished_runs(plan, exec_cfg: ExecConfig) -> tuple[list[str], list[dict]]:
+    """score_finished_run for every selected run of a SweepPlan whose corpus was prepared:
+    (the ids of the runs whose result.json changed, {run_id, error} of each run that could
+    not be scored). One run's failure stops no other: the summary is rebuilt from them all."""
+    if plan.prepared is None:
+        return [], []
+    changed, failures = [], []
+    for r in plan.runs:
+        try:
+            if score_finished_run(r, plan.sweep_dir / r.run_id, plan.prepared, exec_cfg):
+                changed.append(r.run_id)
+        except Exception as e:
+            if is_disk_full(e):
+                raise
+            error = f"scoring its [eval] tasks from model/ failed: {type(e).__name__}: {e}"
+            failures.append({"run_id": r.run_id, "error": error})
+    return changed, failures
 
 
 def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecConfig) -> bool:
-    """A done run that lacks columns of the tasks its [eval] now names (tasks added after
-    it trained) is scored on them from its model/ folder, under its lock, and its
-    result.json rewritten with them (the columns it has are kept). Only the end of the run
-    is scored: its metrics.parquet keeps no task columns. True when result.json changed;
-    False for a run with nothing missing, no model/ (the columns stay missing: NaN in the
-    summary), or held by another process."""
-    from cdlaw.data.tasks import task_tokens_for
-    from cdlaw.train.lm_eval import column, lm_eval_scores
-    from cdlaw.train.steps import resolve_device
-    from cdlaw.train.tasks import score_saved_model
+    """Bring a finished run up to date with its [eval] and the task files as they are now,
+    under its lock; True when its result.json changed.
+
+    A done run that lacks the columns of a task (one added after it trained), or whose
+    task file changed since it was scored (or eval.max_items did), is scored from its
+    model/ folder: the end of the run only. A changed task's old scores are dropped
+    everywhere, from result.json and from the curve in metrics.parquet, even where
+    model/ is damaged and cannot score it (named in one line; the columns stay empty).
+    config.json then records the task files and [eval] scored, and the inputs of a
+    folder of an older cdlaw that recorded none (cdlaw.data.inputs). Nothing is done for
+    a run held by another process, or whose config.json is damaged (named elsewhere).
+    """
+    from cdlaw.data.tasks import task_name, task_tokens_for
+    from cdlaw.train.lm_eval import column
 
     result = read_result(run_dir)
-    model = run_dir / "model"
-    if result is None or result.get("status") != "done" or not (model / "config.json").is_file():
+    config_path = run_dir / "config.json"
+    status = (result or {}).get("status")
+    if result is None or status not in ("done", "diverged") or json_problem(config_path):
         return False
-    tasks = task_tokens_for(cfg.eval, prepared, cfg.model.seq_len)
-    todo = [t for t in tasks if not all(c in result for c in t.columns)]
-    harness = [n for n in cfg.eval.lm_eval if not any(k.startswith(column(n, "")) for k in result)]
-    if not todo and not harness:
+    saved = json.loads(config_path.read_text())
+    stale = {
+        task_name(t)
+        for t in changed_tasks(
+            recorded_inputs(saved), cfg.inputs, saved.get("eval") or {}, cfg.eval
+        )
+    }
+    todo, harness = [], []
+    if status == "done":
+        tasks = task_tokens_for(cfg.eval, prepared, cfg.model.seq_len)
+        todo = [t for t in tasks if t.name in stale or not all(c in result for c in t.columns)]
+        harness = [
+            n for n in cfg.eval.lm_eval if not any(k.startswith(column(n, "")) for k in result)
+        ]
+    outdated = config_outdated(saved, cfg)
+    if not (todo or harness or stale or outdated):
         return False
     lock = RunLock(run_dir / LOCK_NAME)
     if not lock.acquire():
         return False
-    device = resolve_device(exec_cfg.device)
     with lock:
-        scores: dict = {}
-        if todo:
-            scores = score_saved_model(model, todo, device, exec_cfg.precision)
-        if harness:
-            ev = dataclasses.replace(cfg.eval, lm_eval=tuple(harness))
-            scores.update(lm_eval_scores(model, ev, device))
-        write_json_atomic(run_dir / "result.json", {**scores, **result})
-    return True
+        scores = _scores(cfg, run_dir, todo, harness, exec_cfg)
+        kept = without_tasks(result, stale)
+        if stale:
+            _drop_task_curves(run_dir / "metrics.parquet", stale)
+        changed = bool(scores) or kept != result
+        if changed:
+            write_json_atomic(run_dir / "result.json", {**scores, **kept})
+        if outdated:  # last: what it records is what the run's files now hold
+            now = to_dict(cfg)
+            write_json_atomic(config_path, {**saved, "eval": now["eval"], "inputs": now["inputs"]})
+    return changed
+
+
+def _scores(cfg: RunConfig, run_dir: Path, todo: list, harness: list[str], exec_cfg) -> dict:
+    """The done run's model/ scored on the tasks `todo` and the lm-eval tasks `harness`;
+    {} when there are none, or when model/ is damaged (named in one line)."""
+    from cdlaw.train.lm_eval import lm_eval_scores
+    from cdlaw.train.steps import resolve_device
+    from cdlaw.train.tasks import score_saved_model
+
+    if not (todo or harness):
+        return {}
+    model = run_dir / "model"
+    if problems := model_problems(model):
+        name, problem = next(iter(problems.items()))
+        report_damage(
+            f"{model / name} {problem}: run {cfg.run_id} is not scored on "
+            f"{', '.join([t.name for t in todo] + harness)} (its columns stay empty); retrain "
+            f"it with `cdlaw sweep FILE --restart --only run_id={cfg.run_id}`"
+        )
+        return {}
+    device = resolve_device(exec_cfg.device)
+    scores: dict = {}
+    if todo:
+        scores = score_saved_model(model, todo, device, exec_cfg.precision)
+    if harness:
+        ev = dataclasses.replace(cfg.eval, lm_eval=tuple(harness))
+        scores.update(lm_eval_scores(model, ev, device))
+    return scores
+
+
+def _drop_task_curves(metrics_path: Path, names: set[str]) -> None:
+    """metrics.parquet without the columns of the tasks named (a damaged file is left as
+    it is: every sweep names it)."""
+    if parquet_problem(metrics_path):
+        return
+    rows = read_metrics(metrics_path)
+    trimmed = [without_tasks(r, names) for r in rows]
+    if trimmed != rows:
+        write_metrics(metrics_path, trimmed)
 
 
 def choose_fork(run_dir: Path, fork_from: tuple[Path, ...]) -> Path | None:

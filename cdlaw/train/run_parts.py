@@ -21,9 +21,12 @@ import torch
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.corpus_cache import PreparedCorpus
+from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs, training_changes
 from cdlaw.data.streams import TokenStream
+from cdlaw.data.tasks import task_name
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.task_columns import without_tasks
 from cdlaw.train.checkpoint import (
     apply_checkpoint,
     newest_checkpoint,
@@ -81,10 +84,42 @@ def check_run(
     config_path = run_dir / "config.json"
     config_problem = json_problem(config_path) if config_path.exists() else None
     if config_path.exists() and config_problem is None:
-        saved_id = json.loads(config_path.read_text()).get("run_id")
-        if saved_id != cfg.run_id:
-            raise BadInput(f"{run_dir} holds run {saved_id}, not {cfg.run_id}; use another folder")
+        saved = json.loads(config_path.read_text())
+        if saved.get("run_id") != cfg.run_id:
+            raise BadInput(
+                f"{run_dir} holds run {saved.get('run_id')}, not {cfg.run_id}; use another folder"
+            )
+        _check_inputs(cfg, run_dir, saved)
     return val_tokens, config_problem
+
+
+def _check_inputs(cfg: RunConfig, run_dir: Path, saved: dict) -> None:
+    """A run with a checkpoint is never resumed onto other inputs than it trained on
+    (cdlaw.data.inputs): BadInput naming each that changed."""
+    recorded = recorded_inputs(saved)
+    own = any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old"))
+    if not own or recorded is None or cfg.inputs is None:
+        return
+    if said := training_changes(recorded, cfg.inputs):
+        raise BadInput(
+            f"run {cfg.run_id} in {run_dir} was trained in part on other inputs than it reads "
+            f"now: {'; '.join(said)}; pass --restart to retrain it from step 0, or --out to "
+            "train elsewhere"
+        )
+
+
+def _drop_stale_tasks(cfg: RunConfig, config_path: Path, rows: list[dict]) -> list[dict]:
+    """The resumed rows without the scores of task files that changed since (or of every
+    task, when eval.max_items did): a task's curve holds only scores of its file as it is."""
+    if cfg.inputs is None or not config_path.is_file():
+        return rows
+    saved = json.loads(config_path.read_text())
+    stale = changed_tasks(recorded_inputs(saved), cfg.inputs, saved.get("eval") or {}, cfg.eval)
+    return [without_tasks(r, {task_name(t) for t in stale}) for r in rows] if stale else rows
+
+
+def _config_outdated(cfg: RunConfig, config_path: Path) -> bool:
+    return config_path.is_file() and config_outdated(json.loads(config_path.read_text()), cfg)
 
 
 def open_run(
@@ -135,7 +170,9 @@ def open_run(
             remove_checkpoint(checkpoint_dir)
             found = None
         else:
-            rows = resumed
+            rows = resumed if config_problem else _drop_stale_tasks(cfg, config_path, resumed)
+            if rows != resumed:  # written before config.json records the new task files
+                write_metrics(metrics_path, rows)
             state = apply_checkpoint(found, net, optimizer)
     # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
     started_from = state.get("forked_from") or {"run": "", "step": 0}
@@ -145,7 +182,7 @@ def open_run(
         )
     elif found is not None and not config_path.exists() and not forked:
         report_damage(f"{config_path} is missing; written again")
-    if found is None or not config_path.exists() or forked:
+    if found is None or not config_path.exists() or forked or _config_outdated(cfg, config_path):
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
         write_json_atomic(config_path, config)

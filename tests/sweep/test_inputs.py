@@ -1,0 +1,324 @@
+"""Every number is the number for the inputs given (issue 44): a sweep with a declared
+strategy and a task file, whose files are edited between sweeps into the same folder —
+after the runs finished, or after a kill in the middle of one. Derived files (what runs
+train on): refused in one sentence naming the file and the runs, never kept and never
+resumed; `--restart` then gives a fresh folder's numbers. Task files (what runs are
+scored on): the saved models re-scored, the old scores dropped, the same numbers as a
+fresh folder's. Folders written before inputs were recorded keep working."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from runhelpers import cdlaw_here
+
+from cdlaw.errors import BadInput
+from cdlaw.sweep.options import SweepOptions
+from cdlaw.sweep.runner import run_sweep
+
+SWEEP = """
+name = "ident"
+[grid]
+size = ["20K"]
+fresh_tokens = [2048]
+strategy = ["distill"]
+derived_ratio = [0, 1]
+[derived.distill]
+files = "der"
+[data]
+vocab_size = 512
+val_tokens = 2048
+[model]
+seq_len = 32
+[train]
+batch_size = 8
+eval_every = 4
+log_every = 1
+checkpoint_every = 2
+{eval}
+"""
+EVAL = '[eval]\ntasks = ["tasks/quiz.jsonl"]'
+QUIZ = ["task_quiz_bpb", "task_quiz_acc", "task_quiz_acc_norm"]
+WORDS = ["river", "city", "company", "element", "species", "person"]
+
+
+def derived_rows(version: str) -> str:
+    """Four passes of the first 200 documents (the embedded corpus's ids are their places):
+    other text in each version, the same ids and passes."""
+    rows = []
+    for i in range(200):
+        for k in (1, 2, 3, 4):
+            if version == "A":
+                text = f"Rewrite {k} of document {i}: the {WORDS[i % 6]} is old and large."
+            else:
+                text = f"Note {k}, number {i}: a {WORDS[(i + k) % 6]} was founded in {1800 + i}."
+            rows.append(json.dumps({"id": str(i), "pass": k, "text": text}))
+    return "\n".join(rows) + "\n"
+
+
+def quiz(version: str) -> str:
+    """Multiple-choice items; version B moves every gold answer."""
+    items = []
+    for i, word in enumerate(WORDS):
+        choices = [f" {w}" for w in WORDS[:3]]
+        gold = i % 3 if version == "A" else (i + 1) % 3
+        items.append(json.dumps({"context": f"The {word} is a", "choices": choices, "gold": gold}))
+    return "\n".join(items) + "\n"
+
+
+def workdir(root: Path, der: str, tasks: str, with_eval: bool = True) -> Path:
+    """A folder holding the sweep file, der/rows.jsonl and tasks/quiz.jsonl."""
+    root.mkdir(parents=True)
+    (root / "der").mkdir()
+    (root / "der" / "rows.jsonl").write_text(derived_rows(der))
+    (root / "tasks").mkdir()
+    (root / "tasks" / "quiz.jsonl").write_text(quiz(tasks))
+    (root / "s.toml").write_text(SWEEP.format(eval=EVAL if with_eval else ""))
+    return root
+
+
+def sweep(root: Path, one_thread, **options):
+    """run_sweep in this process (one job), on the files in `root`."""
+    options = SweepOptions(exec_cfg=one_thread, jobs=1, **options)
+    return run_sweep(root / "s.toml", root / "runs", options)
+
+
+def numbers(root: Path) -> pd.DataFrame:
+    """The summary's losses and task scores, by strategy (the run ids are the same)."""
+    df = pd.read_parquet(root / "runs" / "ident" / "summary.parquet")
+    cols = ["strategy", "loss", "train_loss"] + [c for c in QUIZ if c in df]
+    return df[cols].sort_values("strategy").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def fresh_b(tmp_path_factory, one_thread):
+    """A fresh folder trained on the edited files (derived B, tasks B): the numbers to get."""
+    root = workdir(tmp_path_factory.mktemp("fresh") / "w", "B", "B")
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    try:
+        sweep(root, one_thread)
+    finally:
+        mp.undo()
+    return numbers(root)
+
+
+def interrupt_distill_at(monkeypatch, step: int) -> None:
+    """The distill run stops after `step` with its checkpoint saved, as a kill leaves it
+    (the run alone: the run without derived tokens finishes)."""
+    from cdlaw.train import loop
+
+    train_run = loop.train_run
+
+    def stopped(cfg, *args, **kwargs):
+        if cfg.strategy != "distill":
+            return train_run(cfg, *args, **kwargs)
+        try:
+            train_run(cfg, *args, **kwargs, stop_after_steps=step)
+        except loop.RunInterrupted:
+            raise KeyboardInterrupt from None  # the sweep dies here, as under a kill
+
+    monkeypatch.setattr(loop, "train_run", stopped)
+
+
+def refused(root: Path, monkeypatch, capsys) -> str:
+    """The rerun's exit code is 2 with one sentence (returned), and nothing is trained."""
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "runs").rglob("*") if p.is_file()}
+    code, _, err = cdlaw_here(monkeypatch, capsys, root, "sweep", "s.toml", "--out", "runs")
+    message = " ".join(err.split())
+    assert code == 2 and err.strip().count("\n") == 0, err
+    now = {p: p.stat().st_mtime_ns for p in (root / "runs").rglob("*") if p.is_file()}
+    changed = {p for p in now if stamps.get(p) != now[p]} - {
+        root / "runs" / ".cache" / "fingerprints.json"
+    }
+    assert not changed, changed  # no new token cache, no run touched
+    return message
+
+
+def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
+    tmp_path, monkeypatch, capsys, one_thread, fresh_b
+):
+    root = workdir(tmp_path / "w", "A", "A")
+    monkeypatch.chdir(root)
+    sweep(root, one_thread)
+    folder = root / "runs" / "ident"
+    # the task file edited: both runs re-scored from model/, none trained, old scores gone
+    (root / "tasks" / "quiz.jsonl").write_text(quiz("B"))
+    again = sweep(root, one_thread)
+    assert again.trained == [] and again.exit_code == 0
+    got = numbers(root)
+    none = got["strategy"] == "none"
+    pd.testing.assert_frame_equal(got[none], fresh_b[fresh_b["strategy"] == "none"])
+    for run in folder.glob("*/metrics.parquet"):  # the curve's scores were of the old file
+        assert not set(QUIZ) & set(pd.read_parquet(run).columns)
+    stamps = {p: p.stat().st_mtime_ns for p in folder.glob("*/*.json")}
+    assert sweep(root, one_thread).trained == []  # recorded: nothing to do a second time
+    assert {p: p.stat().st_mtime_ns for p in folder.glob("*/*.json")} == stamps
+    # the derived files edited (other text, same ids and passes): refused, then retrained
+    (root / "der" / "rows.jsonl").write_text(derived_rows("B"))
+    message = refused(root, monkeypatch, capsys)
+    assert "1 run(s) in runs/ident trained on other inputs" in message, message
+    assert "[derived.distill] files 'der' (rows.jsonl changed) for 1 of them" in message
+    assert "--restart" in message and "--out" in message
+    with pytest.raises(BadInput, match=r"rows\.jsonl changed"):
+        sweep(root, one_thread)
+    sweep(root, one_thread, restart=True)
+    pd.testing.assert_frame_equal(numbers(root), fresh_b)
+
+
+def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
+    tmp_path, monkeypatch, capsys, one_thread
+):
+    root = workdir(tmp_path / "w", "A", "B")
+    monkeypatch.chdir(root)
+    with monkeypatch.context() as m:
+        interrupt_distill_at(m, 6)
+        with pytest.raises(KeyboardInterrupt):
+            sweep(root, one_thread)
+    rows = root / "der" / "rows.jsonl"
+    rows.write_text(derived_rows("B"))  # swapped while it was down
+    message = refused(root, monkeypatch, capsys)
+    assert "1 run(s) in runs/ident trained on other inputs" in message, message
+    assert "(rows.jsonl changed) for 1 of them" in message and "--restart" in message
+    # the same content back, under a new inode and mtime, is the same input; and a partial
+    # run of an older cdlaw (config.json without inputs) resumes and takes them on
+    rows.unlink()
+    rows.write_text(derived_rows("A"))
+    (partial,) = [p for p in (root / "runs" / "ident").glob("*/checkpoint")]
+    config = json.loads((partial.parent / "config.json").read_text())
+    assert config["inputs"]["files"]
+    (partial.parent / "config.json").write_text(json.dumps({**config, "inputs": None}))
+    outcome = sweep(root, one_thread)
+    assert outcome.exit_code == 0 and outcome.trained == [partial.parent.name]
+    assert json.loads((partial.parent / "config.json").read_text())["inputs"] == config["inputs"]
+
+
+def test_a_killed_run_resumes_onto_an_edited_task_file_without_its_old_scores(
+    tmp_path, monkeypatch, one_thread, fresh_b
+):
+    root = workdir(tmp_path / "w", "B", "A")
+    monkeypatch.chdir(root)
+    with monkeypatch.context() as m:
+        interrupt_distill_at(m, 6)
+        with pytest.raises(KeyboardInterrupt):
+            sweep(root, one_thread)
+    (root / "tasks" / "quiz.jsonl").write_text(quiz("B"))
+    outcome = sweep(root, one_thread)
+    assert outcome.exit_code == 0 and len(outcome.trained) == 1  # resumed, not restarted
+    pd.testing.assert_frame_equal(numbers(root), fresh_b)
+    (run,) = [p for p in (root / "runs" / "ident").glob("*") if p.name in outcome.trained]
+    curve = pd.read_parquet(run / "metrics.parquet")
+    scored = curve.dropna(subset=[QUIZ[0]])["step"].tolist()
+    assert scored and min(scored) > 6  # the scores of the old file, before the kill, dropped
+    config = json.loads((run / "config.json").read_text())
+    task = next(f for f in config["inputs"]["files"] if f["setting"] == "eval.tasks")
+    assert task["sha256"] == hashlib.sha256(quiz("B").encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def plain_a(tmp_path_factory, one_thread):
+    """A folder trained on derived files A without [eval]: tests copy it."""
+    root = workdir(tmp_path_factory.mktemp("plain") / "w", "A", "A", with_eval=False)
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    try:
+        sweep(root, one_thread)
+    finally:
+        mp.undo()
+    return root
+
+
+def copy_of(plain_a: Path, tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, Path]]:
+    """A copy of plain_a to work in, and its run folders by strategy."""
+    root = tmp_path / "w"
+    shutil.copytree(plain_a, root)
+    monkeypatch.chdir(root)
+    folder = root / "runs" / "ident"
+    runs = {json.loads(p.read_text())["strategy"]: p.parent for p in folder.glob("*/result.json")}
+    return root, runs
+
+
+def test_finished_runs_without_recorded_inputs_are_kept_and_checked_from_then_on(
+    plain_a, tmp_path, monkeypatch, capsys, one_thread
+):
+    """A runs folder of an older cdlaw (config.json without `inputs`) is read as trained on
+    the files as they are when a sweep first meets it."""
+    root, runs = copy_of(plain_a, tmp_path, monkeypatch)
+    for run in runs.values():
+        config = json.loads((run / "config.json").read_text())
+        config.pop("inputs")
+        (run / "config.json").write_text(json.dumps(config))
+    assert sweep(root, one_thread).trained == []
+    inputs = {k: json.loads((r / "config.json").read_text())["inputs"] for k, r in runs.items()}
+    assert inputs["distill"]["files"][0]["path"] == "der" and inputs["none"]["corpus_key"]
+    (root / "der" / "rows.jsonl").write_text(derived_rows("B"))
+    assert "rows.jsonl changed" in refused(root, monkeypatch, capsys)
+
+
+def test_a_damaged_model_leaves_the_summary_fresh_when_tasks_are_added(
+    plain_a, tmp_path, monkeypatch, capsys
+):
+    """Adding a task to finished runs, one of whose model/ is damaged: the healthy run is
+    scored and in summary.parquet, the damaged one is named, on every rerun alike."""
+    root, runs = copy_of(plain_a, tmp_path, monkeypatch)
+    weights = runs["distill"] / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    (root / "s.toml").write_text(SWEEP.format(eval=EVAL))
+    for _ in range(2):
+        code, _, err = cdlaw_here(monkeypatch, capsys, root, "sweep", "s.toml", "--out", "runs")
+        assert code == 0, err
+        assert f"run {runs['distill'].name} is not scored on quiz" in " ".join(err.split())
+        summary = pd.read_parquet(root / "runs" / "ident" / "summary.parquet")
+        summary = summary.set_index("strategy")
+        assert summary.loc["none", QUIZ].notna().all()
+        assert summary.loc["distill", QUIZ].isna().all()
+
+
+def test_a_run_that_fails_to_score_still_leaves_the_summary_fresh(
+    plain_a, tmp_path, monkeypatch, one_thread
+):
+    """One run's scoring raising stops no other: the summary holds the other run's new
+    row, and the sweep exits 1 naming the run."""
+    from cdlaw.train import tasks
+
+    root, runs = copy_of(plain_a, tmp_path, monkeypatch)
+    score = tasks.score_saved_model
+
+    def flaky(model_dir, *args, **kwargs):
+        if Path(model_dir).parent.name == runs["distill"].name:
+            raise RuntimeError("the GPU fell off")
+        return score(model_dir, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "score_saved_model", flaky)
+    (root / "s.toml").write_text(SWEEP.format(eval=EVAL))
+    outcome = sweep(root, one_thread)
+    assert outcome.exit_code == 1
+    assert [f["run_id"] for f in outcome.failures] == [runs["distill"].name]
+    assert "the GPU fell off" in outcome.failures[0]["error"]
+    summary = pd.read_parquet(root / "runs" / "ident" / "summary.parquet").set_index("strategy")
+    assert summary.loc["none", QUIZ].notna().all()
+
+
+def test_a_branch_never_starts_from_a_trunk_trained_on_other_inputs(tmp_path):
+    """share = true: with --only selecting a branch, its trunk's folder is checked too."""
+    from functools import partial
+
+    from runhelpers import write_shared_sweep
+
+    from cdlaw.sweep.selection import plan_sweep
+    from cdlaw.sweep.spec import load_sweep
+    from cdlaw.sweep.stale import refuse_changed_runs
+
+    sweep = load_sweep(write_shared_sweep(tmp_path, "share"))
+    plan = plan_sweep(sweep, tmp_path / "runs")
+    branch, fork = next(iter(plan.forest.forks.items()))
+    trunk = tmp_path / "runs" / "share" / fork.parent
+    (trunk / "checkpoint").mkdir(parents=True)
+    recorded = {"inputs": {"corpus_key": "0" * 20, "files": []}}
+    (trunk / "config.json").write_text(json.dumps(recorded))
+    check = partial(refuse_changed_runs, tmp_path / "runs" / "share")
+    with pytest.raises(BadInput, match=rf"1 run\(s\) .* other tokens .*\(e\.g\. {fork.parent}\)"):
+        plan_sweep(sweep, tmp_path / "runs", only=f"run_id={branch}", check_runs=check)
