@@ -114,10 +114,12 @@ def _render(result) -> None:
         title_justify="left",
         box=box.SIMPLE,
         pad_edge=False,
+        collapse_padding=True,
     )
     # Each cell whole on one line, within 80 columns for the built-in tasks (the link's
-    # form is in its equation below the table).
-    for c in ("task", "metric", "runs", "RMSE", "seed sd", "F", "p", "strategies"):
+    # form is in its equation below the table). A link is fitted to every evaluation:
+    # each run's end and its checkpoints.
+    for c in ("task", "metric", "evals", "RMSE", "seed sd", "F", "p", "strategies"):
         table.add_column(
             c, justify="left" if c in ("task", "metric", "strategies") else "right", no_wrap=True
         )
@@ -134,8 +136,15 @@ def _render(result) -> None:
             _word(lk),
         )
     out.print(table)
+    import textwrap
+
+    # The verdicts are sentences: wrapped between words at the console's width (80 on a
+    # pipe), indented under their equation.
+    width = max(out.width, 60)
     for lk in result.links:
         out.print(f"{lk.column} = {lk.equation()}", highlight=False)
-        out.print(f"  {lk.verdict()}", highlight=False)
+        for line in textwrap.wrap(lk.verdict(), width, initial_indent="  ",
+                                  subsequent_indent="    "):  # fmt: skip
+            out.print(line, highlight=False)
     for col, why in result.skipped.items():
         out.print(f"no link for {col}: {why}", highlight=False)

@@ -74,26 +74,45 @@ def predict(
             }
         )
         return
-    _render(forecasts, N, D, Dp)
+    _render(forecasts, N, D, Dp, strategy.strip().lower())
 
 
-def _render(forecasts, N, D, Dp) -> None:
-    """One line per task: the prediction, its band, the predictor and its held-out error,
-    and how far beyond the runs; plain lines, whole at any width."""
+def _render(forecasts, N, D, Dp, strategy: str) -> None:
+    """A table, one row per task: the prediction, its band, the predictor and its held-out
+    error; then how each was chosen and how far beyond the runs each extrapolates (one
+    line when every task says the same). Within 80 columns for the built-in tasks."""
+    from rich import box
+    from rich.table import Table
+
     from cdlaw.units import format_number
 
     out.print(
-        f"predicted at N {format_number(N)}, D {format_number(D)}, D′ {format_number(Dp)}:",
+        f"predicted at N {format_number(N)}, D {format_number(D)}, D′ {format_number(Dp)}"
+        + (f" ({strategy}):" if Dp else ":"),
         highlight=False,
     )
-    width = max((len(f"{f.task} {f.metric}") for f in forecasts), default=0)
+    table = Table(box=box.SIMPLE, pad_edge=False, collapse_padding=True)
+    for c in ("task", "predicted", "95% band", "by", "held-out error"):
+        table.add_column(c, justify="left" if c in ("task", "by") else "right", no_wrap=True)
     for f in forecasts:
-        band = f"[{f.ci95[0]:.4f}, {f.ci95[1]:.4f}]" if f.ci95 else "no band"
-        err = "" if f.heldout_error is None else f", held-out error {f.heldout_error:.4f}"
-        where = f.beyond_runs or "within the runs"
-        name = f"{f.task} {f.metric}".ljust(width)
-        out.print(
-            f"  {name}  {f.value:.4f} {band}  by {f.predictor}{err}; {where}", highlight=False
+        table.add_row(
+            f"{f.task} {f.metric}",
+            f"{f.value:.4f}",
+            f"{f.ci95[0]:.4f} – {f.ci95[1]:.4f}" if f.ci95 else "no band",
+            f.predictor,
+            "-" if f.heldout_error is None else f"{f.heldout_error:.4f}",
         )
+    out.print(table)
     for by in sorted({f.chosen_by for f in forecasts}):
         out.print(f"chosen by {by}", highlight=False)
+    where: dict[str | None, list[str]] = {}
+    for f in forecasts:
+        where.setdefault(f.beyond_runs, []).append(f"{f.task} {f.metric}")
+    for text, names in where.items():
+        which = "" if len(where) == 1 else f" ({', '.join(names)})"
+        line = (
+            f"beyond the runs{which}: {text}"
+            if text
+            else f"within the runs{which}: N and compute inside those fitted"
+        )
+        out.print(line, highlight=False)

@@ -69,37 +69,50 @@ def task_file_chance(path: str | Path) -> dict[str, float]:
 
 
 def render_predictors(predictors) -> None:
-    """One line per accuracy: each predictor's held-out error (n/a where it cannot be
-    fitted, "fitted" without the check) and the one chosen; then how it was chosen and why
-    any predictor is n/a. Plain lines, so long task names stay whole at any width."""
+    """A table, one row per accuracy: its chance level and each predictor's held-out error
+    (n/a where it cannot be fitted, "fitted" without the check), the one chosen marked *;
+    then how the choice was made, how many evaluations the links were fitted to and why any
+    predictor is n/a. Within 80 columns for the built-in tasks."""
     if not predictors:
         return
+    from rich import box
+    from rich.table import Table
+
     from cdlaw.fit.predictor_fits import PREDICTORS
 
     held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
     out.print(
-        f"task predictors, mean |error| on the runs of N = {held:.3g}, held out:"
+        f"task predictors: mean |error| on the runs of N = {held:.3g}, held out"
         if held
-        else "task predictors (no held-out check: --holdout-largest makes one):",
+        else "task predictors (no held-out check: --holdout-largest makes one)",
         highlight=False,
     )
-    width = max(len(f"{tp.task} {tp.metric}") for tp in predictors)
+    table = Table(box=box.SIMPLE, pad_edge=False, collapse_padding=True)
+    for c in ("task", "chance", *PREDICTORS):
+        table.add_column(c, justify="left" if c == "task" else "right", no_wrap=True)
     for tp in predictors:
         cells = []
         for p in PREDICTORS:
             f = tp.fits[p]
             e = f.heldout_error
-            cells.append(f"{p} {'n/a' if not f.ok else 'fitted' if e is None else f'{e:.4f}'}")
+            value = "n/a" if not f.ok else "fitted" if e is None else f"{e:.4f}"
+            cells.append(value + ("*" if p == tp.chosen else " "))
         chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
-        name = f"{tp.task} {tp.metric}".ljust(width)
-        out.print(
-            f"  {name}  chance {chance:<6}  {', '.join(cells)}  -> {tp.chosen or 'none'}",
-            highlight=False,
-        )
+        table.add_row(f"{tp.task} {tp.metric}", chance, *cells)
+    out.print(table)
+    import textwrap
+
     for by in sorted({tp.chosen_by for tp in predictors}):
-        out.print(f"chosen by {by}", highlight=False)
-    reasons = {
-        f"{p}: {tp.fits[p].why_not}" for tp in predictors for p in PREDICTORS if not tp.fits[p].ok
-    }
-    for r in sorted(reasons):
-        out.print(f"n/a {r}", highlight=False)
+        for line in textwrap.wrap(f"* chosen by {by}", max(out.width, 60), subsequent_indent="  "):
+            out.print(line, highlight=False)
+    runs, evals = max(tp.n_runs for tp in predictors), max(tp.n_evals for tp in predictors)
+    kept = ", checkpoints included" if evals > runs else "; no checkpoint rows"
+    out.print(f"links (step 2) fitted to {evals} evaluations of {runs} runs{kept}", highlight=False)
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for tp in predictors:
+        for p in PREDICTORS:
+            if not tp.fits[p].ok:
+                reasons.setdefault((p, tp.fits[p].why_not), []).append(f"{tp.task} {tp.metric}")
+    for (p, why), names in sorted(reasons.items()):
+        which = "every task" if len(names) == len(predictors) > 1 else ", ".join(names)
+        out.print(f"n/a {p} ({which}): {why}", highlight=False)

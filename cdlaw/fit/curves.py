@@ -77,13 +77,18 @@ def fit_curve(
     hi: np.ndarray,
     fixed: dict[str, float] | None = None,
     iters: int = 100,
+    tol: float = 1e-6,
+    bound_aware: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Batched Levenberg–Marquardt: row b of `weights` (B, n) and of `starts` (B, P) is one
     fit; parameters named in `fixed` stay at their value. Returns (theta (B, P), weighted
-    residual sum of squares (B,)). Steps are clipped into [lo, hi]."""
+    residual sum of squares (B,)). Steps are clipped into [lo, hi] ((P,), or (B, P): each
+    row its own bounds); a row is done once a step gains under `tol` of its cost. With
+    `bound_aware`, a parameter held at a bound by the gradient is left out of the step."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     w = np.asarray(weights, float)
     th = np.clip(np.array(starts, float), lo, hi)
+    lo, hi = np.broadcast_to(lo, th.shape), np.broadcast_to(hi, th.shape)
     free = np.ones(len(curve.params), bool)
     for name, v in (fixed or {}).items():
         i = curve.params.index(name)
@@ -93,29 +98,44 @@ def fit_curve(
     r = curve.f(th, x) - y
     cost = np.einsum("bn,bn->b", w, r * r)
     lam = np.full(len(th), 1e-3)
+    act = np.arange(len(th))  # the rows still iterating; a row once done is left as it is
     for _ in range(iters):
-        J = curve.jac(th, x)[:, :, free]
-        JW = J * w[:, :, None]
+        ta, ra, wa, la = th[act], r[act], w[act], lam[act]
+        lo_a, hi_a = lo[act][:, free], hi[act][:, free]
+        J = curve.jac(ta, x)[:, :, free]
+        JW = J * wa[:, :, None]
         A = np.einsum("bnp,bnq->bpq", JW, J)
-        g = np.einsum("bnp,bn->bp", JW, r)
+        g = np.einsum("bnp,bn->bp", JW, ra)
+        if bound_aware:
+            # a parameter at a bound that the gradient pushes past it stays there: its row
+            # and column drop out of the step, so the others still move (a clipped step
+            # would move them off their own best line and stall)
+            at = ta[:, free]
+            pinned = ((at <= lo_a) & (g > 0)) | ((at >= hi_a) & (g < 0))
+            keep = ~pinned
+            A = A * keep[:, :, None] * keep[:, None, :] + pinned[:, :, None] * eye
+            g = g * keep
         diag = np.einsum("bpp->bp", A)
-        damp = lam[:, None, None] * (diag[:, :, None] * eye + 1e-9 * eye)
+        damp = la[:, None, None] * (diag[:, :, None] * eye + 1e-9 * eye)
         try:
             step = -np.linalg.solve(A + damp, g[:, :, None])[:, :, 0]
         except np.linalg.LinAlgError:
             break
-        new = th.copy()
-        new[:, free] = np.clip(th[:, free] + step, lo[free], hi[free])
+        new = ta.copy()
+        new[:, free] = np.clip(ta[:, free] + step, lo_a, hi_a)
         r_new = curve.f(new, x) - y
-        cost_new = np.einsum("bn,bn->b", w, r_new * r_new)
-        better = np.isfinite(cost_new) & (cost_new < cost)
-        # a row is done once a step gains under 1e-6 of its cost, or none is taken at a
-        # damping where steps are tiny; the batch stops when every row is
-        gain = (cost - cost_new) / np.maximum(cost, 1e-300)
-        done = np.where(better, gain < 1e-6, lam > 1e6)
-        th[better], r[better], cost[better] = new[better], r_new[better], cost_new[better]
-        lam = np.where(better, lam * 0.3, lam * 10.0)
-        if done.all():
+        cost_new = np.einsum("bn,bn->b", wa, r_new * r_new)
+        ca = cost[act]
+        better = np.isfinite(cost_new) & (cost_new < ca)
+        # a row is done once a step gains under tol of its cost, or none is taken at a
+        # damping where steps are tiny
+        gain = (ca - cost_new) / np.maximum(ca, 1e-300)
+        done = np.where(better, gain < tol, la > 1e6)
+        up = act[better]
+        th[up], r[up], cost[up] = new[better], r_new[better], cost_new[better]
+        lam[act] = np.minimum(np.where(better, la * 0.3, la * 10.0), 1e12)
+        act = act[~done]
+        if not len(act):
             break
     return th, cost
 

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link
+from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link, refit_link
 from cdlaw.fit.predictors import fit_task_predictors
 from cdlaw.fit.task_links import ALPHA, Collapse, Downstream, TaskLink
 from cdlaw.strategies import ordered
@@ -155,12 +155,15 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
 
 
 def _bootstrap(form, L, y, pooled: LinkFit, n_boot: int, rng) -> np.ndarray:
-    """Refits to the runs resampled with replacement, each from the full fit: (B, P)."""
-    out = []
-    for _ in range(n_boot):
-        i = rng.integers(0, len(L), len(L))
-        out.append(fit_link(form, L[i], y[i], start=pooled.theta).theta)
-    return np.array(out).reshape(len(out), len(form.params))
+    """Refits to the runs resampled with replacement (each resample a row of counts), all
+    in one batched fit (cdlaw.fit.link.refit_link): (B, P)."""
+    if n_boot <= 0:
+        return np.zeros((0, len(form.params)))
+    counts = np.array(
+        [np.bincount(rng.integers(0, len(L), len(L)), minlength=len(L)) for _ in range(n_boot)],
+        float,
+    )
+    return refit_link(form, L, y, counts, pooled.theta)
 
 
 def _intervals(names, boot: np.ndarray) -> dict[str, list[float]]:

@@ -200,3 +200,61 @@ def _starts(form: LinkForm, L: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
         for k in (-2.0 / span, -10.0 / span):
             out.append(np.array([hi - lo, float(L0), k, lo]))
     return out
+
+
+def _internal_curve(form: LinkForm):
+    """The form in the fit's own parameters (sigmoid: a + b, L0, k, b) as a batched curve
+    (cdlaw.fit.curves.Curve): f and its Jacobian for B parameter rows at once."""
+    from cdlaw.fit.curves import Curve
+
+    if form.name == "power":
+
+        def f(th, L):
+            E, K, kappa = (th[:, i : i + 1] for i in range(3))
+            with np.errstate(invalid="ignore", over="ignore"):
+                return E + K * np.power(np.maximum(L[None, :], 0.0), kappa)
+
+        def jac(th, L):
+            K, kappa = th[:, 1:2], th[:, 2:3]
+            x = np.maximum(L[None, :], 1e-6)
+            with np.errstate(invalid="ignore", over="ignore"):
+                xk = np.power(x, kappa)
+            return np.stack([np.ones_like(xk), xk, K * xk * np.log(x)], axis=2)
+
+    else:
+
+        def f(th, L):
+            top, L0, k, b = (th[:, i : i + 1] for i in range(4))
+            z = np.clip(-k * (L[None, :] - L0), -700.0, 700.0)
+            return (top - b) / (1.0 + np.exp(z)) + b
+
+        def jac(th, L):
+            top, L0, k, b = (th[:, i : i + 1] for i in range(4))
+            z = np.clip(-k * (L[None, :] - L0), -700.0, 700.0)
+            s = 1.0 / (1.0 + np.exp(z))
+            slope = (top - b) * s * (1.0 - s)
+            return np.stack([s, -k * slope, (L[None, :] - L0) * slope, 1.0 - s], axis=2)
+
+    return Curve(form.name, form.params, form.formula, f, jac)
+
+
+def refit_link(form: LinkForm, loss, metric, weights: np.ndarray, start) -> np.ndarray:
+    """The link refitted to each row of `weights` (B, n: a bootstrap's count of each point),
+    every row from `start` (public θ, the full fit) within the bounds fit_link sets for its
+    resample, in one batched Levenberg–Marquardt run (cdlaw.fit.curves.fit_curve): (B, P)
+    public θ. Where the resample's fit is well determined it is fit_link's from the same
+    start; where it is not, either optimiser may stop in another valley
+    (docs/results.md, "The links' bootstrap, batched")."""
+    from cdlaw.fit.curves import fit_curve
+
+    L, y = np.asarray(loss, dtype=float), np.asarray(metric, dtype=float)
+    T = form.to_public()
+    w = np.asarray(weights, float)
+    bounds = [_bounds(form, L[row > 0], y[row > 0]) for row in w]
+    lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+    x0 = np.linalg.inv(T) @ np.asarray(start, float)[: len(form.params)]
+    th, _ = fit_curve(
+        _internal_curve(form), L, y, w, np.repeat(x0[None, :], len(w), 0), lo, hi,
+        iters=500, tol=1e-12, bound_aware=True,
+    )  # fmt: skip
+    return th @ T.T

@@ -245,7 +245,9 @@ def _fit_direct(tab: _Table, fin, y, floor, boot, rng) -> PredictorFit:
         if link is not None:
             links.append(replace(link, ratio=float(np.exp(np.log(ratio[members]).mean()))))
     if not links:
-        return PredictorFit("direct", why_not="no ratio of tokens per parameter with 4 sizes")
+        return PredictorFit(
+            "direct", why_not="no ratio of tokens per parameter has final runs of 4 sizes or more"
+        )
     return PredictorFit("direct", None, tuple(links))
 
 

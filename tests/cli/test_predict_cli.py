@@ -35,9 +35,14 @@ def test_holdout_largest_prints_each_predictors_error_and_the_choice(cdlaw, ladd
     assert code == 0, err
     assert "held out" in out and "chosen by the least held-out error at N = 6.4e+08" in out
     table = out[out.index("task predictors") :]  # after the links' own table
+    header = next(line for line in table.splitlines() if line.strip().startswith("task  "))
+    assert header.split() == ["task", "chance", "task-loss", "val-loss", "val-loss-exp", "direct"]
     row = next(line for line in table.splitlines() if line.strip().startswith("quiz"))
-    assert row.split()[-1] in ("task-loss", "val-loss") and "chance 0.25" in row
-    assert all(re.search(rf"{p} 0\.\d{{4}}", row) for p in ("task-loss", "val-loss", "direct"))
+    cells = row.split()[2:]  # "quiz acc", then chance, then one cell per predictor
+    assert cells[0] == "0.25" and all(re.fullmatch(r"0\.\d{4}\*?", c) for c in cells[1:])
+    (chosen,) = [p for p, c in zip(header.split()[2:], cells[1:], strict=True) if c.endswith("*")]
+    assert chosen in ("task-loss", "val-loss") and "* chosen by the least held-out" in out
+    assert "fitted to 72 evaluations of 18 runs, checkpoints included" in out
     d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
     (tp,) = d["predictors"]
     assert tp["n_runs"] == 18 and tp["n_evals"] == 72 and tp["heldout_n"] == 640e6
@@ -107,4 +112,28 @@ def test_a_runs_folders_own_task_file_gives_the_chance_level(cdlaw, tmp_path):
     code, out, err = cdlaw("downstream", runs, "--bootstrap", 0)
     assert code == 0, err
     (tp,) = json.loads((runs / "downstream.json").read_text())["predictors"]
-    assert tp["chance"] == pytest.approx(1 / 3) and "chance 0.333" in out
+    assert tp["chance"] == pytest.approx(1 / 3)
+    row = next(line for line in out.splitlines() if line.strip().startswith("quiz acc"))
+    assert row.split()[2] == "0.333"
+    # the default choice's reason wraps within 80 columns
+    assert max(map(len, out[out.index("task predictors") :].splitlines())) <= 80
+
+
+def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
+    """The links' table, their verdicts, the predictors' table and the forecasts: every line
+    within the 80 columns of a pipe, each predictor's error and the chosen one in a row."""
+    code, out, err = cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 10,
+                           "--chance", "quiz=0.25")  # fmt: skip
+    assert code == 0, err
+    assert max(map(len, out.splitlines()[1:])) <= 80, out  # the first names the path
+    assert "one strategy only, nothing to compare" in " ".join(out.split())  # wrapped at words
+    links = ladder.with_name("ladder.downstream.json")
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "4B",
+                           "--fresh-tokens", "80B")  # fmt: skip
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 80, out
+    row = next(line for line in out.splitlines() if line.strip().startswith("quiz acc"))
+    value, low, _, high, by, heldout = row.split()[2:]
+    assert float(low) <= float(value) <= float(high) and float(heldout) > 0
+    assert by in ("task-loss", "val-loss", "val-loss-exp", "direct")
+    assert "beyond the runs: N 6.25× and compute" in out

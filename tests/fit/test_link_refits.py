@@ -1,0 +1,39 @@
+"""The links' bootstrap refits, batched (cdlaw.fit.link.refit_link), against fit_link (scipy)
+on each resample from the same start: the same fits, within the optimisers' tolerance."""
+
+import numpy as np
+import pytest
+
+from cdlaw.fit.link import LINK_FORMS, fit_link, refit_link
+
+
+def planted(form: str, n: int = 120, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    L = rng.uniform(2.0, 4.0, n)
+    if form == "sigmoid":  # an accuracy rising from chance 0.25 as the loss falls
+        y = 0.6 / (1 + np.exp(3.0 * (L - 2.8))) + 0.25 + rng.normal(0, 0.02, n)
+    else:  # bits per byte, with its floor E at the bound 0 (the form's usual fit)
+        y = 0.9 * L**1.1 * np.exp(rng.normal(0, 0.03, n))
+    return L, y
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "power"])
+def test_batched_refits_are_the_scipy_refits(name):
+    form = LINK_FORMS[name]
+    L, y = planted(name)
+    pooled = fit_link(form, L, y)
+    rng = np.random.default_rng(1)
+    idx = [rng.integers(0, len(L), len(L)) for _ in range(40)]
+    scipy = np.array([fit_link(form, L[i], y[i], start=pooled.theta).theta for i in idx])
+    counts = np.array([np.bincount(i, minlength=len(L)) for i in idx], float)
+    batched = refit_link(form, L, y, counts, pooled.theta)
+
+    def cost(theta, w):
+        return float(np.sum(w * (form.predict(theta, L) - y) ** 2))
+
+    for w, a, b in zip(counts, scipy, batched, strict=True):
+        assert cost(b, w) <= cost(a, w) * (1 + 1e-7)  # as good a fit of the resample
+    grid = np.linspace(L.min(), L.max(), 25)
+    assert np.array([form.predict(t, grid) for t in batched]) == pytest.approx(
+        np.array([form.predict(t, grid) for t in scipy]), abs=1e-4
+    )
