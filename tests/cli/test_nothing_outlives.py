@@ -58,8 +58,24 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def workers(n: int):
-    return lambda lines: sum("spawn_main" in line for line in lines) >= n
+def working(n: int, folder: Path, written: str):
+    """Ready once n spawned workers run and one of them has written `written` (a glob
+    under folder): past their start-up, which a worker whose parent is gone never
+    finishes anyway, so a kill then shows whether they die with it."""
+    return lambda lines: (
+        sum("spawn_main" in line for line in lines) >= n and any(folder.glob(written))
+    )
+
+
+def prepare_sweep(folder: Path) -> Path:
+    """A sweep file whose `cdlaw prepare` tokenises big_corpus for a while."""
+    path = folder / "s.toml"
+    path.write_text(
+        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
+        f'derived_ratio = [0]\n[data]\ncorpus = "{big_corpus(folder)}"\nvocab_size = 300\n'
+        "val_tokens = 2000\n"
+    )
+    return path
 
 
 def big_corpus(folder: Path, n_docs: int = 30_000) -> Path:
@@ -75,15 +91,9 @@ def big_corpus(folder: Path, n_docs: int = 30_000) -> Path:
 
 
 def test_kill_9_of_cdlaw_prepare_takes_its_workers_with_it(tmp_path):
-    corpus = big_corpus(tmp_path)
-    sweep = tmp_path / "s.toml"
-    sweep.write_text(
-        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
-        f'derived_ratio = [0]\n[data]\ncorpus = "{corpus}"\nvocab_size = 300\n'
-        "val_tokens = 2000\n"
-    )
+    sweep = prepare_sweep(tmp_path)
     proc = cdlaw_popen("prepare", sweep, "--out", tmp_path / "runs", "--workers", "2", cwd=tmp_path)
-    kids = kill_when(proc, workers(2))
+    kids = kill_when(proc, working(2, tmp_path / "runs", ".cache/data/*/train/b*.npy"))
     assert sum("spawn_main" in c for c in KILLED) == 2
     assert any("resource_tracker" in c for c in KILLED), KILLED
     assert survivors(kids, GONE_WITHIN) == []
@@ -97,7 +107,7 @@ def test_kill_9_of_a_packed_sweep_takes_its_workers_with_it(tmp_path):
         "sweep", path, "--out", tmp_path / "runs", "--pack", "auto", "--jobs", "2",
         "--threads", "1", "--device", "cpu", cwd=tmp_path,
     )  # fmt: skip
-    kids = kill_when(proc, workers(1))
+    kids = kill_when(proc, working(1, tmp_path / "runs", "share/*/.lock"))  # one trains
     assert survivors(kids, GONE_WITHIN) == []
 
 
@@ -125,13 +135,7 @@ def test_the_reaper_stops_what_a_dead_parent_started_and_their_children(tmp_path
 
 def test_kill_9_of_cdlaw_prepare_on_its_own_ray_stops_ray(tmp_path):
     pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'cdlaw[ray]')")
-    corpus = big_corpus(tmp_path)
-    sweep = tmp_path / "s.toml"
-    sweep.write_text(
-        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
-        f'derived_ratio = [0]\n[data]\ncorpus = "{corpus}"\nvocab_size = 300\n'
-        "val_tokens = 2000\n"
-    )
+    sweep = prepare_sweep(tmp_path)
     proc = cdlaw_popen(
         "prepare", sweep, "--out", tmp_path / "runs", "--executor", "ray", "--workers", "2",
         cwd=tmp_path,
