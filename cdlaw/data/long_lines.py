@@ -15,13 +15,13 @@ before.
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
+
+from cdlaw.data.corpus_errors import first_undecodable
 
 LONG_LINE = 4 << 20  # bytes: a jsonl line this long is read a megabyte at a time
 READ = 1 << 20
@@ -236,7 +236,7 @@ def _set_aside_line(f, end: int, text_column: str, text_path: Path) -> dict | No
         return None
     if not found:
         return None
-    if not _is_utf8(text_path):  # left to `datasets`, whose refusal names the byte
+    if first_undecodable(text_path) is not None:  # left to `datasets`, whose refusal names it
         text_path.unlink()
         return None
     return row
@@ -265,19 +265,3 @@ def _stripped_range(path: Path) -> tuple[int, int]:
             if kept or at == lo:
                 break
     return lo, hi
-
-
-def _is_utf8(path: Path) -> bool:
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(READ):
-                decoder.decode(chunk)
-        decoder.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def remove(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)

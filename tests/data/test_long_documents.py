@@ -133,3 +133,17 @@ def test_a_long_jsonl_line_is_read_a_piece_at_a_time_into_the_same_cache(tmp_pat
     )
     with pytest.raises(BadInput, match="line 2: column 'text' must hold text"):
         prepare_corpus(DataConfig(corpus=str(bad), vocab_size=300), tmp_path / "bad", 1000)
+
+
+def test_a_long_line_whose_text_is_not_utf8_is_left_in_place(tmp_path, monkeypatch):
+    """A long line with a byte that is not UTF-8 is copied as it is (no text set aside):
+    `datasets` then refuses it, naming the byte."""
+    from cdlaw.data import long_lines
+
+    monkeypatch.setattr(long_lines, "LONG_LINE", 100)
+    line = b'{"id": "x", "text": "' + b"word " * 40 + b'\xff end"}\n'
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_bytes(b'{"id": "a", "text": "short"}\n' + line)
+    (copy,) = long_lines.set_aside([corpus], "text", tmp_path / "long")
+    assert copy.read_bytes() == corpus.read_bytes()
+    assert not list((tmp_path / "long").glob("long-*.txt"))
