@@ -93,17 +93,28 @@ def numbers(root: Path) -> pd.DataFrame:
     return df[cols].sort_values("strategy").reset_index(drop=True)
 
 
+def swept(root: Path, one_thread) -> Path:
+    """root (a workdir) swept once, in root: a module fixture's folder."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        sweep(root, one_thread)
+    return root
+
+
+def killed_midway(root: Path, monkeypatch, one_thread) -> Path:
+    """root (a workdir), chdir'd into, with its sweep killed in the distill run at step 6."""
+    monkeypatch.chdir(root)
+    with monkeypatch.context() as m:
+        interrupt_distill_at(m, 6)
+        with pytest.raises(KeyboardInterrupt):
+            sweep(root, one_thread)
+    return root
+
+
 @pytest.fixture(scope="module")
 def fresh_b(tmp_path_factory, one_thread):
     """A fresh folder trained on the edited files (derived B, tasks B): the numbers to get."""
-    root = workdir(tmp_path_factory.mktemp("fresh") / "w", "B", "B")
-    mp = pytest.MonkeyPatch()
-    mp.chdir(root)
-    try:
-        sweep(root, one_thread)
-    finally:
-        mp.undo()
-    return numbers(root)
+    return numbers(swept(workdir(tmp_path_factory.mktemp("fresh") / "w", "B", "B"), one_thread))
 
 
 def interrupt_distill_at(monkeypatch, step: int) -> None:
@@ -172,12 +183,7 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
 def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
     tmp_path, monkeypatch, capsys, one_thread
 ):
-    root = workdir(tmp_path / "w", "A", "B")
-    monkeypatch.chdir(root)
-    with monkeypatch.context() as m:
-        interrupt_distill_at(m, 6)
-        with pytest.raises(KeyboardInterrupt):
-            sweep(root, one_thread)
+    root = killed_midway(workdir(tmp_path / "w", "A", "B"), monkeypatch, one_thread)
     rows = root / "der" / "rows.jsonl"
     rows.write_text(derived_rows("B"))  # swapped while it was down
     message = refused(root, monkeypatch, capsys)
@@ -199,12 +205,7 @@ def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
 def test_a_killed_run_resumes_onto_an_edited_task_file_without_its_old_scores(
     tmp_path, monkeypatch, one_thread, fresh_b
 ):
-    root = workdir(tmp_path / "w", "B", "A")
-    monkeypatch.chdir(root)
-    with monkeypatch.context() as m:
-        interrupt_distill_at(m, 6)
-        with pytest.raises(KeyboardInterrupt):
-            sweep(root, one_thread)
+    root = killed_midway(workdir(tmp_path / "w", "B", "A"), monkeypatch, one_thread)
     (root / "tasks" / "quiz.jsonl").write_text(quiz("B"))
     outcome = sweep(root, one_thread)
     assert outcome.exit_code == 0 and len(outcome.trained) == 1  # resumed, not restarted
@@ -222,13 +223,7 @@ def test_a_killed_run_resumes_onto_an_edited_task_file_without_its_old_scores(
 def plain_a(tmp_path_factory, one_thread):
     """A folder trained on derived files A without [eval]: tests copy it."""
     root = workdir(tmp_path_factory.mktemp("plain") / "w", "A", "A", with_eval=False)
-    mp = pytest.MonkeyPatch()
-    mp.chdir(root)
-    try:
-        sweep(root, one_thread)
-    finally:
-        mp.undo()
-    return root
+    return swept(root, one_thread)
 
 
 def copy_of(plain_a: Path, tmp_path: Path, monkeypatch) -> tuple[Path, dict[str, Path]]:
