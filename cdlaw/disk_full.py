@@ -6,16 +6,18 @@ written atomically), and the same command resumes once there is space. Libraries
 it in their own exception types (datasets, safetensors, pyarrow), with the OS's words or
 with the OSError as the cause, so `is_disk_full` reads the whole chain.
 
-    try: …
-    except Exception as e:
-        if is_disk_full(e):
-            raise disk_full_error(e, "tokenising the corpus", folder) from e
-        raise
+    with stop_when_full(lambda e: disk_full_error(e, "tokenising the corpus", folder)):
+        …
+
+A sweep says it its own way (`sweep_stopped`: finished runs kept, the others resumed):
+`@stop_when_full(lambda e: DiskFull(sweep_stopped(e)))` on the sweep.
 """
 
 from __future__ import annotations
 
 import errno
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -53,6 +55,33 @@ def disk_full_error(e: BaseException, doing: str, folder: Path | str | None = No
         f"No space left on device{place} while {doing}: nothing half-written was kept; "
         "free some space and run the same command again to resume"
     )
+
+
+def sweep_stopped(e: BaseException, where: Path | str | None = None) -> str:
+    """A sweep's sentence: what was being written, that finished runs are kept, how to
+    resume."""
+    if isinstance(e, DiskFull):
+        return str(e)
+    filename = full_path(e)
+    place = f"writing {filename}" if filename else f"writing in {where or 'the runs folder'}"
+    return (
+        f"No space left on device ({place}): the sweep stopped; its finished runs are kept, "
+        "and the same command resumes the others once there is space"
+    )
+
+
+@contextmanager
+def stop_when_full(say: Callable[[BaseException], DiskFull]):
+    """A full disk inside (a with block, or a function it decorates) becomes the DiskFull
+    `say(e)` gives; a DiskFull already said passes as it is."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except Exception as e:
+        if not is_disk_full(e):
+            raise
+        raise say(e) from e
 
 
 def _chain(e: BaseException | None):

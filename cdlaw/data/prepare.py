@@ -11,7 +11,6 @@ far as a run needs. A real corpus is tokenised whole on first use, or ahead of a
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +33,7 @@ from cdlaw.data.embedded_corpus import (
     prepare_embedded,
 )
 from cdlaw.data.file_corpus import cheap_fingerprint, files_key, prepare_files, too_small
-from cdlaw.disk_full import disk_full_error, is_disk_full
+from cdlaw.disk_full import disk_full_error, stop_when_full
 from cdlaw.errors import BadInput
 
 # The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
@@ -119,15 +118,9 @@ def prepare_derived(
             paraphrase_join.prepare_passes(pc.data, pc.root, source, workers)
 
 
-@contextmanager
 def _disk_full_said(doing: str, folder: Path):
     """A full disk inside becomes DiskFull: one sentence naming the folder and `doing`."""
-    try:
-        yield
-    except Exception as e:
-        if not is_disk_full(e):
-            raise
-        raise disk_full_error(e, doing, folder) from e
+    return stop_when_full(lambda e: disk_full_error(e, doing, folder))
 
 
 def corpus_key(data: DataConfig, cache_dir: Path | None = None) -> str | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from cdlaw.atomic import write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.block_tokens import Workers
+from cdlaw.disk_full import DiskFull, stop_when_full, sweep_stopped
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
@@ -65,7 +66,7 @@ from cdlaw.sweep.spec import load_sweep, same_runs
 from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
 from cdlaw.sweep.worker import score_finished_runs
-from cdlaw.train.damage import name_finished_run_damage, stop_when_disk_full
+from cdlaw.train.damage import name_finished_run_damage
 from cdlaw.train.result import read_result, run_facts
 
 log = logging.getLogger("cdlaw.sweep")
@@ -92,7 +93,7 @@ class SweepOutcome:
         return 1 if self.failures else 0
 
 
-@stop_when_disk_full  # no space left: DiskFull, one sentence; finished runs are kept
+@stop_when_full(lambda e: DiskFull(sweep_stopped(e)))  # one sentence; finished runs kept
 def run_sweep(
     path: str | Path,
     out: str | Path = "runs",

@@ -25,6 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
+from cdlaw.disk_full import DiskFull
 from cdlaw.sweep.events import OnEvent, RunEnded, RunLocked, RunRetried, RunSkipped
 from cdlaw.sweep.executors import Executor, PackTask, RunTask
 from cdlaw.sweep.forest import Forest, Fork, fork_dir
@@ -33,7 +34,6 @@ from cdlaw.sweep.pack.groups import Packing, pack_key
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.summary import rebuild_summary
-from cdlaw.train.damage import DiskFull
 from cdlaw.train.forks import fork_exists, remove_fork
 from cdlaw.train.result import read_result, result_row
 

@@ -27,13 +27,12 @@ from pathlib import Path
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs
+from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.simulate import Simulation, simulate_run
 from cdlaw.task_columns import without_tasks
 from cdlaw.train.damage import (
-    disk_full_message,
-    is_disk_full,
     json_problem,
     model_problems,
     parquet_problem,
@@ -81,7 +80,7 @@ def execute_run(
     except Exception as e:
         if not is_disk_full(e):
             raise
-        error = disk_full_message(e, Path(sweep_dir) / cfg.run_id)
+        error = sweep_stopped(e, Path(sweep_dir) / cfg.run_id)
         return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
 
 

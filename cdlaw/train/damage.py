@@ -1,4 +1,4 @@
-"""Damaged files and full disks: how a run's files are checked, set aside and named (docs/files.md).
+"""Damaged files: how a run's files are checked, set aside and named (docs/files.md).
 
 A file a run wrote can be lost or cut short (a full disk, failing storage, a copy that
 stopped, a careless `rm`). One rule, wherever a run's files are read:
@@ -16,23 +16,20 @@ stopped, a careless `rm`). One rule, wherever a run's files are read:
   `cdlaw status` until the researcher retrains it (`--restart --only run_id=…`).
 
 Each damaged file is named in one line on stderr that starts with "damaged:". A full disk
-is no damage: DiskFull stops the sweep with one sentence and keeps every finished run.
+is no damage: DiskFull stops the sweep with one sentence and keeps every finished run
+(cdlaw.disk_full).
 Torch-free: `cdlaw status` reads these checks.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import struct
 import sys
 from pathlib import Path
 
-from cdlaw.disk_full import DiskFull, full_path, is_disk_full
 from cdlaw.train.result import SIMULATED_DEVICE, read_result
-
-__all__ = ["DiskFull", "is_disk_full"]  # a full disk's names, for the sweep (cdlaw.disk_full)
 
 SAY = "damaged:"
 # What the trainer writes into model/ (save_pretrained): config, generation config, weights.
@@ -190,35 +187,3 @@ def set_aside_unreadable_result(run_dir: Path) -> bool:
         f"{path} {problem}; set aside as {bad.name}: the run is not done and is trained again"
     )
     return True
-
-
-# --- a full disk ---------------------------------------------------------------------------
-
-
-def disk_full_message(e: BaseException, where: Path | str | None = None) -> str:
-    """One sentence: what was being written, that finished runs are kept, how to resume."""
-    if isinstance(e, DiskFull):
-        return str(e)
-    filename = full_path(e)
-    place = f"writing {filename}" if filename else f"writing in {where or 'the runs folder'}"
-    return (
-        f"No space left on device ({place}): the sweep stopped; its finished runs are kept, "
-        "and the same command resumes the others once there is space"
-    )
-
-
-def stop_when_disk_full(func):
-    """Decorate a sweep: a full disk anywhere in it becomes DiskFull with one sentence."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except DiskFull:
-            raise
-        except Exception as e:
-            if not is_disk_full(e):
-                raise
-            raise DiskFull(disk_full_message(e)) from e
-
-    return wrapper

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.worker import choose_fork, claim_run
-from cdlaw.train.damage import disk_full_message, is_disk_full
 from cdlaw.train.result import read_result
 from cdlaw.train.trackers import TrackedRun
 
@@ -52,7 +52,7 @@ def execute_pack(tasks, on_event: OnEvent | None = None, pause_after_s: float | 
             raise
         for task, _, run_dir in claimed:
             if task.config.run_id not in outcomes:
-                error = disk_full_message(e, run_dir)
+                error = sweep_stopped(e, run_dir)
                 outcomes[task.config.run_id] = {
                     "run_id": task.config.run_id,
                     "outcome": "disk-full",
