@@ -34,25 +34,32 @@ def write_atomic(path: str | Path, write: Callable[[Path], object]) -> Path:
     return path
 
 
+def refusal(folder: str | Path) -> tuple[Path, str] | None:
+    """None when `folder` (or, where it is still to be made, the nearest folder above it)
+    takes new files; else (that folder, the system's reason). Probed with an unnamed
+    temporary file, so missing permissions and a read-only file system are both found,
+    and nothing is left behind."""
+    folder = Path(folder)
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return None
+    except OSError as e:
+        return folder, str(e.strerror or e)
+
+
 def check_writable(*paths: str | Path) -> None:
-    """BadInput unless each file's folder (or, where it is still to be made, the nearest
-    folder above it) takes new files: checked before long work whose end writes them.
-    Probed with an unnamed temporary file, so missing permissions and a read-only file
-    system are both found, and nothing is left behind."""
+    """BadInput unless each file's folder takes new files (`refusal`): checked before
+    long work whose end writes them."""
     from cdlaw.errors import BadInput
 
     for path in map(Path, paths):
-        folder = path.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as e:
+        if refused := refusal(path.parent):
             raise BadInput(
-                f"cannot write {path}: {folder} refuses new files ({e.strerror or e}); give "
+                f"cannot write {path}: {refused[0]} refuses new files ({refused[1]}); give "
                 "--out FILE.json in a folder you can write to"
-            ) from None
+            )
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:

@@ -211,26 +211,19 @@ def _forest(sweep: SweepConfig, runs: list[RunConfig]) -> Forest:
 def check_writable(out: Path, sweep_name: str) -> None:
     """BadInput unless a sweep can write its runs folder: --out (or the nearest folder above
     it that exists, where --out will be made), and its .cache and sweep folder where they
-    exist. Each is probed with an unnamed temporary file, so missing permissions and a
-    read-only file system are both found, and nothing is left behind."""
-    import tempfile
+    exist (cdlaw.atomic.refusal)."""
+    from cdlaw.atomic import refusal
 
     if out.is_file():
         return  # plan_sweep says so
-    nearest = out
-    while not nearest.exists() and nearest != nearest.parent:
-        nearest = nearest.parent
-    for folder in (nearest, out / ".cache", out / sweep_name):
-        if folder != nearest and not folder.is_dir():
+    for folder in (out, out / ".cache", out / sweep_name):
+        if folder != out and not folder.is_dir():
             continue
-        try:
-            with tempfile.TemporaryFile(dir=folder):
-                pass
-        except OSError as e:
+        if refused := refusal(folder):
             raise BadInput(
-                f"--out {str(out)!r} cannot be written: {folder} refuses new files "
-                f"({e.strerror or e}); give a folder you can write to with --out"
-            ) from None
+                f"--out {str(out)!r} cannot be written: {refused[0]} refuses new files "
+                f"({refused[1]}); give a folder you can write to with --out"
+            )
 
 
 def check_cells(sweep: SweepConfig) -> None:
