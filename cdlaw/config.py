@@ -189,7 +189,7 @@ class EvalConfig:
 
 @dataclass(frozen=True)
 class InputFile:
-    """One file or folder a run reads, named by its content (cdlaw.sweep.inputs)."""
+    """One file or folder a run reads, named by its content (cdlaw.data.inputs)."""
 
     setting: str  # what names it: data.corpus, data.tokenizer, data.paraphrases, eval.tasks, …
     path: str  # as the setting gives it
@@ -277,7 +277,7 @@ class RunConfig:
         resolve to the same shape are the same run. So is `eval`: the tasks a run is
         evaluated on do not change what it trains. So are `inputs`: the content of the
         files is checked against each run folder, never hashed into the id
-        (cdlaw.sweep.inputs).
+        (cdlaw.data.inputs).
         """
         defining = to_dict(self)
         defining["model"].pop("size")
