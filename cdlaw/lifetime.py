@@ -10,7 +10,7 @@ command then waits for, and none holds memory.
 - Processes started some other way, which start their own (a local Ray cluster: raylet,
   GCS, dashboard and runtime-env agents, each in its own session), are handed to
   `reap_with_me(pids)`: a small reaper process that keeps a list of them and all their
-  descendants, and stops every one when this process dies.
+  descendants, and stops every one when this process dies. `init_ray` starts Ray so.
 
     python -m cdlaw.lifetime PARENT_PID PID…    the reaper itself (started by reap_with_me)
 """
@@ -100,9 +100,21 @@ def _living(watched: dict[int, int]) -> list[int]:
     return [pid for pid, t in watched.items() if start_time(pid) == t]
 
 
-def ray_node_pids(ray) -> list[int]:
+def init_ray(ray, address: str | None) -> bool:
+    """`ray.init` as cdlaw calls it (no dashboard, workers' logs not echoed), unless Ray is
+    running in this process already; a local cluster it starts is handed to reap_with_me.
+    True when this call initialised Ray."""
+    if ray.is_initialized():
+        return False
+    ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    if started := _ray_node_pids(ray):  # a local cluster of our own: it dies with us
+        reap_with_me(started)
+    return True
+
+
+def _ray_node_pids(ray) -> list[int]:
     """The processes `ray.init` started in this process for a local cluster (none when it
-    joined a running one): what reap_with_me is given."""
+    joined a running one)."""
     pids = []
     with contextlib.suppress(Exception):  # Ray's private layout: nothing known, nothing reaped
         node = ray._private.worker._global_node

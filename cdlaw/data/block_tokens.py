@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.lifetime import die_with_parent, ray_node_pids, reap_with_me
+from cdlaw.lifetime import die_with_parent, init_ray
 
 EXECUTORS = ("local", "ray")
 ONE_THREAD = "TOKENIZERS_PARALLELISM"  # "false": the tokenizer encodes on one thread
@@ -190,10 +190,7 @@ def refuse_in_bootstrap() -> None:
 def _on_ray(jobs: Sequence[Job], workers: Workers, on_block) -> None:
     import ray  # the CLI names the extra when it is missing (require_ray_extra)
 
-    if not ray.is_initialized():
-        ray.init(address=workers.ray_address, include_dashboard=False, log_to_driver=False)
-        if started := ray_node_pids(ray):  # a local cluster of our own: it dies with us
-            reap_with_me(started)
+    init_ray(ray, workers.ray_address)
     task = ray.remote(_one_thread_block).options(num_cpus=1, max_retries=2)
     in_flight = workers.count or int(ray.cluster_resources().get("CPU", 1))
     todo = iter(jobs)

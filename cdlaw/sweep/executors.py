@@ -24,7 +24,7 @@ from typing import Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
-from cdlaw.lifetime import die_with_parent, ray_node_pids, reap_with_me
+from cdlaw.lifetime import die_with_parent, init_ray
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.worker import execute_run
@@ -261,12 +261,7 @@ class RayExecutor:
                 f"{install_advice('ray')}."
             ) from None
         self.ray = ray
-        self._started = False
-        if not ray.is_initialized():
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-            self._started = True
-            if started := ray_node_pids(ray):  # a local cluster of our own: it dies with us
-                reap_with_me(started)
+        self._started = init_ray(ray, address)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         gpus = int(ray.cluster_resources().get("GPU", 0))
         if gpus_per_run < 0:  # auto: a GPU per run when the cluster has GPUs
