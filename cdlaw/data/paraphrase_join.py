@@ -161,8 +161,7 @@ class _RowKeys:
         self.lines, self.offsets, self.lengths = array("q"), array("q"), array("q")
 
     def add(self, row: dict, f: int, n: int, offset: int, length: int) -> None:
-        key = [str(row["id"]), row["pass"], str(row.get("style", "")), row["text"].strip()]
-        self.hashes.append(hash64(json.dumps(key).encode()))
+        self.hashes.append(hash64(json.dumps(_row_key(row)).encode()))
         self.files.append(f)
         self.lines.append(n)
         self.offsets.append(offset)
@@ -187,8 +186,12 @@ class _RowKeys:
     def _key(self, files: list[Path], i: int) -> list:
         with open(files[self.files[i]], "rb") as f:
             f.seek(self.offsets[i])
-            row = json.loads(f.read(self.lengths[i]))
-        return [str(row["id"]), row["pass"], str(row.get("style", "")), row["text"].strip()]
+            return _row_key(json.loads(f.read(self.lengths[i])))
+
+
+def _row_key(row: dict) -> list:
+    """What makes two derived rows the same row: id, pass, style and stripped text."""
+    return [str(row["id"]), row["pass"], str(row.get("style", "")), row["text"].strip()]
 
 
 def _places(data: DataConfig, root: Path):
