@@ -61,22 +61,32 @@ def vocabulary() -> list[str]:
     return list(dict.fromkeys(words))
 
 
+class ZipfText:
+    """Sentences of 6–23 Zipf-distributed words (exponent 1.05) from vocabulary()."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.words = np.array(vocabulary())
+        self.p = 1.0 / np.arange(1, len(self.words) + 1) ** 1.05
+        self.p /= self.p.sum()
+
+    def text(self, n: int) -> str:
+        """n words in sentences, each capitalised and ended by a full stop."""
+        picks = self.words[self.rng.choice(len(self.words), size=n, p=self.p)]
+        cuts = np.cumsum(self.rng.integers(6, 24, size=n // 6 + 1))
+        sentences = [" ".join(s) for s in np.split(picks, cuts[cuts < n]) if len(s)]
+        return " ".join(s[:1].upper() + s[1:] + "." for s in sentences)
+
+
 def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> int:
     """Write about n_bytes of jsonl documents; the bytes written."""
-    rng = np.random.default_rng(seed)
-    words = np.array(vocabulary())
-    p = 1.0 / np.arange(1, len(words) + 1) ** 1.05
-    p /= p.sum()
+    zipf = ZipfText(seed)
     written, doc = 0, 0
     with open(path, "w") as f:
         while written < n_bytes:
             lines = []
             for _ in range(256):
-                n = int(rng.integers(100, 1500))
-                picks = words[rng.choice(len(words), size=n, p=p)]
-                cuts = np.cumsum(rng.integers(6, 24, size=n // 6 + 1))
-                sentences = [" ".join(s) for s in np.split(picks, cuts[cuts < n]) if len(s)]
-                text = " ".join(s[:1].upper() + s[1:] + "." for s in sentences)
+                text = zipf.text(int(zipf.rng.integers(100, 1500)))
                 lines.append(json.dumps({"id": f"doc{doc}", "text": text}) + "\n")
                 doc += 1
             chunk = "".join(lines)
@@ -88,18 +98,12 @@ def write_corpus(path: Path, n_bytes: int, seed: int = 0) -> int:
 def append_long_document(path: Path, n_bytes: int, seed: int = 1) -> int:
     """Append one document of about n_bytes (a single jsonl line), written a sentence
     batch at a time; the bytes appended."""
-    rng = np.random.default_rng(seed)
-    words = np.array(vocabulary())
-    p = 1.0 / np.arange(1, len(words) + 1) ** 1.05
-    p /= p.sum()
+    zipf = ZipfText(seed)
     written = 0
     with open(path, "a") as f:
         f.write('{"id": "long", "text": "')
         while written < n_bytes:
-            picks = words[rng.choice(len(words), size=20_000, p=p)]
-            cuts = np.cumsum(rng.integers(6, 24, size=20_000 // 6 + 1))
-            sentences = [" ".join(s) for s in np.split(picks, cuts[cuts < len(picks)]) if len(s)]
-            chunk = " ".join(s[:1].upper() + s[1:] + "." for s in sentences) + " "
+            chunk = zipf.text(20_000) + " "
             f.write(chunk)
             written += len(chunk)
         f.write('end."}\n')
