@@ -159,7 +159,10 @@ def tokenizer_key(data: DataConfig, bpe_blocks: int, bpe_version) -> dict:
     """The tokenizer's part of a cache key; bpe_version names the BPE trainer's version."""
     if data.tokenizer == "bpe":
         return {"bpe": bpe_version, "vocab_size": data.vocab_size, "blocks": bpe_blocks}
-    return {"file": tokenizer.file_digest(tokenizer.tokenizer_file(data.tokenizer))}
+    from cdlaw.data.fingerprint import FileHashes
+
+    # remembered by its stat (cdlaw.data.fingerprint): every run's cache key asks for it
+    return {"file": FileHashes().file(tokenizer.tokenizer_file(data.tokenizer))}
 
 
 @contextmanager

@@ -8,7 +8,6 @@ token is read from tokenizer_config.json or found among the usual names.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from array import array
@@ -82,14 +81,6 @@ def tokenizer_file(spec: str) -> Path:
             "tokenizer folder"
         )
     return path
-
-
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_tokenizer(path: str | Path):
