@@ -94,6 +94,12 @@ def load_tokenizer(path: str | Path):
         ) from None
 
 
+def file_vocab_size(spec: str) -> int:
+    """The vocabulary of the tokenizer file `data.tokenizer` names (added tokens
+    included, as a prepared corpus counts it), read without preparing any corpus."""
+    return load_tokenizer(tokenizer_file(spec)).get_vocab_size(with_added_tokens=True)
+
+
 def find_eos(tok, path: Path) -> int:
     """The end-of-text id: tokenizer_config.json's eos_token, else a well-known name."""
     names = []

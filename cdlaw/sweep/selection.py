@@ -140,7 +140,7 @@ def plan_sweep(
     The selected runs carry their `inputs` (every file they read, by content:
     cdlaw.data.inputs); `check_runs` sees them before the corpus is prepared, so a sweep
     it refuses (runs trained on other inputs, cdlaw.sweep.stale) prepares nothing new
-    (a tokenizer file's vocabulary, which run ids depend on, is read first).
+    (run ids depend on a tokenizer file's vocabulary: it is read from the file).
     """
     keep = parse_only(only) if only else None
     out = Path(out)
@@ -163,8 +163,10 @@ def plan_sweep(
     cache = cache_dir or out / ".cache"
     if sweep.data.tokenizer == "bpe":
         runs = sweep.runs()
-    else:  # the vocabulary comes from the tokenizer: ask the data layer first
-        runs = sweep.runs(prepare_corpus(sweep.data, cache, 1, workers=workers).vocab_size)
+    else:  # the vocabulary comes from the tokenizer file, read before any corpus work
+        from cdlaw.data.tokenizer import file_vocab_size
+
+        runs = sweep.runs(file_vocab_size(sweep.data.tokenizer))
     selected = _select(runs, keep, only)
     # the runs to train (--only may leave some out); a preview lists runs still unwritten
     notes, unwritten = check_derived_folders(sweep, selected, missing_ok=preview)

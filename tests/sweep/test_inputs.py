@@ -317,3 +317,32 @@ def test_a_branch_never_starts_from_a_trunk_trained_on_other_inputs(tmp_path):
     check = partial(refuse_changed_runs, tmp_path / "runs" / "share")
     with pytest.raises(BadInput, match=rf"1 run\(s\) .* other tokens .*\(e\.g\. {fork.parent}\)"):
         plan_sweep(sweep, tmp_path / "runs", only=f"run_id={branch}", check_runs=check)
+
+
+def test_runs_are_checked_before_a_corpus_with_a_tokenizer_file_is_prepared(tmp_path):
+    """The run ids need the tokenizer file's vocabulary: read from the file, so that a
+    refused sweep has tokenised nothing."""
+    from prepare_corpora import world_texts
+
+    from cdlaw.data.tokenizer import train_bpe
+    from cdlaw.sweep.selection import plan_sweep
+    from cdlaw.sweep.spec import load_sweep
+
+    texts = world_texts(400)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    train_bpe(texts, 300).save(str(tmp_path / "tok.json"))
+    (tmp_path / "s.toml").write_text(
+        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
+        f'derived_ratio = [0]\n[data]\ncorpus = "{tmp_path / "c.jsonl"}"\n'
+        f'tokenizer = "{tmp_path / "tok.json"}"\nval_tokens = 2000\n'
+    )
+    seen = []
+
+    def refuse(runs):
+        seen.extend(r.model.vocab_size for r in runs)
+        raise BadInput("refused")
+
+    with pytest.raises(BadInput, match="refused"):
+        plan_sweep(load_sweep(tmp_path / "s.toml"), tmp_path / "runs", check_runs=refuse)
+    assert seen == [300]
+    assert not list((tmp_path / "runs").rglob("meta.json"))
