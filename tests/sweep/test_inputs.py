@@ -319,23 +319,30 @@ def test_a_branch_never_starts_from_a_trunk_trained_on_other_inputs(tmp_path):
         plan_sweep(sweep, tmp_path / "runs", only=f"run_id={branch}", check_runs=check)
 
 
-def test_runs_are_checked_before_a_corpus_with_a_tokenizer_file_is_prepared(tmp_path):
-    """The run ids need the tokenizer file's vocabulary: read from the file, so that a
-    refused sweep has tokenised nothing."""
+def tokenizer_sweep(folder: Path) -> Path:
+    """A sweep file over a jsonl corpus with a tokenizer file of 300 tokens."""
     from prepare_corpora import world_texts
 
     from cdlaw.data.tokenizer import train_bpe
+
+    texts = world_texts(400)
+    (folder / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    train_bpe(texts, 300).save(str(folder / "tok.json"))
+    (folder / "s.toml").write_text(
+        'name = "tok"\n[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\n'
+        'strategy = ["repetition"]\nderived_ratio = [0]\n'
+        f'[data]\ncorpus = "{folder / "c.jsonl"}"\ntokenizer = "{folder / "tok.json"}"\n'
+        "val_tokens = 2000\n"
+    )
+    return folder / "s.toml"
+
+
+def test_runs_are_checked_before_a_corpus_with_a_tokenizer_file_is_prepared(tmp_path):
+    """The run ids need the tokenizer file's vocabulary: read from the file, so that a
+    refused sweep has tokenised nothing."""
     from cdlaw.sweep.selection import plan_sweep
     from cdlaw.sweep.spec import load_sweep
 
-    texts = world_texts(400)
-    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    train_bpe(texts, 300).save(str(tmp_path / "tok.json"))
-    (tmp_path / "s.toml").write_text(
-        '[grid]\nsize = ["20K"]\nfresh_tokens = [1000]\nstrategy = ["repetition"]\n'
-        f'derived_ratio = [0]\n[data]\ncorpus = "{tmp_path / "c.jsonl"}"\n'
-        f'tokenizer = "{tmp_path / "tok.json"}"\nval_tokens = 2000\n'
-    )
     seen = []
 
     def refuse(runs):
@@ -343,6 +350,16 @@ def test_runs_are_checked_before_a_corpus_with_a_tokenizer_file_is_prepared(tmp_
         raise BadInput("refused")
 
     with pytest.raises(BadInput, match="refused"):
-        plan_sweep(load_sweep(tmp_path / "s.toml"), tmp_path / "runs", check_runs=refuse)
+        plan_sweep(load_sweep(tokenizer_sweep(tmp_path)), tmp_path / "runs", check_runs=refuse)
     assert seen == [300]
     assert not list((tmp_path / "runs").rglob("meta.json"))
+
+
+def test_status_of_a_tokenizer_file_sweep_without_runs_prepares_nothing(tmp_path):
+    from cdlaw.sweep.summary import sweep_status
+
+    (tmp_path / "runs" / "tok").mkdir(parents=True)
+    shutil.copy(tokenizer_sweep(tmp_path), tmp_path / "runs" / "tok" / "sweep.toml")
+    rows = sweep_status(tmp_path / "runs" / "tok")
+    assert len(rows) == 1 and rows[0]["state"] == "pending", rows
+    assert not (tmp_path / "runs" / ".cache").exists()
