@@ -6,6 +6,7 @@
     inputs.save()                                          # the hashes, for the next sweep
     training_changes(recorded, now)                        # what changed, said per file
     changed_tasks(recorded, now, recorded_eval, now_eval)  # the task files that changed
+    stale_tasks(saved_config, cfg)                         # … by name, from config.json
     config_outdated(saved_config, cfg)                     # config.json to be rewritten
 
 A run reads the corpus's tokens (`corpus_key`: the corpus files, the embedded generator's
@@ -177,3 +178,13 @@ def changed_tasks(
         return set(now_eval.tasks)
     old = recorded.tasks()
     return {p for p, f in now.tasks().items() if p in old and old[p].sha256 != f.sha256}
+
+
+def stale_tasks(saved: dict, cfg: RunConfig) -> set[str]:
+    """The names of the tasks (their column names' stem) whose scores a run's config.json
+    (`saved`) recorded from other task files, or other eval.max_items, than cfg has."""
+    from cdlaw.data.tasks import task_name
+
+    recorded = recorded_inputs(saved)
+    changed = changed_tasks(recorded, cfg.inputs, saved.get("eval") or {}, cfg.eval)
+    return {task_name(t) for t in changed}

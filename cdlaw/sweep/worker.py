@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs
+from cdlaw.data.inputs import config_outdated, stale_tasks
 from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
@@ -210,7 +210,7 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
     folder of an older cdlaw that recorded none (cdlaw.data.inputs). Nothing is done for
     a run held by another process, or whose config.json is damaged (named elsewhere).
     """
-    from cdlaw.data.tasks import task_name, task_tokens_for
+    from cdlaw.data.tasks import task_tokens_for
     from cdlaw.train.lm_eval import column
 
     result = read_result(run_dir)
@@ -219,12 +219,7 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
     if result is None or status not in ("done", "diverged") or json_problem(config_path):
         return False
     saved = json.loads(config_path.read_text())
-    stale = {
-        task_name(t)
-        for t in changed_tasks(
-            recorded_inputs(saved), cfg.inputs, saved.get("eval") or {}, cfg.eval
-        )
-    }
+    stale = stale_tasks(saved, cfg)
     todo, harness = [], []
     if status == "done":
         tasks = task_tokens_for(cfg.eval, prepared, cfg.model.seq_len)

@@ -21,9 +21,8 @@ import torch
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.corpus_cache import PreparedCorpus
-from cdlaw.data.inputs import changed_tasks, config_outdated, recorded_inputs, training_changes
+from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
 from cdlaw.data.streams import TokenStream
-from cdlaw.data.tasks import task_name
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
 from cdlaw.task_columns import without_tasks
@@ -113,9 +112,8 @@ def _drop_stale_tasks(cfg: RunConfig, config_path: Path, rows: list[dict]) -> li
     task, when eval.max_items did): a task's curve holds only scores of its file as it is."""
     if cfg.inputs is None or not config_path.is_file():
         return rows
-    saved = json.loads(config_path.read_text())
-    stale = changed_tasks(recorded_inputs(saved), cfg.inputs, saved.get("eval") or {}, cfg.eval)
-    return [without_tasks(r, {task_name(t) for t in stale}) for r in rows] if stale else rows
+    stale = stale_tasks(json.loads(config_path.read_text()), cfg)
+    return [without_tasks(r, stale) for r in rows] if stale else rows
 
 
 def _config_outdated(cfg: RunConfig, config_path: Path) -> bool:
