@@ -1,25 +1,24 @@
-"""The sentences for a corpus that cannot be read (sources.py, doc_store.py): a full
-disk (DiskFull, not bad input), an empty corpus, a byte that is not UTF-8, a row whose
-text is missing or no string (by file and line), a duplicate id. Each one sentence, and
-cheap until needed: the corpus is only scanned once something went wrong."""
+"""The sentences for a corpus that cannot be read (sources.py, doc_store.py): an empty
+corpus, a byte that is not UTF-8, a row whose text is missing or no string (by file and
+line), a duplicate id. Each one sentence, and cheap until needed: the corpus is only
+scanned once something went wrong. A full disk is no such thing: sources.py says it
+first (cdlaw.disk_full)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from cdlaw.disk_full import disk_full_error, is_disk_full
 from cdlaw.errors import BadInput
 
 
 def unreadable(
     what: str, corpus: str, loader: str, files: list[Path], e: Exception, text_column: str = "text"
 ) -> Exception:
-    """The sentence for corpus files `datasets` refused: a full disk (DiskFull, not bad
-    input), no text at all, the first byte that is not UTF-8 or the first row whose text
-    is no string when that is why, else the error's first line."""
-    if is_disk_full(e):
-        return disk_full_error(e, "converting the corpus to Arrow")
+    """The sentence for corpus files `datasets` refused (a full disk is said before, by
+    the caller: DiskFull, not bad input): no text at all, the first byte that is not
+    UTF-8 or the first row whose text is no string when that is why, else the error's
+    first line."""
     if all(_blank(p) for p in files):
         return empty_corpus(what, corpus, text_column)
     for path in files:
@@ -29,9 +28,8 @@ def unreadable(
                 f"{what} {corpus!r} is not UTF-8 text: {path} has an undecodable byte at "
                 f"offset {offset}; re-encode it as UTF-8"
             )
-    if loader == "json" and (found := first_non_text_row(files, text_column)) is not None:
-        path, line, value = found
-        return not_text(what, corpus, text_column, 0, value, line_of(corpus, path, line))
+    if loader == "json" and (said := _non_text_row(what, corpus, files, text_column)):
+        return said
     first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
     return BadInput(f"{what} {corpus!r} could not be read as {loader}: {first_line}")
 
@@ -118,11 +116,17 @@ def duplicate_id(what: str, corpus: str, id_column: str, dup: str) -> BadInput:
 def mixed_text(what: str, corpus: str, files: list[Path], text_column: str) -> BadInput:
     """The sentence for a text column of mixed types: the first row whose text is no
     string, by file and line."""
-    found = first_non_text_row(files, text_column)
-    if found is not None:
-        path, line, value = found
-        return not_text(what, corpus, text_column, 0, value, line_of(corpus, path, line))
-    return BadInput(
+    return _non_text_row(what, corpus, files, text_column) or BadInput(
         f"{what} {corpus!r} column {text_column!r} mixes text with other values: every "
         "row's text must be a string"
     )
+
+
+def _non_text_row(what: str, corpus: str, files: list[Path], text_column: str) -> BadInput | None:
+    """not_text for the first jsonl row whose text is no string, by file and line; None
+    when no row is found so."""
+    found = first_non_text_row(files, text_column)
+    if found is None:
+        return None
+    path, line, value = found
+    return not_text(what, corpus, text_column, 0, value, line_of(corpus, path, line))
