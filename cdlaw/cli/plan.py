@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
-from cdlaw.cli.plan_words import gap_text, tokens_text, uses_text
+from cdlaw.cli.plan_words import gap_text, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -201,9 +201,7 @@ def _plan_panel(p) -> Panel:
         "fresh tokens D",
         f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",
     )
-    t.add_row(
-        "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {uses_text(p.best)}"
-    )
+    t.add_row("derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {p.best.uses}")
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
     if p.n_params_no_band_reason:
         t.add_row("N band", escape(p.n_params_no_band_reason))
@@ -302,7 +300,7 @@ def _other_ways(p) -> Table:
             fmt(a.fresh_tokens),
             fmt(a.derived_tokens),
             a.strategy,
-            uses_text(a),
+            a.uses,
             f"{a.predicted_loss:.4f}",
             gap,
         )

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cdlaw.cli import number, out, print_json, say
-from cdlaw.cli.plan_words import gap_text, tokens_text, uses_text
+from cdlaw.cli.plan_words import gap_text, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -102,7 +102,7 @@ def render_frontier(plans, law: str, unique, strategy: str) -> None:
     short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
     for p in plans:
         uses = short.get(p.strategy, p.strategy) + (
-            "" if p.strategy == "none" else " " + uses_text(p.best).split()[0] + "×"
+            "" if p.strategy == "none" else f" {p.best.uses_count:.3g}×"
         )
         t.add_row(
             f"{p.budget_flops:.2g}".replace("e+", "e"),

@@ -13,12 +13,6 @@ def tokens_text(x: float) -> str:
     return fmt(x) if math.isfinite(x) else "unlimited"
 
 
-def uses_text(a) -> str:
-    """How the derived tokens are made: '7.53 epochs', '4.35 passes', '1 epoch' (the
-    plan's own words, cdlaw.plan.result.Allocation.uses)."""
-    return a.uses
-
-
 def gap_text(x: float, digits: int) -> str:
     """A loss difference with its sign; rounding noise shows as +0 rather than -0."""
     return f"{round(x, digits) + 0.0:+.{digits}f}"
