@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
-from cdlaw.cli.plan_words import gap_text, tokens_text
+from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -150,18 +150,12 @@ REGIME_WHY = {
 }
 
 
-def _extrapolated(where: str) -> None:
-    """The first line of an insisted plan's output: it is beyond the limit, and where."""
-    from cdlaw.plan.checks import extrapolated_text
-
-    text = escape(extrapolated_text(where))
-    out.print(f"[bold red]extrapolated[/]{text.removeprefix('extrapolated')}", highlight=False)
-
-
 def _render_plan(p) -> None:
     """The plan's panel, the same budget planned other ways, training cost, warnings."""
     if p.extrapolated:
-        _extrapolated("; ".join(p.extrapolated))
+        from cdlaw.plan.checks import extrapolated_text
+
+        say_extrapolated(extrapolated_text("; ".join(p.extrapolated)), out)
     out.print(_plan_panel(p))
     if p.tasks:
         out.print(_task_table(p))
