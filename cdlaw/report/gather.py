@@ -14,11 +14,15 @@ fresh-token count as unique tokens (cdlaw.report.budget). Any other budget:
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
@@ -61,17 +65,16 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
 
 
-def _fit_now(path: Path, inputs: PlotInputs) -> str:
-    """No fit: fit in memory with cdlaw's defaults, and say how to save a fit. A table is
-    fitted from the rows load_inputs read (not read again); a runs folder with its rounds."""
+def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
+    """No fit: fit `runs()` (gather's runs table) in memory with cdlaw's defaults, and say
+    how to save a fit."""
     how = f"create one with `cdlaw fit {path}`, then run `cdlaw report {path}` again"
     none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
     log.info(
         f"{none.lower()} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` saves one)"
     )
     try:
-        table = load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
-        result = fit_law(table, source=str(path))
+        result = fit_law(runs(), source=str(path))
     except BadInput as e:
         return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict()
@@ -84,9 +87,9 @@ def _fit_now(path: Path, inputs: PlotInputs) -> str:
     )
 
 
-def _links_now(path: Path, inputs: PlotInputs) -> str:
-    """The task links: downstream.json beside the runs, or fitted here (not saved) when the
-    runs have task columns but no links were written; a note saying which."""
+def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
+    """The task links: downstream.json beside the runs, or fitted here from `runs()` (not
+    saved) when the runs have task columns but no links were written; a note saying which."""
     from cdlaw.fit.downstream import fit_downstream
     from cdlaw.fit.task_links import downstream_path
     from cdlaw.task_columns import task_columns
@@ -97,8 +100,7 @@ def _links_now(path: Path, inputs: PlotInputs) -> str:
     if summary is None or not task_columns(summary.columns):
         return "No task columns: the sweep file's [eval] names no tasks (docs/downstream.md)."
     try:
-        table = load_runs(path) if path.is_dir() else prepare_runs(summary, str(path))
-        inputs.downstream = fit_downstream(table, n_boot=50, source=str(path))
+        inputs.downstream = fit_downstream(runs(), n_boot=50, source=str(path))
     except BadInput as e:
         return f"The task columns cannot be linked to the loss yet ({e})."
     return (
@@ -187,11 +189,19 @@ def gather(
             raise BadInput(f"{what} must be a positive number like 1e21 or 5e9, not {value:g}")
     inputs = load_inputs(path, fit_path, need_fit=False)
     report = Report(path, inputs)
+
+    @functools.cache
+    def runs() -> pd.DataFrame:
+        """The runs as `cdlaw fit` reads them, checked (and any loss above ln V said) once
+        for the fit and the links made here: a runs folder with its rounds, a table from
+        the rows load_inputs read."""
+        return load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
+
     if inputs.fit is None:
-        report.fit_note = _fit_now(path, inputs)
+        report.fit_note = _fit_now(path, inputs, runs)
     else:
         report.fit_note = f"From {inputs.fit_path}."
-    report.downstream_note = _links_now(path, inputs)
+    report.downstream_note = _links_now(path, inputs, runs)
     _plan(report, budget_flops, unique_tokens, extrapolate)
     for kind in KINDS:
         reason = why_not(kind, inputs)

@@ -328,3 +328,21 @@ def test_cli_report_and_bad_input(tmp_path):
         gather(runs, unique_tokens=-1.0)
     with pytest.raises(BadInput, match="is a folder; give a file name"):
         write_report(runs, tmp_path)
+
+
+def test_a_table_without_a_fit_or_links_is_checked_once(tmp_path, caplog):
+    """The report tries the law's fit and the task links in memory on one reading of the
+    table: a loss above ln V is said once, not once for each (it was said twice). Three
+    runs, too few to fit the law, keep it quick."""
+    table = plotdata.run_table(1).drop(columns=["run_id"]).iloc[:3].copy()
+    table["vocab_size"] = 512
+    table.loc[0, "loss"] = 7.0  # above ln 512 = 6.24
+    table["task_world_mc_acc"] = (1.2 - table["loss"] / 8).clip(0.25, 1.0)
+    csv = tmp_path / "t.csv"
+    table.to_csv(csv, index=False)
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        report = gather(csv)
+    said = [r.getMessage() for r in caplog.records if "loss above ln V" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "cannot be fitted yet" in report.fit_note
+    assert report.downstream_note.startswith("No downstream.json")  # tried here
