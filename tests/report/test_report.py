@@ -346,3 +346,26 @@ def test_a_table_without_a_fit_or_links_is_checked_once(tmp_path, caplog):
     assert len(said) == 1, said
     assert "cannot be fitted yet" in report.fit_note
     assert report.downstream_note.startswith("No downstream.json")  # tried here
+
+
+def test_the_default_budget_is_found_without_the_bootstrap(report, runs, monkeypatch):
+    """Each budget the page tries is planned without the bootstrap refits (only where its
+    allocation lies is read); the page plans the budget found once, with them."""
+    import dataclasses
+
+    import cdlaw.report.budget as budget
+
+    real, refits = budget.plan, []
+
+    def plan(source, *args, **kwargs):
+        refits.append(len(source.bootstrap))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(budget, "plan", plan)
+    fitted = load_law(str(runs / "fit.json"))
+    source = dataclasses.replace(fitted, bootstrap=(fitted.law,) * 4)  # refits that agree
+    found, inside = budget.budget_inside_range(
+        source, *budget.run_compute(report.inputs), report.unique_tokens
+    )
+    assert source.bootstrap and refits and set(refits) == {0}
+    assert inside and found == report.budget_flops
