@@ -27,12 +27,11 @@ import pandas as pd
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
-from cdlaw.fit.findings import DataRange
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.checks import BeyondLimit
 from cdlaw.plan.planner import plan
-from cdlaw.plan.source import PlanningLaw, load_law
+from cdlaw.plan.source import load_law, with_fitted_range
 from cdlaw.plan.tasks import with_tasks
 from cdlaw.report.budget import (
     LARGEST_RUN,
@@ -137,9 +136,7 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
     if inputs.fit_path is not None:
         source = load_law(str(inputs.fit_path))
     else:
-        fitted = (inputs.fit or {}).get("data_range")
-        data_range = None if fitted is None else DataRange.from_dict(fitted, str(report.path))
-        source = PlanningLaw(str(report.path), inputs.law, data_range)
+        source = with_fitted_range(inputs.law, inputs.fit, str(report.path))
     try:
         if budget_flops is None and compute is not None:
             report.budget_flops, inside = budget_inside_range(
