@@ -139,3 +139,26 @@ def test_every_band_holds_its_point_and_stays_positive_over_budgets():
                 assert 0 <= band[0] <= point <= band[1]
         if p.predicted_loss_ci95:
             assert p.predicted_loss_ci95[1] <= math.log(100278)
+
+
+def test_a_loss_band_the_refits_leave_on_one_side_is_widened_to_its_point_and_kept_positive():
+    """Refits whose losses at the plan all lie above it (or all below) give a raw band that
+    misses the point: the band is widened to it. Refits below zero give a lower end of 0."""
+    from cdlaw.plan.checks import loss_interval
+
+    best = plan(QIN, C, U).best
+    point = best.predicted_loss
+
+    def band(shift: float):
+        draws = [Law("cd", {**QIN.params, "E": QIN.params["E"] + shift + 0.01 * j},
+                     QIN.strategies) for j in range(10)]  # fmt: skip
+        got, why, _ = loss_interval(PlanningLaw("x", QIN, None, tuple(draws)), best,
+                                    best.strategy, None, None)  # fmt: skip
+        assert why is None
+        return got
+
+    lo, hi = band(0.1)  # every refit above the point
+    assert lo == point < hi
+    lo, hi = band(-0.2)  # every refit below it
+    assert lo < hi == point
+    assert band(-10.0) == (0.0, point)  # refits whose loss is negative
