@@ -162,3 +162,16 @@ def test_a_loss_band_the_refits_leave_on_one_side_is_widened_to_its_point_and_ke
     lo, hi = band(-0.2)  # every refit below it
     assert lo < hi == point
     assert band(-10.0) == (0.0, point)  # refits whose loss is negative
+
+
+def test_the_supported_budgets_predict_a_loss_under_ln_v():
+    """Where the runs' vocabulary is known, the supported range starts where the plan's
+    loss drops under ln V, a uniform guess's: below it the law means nothing (the demo's
+    fit, V = 512, would otherwise reach down to plans of 35 nats)."""
+    from cdlaw.plan.support import supported_budgets
+
+    free = supported_budgets(fitted(15, 15), U)
+    capped = supported_budgets(fitted(15, 15, vocab=32), U)
+    assert capped[0] > 100 * free[0] and capped[-1] == free[-1]
+    assert plan(fitted(15, 15), free[0], U).predicted_loss > 9  # no vocabulary: no cap
+    assert math.log(32) - 0.01 < plan(fitted(15, 15), capped[0], U).predicted_loss <= math.log(32)
