@@ -175,3 +175,28 @@ def test_the_supported_budgets_predict_a_loss_under_ln_v():
     assert capped[0] > 100 * free[0] and capped[-1] == free[-1]
     assert plan(fitted(15, 15), free[0], U).predicted_loss > 9  # no vocabulary: no cap
     assert math.log(32) - 0.01 < plan(fitted(15, 15), capped[0], U).predicted_loss <= math.log(32)
+
+
+def test_compare_refuses_only_the_laws_whose_plan_is_beyond_the_limit():
+    """compare plans each law through the guard: a law beyond the limit gets the refusal
+    as its error, the others are planned; only when every law is beyond is it refused."""
+    from cdlaw.plan.compare import Comparison, LawScore, attach_plans
+
+    def score(name: str) -> LawScore:
+        d = PRESETS[name].to_dict()
+        return LawScore(d["law"], 5, {"params": d["params"], "strategies": d["strategies"]},
+                        0.01, 0.0, 0.0, 0.0, 0.02, 0.02, True)  # fmt: skip
+
+    # runs to 6B, repetition and paraphrase to r ≤ 0.1: the CD law's plan (r = 6.53) is
+    # beyond the limit; Chinchilla's (N = 33.3B, D′ of no value to it) is not
+    rng = dataclasses.replace(fitted(0.1, 0.1).data_range, n_params=(14e6, 6e9))
+    both = Comparison([score("qin2026"), score("chinchilla-hoffmann")], {}, 0.1, 10, None, "t")
+    attach_plans(both, C, U, rng, extrapolate=False)
+    cd, chinchilla = (s.plan for s in both.scores)
+    assert cd["beyond_limit"] and cd["error"].startswith("the plan is beyond the 30×")
+    assert "error" not in chinchilla and chinchilla["extrapolated"] == []
+    alone = Comparison([score("qin2026")], {}, 0.1, 10, None, "t")
+    with pytest.raises(BeyondLimit):
+        attach_plans(alone, C, U, rng, extrapolate=False)
+    attach_plans(alone, C, U, rng, extrapolate=True)
+    assert alone.scores[0].plan["extrapolated"]
