@@ -147,12 +147,9 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
         if inputs.downstream is not None and inputs.downstream.links:
             planned = with_tasks(planned, source, inputs.downstream.links)
         report.plan = planned.to_dict()
-    except BeyondLimit as e:
-        if budget_flops is not None:
-            raise
-        report.plan_note = f"No plan: {e}"
-        return
     except BadInput as e:
+        if isinstance(e, BeyondLimit) and budget_flops is not None:
+            raise  # the budget asked for: refused as `cdlaw plan` refuses it
         report.plan_note = f"No plan: {e}"
         return
     report.budget_note = note()
