@@ -58,29 +58,31 @@ class TaskPrediction:
         }
 
 
-def read_links(path: str | None, task: str | None = None) -> list[TaskLink]:
-    """The links of a downstream.json (`plan --link`; one task's with `task`), [] for none.
-    BadInput for a file that is missing or unreadable, or a task it does not hold."""
+def read_links(
+    path: str | None, task: str | None = None
+) -> tuple[list[TaskLink], list[TaskPredictors]]:
+    """The links and the task predictors of a downstream.json (`plan --link`; one task's with
+    `task`), read once; ([], []) for none. BadInput for a file that is missing or
+    unreadable, or a task it does not hold."""
     if path is None:
         if task is not None:
             raise BadInput("--task goes with --link: name the downstream.json to predict it with")
-        return []
+        return [], []
     from pathlib import Path
 
     if not Path(path).is_file():
         raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
-    return Downstream.read(path).link(task)
+    d = Downstream.read(path)
+    return d.link(task), _predictors(d, task)
 
 
-def read_predictors(path: str | None, task: str | None = None) -> list[TaskPredictors]:
-    """The task predictors of a downstream.json (one task's with `task`), [] for none."""
-    if path is None:
-        return []
-    return [
-        tp
-        for tp in Downstream.read(path).predictors
-        if task is None or task in (tp.task, tp.column)
-    ]
+def read_predictors(path: str, task: str | None = None) -> list[TaskPredictors]:
+    """The task predictors of a downstream.json (one task's with `task`)."""
+    return _predictors(Downstream.read(path), task)
+
+
+def _predictors(d: Downstream, task: str | None) -> list[TaskPredictors]:
+    return [tp for tp in d.predictors if task is None or task in (tp.task, tp.column)]
 
 
 def forecast_tasks(
