@@ -6,17 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from runhelpers import cdlaw_here
 from taskladder import two_step
 
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
-
-
-@pytest.fixture
-def cdlaw(monkeypatch, capsys, tmp_path):
-    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.fixture(scope="module")
