@@ -16,7 +16,7 @@ errs beyond the runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -101,20 +101,7 @@ class Forecast:
     no_band_reason: str | None = None
 
     def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "value": self.value,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "predictor": self.predictor,
-            "chosen_by": self.chosen_by,
-            "heldout_error": self.heldout_error,
-            "n_factor": self.n_factor,
-            "flops_factor": self.flops_factor,
-            "beyond_runs": self.beyond_runs,
-            "no_band_reason": self.no_band_reason,
-        }
+        return {**asdict(self), "ci95": list(self.ci95) if self.ci95 else None}
 
 
 def forecast(

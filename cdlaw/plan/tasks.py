@@ -47,15 +47,7 @@ class TaskPrediction:
     beyond_runs: str | None  # the plan's loss outside the losses the link was fitted to
 
     def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "value": self.value,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "no_band_reason": self.no_band_reason,
-            "beyond_runs": self.beyond_runs,
-        }
+        return {**dataclasses.asdict(self), "ci95": list(self.ci95) if self.ci95 else None}
 
 
 def read_links(
