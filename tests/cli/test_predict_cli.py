@@ -131,3 +131,15 @@ def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
     assert float(low) <= float(value) <= float(high) and float(heldout) > 0
     assert by in ("task-loss", "val-loss", "val-loss-exp", "direct")
     assert "beyond the runs: N 6.25× and compute" in out
+
+
+def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, ladder, tmp_path):
+    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 0)[0] == 0
+    d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
+    d["predictors"][0]["chosen_by"] = "the least held-out error at N = 6.4e+08 " + "word " * 30
+    links = tmp_path / "long.downstream.json"
+    links.write_text(json.dumps(d))
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1B",
+                           "--fresh-tokens", "20B")  # fmt: skip
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 80 and "chosen by the least" in out, out
