@@ -143,3 +143,19 @@ def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, lad
                            "--fresh-tokens", "20B")  # fmt: skip
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80 and "chosen by the least" in out, out
+
+
+def test_the_report_predicts_the_plans_accuracy_as_plan_link_does(cdlaw, ladder):
+    from cdlaw.report.gather import gather
+
+    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 10)[0] == 0
+    links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
+    code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
+                           "1e12", "--link", links, "--extrapolate", "--json")  # fmt: skip
+    assert code == 0, err
+    planned = {t["column"]: t for t in json.loads(out)["tasks"]}["task_quiz_acc"]
+    report = gather(ladder, budget_flops=1e20, unique_tokens=1e12, extrapolate=True)
+    assert report.inputs.downstream is not None and report.inputs.downstream.predictors
+    shown = {t["column"]: t for t in report.plan["tasks"]}["task_quiz_acc"]
+    assert shown["predictor"] == planned["predictor"]
+    assert shown["value"] == pytest.approx(planned["value"])
