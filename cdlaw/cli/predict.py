@@ -61,7 +61,8 @@ def predict(
     if N <= 0 or D <= 0 or Dp < 0:
         raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
     source = load_law(law) if law else None
-    forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy.strip().lower())
+    strategy = strategy.strip().lower()
+    forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
     if json_out:
         print_json(
             {
@@ -74,7 +75,7 @@ def predict(
             }
         )
         return
-    _render(forecasts, N, D, Dp, strategy.strip().lower())
+    _render(forecasts, N, D, Dp, strategy)
 
 
 def _render(forecasts, N, D, Dp, strategy: str) -> None:

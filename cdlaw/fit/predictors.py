@@ -268,11 +268,11 @@ def _step1(tab: _Table, fin, x, xname: str, boot: int, rng) -> CurveFit:
 
 def _fit_direct(tab: _Table, fin, y, floor, boot, rng) -> PredictorFit:
     ratio = tab.T / tab.N
+    x = np.log10(6 * tab.N * tab.T)
     links = []
     for members in _ratio_groups(ratio, fin):
         if len(np.unique(tab.N[members])) < 4:
             continue
-        x = np.log10(6 * tab.N * tab.T)
         link = _fit_link(
             SIGMOID, x[members], y[members], tab.run[members], floor, "log10_flops", boot, rng,
             falling=False,
