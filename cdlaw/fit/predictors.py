@@ -72,8 +72,7 @@ class _Table:
 
     @classmethod
     def of(cls, runs: pd.DataFrame) -> _Table:
-        keys = [k for k in RUN_KEYS if k in runs.columns]
-        run = runs.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+        run = run_ids(runs)
         ckpt = runs["checkpoint"].to_numpy(bool) if "checkpoint" in runs.columns else None
         final = np.ones(len(runs), bool) if ckpt is None else ~ckpt
         return cls(
@@ -87,6 +86,24 @@ class _Table:
 
     def metric(self, col: str) -> np.ndarray:
         return pd.to_numeric(self.frame[col], errors="coerce").to_numpy(float)
+
+
+def run_ids(runs: pd.DataFrame) -> np.ndarray:
+    """The run each row of a table belongs to, as an int: a run's checkpoint rows share its
+    end's (the same N, D, D′, strategy, seed, lr and weight decay)."""
+    keys = [k for k in RUN_KEYS if k in runs.columns]
+    return runs.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+
+
+def run_counts(run: np.ndarray, boot: int, rng) -> np.ndarray:
+    """(1 + boot, n) weights: ones, then each bootstrap's count of each row's run (runs
+    resampled with replacement, a run's rows together)."""
+    ids, inv = np.unique(run, return_inverse=True)
+    w = [np.ones(len(run))]
+    for _ in range(boot):
+        c = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
+        w.append(c[inv].astype(float))
+    return np.array(w)
 
 
 def accuracy_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -261,7 +278,7 @@ def _step1(tab: _Table, fin, x, xname: str, boot: int, rng) -> CurveFit:
     """Step 1 on the final rows `fin`, fitted once per (quantity, rows, refits)."""
     key = (xname, fin.tobytes(), boot)
     if key not in tab.step1:
-        th, _ = fit_power_nd(tab.N[fin], tab.T[fin], x[fin], _counts(tab.run[fin], boot, rng))
+        th, _ = fit_power_nd(tab.N[fin], tab.T[fin], x[fin], run_counts(tab.run[fin], boot, rng))
         tab.step1[key] = CurveFit("power_nd", "N, D", th[0].tolist(), th[1:].tolist())
     return tab.step1[key]
 
@@ -307,17 +324,6 @@ def _ratio_groups(ratio: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _counts(run: np.ndarray, boot: int, rng) -> np.ndarray:
-    """(1 + boot, n) weights: ones, then each bootstrap's count of each row's run (runs
-    resampled with replacement, a run's rows together)."""
-    ids, inv = np.unique(run, return_inverse=True)
-    w = [np.ones(len(run))]
-    for _ in range(boot):
-        c = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
-        w.append(c[inv].astype(float))
-    return np.array(w)
-
-
 def _fit_link(curve, x, y, run, floor, xname, boot_n, rng, falling) -> CurveFit | None:
     free = len(curve.params) - (1 if curve is SIGMOID and floor is not None else 0)
     if len(x) < free + 1:
@@ -328,7 +334,7 @@ def _fit_link(curve, x, y, run, floor, xname, boot_n, rng, falling) -> CurveFit 
     best = th[int(np.argmin(cost))]
     thetas = [best.tolist()]
     if boot_n:
-        w = _counts(run, boot_n, rng)[1:]
+        w = run_counts(run, boot_n, rng)[1:]
         tb, _ = fit_curve(curve, x, y, w, np.repeat(best[None, :], boot_n, 0), lo, hi, fixed)
         thetas += tb.tolist()
     return CurveFit(curve.name, xname, thetas[0], thetas[1:], fixed)
