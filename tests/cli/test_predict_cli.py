@@ -43,7 +43,9 @@ def test_holdout_largest_prints_each_predictors_error_and_the_choice(cdlaw, ladd
     assert all(f["heldout_error"] is not None for f in tp["fits"].values() if not f["why_not"])
 
 
-def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
+def test_predict_plan_link_and_report_agree_and_bands_widen(cdlaw, ladder):
+    from cdlaw.report.gather import gather
+
     assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 30)[0] == 0
     links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
     code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
@@ -52,6 +54,10 @@ def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
     plan = json.loads(out)
     best = plan  # the best allocation's n_params, fresh_tokens, derived_tokens at the top
     planned = {t["column"]: t for t in plan["tasks"]}["task_quiz_acc"]
+    report = gather(ladder, budget_flops=1e20, unique_tokens=1e12, extrapolate=True)
+    shown = {t["column"]: t for t in report.plan["tasks"]}["task_quiz_acc"]  # its "at the plan"
+    assert shown["predictor"] == planned["predictor"]
+    assert shown["value"] == pytest.approx(planned["value"])
     code, out, err = cdlaw("predict", "--downstream", links, "--law", fit,
                            "--n-params", best["n_params"], "--fresh-tokens", best["fresh_tokens"],
                            "--derived-tokens", best["derived_tokens"], "--json")  # fmt: skip
@@ -143,19 +149,3 @@ def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, lad
                            "--fresh-tokens", "20B")  # fmt: skip
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80 and "chosen by the least" in out, out
-
-
-def test_the_report_predicts_the_plans_accuracy_as_plan_link_does(cdlaw, ladder):
-    from cdlaw.report.gather import gather
-
-    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 10)[0] == 0
-    links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
-    code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
-                           "1e12", "--link", links, "--extrapolate", "--json")  # fmt: skip
-    assert code == 0, err
-    planned = {t["column"]: t for t in json.loads(out)["tasks"]}["task_quiz_acc"]
-    report = gather(ladder, budget_flops=1e20, unique_tokens=1e12, extrapolate=True)
-    assert report.inputs.downstream is not None and report.inputs.downstream.predictors
-    shown = {t["column"]: t for t in report.plan["tasks"]}["task_quiz_acc"]
-    assert shown["predictor"] == planned["predictor"]
-    assert shown["value"] == pytest.approx(planned["value"])
