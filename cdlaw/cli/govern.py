@@ -53,7 +53,7 @@ def govern(
     """
     from cdlaw.govern.cooldown import DEMO, fit_cooldown
     from cdlaw.govern.curve import CurveOptions, read_curve
-    from cdlaw.govern.governor import GovernOptions
+    from cdlaw.govern.governor import GovernOptions, plan_budget
     from cdlaw.govern.governor import govern as decide
     from cdlaw.plan.source import load_law
 
@@ -80,6 +80,7 @@ def govern(
     n_reads = None if reads is None else count(reads, "--reads")
     source = load_law(law or str(_default_law(run)))
     last_tokens = None
+    budget_plan = None  # planned at the first reading, the same for every one after
     done = 0
     while True:
         try:
@@ -92,7 +93,8 @@ def govern(
             curve = None
         if curve is not None and curve.tokens[-1] != last_tokens:
             last_tokens = curve.tokens[-1]
-            decision = decide(curve, source, options)
+            budget_plan = budget_plan or plan_budget(source, options)
+            decision = decide(curve, source, options, budget_plan)
             _render(decision, json_out, one_line=watch)
             if figure is not None:
                 _draw(decision, figure)

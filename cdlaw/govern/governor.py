@@ -26,6 +26,7 @@ from cdlaw.errors import BadInput
 from cdlaw.govern.cooldown import DEMO, Cooldown
 from cdlaw.govern.curve import Curve
 from cdlaw.law import Law
+from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
@@ -233,14 +234,17 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
     return float(n), float(fresh), strategy, planned, float(f), warnings
 
 
-def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decision:
-    """The governor's decision for `curve` under `source`'s law, budget and unique tokens."""
-    from cdlaw.plan.planner import plan
+def govern(
+    curve: Curve, source: PlanningLaw, options: GovernOptions, budget_plan: Plan | None = None
+) -> Decision:
+    """The governor's decision for `curve` under `source`'s law, budget and unique tokens.
 
+    budget_plan: plan(source, budget, unique tokens), where the caller already has it: it
+    depends on neither the curve nor the run, so `cdlaw govern --watch` plans once."""
     law = source.law
     n, fresh, strategy, planned, f, warnings = _resolve(curve, law, options)
     C = options.budget_flops
-    p = plan(source, C, options.unique_tokens)
+    p = budget_plan or plan_budget(source, options)
     lam = float(p.marginal_gain_per_flop)
     t_now = curve.tokens_now
     e_now = t_now / (1 - f)
@@ -370,6 +374,13 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
         curve=curve_out,
         warnings=tuple(warnings),
     )
+
+
+def plan_budget(source: PlanningLaw, options: GovernOptions) -> Plan:
+    """The plan at the budget: its λ(C) is the governor's threshold."""
+    from cdlaw.plan.planner import plan
+
+    return plan(source, options.budget_flops, options.unique_tokens)
 
 
 def _switched(other: str, n: float, fresh: float, strategy: str, t_now: float):
