@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.columns import numbers, read_table
 
 # The columns a log may name each quantity, compared ignoring case; the first that has a
 # finite value wins (a cdlaw run's val_loss before its train_loss).
@@ -128,16 +129,12 @@ def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
             "give a run folder, a .csv/.parquet log, or a TensorBoard log folder"
         )
     else:
-        from cdlaw.fit.columns import read_table
-
         curve = _from_frame(read_table(path), str(path), options)
     return check_curve(curve)
 
 
 def _run_folder(path: Path, options: CurveOptions) -> Curve:
     """A cdlaw run: metrics.parquet, and what config.json says about the run."""
-    from cdlaw.fit.columns import read_table
-
     frame = read_table(path / "metrics.parquet")
     config: dict = {}
     if (path / "config.json").is_file():
@@ -191,13 +188,15 @@ def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None
         return lower.get(want.strip().lower())
     for name in names:
         col = lower.get(name)
-        if col is not None and np.isfinite(pd.to_numeric(frame[col], errors="coerce")).any():
+        if col is not None and np.isfinite(_numbers(frame, col)).any():
             return col
     return None
 
 
 def _numbers(frame: pd.DataFrame, col) -> np.ndarray:
-    return pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+    """The column as floats, NaN where a cell is no number; 25M read as the command line
+    reads it (cdlaw.fit.columns.numbers)."""
+    return numbers(frame[col]).to_numpy(float)
 
 
 def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:

@@ -148,3 +148,13 @@ def test_a_first_loss_at_about_ln_v_is_an_untrained_model_not_bad_input(tmp_path
     frame.to_csv(tmp_path / "log.csv", index=False)
     curve = read_curve(tmp_path / "log.csv", CurveOptions(vocab_size=50_000))
     assert curve.loss[0] == frame.loc[0, "loss"]
+
+
+def test_a_log_reads_numbers_as_the_command_line_does(tmp_path):
+    from cdlaw.govern.curve import read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame["tokens"] = [f"{t / 1e6:g}M" for t in frame["tokens"]]  # 200M, …, 3000M
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    curve = read_curve(tmp_path / "log.csv")
+    assert curve.tokens[0] == 2e8 and curve.tokens[-1] == 3e9
