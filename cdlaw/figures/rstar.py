@@ -221,24 +221,23 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
     handles = _curve_key(strategies, n_refs, t_refs)
     if several:
         handles += _winner_panel(axes[0, 2], law, strategies, n_grid, t_grid, runs)
-    if several:
         handles = _one_entry_per_strategy(handles, strategies)
     return style.finish(
         fig,
         f"{FORMULA}: how long derived tokens keep their worth",
         style.fit_caption(fit),
         handles,
-        [h.label if isinstance(h, style.Beside) else h.get_label() for h in handles],
+        [h.get_label() for h in handles],
     )
 
 
 def _one_entry_per_strategy(handles, strategies) -> list:
     """Each strategy's line and its region on the right as one entry, so the legend holds
     one entry per strategy rather than two."""
-    by_label = {h.label if isinstance(h, style.Beside) else h.get_label(): h for h in handles}
+    by_label = {h.get_label(): h for h in handles}
     out = []
     for h in handles:
-        label = h.label if isinstance(h, style.Beside) else h.get_label()
+        label = h.get_label()
         if label in strategies:
             region = next((k for k in by_label if k.startswith(f"right: {label} ")), None)
             both = style.Beside((h, by_label[region])) if region else h

@@ -405,7 +405,13 @@ def mark_outside(ax, x, y, colour="0.6", size: float = 46, gid: str = "outside")
 
 class Beside(tuple):
     """A legend handle of several markers drawn side by side (finish's legend draws a
-    plain tuple of handles one over another: a run's marker on its fitted line)."""
+    plain tuple of handles one over another: a run's marker on its fitted line); its
+    label, where it carries one, reads as an artist's does (get_label)."""
+
+    label = ""
+
+    def get_label(self) -> str:
+        return self.label
 
 
 def outside_handle(values, what: str = "run", name: str = ""):
