@@ -16,11 +16,6 @@ from cdlaw.law import Law
 MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
 
 
-def size_bins(n_params, k: int = MAX_SIZE_COLOURS) -> list[np.ndarray]:
-    """The distinct model sizes in at most k groups, one colour each (style.size_bins)."""
-    return style.size_bins(n_params, k)
-
-
 def _size_label(sizes: np.ndarray, n_line: float) -> str:
     if len(sizes) == 1:
         return f"N = {style.size(sizes[0])}"
@@ -122,7 +117,7 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     off = (rows["loss"] < ylim[0]) | (rows["loss"] > ylim[1])
     # The sizes take the legend's room the key leaves (one line per size group).
     room = style.MAX_LEGEND - len(key) - int(off.any())
-    groups = size_bins(rows["n_params"], min(MAX_SIZE_COLOURS, room))
+    groups = style.size_bins(rows["n_params"], min(MAX_SIZE_COLOURS, room))
     colours = _size_colours(len(groups))
     handles = [
         _size_group(ax, law, rows[rows["n_params"].isin(sizes)], sizes, colour, g, strategies)
