@@ -31,7 +31,7 @@ def govern(
     decay_frac: float = typer.Option(None, "--decay-frac", help="The cooldown's share of a run's tokens (default: its config, else 0.2)."),
     batch_tokens: str = typer.Option(None, "--batch-tokens", metavar=NUMBER, help="Tokens per step, when the log counts steps (batch size × sequence length)."),
     loss_column: str = typer.Option(None, "--loss-column", help="The loss column to read (default: val_loss, eval_loss, loss, train_loss: the first there)."),
-    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse losses above ln V (default: the run's config)."),
+    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse a loss more than 5% above ln V (default: the run's config)."),
     cooldown_from: Path = typer.Option(None, "--cooldown-from", help="A runs folder of a WSD sweep with shared trunks: fit the stable-to-cooled ratio from its branches instead of the demo's."),
     figure: Path = typer.Option(None, "--figure", help="Also draw the curve, its predicted continuation and where G_t meets λ (.png, .pdf, .svg)."),
     watch: bool = typer.Option(False, "--watch", help="Re-read the log every --every seconds and decide again when it grows (Ctrl-C to stop)."),
