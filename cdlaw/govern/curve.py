@@ -54,22 +54,19 @@ ABOVE_LN_V = 1.05
 
 @dataclass(frozen=True)
 class CurveOptions:
-    """What the command line may tell about a run beyond its log (None: from the log)."""
+    """How to read a log, where the log does not say (None: from the log). What the run
+    is (N, D, …) beyond its config comes with the governor's options (GovernOptions)."""
 
     batch_tokens: float | None = None  # tokens per optimizer step, when the log has steps
     loss_column: str | None = None  # force a column (e.g. train_loss)
-    vocab_size: int | None = None  # V, for the ln V check
-    n_params: float | None = None
-    fresh_tokens: float | None = None
-    strategy: str | None = None
-    planned_tokens: float | None = None  # D + D′ the run is scheduled for
-    decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
+    vocab_size: int | None = None  # V, for the ln V check (default: a run folder's config)
 
 
 @dataclass(frozen=True)
 class Curve:
-    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what is
-    known about the run; `stable` marks the points at the peak lr after warmup."""
+    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what a
+    run folder's config says about the run; `stable` marks the points at the peak lr after
+    warmup."""
 
     tokens: np.ndarray
     loss: np.ndarray
@@ -79,9 +76,8 @@ class Curve:
     n_params: float | None = None
     fresh_tokens: float | None = None
     strategy: str | None = None
-    planned_tokens: float | None = None
-    decay_frac: float | None = None
-    vocab_size: int | None = None
+    planned_tokens: float | None = None  # D + D′ the run is scheduled for
+    decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
 
     @property
     def stable(self) -> np.ndarray:
@@ -147,21 +143,21 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
         stable_val = _enough_stable(frame, val)
         options = replace(options, loss_column="val_loss" if stable_val else "train_loss")
     train, data = config.get("train", {}), config.get("data", {})
-    known = {
-        "n_params": config.get("n_params"),
-        "fresh_tokens": config.get("fresh_tokens"),
-        "strategy": config.get("strategy"),
-        "planned_tokens": (
+    if options.vocab_size is None:
+        options = replace(options, vocab_size=data.get("vocab_size"))
+    curve = _from_frame(frame, str(path / "metrics.parquet"), options)
+    return replace(
+        curve,
+        n_params=config.get("n_params"),
+        fresh_tokens=config.get("fresh_tokens"),
+        strategy=config.get("strategy"),
+        planned_tokens=(
             config["fresh_tokens"] + config.get("derived_tokens", 0)
             if "fresh_tokens" in config
             else None
         ),
-        "decay_frac": train.get("decay_frac") if train.get("schedule") == "wsd" else None,
-        "vocab_size": data.get("vocab_size"),
-    }
-    given = {k: getattr(options, k) for k in known}
-    merged = {k: given[k] if given[k] is not None else known[k] for k in known}
-    return _from_frame(frame, str(path / "metrics.parquet"), replace(options, **merged))
+        decay_frac=train.get("decay_frac") if train.get("schedule") == "wsd" else None,
+    )
 
 
 def _enough_stable(frame: pd.DataFrame, val: np.ndarray) -> bool:
@@ -257,19 +253,7 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
                 f"(V = {options.vocab_size}), worse than guessing: give nats per token, "
                 "not bits or a sum"
             )
-    return Curve(
-        tokens=tokens,
-        loss=loss,
-        lr=lr,
-        source=name,
-        loss_column=str(loss_col),
-        n_params=options.n_params,
-        fresh_tokens=options.fresh_tokens,
-        strategy=options.strategy,
-        planned_tokens=options.planned_tokens,
-        decay_frac=options.decay_frac,
-        vocab_size=options.vocab_size,
-    )
+    return Curve(tokens=tokens, loss=loss, lr=lr, source=name, loss_column=str(loss_col))
 
 
 def check_curve(curve: Curve) -> Curve:

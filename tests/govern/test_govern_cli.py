@@ -158,3 +158,13 @@ def test_a_log_reads_numbers_as_the_command_line_does(tmp_path):
     frame.to_csv(tmp_path / "log.csv", index=False)
     curve = read_curve(tmp_path / "log.csv")
     assert curve.tokens[0] == 2e8 and curve.tokens[-1] == 3e9
+
+
+def test_a_run_folder_checks_its_loss_against_its_own_vocabulary(tmp_path, capsys):
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    folder = write_run_folder(tmp_path / "runs" / "abc", frame, 100e6, 1e9, 4e9, "paraphrase",
+                              vocab=10)  # fmt: skip
+    code, out, err = cli(capsys, folder, *BUDGET)
+    assert code == 2 and out == "" and "ln V" in err and "V = 10)" in err
+    code, _, err = cli(capsys, folder, *BUDGET, "--vocab-size", "100K")  # the option wins
+    assert code == 0, err
