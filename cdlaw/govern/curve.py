@@ -138,14 +138,16 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
             config = json.loads((path / "config.json").read_text())
         except (OSError, ValueError):
             config = {}
+    name = str(path / "metrics.parquet")
     if options.loss_column is None and "val_loss" in frame.columns:
-        val = frame["val_loss"].to_numpy(float)
-        stable_val = _enough_stable(frame, val)
-        options = replace(options, loss_column="val_loss" if stable_val else "train_loss")
+        val = replace(options, loss_column="val_loss", vocab_size=None)
+        options = replace(
+            options, loss_column="val_loss" if _calibrates(frame, name, val) else "train_loss"
+        )
     train, data = config.get("train", {}), config.get("data", {})
     if options.vocab_size is None:
         options = replace(options, vocab_size=data.get("vocab_size"))
-    curve = _from_frame(frame, str(path / "metrics.parquet"), options)
+    curve = _from_frame(frame, name, options)
     return replace(
         curve,
         n_params=config.get("n_params"),
@@ -160,21 +162,15 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
     )
 
 
-def _enough_stable(frame: pd.DataFrame, val: np.ndarray) -> bool:
-    """Whether the validation loss alone has MIN_STABLE_POINTS calibration points."""
-    ok = np.isfinite(val)
-    if ok.sum() < MIN_STABLE_POINTS or "lr" not in frame.columns:
-        return bool(ok.sum() >= MIN_STABLE_POINTS)
-    lr = frame["lr"].to_numpy(float)
-    peak = np.nanmax(lr)
-    stable = ok & (lr >= (1 - STABLE_LR) * peak)
-    if not stable.any():
+def _calibrates(frame: pd.DataFrame, name: str, options: CurveOptions) -> bool:
+    """Whether the curve in options.loss_column has enough points to calibrate on
+    (check_curve): a run's validation loss, evaluated less often than its training loss
+    is logged, may not yet."""
+    try:
+        check_curve(_from_frame(frame, name, options))
+    except BadInput:
         return False
-    tokens = frame["tokens_seen"].to_numpy(float) if "tokens_seen" in frame else None
-    if tokens is None:
-        return bool(stable.sum() >= MIN_STABLE_POINTS)
-    last = tokens[stable].max()
-    return bool((stable & (tokens >= CALIBRATION_FROM * last)).sum() >= MIN_STABLE_POINTS)
+    return True
 
 
 def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None) -> str | None:

@@ -168,3 +168,15 @@ def test_a_run_folder_checks_its_loss_against_its_own_vocabulary(tmp_path, capsy
     assert code == 2 and out == "" and "ln V" in err and "V = 10)" in err
     code, _, err = cli(capsys, folder, *BUDGET, "--vocab-size", "100K")  # the option wins
     assert code == 0, err
+
+
+def test_a_run_folder_governs_its_validation_loss_once_it_can_calibrate_on_it(tmp_path):
+    from cdlaw.govern.curve import read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    folder = write_run_folder(tmp_path / "abc", frame, 100e6, 1e9, 4e9, "paraphrase")
+    assert read_curve(folder).loss_column == "val_loss"
+    metrics = pd.read_parquet(folder / "metrics.parquet")
+    metrics.loc[metrics.index[:-2], "val_loss"] = np.nan  # evaluated twice so far
+    metrics.to_parquet(folder / "metrics.parquet")
+    assert read_curve(folder).loss_column == "train_loss"
