@@ -16,15 +16,6 @@ from cdlaw.law import Law
 MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
 
 
-def _size_label(sizes: np.ndarray, n_line: float) -> str:
-    if len(sizes) == 1:
-        return f"N = {style.size(sizes[0])}"
-    return (
-        f"N = {style.size(sizes[0])}–{style.size(sizes[-1])} "
-        f"({len(sizes)} sizes, fit at {style.size(n_line)})"
-    )
-
-
 def _size_colours(n_groups: int) -> list:
     """One colour per size group, evenly along the sequential colormap (its middle for one)."""
     cmap = style.sequential_cmap()
@@ -61,7 +52,7 @@ def _size_group(ax, law: Law, runs, sizes, colour, g: int, strategies: list[str]
         marker="o",
         markeredgecolor="black",
         markersize=5,
-        label=_size_label(sizes, n_line),
+        label=style.sizes_label(sizes, f"fit at {style.size(n_line)}"),
     )
 
 

@@ -449,8 +449,10 @@ def size_bins(n_params, k: int) -> list[np.ndarray]:
     return [sizes[span == i] for i in range(k) if (span == i).any()]
 
 
-def sizes_label(sizes) -> str:
-    """N = 14M for one size, N = 14M–60M (3 sizes) for a group."""
+def sizes_label(sizes, note: str = "") -> str:
+    """N = 14M for one size, N = 14M–60M (3 sizes) for a group, with `note` after the
+    count: N = 14M–60M (3 sizes, fit at 30M)."""
     if len(sizes) == 1:
         return f"N = {size(sizes[0])}"
-    return f"N = {size(sizes[0])}–{size(sizes[-1])} ({len(sizes)} sizes)"
+    count = f"{len(sizes)} sizes, {note}" if note else f"{len(sizes)} sizes"
+    return f"N = {size(sizes[0])}–{size(sizes[-1])} ({count})"
