@@ -126,14 +126,7 @@ def _draw(decision, path: Path) -> None:
 
 def _render(d, json_out: bool, one_line: bool) -> None:
     if json_out:
-        if one_line:
-            import json
-
-            from cdlaw.atomic import json_safe
-
-            print(json.dumps(json_safe(d.to_dict())), flush=True)
-        else:
-            print_json(d.to_dict())
+        print_json(d.to_dict(), one_line)
     else:
         wide(out).print(_panel(d))
     for w in d.warnings:
