@@ -222,7 +222,7 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
             f"the law has no parameters for strategy {strategy!r} (it has: {have}); give "
             "--strategy with one it has"
         )
-    f = options.decay_frac or curve.decay_frac
+    f = options.decay_frac if options.decay_frac is not None else curve.decay_frac
     if f is None:
         f = DEFAULT_DECAY_FRAC
         warnings.append(f"the log does not say its cooldown length: assumed the last {f:.0%}")

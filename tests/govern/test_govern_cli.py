@@ -104,6 +104,8 @@ def test_bad_logs_are_refused_in_one_sentence(tmp_path, capsys):
     err = bad(tmp_path, capsys, high, "--vocab-size", "50K")
     assert "ln V" in err and "line 9" in err
     assert "calibrating needs 3" in bad(tmp_path, capsys, good.iloc[:5])
+    assert "--decay-frac 0.0 must be between 0 and 1" in bad(tmp_path, capsys, good,
+                                                             "--decay-frac", "0")  # fmt: skip
 
 
 def test_a_law_without_the_runs_strategy_is_refused(tmp_path, capsys):
