@@ -18,7 +18,7 @@ the run, widened by the offset's standard error and the relation's held-out spre
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -61,14 +61,7 @@ class Option:
     objective: float  # loss + λ·flops
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "end_tokens": self.end_tokens,
-            "loss": self.loss,
-            "loss_ci95": list(self.loss_ci95) if self.loss_ci95 else None,
-            "flops": self.flops,
-            "objective": self.objective,
-        }
+        return {**asdict(self), "loss_ci95": list(self.loss_ci95) if self.loss_ci95 else None}
 
 
 @dataclass(frozen=True)
@@ -237,10 +230,8 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
 def govern(
     curve: Curve, source: PlanningLaw, options: GovernOptions, budget_plan: Plan | None = None
 ) -> Decision:
-    """The governor's decision for `curve` under `source`'s law, budget and unique tokens.
-
-    budget_plan: plan(source, budget, unique tokens), where the caller already has it: it
-    depends on neither the curve nor the run, so `cdlaw govern --watch` plans once."""
+    """The governor's decision for `curve` under `source`'s law, budget and unique tokens;
+    budget_plan: plan_budget(source, options) where the caller has it (--watch plans once)."""
     law = source.law
     n, fresh, strategy, planned, f, warnings = _resolve(curve, law, options)
     C = options.budget_flops
