@@ -142,15 +142,11 @@ def residuals_figure(rows, fit: dict | None = None):
         ax.grid(True, color="0.92", linewidth=0.6, zorder=0)
 
     handles = _residuals_key(ax_pv, rows, held, dropped)
-    labels = [h.get_label() for h in handles]
     if len(off):
-        handle, label = style.outside_handle(off, "run", "residual")
-        handles.append(handle)
-        labels.append(label)
+        handles.append(style.outside_handle(off, "run", "residual"))
     return style.finish(
         fig,
         "Residuals: the fit against every run",
         style.fit_caption(fit),
         handles,
-        labels,
     )

@@ -226,7 +226,6 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
         f"{FORMULA}: how long derived tokens keep their worth",
         style.fit_caption(fit),
         handles,
-        [h.get_label() for h in handles],
     )
 
 

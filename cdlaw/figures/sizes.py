@@ -117,23 +117,18 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     ax.set_xscale("log")
     style.log_axis(ax, "x")
     ax.set_ylim(*ylim)
-    outside_key = None
     if off.any():
         colour_of = {n: c for g, c in zip(groups, colours, strict=True) for n in g}
         outside = style.mark_outside(
             ax, rows["tokens_trained"], rows["loss"], [colour_of[n] for n in rows["n_params"]]
         )
-        outside_key = style.outside_handle(outside, "run", "loss")
+        key.append(style.outside_handle(outside, "run", "loss"))
     axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
     ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
     ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
     ax.tick_params(labelsize=7)
 
     handles += key
-    labels = [h.get_label() for h in handles]
-    if outside_key:
-        handles.append(outside_key[0])
-        labels.append(outside_key[1])
     n_sizes = rows["n_params"].nunique()
     extra = f"{len(rows)} runs, {n_sizes} model sizes"
     if n_sizes > len(groups):
@@ -143,5 +138,4 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
         f"Loss against {axis.split(',')[0]}, one colour per model size",
         style.fit_caption(fit, extra),
         handles,
-        labels,
     )
