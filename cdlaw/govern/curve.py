@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.columns import numbers, read_table
+from cdlaw.fit.columns import SPELLINGS, numbers, read_table
 
 # The columns a log may name each quantity, compared ignoring case; the first that has a
 # finite value wins (a cdlaw run's val_loss before its train_loss).
@@ -40,7 +40,7 @@ TOKEN_COLUMNS = (
 )
 STEP_COLUMNS = ("step", "steps", "global_step", "iteration", "iter", "trainer/global_step")
 LOSS_COLUMNS = ("val_loss", "eval_loss", "validation_loss", "loss", "train_loss", "lm_loss")
-LR_COLUMNS = ("lr", "learning_rate", "train/lr", "optimizer/lr")
+LR_COLUMNS = (*SPELLINGS["lr"], "train/lr", "optimizer/lr")  # a table's, then loggers
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3
 # The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)
