@@ -68,12 +68,11 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import read_links, read_predictors
+    from cdlaw.plan.tasks import read_links
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
-    links = read_links(link, task)
-    predictors = read_predictors(link, task)
+    links, predictors = read_links(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),

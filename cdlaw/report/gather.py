@@ -145,7 +145,8 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
             why = describe(report.budget_flops, compute[1], inside)
         planned = plan(source, report.budget_flops, report.unique_tokens, extrapolate=extrapolate)
         if inputs.downstream is not None and inputs.downstream.links:
-            planned = with_tasks(planned, source, inputs.downstream.links)
+            d = inputs.downstream
+            planned = with_tasks(planned, source, d.links, d.predictors)
         report.plan = planned.to_dict()
     except BadInput as e:
         if isinstance(e, BeyondLimit) and budget_flops is not None:
