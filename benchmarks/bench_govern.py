@@ -46,10 +46,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cdlaw.config import TrainConfig  # noqa: E402
 from cdlaw.govern.cooldown import fit_ratio  # noqa: E402
 from cdlaw.govern.governor import law_loss  # noqa: E402
-from cdlaw.govern.pairs import _train_fields, cooldown_pairs, read_runs  # noqa: E402
+from cdlaw.govern.pairs import cooldown_pairs, read_runs  # noqa: E402
 from cdlaw.govern.schedule_laws import (  # noqa: E402
     base_loss,
     fit_base,
@@ -75,8 +74,7 @@ CALIBRATION = "early-first"
 
 
 def lr_schedule(run) -> np.ndarray:
-    cfg = TrainConfig(**_train_fields(run.train))
-    return np.array([lr_at(s, run.steps, cfg) for s in range(run.steps)])
+    return np.array([lr_at(s, run.steps, run.train) for s in range(run.steps)])
 
 
 def families(runs: dict) -> list[dict]:
@@ -266,7 +264,7 @@ def heldout(runs_dir: Path) -> dict:
         ids = set(held_out_rows(summary, key).run_id)
         train_pairs = pairs[pairs.run_id.isin(ids)]
         rho = ratio_by_lr(train_pairs, trunk.lr)
-        f = float(trunk.train["decay_frac"])
+        f = trunk.train.decay_frac
         half = trunk.tokens / 2
         t, y = observed(trunk, half)
         lr_trunk = schedules[trunk.run_id]

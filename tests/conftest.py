@@ -76,3 +76,11 @@ def share_alone(runs_root, one_thread) -> Path:
     out = runs_root / "share-alone"
     run_sweep(write_shared_sweep(out, "share", share=False), out, SweepOptions(exec_cfg=one_thread))
     return out / "share"
+
+
+@pytest.fixture
+def cdlaw(monkeypatch, capsys, tmp_path):
+    """`cdlaw ARGS` in this process: (exit code, stdout, stderr); the command tests share it."""
+    from runhelpers import cdlaw_here
+
+    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)

@@ -116,13 +116,16 @@ def count(text: str, what: str) -> int:
     return int(x)
 
 
-def print_json(obj) -> None:
-    """Print JSON (strict: NaN → null) on stdout, and nothing else."""
+def print_json(obj, one_line: bool = False) -> None:
+    """Print JSON (strict: NaN → null) on stdout, and nothing else; one_line: as one line,
+    flushed (a stream of JSON lines, such as `cdlaw govern --watch --json`)."""
     import json
 
     from cdlaw.atomic import json_safe
 
-    sys.stdout.write(json.dumps(json_safe(obj), indent=2) + "\n")
+    sys.stdout.write(json.dumps(json_safe(obj), indent=None if one_line else 2) + "\n")
+    if one_line:
+        sys.stdout.flush()
 
 
 # What the train extra adds to the base install: training and data preparation.

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import typer
-from rich.markup import escape
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
+from cdlaw.cli.plan_words import say_extrapolated
 
 
 @app.command()
@@ -167,7 +167,7 @@ def _render(comparison) -> None:
             say("warning", f"{s.law}: {s.plan['error']}")
         elif (s.plan or {}).get("extrapolated"):
             where = "; ".join(s.plan["extrapolated"])
-            err.print(escape(extrapolated_text(f"{s.law}: {where}")), highlight=False)
+            say_extrapolated(extrapolated_text(f"{s.law}: {where}"))
     for name, why in comparison.skipped.items():
         out.print(f"not fitted: {name}: {why}", highlight=False)
     out.print(comparison.verdict(), highlight=False)

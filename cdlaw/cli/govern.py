@@ -31,7 +31,7 @@ def govern(
     decay_frac: float = typer.Option(None, "--decay-frac", help="The cooldown's share of a run's tokens (default: its config, else 0.2)."),
     batch_tokens: str = typer.Option(None, "--batch-tokens", metavar=NUMBER, help="Tokens per step, when the log counts steps (batch size × sequence length)."),
     loss_column: str = typer.Option(None, "--loss-column", help="The loss column to read (default: val_loss, eval_loss, loss, train_loss: the first there)."),
-    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse losses above ln V (default: the run's config)."),
+    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse a loss more than 5% above ln V (default: the run's config)."),
     cooldown_from: Path = typer.Option(None, "--cooldown-from", help="A runs folder of a WSD sweep with shared trunks: fit the stable-to-cooled ratio from its branches instead of the demo's."),
     figure: Path = typer.Option(None, "--figure", help="Also draw the curve, its predicted continuation and where G_t meets λ (.png, .pdf, .svg)."),
     watch: bool = typer.Option(False, "--watch", help="Re-read the log every --every seconds and decide again when it grows (Ctrl-C to stop)."),
@@ -53,7 +53,7 @@ def govern(
     """
     from cdlaw.govern.cooldown import DEMO, fit_cooldown
     from cdlaw.govern.curve import CurveOptions, read_curve
-    from cdlaw.govern.governor import GovernOptions
+    from cdlaw.govern.governor import GovernOptions, plan_budget
     from cdlaw.govern.governor import govern as decide
     from cdlaw.plan.source import load_law
 
@@ -80,6 +80,7 @@ def govern(
     n_reads = None if reads is None else count(reads, "--reads")
     source = load_law(law or str(_default_law(run)))
     last_tokens = None
+    budget_plan = None  # planned at the first reading, the same for every one after
     done = 0
     while True:
         try:
@@ -92,7 +93,8 @@ def govern(
             curve = None
         if curve is not None and curve.tokens[-1] != last_tokens:
             last_tokens = curve.tokens[-1]
-            decision = decide(curve, source, options)
+            budget_plan = budget_plan or plan_budget(source, options)
+            decision = decide(curve, source, options, budget_plan)
             _render(decision, json_out, one_line=watch)
             if figure is not None:
                 _draw(decision, figure)
@@ -124,14 +126,7 @@ def _draw(decision, path: Path) -> None:
 
 def _render(d, json_out: bool, one_line: bool) -> None:
     if json_out:
-        if one_line:
-            import json
-
-            from cdlaw.atomic import json_safe
-
-            print(json.dumps(json_safe(d.to_dict())), flush=True)
-        else:
-            print_json(d.to_dict())
+        print_json(d.to_dict(), one_line)
     else:
         wide(out).print(_panel(d))
     for w in d.warnings:

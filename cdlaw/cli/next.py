@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
+from cdlaw.cli.plan_words import say_extrapolated
 from cdlaw.errors import BadInput
 
 
@@ -102,7 +102,7 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
     from cdlaw.plan.checks import extrapolated_text
 
     if batch.plan.extrapolated:
-        err.print(escape(extrapolated_text("; ".join(batch.plan.extrapolated))), highlight=False)
+        say_extrapolated(extrapolated_text("; ".join(batch.plan.extrapolated)))
     if json_out:
         print_json({**batch.to_dict(), "file": str(target)})
     else:

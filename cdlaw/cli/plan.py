@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
-from cdlaw.cli.plan_words import gap_text, tokens_text, uses_text
+from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -68,12 +68,11 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import read_links, read_predictors
+    from cdlaw.plan.tasks import read_links
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
-    links = read_links(link, task)
-    predictors = read_predictors(link, task)
+    links, predictors = read_links(link, task)
     source = load_law(law)
     options = dict(
         n_params=None if n_params is None else number(n_params, "--n-params"),
@@ -150,18 +149,12 @@ REGIME_WHY = {
 }
 
 
-def _extrapolated(where: str) -> None:
-    """The first line of an insisted plan's output: it is beyond the limit, and where."""
-    from cdlaw.plan.checks import extrapolated_text
-
-    text = escape(extrapolated_text(where))
-    out.print(f"[bold red]extrapolated[/]{text.removeprefix('extrapolated')}", highlight=False)
-
-
 def _render_plan(p) -> None:
     """The plan's panel, the same budget planned other ways, training cost, warnings."""
     if p.extrapolated:
-        _extrapolated("; ".join(p.extrapolated))
+        from cdlaw.plan.checks import extrapolated_text
+
+        say_extrapolated(extrapolated_text("; ".join(p.extrapolated)), out)
     out.print(_plan_panel(p))
     if p.tasks:
         out.print(_task_table(p))
@@ -201,9 +194,7 @@ def _plan_panel(p) -> Panel:
         "fresh tokens D",
         f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",
     )
-    t.add_row(
-        "derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {uses_text(p.best)}"
-    )
+    t.add_row("derived tokens D′", f"{fmt(p.derived_tokens)}  [cyan]{p.strategy}[/], {p.best.uses}")
     t.add_row("predicted loss", f"[bold]{p.predicted_loss:.4f}[/] nats/token{band}")
     if p.n_params_no_band_reason:
         t.add_row("N band", escape(p.n_params_no_band_reason))
@@ -302,7 +293,7 @@ def _other_ways(p) -> Table:
             fmt(a.fresh_tokens),
             fmt(a.derived_tokens),
             a.strategy,
-            uses_text(a),
+            a.uses,
             f"{a.predicted_loss:.4f}",
             gap,
         )

@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 
 from rich import box
-from rich.markup import escape
 from rich.table import Table
 
 from cdlaw.cli import number, out, print_json, say
-from cdlaw.cli.plan_words import gap_text, tokens_text, uses_text
+from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
@@ -70,8 +69,7 @@ def render_frontier(plans, law: str, unique, strategy: str) -> None:
 
     line = frontier_extrapolated(plans)
     if line:
-        out.print(f"[bold red]extrapolated[/]{escape(line).removeprefix('extrapolated')}",
-                  highlight=False)  # fmt: skip
+        say_extrapolated(line, out)
     same_d = len({p.fresh_tokens for p in plans}) == 1
     title = f"frontier: law {law}, U = {tokens_text(math.inf if unique is None else unique)} unique tokens"
     title += f", strategy {strategy}" + (
@@ -102,7 +100,7 @@ def render_frontier(plans, law: str, unique, strategy: str) -> None:
     short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
     for p in plans:
         uses = short.get(p.strategy, p.strategy) + (
-            "" if p.strategy == "none" else " " + uses_text(p.best).split()[0] + "×"
+            "" if p.strategy == "none" else f" {p.best.uses_count:.3g}×"
         )
         t.add_row(
             f"{p.budget_flops:.2g}".replace("e+", "e"),

@@ -1,10 +1,15 @@
 """How `cdlaw plan` writes a plan's numbers in words, shared by its one-budget panel
-(cdlaw.cli.plan) and its --frontier table (cdlaw.cli.plan_frontier)."""
+(cdlaw.cli.plan) and its --frontier table (cdlaw.cli.plan_frontier), and the line every
+command that plans opens an extrapolated plan with (say_extrapolated)."""
 
 from __future__ import annotations
 
 import math
 
+from rich.console import Console
+from rich.markup import escape
+
+from cdlaw.cli import err
 from cdlaw.units import format_number as fmt
 
 
@@ -13,12 +18,15 @@ def tokens_text(x: float) -> str:
     return fmt(x) if math.isfinite(x) else "unlimited"
 
 
-def uses_text(a) -> str:
-    """How the derived tokens are made: '7.53 epochs', '4.35 passes', '1 epoch' (the
-    plan's own words, cdlaw.plan.result.Allocation.uses)."""
-    return a.uses
-
-
 def gap_text(x: float, digits: int) -> str:
     """A loss difference with its sign; rounding noise shows as +0 rather than -0."""
     return f"{round(x, digits) + 0.0:+.{digits}f}"
+
+
+def say_extrapolated(text: str, console: Console = err) -> None:
+    """A plan made beyond the extrapolation limit with --extrapolate, said first in the
+    sentence cdlaw.plan.checks.extrapolated_text (or frontier_extrapolated) gives, its
+    first word in bold red: on stdout before `plan`'s own panel or table, on stderr for a
+    command whose stdout holds another result (report, next, compare)."""
+    rest = escape(text).removeprefix("extrapolated")
+    console.print(f"[bold red]extrapolated[/]{rest}", highlight=False)

@@ -61,7 +61,8 @@ def predict(
     if N <= 0 or D <= 0 or Dp < 0:
         raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
     source = load_law(law) if law else None
-    forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy.strip().lower())
+    strategy = strategy.strip().lower()
+    forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
     if json_out:
         print_json(
             {
@@ -74,7 +75,7 @@ def predict(
             }
         )
         return
-    _render(forecasts, N, D, Dp, strategy.strip().lower())
+    _render(forecasts, N, D, Dp, strategy)
 
 
 def _render(forecasts, N, D, Dp, strategy: str) -> None:
@@ -103,8 +104,11 @@ def _render(forecasts, N, D, Dp, strategy: str) -> None:
             "-" if f.heldout_error is None else f"{f.heldout_error:.4f}",
         )
     out.print(table)
+    import textwrap
+
     for by in sorted({f.chosen_by for f in forecasts}):
-        out.print(f"chosen by {by}", highlight=False)
+        for line in textwrap.wrap(f"chosen by {by}", max(out.width, 60), subsequent_indent="  "):
+            out.print(line, highlight=False)
     where: dict[str | None, list[str]] = {}
     for f in forecasts:
         where.setdefault(f.beyond_runs, []).append(f"{f.task} {f.metric}")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from cdlaw.cli import app, err, number, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
+from cdlaw.cli.plan_words import say_extrapolated
 
 
 @app.command()
@@ -68,9 +68,7 @@ def report(
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
     written, report = write_report(path, out, budget, unique, fit, extrapolate)
     if report.plan and report.plan["extrapolated"]:
-        err.print(
-            escape(extrapolated_text("; ".join(report.plan["extrapolated"]))), highlight=False
-        )
+        say_extrapolated(extrapolated_text("; ".join(report.plan["extrapolated"])))
     for w in report.plan["warnings"] if report.plan else ():
         say("warning", f"the plan: {w}")
     if report.plan is None and report.plan_note:

@@ -173,15 +173,11 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
     style.log_axis(cbar.ax, "y", style.plain)
 
     handles = _eta_key(groups, marker_of, line_of)
-    labels = [h.get_label() for h in handles]
     if len(outside):
-        handle, label = style.outside_handle(outside, "run", "η")
-        handles.append(handle)
-        labels.append(label)
+        handles.append(style.outside_handle(outside, "run", "η"))
     return style.finish(
         fig,
         "Worth of a derived token, η, against the derived ratio r = D′/D",
         style.fit_caption(fit),
         handles,
-        labels,
     )

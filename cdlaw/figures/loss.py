@@ -28,6 +28,11 @@ from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
 
 MAX_ROWS, MAX_COLS = 5, 4
+# Labels the panels draw with and the legend (_merged_key) pairs up.
+ONE_EPOCH = r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens"
+MODEL_FLOOR = r"$L_N$: model floor"
+ONE_EPOCH_RUNS = "runs, none (D′ = 0)"
+DATA_FLOOR = r"$L_D$: data floor, "  # then the strategy
 
 
 def is_sweep(rows) -> bool:
@@ -169,7 +174,7 @@ def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict, look) -> None:
         L_1ep,
         color="0.3",
         linewidth=1.0,
-        label=r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens",
+        label=ONE_EPOCH,
         gid="L_1ep",
     )
     ax.axhline(
@@ -177,7 +182,7 @@ def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict, look) -> None:
         color="black",
         linewidth=1.0,
         linestyle=(0, (1, 1)),
-        label=r"$L_N$: model floor",
+        label=MODEL_FLOOR,
         gid="L_N",
     )
     for s, floor in floors.items():
@@ -187,7 +192,7 @@ def _floor_lines(ax, L_1ep: float, L_N: float, floors: dict, look) -> None:
             color=st["color"],
             linewidth=1.0,
             linestyle=(0, (6, 1.5, 1, 1.5)),
-            label=rf"$L_D$: data floor, {s}",
+            label=DATA_FLOOR + s,
             gid=f"L_D:{s}",
         )
 
@@ -228,7 +233,7 @@ def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bo
             st["marker"],
             30,
             s,
-            label=f"runs, {s}" + (" (D′ = 0)" if s == "none" else ""),
+            label=ONE_EPOCH_RUNS if s == "none" else f"runs, {s}",
             zorder=5,
         )
 
@@ -306,27 +311,23 @@ def _merged_key(handles, labels) -> tuple[list, list]:
     every overfit band), each drawn in its strategy's colour."""
     entry = dict(zip(labels, handles, strict=True))
     out: dict[str, object] = {}
-    one_epoch = r"$L_{\mathrm{1ep}}$: one epoch, no derived tokens"
     for label, h in entry.items():
         if label.startswith("fit, ") and not label.startswith("fit, every"):
             continue  # drawn with its strategy's runs
-        if label == "runs, none (D′ = 0)" and one_epoch in entry:
+        if label == ONE_EPOCH_RUNS and ONE_EPOCH in entry:
             continue  # drawn with L_1ep
-        if label == r"$L_N$: model floor" and "model-bound" in entry:
+        if label == MODEL_FLOOR and "model-bound" in entry:
             continue  # drawn with the model-bound band, whose top it is
-        if label == one_epoch and "runs, none (D′ = 0)" in entry:
-            out[r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)"] = (
-                h,
-                entry["runs, none (D′ = 0)"],
-            )
-        elif label == "model-bound" and r"$L_N$: model floor" in entry:
-            out[r"model-bound, below $L_N$ (model floor)"] = (h, entry[r"$L_N$: model floor"])
+        if label == ONE_EPOCH and ONE_EPOCH_RUNS in entry:
+            out[r"$L_{\mathrm{1ep}}$ and runs of one epoch (D′ = 0)"] = (h, entry[ONE_EPOCH_RUNS])
+        elif label == "model-bound" and MODEL_FLOOR in entry:
+            out[r"model-bound, below $L_N$ (model floor)"] = (h, entry[MODEL_FLOOR])
         elif label.startswith("runs, "):
             s = label[len("runs, ") :]
             fit = entry.get(f"fit, {s}")
             out[f"{s}: runs and fit" if fit else f"{s}: runs"] = (fit, h) if fit else h
-        elif label.startswith(r"$L_D$: data floor, "):
-            floors = [k for k in entry if k.startswith(r"$L_D$: data floor, ")]
+        elif label.startswith(DATA_FLOOR):
+            floors = [k for k in entry if k.startswith(DATA_FLOOR)]
             if len(floors) == 1:
                 out[label] = h
             elif label == floors[0]:

@@ -135,9 +135,10 @@ def compute_frontier(
 ) -> dict:
     """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner,
     under the fit's data range and the same extrapolation limit as `cdlaw plan`. budgets
-    None: the range whose plans stay inside the limit (planner.supported_budgets), or for a
+    None: the range whose plans stay inside the limit (plan.support.supported_budgets), or for a
     law without a fitted range around the largest run's compute (default_budgets)."""
-    source = with_fitted_range(law, fit, (fit or {}).get("source") or law.source or law.form)
+    name = (fit or {}).get("source") or law.source or law.form
+    source = with_fitted_range(law, fit, name)
     if budgets is None:
         budgets = supported_budgets(source, unique_tokens, strategy, SUPPORTED_POINTS)
     if budgets is None:
@@ -149,7 +150,7 @@ def compute_frontier(
     if line:  # said as `cdlaw plan --frontier` says it
         logging.getLogger("cdlaw.plot").warning(line)
     # The same JSON as `cdlaw plan --frontier --json`, named after the fit it was planned with.
-    return {**result.to_dict(), "law": (fit or {}).get("source") or law.source or law.form}
+    return {**result.to_dict(), "law": name}
 
 
 def default_budgets(largest_run_flops: float, n: int = 16) -> np.ndarray:

@@ -16,7 +16,7 @@ from cdlaw.figures import style
 def _run_points(ax, x, y, m, held, dropped, st: dict, s: str) -> None:
     """One strategy's runs on one axis: used ones filled, dropped ones crosses, held-out
     ones ringed."""
-    x, y = x.to_numpy(), y.to_numpy()
+    x, y = np.asarray(x), np.asarray(y)
     ok = m & ~dropped
     ax.scatter(
         x[ok],
@@ -134,7 +134,7 @@ def residuals_figure(rows, fit: dict | None = None):
         dodge = 1.07 ** (i - (len(order) - 1) / 2)
         _run_points(ax_pv, rows["loss"], rows["predicted_loss"], m, held, dropped, st, s)
         dodged[m] *= dodge
-        _run_points(ax_res, rows["n_params"] * dodge, rows["residual_log"], m, held, dropped, st, s)
+        _run_points(ax_res, dodged, rows["residual_log"], m, held, dropped, st, s)
     _predicted_axes(ax_pv, rows)
     off = _residual_axes(ax_res, rows, dodged)
     for ax in axes[0]:
@@ -142,15 +142,11 @@ def residuals_figure(rows, fit: dict | None = None):
         ax.grid(True, color="0.92", linewidth=0.6, zorder=0)
 
     handles = _residuals_key(ax_pv, rows, held, dropped)
-    labels = [h.get_label() for h in handles]
     if len(off):
-        handle, label = style.outside_handle(off, "run", "residual")
-        handles.append(handle)
-        labels.append(label)
+        handles.append(style.outside_handle(off, "run", "residual"))
     return style.finish(
         fig,
         "Residuals: the fit against every run",
         style.fit_caption(fit),
         handles,
-        labels,
     )

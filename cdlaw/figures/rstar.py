@@ -144,24 +144,23 @@ def _tie_lines(ax, law: Law, strategies, NN, TT) -> None:
                 line.set_gid(f"equal-rstar:{a}:{b}")
 
 
-def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> list:
+def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> tuple[dict, list]:
     """The right panel: which strategy's derived tokens are worth most, and the runs' cells
-    on it; returns its legend entries."""
+    on it; returns its legend entries: each strategy's region by strategy, then the rest."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     top, leaders = _winner_map(ax, law, strategies, n_grid, t_grid)
-    handles = [
-        Patch(
+    regions = {
+        s: Patch(
             facecolor=style.strategy_style(s, strategies)["color"],
             edgecolor="black",
             hatch=HATCHES[i % len(HATCHES)] or None,
-            label=f"right: {s} has the largest {RSTAR}"
-            if s in leaders
-            else f"right: {s} leads nowhere in view",
+            label=f"has the largest {RSTAR}" if s in leaders else "leads nowhere in view",
         )
         for i, s in enumerate(strategies)
-    ]
+    }
+    handles = []
     if runs is not None:
         ax.scatter(
             runs["n_params"],
@@ -201,7 +200,7 @@ def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> list:
             label=f"right: deeper with the lead, {LEAD_LABEL}, up to {top:.2g}",
         )
     )
-    return handles
+    return regions, handles
 
 
 def rstar_figure(law: Law, rows=None, fit: dict | None = None):
@@ -220,31 +219,22 @@ def rstar_figure(law: Law, rows=None, fit: dict | None = None):
     _curve_axes(axes)
     handles = _curve_key(strategies, n_refs, t_refs)
     if several:
-        handles += _winner_panel(axes[0, 2], law, strategies, n_grid, t_grid, runs)
-    if several:
-        handles = _one_entry_per_strategy(handles, strategies)
+        regions, rest = _winner_panel(axes[0, 2], law, strategies, n_grid, t_grid, runs)
+        handles = [_with_region(h, regions) for h in handles] + rest
     return style.finish(
         fig,
         f"{FORMULA}: how long derived tokens keep their worth",
         style.fit_caption(fit),
         handles,
-        [h.label if isinstance(h, style.Beside) else h.get_label() for h in handles],
     )
 
 
-def _one_entry_per_strategy(handles, strategies) -> list:
-    """Each strategy's line and its region on the right as one entry, so the legend holds
-    one entry per strategy rather than two."""
-    by_label = {h.label if isinstance(h, style.Beside) else h.get_label(): h for h in handles}
-    out = []
-    for h in handles:
-        label = h.label if isinstance(h, style.Beside) else h.get_label()
-        if label in strategies:
-            region = next((k for k in by_label if k.startswith(f"right: {label} ")), None)
-            both = style.Beside((h, by_label[region])) if region else h
-            if region:
-                both.label = f"{label} ({region.replace(f'right: {label} ', 'right: ')})"
-            out.append(both)
-        elif not any(label.startswith(f"right: {s} ") for s in strategies):
-            out.append(h)
-    return out
+def _with_region(handle, regions: dict):
+    """A strategy's line and its region on the right as one entry, so the legend holds one
+    entry per strategy rather than two; any other entry as it is."""
+    region = regions.get(handle.get_label())
+    if region is None:
+        return handle
+    both = style.Beside((handle, region))
+    both.label = f"{handle.get_label()} (right: {region.get_label()})"
+    return both

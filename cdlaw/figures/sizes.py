@@ -16,20 +16,6 @@ from cdlaw.law import Law
 MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
 
 
-def size_bins(n_params, k: int = MAX_SIZE_COLOURS) -> list[np.ndarray]:
-    """The distinct model sizes in at most k groups, one colour each (style.size_bins)."""
-    return style.size_bins(n_params, k)
-
-
-def _size_label(sizes: np.ndarray, n_line: float) -> str:
-    if len(sizes) == 1:
-        return f"N = {style.size(sizes[0])}"
-    return (
-        f"N = {style.size(sizes[0])}–{style.size(sizes[-1])} "
-        f"({len(sizes)} sizes, fit at {style.size(n_line)})"
-    )
-
-
 def _size_colours(n_groups: int) -> list:
     """One colour per size group, evenly along the sequential colormap (its middle for one)."""
     cmap = style.sequential_cmap()
@@ -66,7 +52,7 @@ def _size_group(ax, law: Law, runs, sizes, colour, g: int, strategies: list[str]
         marker="o",
         markeredgecolor="black",
         markersize=5,
-        label=_size_label(sizes, n_line),
+        label=style.sizes_label(sizes, f"fit at {style.size(n_line)}"),
     )
 
 
@@ -122,7 +108,7 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     off = (rows["loss"] < ylim[0]) | (rows["loss"] > ylim[1])
     # The sizes take the legend's room the key leaves (one line per size group).
     room = style.MAX_LEGEND - len(key) - int(off.any())
-    groups = size_bins(rows["n_params"], min(MAX_SIZE_COLOURS, room))
+    groups = style.size_bins(rows["n_params"], min(MAX_SIZE_COLOURS, room))
     colours = _size_colours(len(groups))
     handles = [
         _size_group(ax, law, rows[rows["n_params"].isin(sizes)], sizes, colour, g, strategies)
@@ -131,23 +117,18 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     ax.set_xscale("log")
     style.log_axis(ax, "x")
     ax.set_ylim(*ylim)
-    outside_key = None
     if off.any():
         colour_of = {n: c for g, c in zip(groups, colours, strict=True) for n in g}
         outside = style.mark_outside(
             ax, rows["tokens_trained"], rows["loss"], [colour_of[n] for n in rows["n_params"]]
         )
-        outside_key = style.outside_handle(outside, "run", "loss")
+        key.append(style.outside_handle(outside, "run", "loss"))
     axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
     ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
     ax.set_ylabel(style.LOSS_LABEL, fontsize=8)
     ax.tick_params(labelsize=7)
 
     handles += key
-    labels = [h.get_label() for h in handles]
-    if outside_key:
-        handles.append(outside_key[0])
-        labels.append(outside_key[1])
     n_sizes = rows["n_params"].nunique()
     extra = f"{len(rows)} runs, {n_sizes} model sizes"
     if n_sizes > len(groups):
@@ -157,5 +138,4 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
         f"Loss against {axis.split(',')[0]}, one colour per model size",
         style.fit_caption(fit, extra),
         handles,
-        labels,
     )

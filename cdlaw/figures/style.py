@@ -173,7 +173,8 @@ def new_figure(
 
 
 def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int = 1):
-    """Title on top, the fit caption underneath, one legend outside the panels."""
+    """Title on top, the fit caption underneath, one legend outside the panels (labels:
+    each handle's own, get_label(), unless given)."""
     # Left-aligned, so a long title never runs under the legend on the right.
     fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left", gid="title")
     # supxlabel sits under the panels and constrained layout makes room for it.
@@ -188,7 +189,7 @@ def finish(fig, title: str, caption: str, handles=None, labels=None, ncol: int =
 
         fig.legend(
             handles,
-            labels,
+            labels if labels is not None else [h.get_label() for h in handles],
             loc="outside right center",
             fontsize=8,
             frameon=False,
@@ -405,12 +406,18 @@ def mark_outside(ax, x, y, colour="0.6", size: float = 46, gid: str = "outside")
 
 class Beside(tuple):
     """A legend handle of several markers drawn side by side (finish's legend draws a
-    plain tuple of handles one over another: a run's marker on its fitted line)."""
+    plain tuple of handles one over another: a run's marker on its fitted line); its
+    label, where it carries one, reads as an artist's does (get_label)."""
+
+    label = ""
+
+    def get_label(self) -> str:
+        return self.label
 
 
 def outside_handle(values, what: str = "run", name: str = ""):
     """The legend's entry for mark_outside's triangles (values: what mark_outside returned
-    for every panel), counting them and saying how far out they lie: (handle, label)."""
+    for every panel), labelled with their count and how far out they lie."""
     from matplotlib.lines import Line2D
 
     up, down = (
@@ -428,8 +435,9 @@ def outside_handle(values, what: str = "run", name: str = ""):
     values = np.sort(np.asarray(values, dtype=float))
     s = "" if len(values) == 1 else "s"
     where = f"{values[0]:.3g}" if len(values) == 1 else f"{values[0]:.3g} to {values[-1]:.3g}"
-    label = f"{len(values)} {what}{s} off the axis, at its edge ({name} {where})"
-    return Beside((up, down)), label
+    handle = Beside((up, down))
+    handle.label = f"{len(values)} {what}{s} off the axis, at its edge ({name} {where})"
+    return handle
 
 
 def size_bins(n_params, k: int) -> list[np.ndarray]:
@@ -443,8 +451,10 @@ def size_bins(n_params, k: int) -> list[np.ndarray]:
     return [sizes[span == i] for i in range(k) if (span == i).any()]
 
 
-def sizes_label(sizes) -> str:
-    """N = 14M for one size, N = 14M–60M (3 sizes) for a group."""
+def sizes_label(sizes, note: str = "") -> str:
+    """N = 14M for one size, N = 14M–60M (3 sizes) for a group, with `note` after the
+    count: N = 14M–60M (3 sizes, fit at 30M)."""
     if len(sizes) == 1:
         return f"N = {size(sizes[0])}"
-    return f"N = {size(sizes[0])}–{size(sizes[-1])} ({len(sizes)} sizes)"
+    count = f"{len(sizes)} sizes, {note}" if note else f"{len(sizes)} sizes"
+    return f"N = {size(sizes[0])}–{size(sizes[-1])} ({count})"

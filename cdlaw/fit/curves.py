@@ -5,7 +5,9 @@ predictors (cdlaw.fit.predictors) are made of.
 
 `weights` is (B, n): one row per fit, so the B bootstrap refits of a curve (each a
 resample's multiplicity per point) and a grid of starts are one batched
-Levenberg–Marquardt run in numpy, not B calls of an optimiser.
+Levenberg–Marquardt run in numpy, not B calls of an optimiser. It is least squares with a
+Jacobian, where cdlaw.fit.optim's batched L-BFGS minimises the law's general objective;
+the two share the test of a parameter held at a bound (held_at_bound).
 
 - `power_nd`: L(N, D) = E + A/N^α + B/D^β, the first step of Bhagia et al. 2024 (arXiv
   2412.04403, "Establishing Task Scaling Laws via Compute-Efficient Model Ladders"), fitted
@@ -23,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from cdlaw.fit.optim import held_at_bound
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,7 @@ def fit_curve(
             # a parameter at a bound that the gradient pushes past it stays there: its row
             # and column drop out of the step, so the others still move (a clipped step
             # would move them off their own best line and stall)
-            at = ta[:, free]
-            pinned = ((at <= lo_a) & (g > 0)) | ((at >= hi_a) & (g < 0))
+            pinned = held_at_bound(ta[:, free], g, lo_a, hi_a)
             keep = ~pinned
             A = A * keep[:, :, None] * keep[:, None, :] + pinned[:, :, None] * eye
             g = g * keep

@@ -34,7 +34,7 @@ from scipy import stats
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link, refit_link
-from cdlaw.fit.predictors import fit_task_predictors
+from cdlaw.fit.predictors import fit_task_predictors, run_counts, run_ids
 from cdlaw.fit.task_links import ALPHA, Collapse, Downstream, TaskLink
 from cdlaw.strategies import ordered
 
@@ -130,7 +130,7 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
         len(form.params) - 1,
         len(L) - len(form.params),
     )
-    boot = _bootstrap(form, L, y, pooled, n_boot, rng)
+    boot = _bootstrap(form, L, y, pooled, run_ids(rows), n_boot, rng)
     final = rows[~rows["checkpoint"]] if "checkpoint" in rows.columns else rows
     seed_sd, groups = _seed_noise(final, col)  # a run's checkpoints are not replicates
     return TaskLink(
@@ -154,16 +154,13 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
     )
 
 
-def _bootstrap(form, L, y, pooled: LinkFit, n_boot: int, rng) -> np.ndarray:
-    """Refits to the runs resampled with replacement (each resample a row of counts), all
-    in one batched fit (cdlaw.fit.link.refit_link): (B, P)."""
+def _bootstrap(form, L, y, pooled: LinkFit, run, n_boot: int, rng) -> np.ndarray:
+    """Refits to the runs resampled with replacement, each with all its evaluations (its
+    checkpoints are not independent of its end; `run`: each point's run), all in one
+    batched fit (cdlaw.fit.link.refit_link): (B, P)."""
     if n_boot <= 0:
         return np.zeros((0, len(form.params)))
-    counts = np.array(
-        [np.bincount(rng.integers(0, len(L), len(L)), minlength=len(L)) for _ in range(n_boot)],
-        float,
-    )
-    return refit_link(form, L, y, counts, pooled.theta)
+    return refit_link(form, L, y, run_counts(run, n_boot, rng)[1:], pooled.theta)
 
 
 def _intervals(names, boot: np.ndarray) -> dict[str, list[float]]:

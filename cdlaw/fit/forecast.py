@@ -1,5 +1,6 @@
 """A task's metric at a model not trained, by one of its predictors (cdlaw.fit.predictors),
-with the 95% band of the predictor's bootstrap (docs/downstream.md).
+with the 95% band of the predictor's bootstrap (docs/downstream.md); both within the
+accuracy's range, [chance, 1].
 
     f = forecast(task_predictors, n_params=7e9, tokens=140e9)   # Forecast
     f.value, f.ci95, f.predictor, f.beyond_runs
@@ -15,7 +16,7 @@ errs beyond the runs.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -35,31 +36,35 @@ def _direct_link(f: PredictorFit, N: float, T: float) -> CurveFit | None:
     return min(near, key=lambda c: abs(math.log(r / c.ratio))) if near else None  # type: ignore[operator]
 
 
-def point(f: PredictorFit, N: float, T: float, loss: float | None) -> float:
-    """The predictor's point prediction at (N, T = D + D′); `loss` replaces step 1's
-    validation loss (a law's) for the val-loss chains."""
+def point(f: PredictorFit, N: float, T: float, loss: float | None, chance: float = 0.0) -> float:
+    """The predictor's point prediction at (N, T = D + D′), within the accuracy's range
+    [chance, 1]; `loss` replaces step 1's validation loss (a law's) for the val-loss
+    chains."""
     if f.name == "direct":
         c = _direct_link(f, N, T)
         if c is None:
             return math.nan
-        return float(np.clip(c.values(np.array([c.theta]), math.log10(6 * N * T))[0, 0], 0, 1))
+        return float(np.clip(c.values(np.array([c.theta]), math.log10(6 * N * T))[0, 0], chance, 1))
     assert f.step1 is not None
     if loss is not None and f.links[0].x == "loss":
         x = loss
     else:
         x = float(f.step1.values(np.array([f.step1.theta]), (N, T))[0, 0])
     c = f.links[0]
-    return float(np.clip(c.values(np.array([c.theta]), x)[0, 0], 0, 1))  # an accuracy
+    return float(np.clip(c.values(np.array([c.theta]), x)[0, 0], chance, 1))
 
 
-def samples(f: PredictorFit, N: float, T: float, losses: np.ndarray | None = None) -> np.ndarray:
-    """The bootstrap's predictions at (N, T): step 1 refit i (or `losses[i]`, a law's
-    bootstrap, for the val-loss chains) through link refit i, cycled to the longer."""
+def samples(
+    f: PredictorFit, N: float, T: float, losses: np.ndarray | None = None, chance: float = 0.0
+) -> np.ndarray:
+    """The bootstrap's predictions at (N, T), within [chance, 1]: step 1 refit i (or
+    `losses[i]`, a law's bootstrap, for the val-loss chains) through link refit i, cycled
+    to the longer."""
     if f.name == "direct":
         c = _direct_link(f, N, T)
         if c is None or not c.bootstrap:
             return np.array([])
-        return np.clip(c.values(np.array(c.bootstrap), math.log10(6 * N * T))[:, 0], 0, 1)
+        return np.clip(c.values(np.array(c.bootstrap), math.log10(6 * N * T))[:, 0], chance, 1)
     assert f.step1 is not None
     c = f.links[0]
     if not c.bootstrap:
@@ -74,7 +79,7 @@ def samples(f: PredictorFit, N: float, T: float, losses: np.ndarray | None = Non
     th = np.array(c.bootstrap)[np.arange(n) % len(c.bootstrap)]
     x = xs[np.arange(n) % len(xs)]
     curve = CURVE_FORMS[c.form]
-    return np.clip(np.diagonal(curve.f(th, x)), 0, 1)  # refit i at its own x_i
+    return np.clip(np.diagonal(curve.f(th, x)), chance, 1)  # refit i at its own x_i
 
 
 @dataclass(frozen=True)
@@ -96,20 +101,7 @@ class Forecast:
     no_band_reason: str | None = None
 
     def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "value": self.value,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "predictor": self.predictor,
-            "chosen_by": self.chosen_by,
-            "heldout_error": self.heldout_error,
-            "n_factor": self.n_factor,
-            "flops_factor": self.flops_factor,
-            "beyond_runs": self.beyond_runs,
-            "no_band_reason": self.no_band_reason,
-        }
+        return {**asdict(self), "ci95": list(self.ci95) if self.ci95 else None}
 
 
 def forecast(
@@ -125,18 +117,19 @@ def forecast(
     at the model) replace step 1 of the val-loss chains. None when no predictor can."""
     n_params, tokens = float(n_params), float(tokens)
     order = [predictor] if predictor else [tp.chosen, *PREDICTORS]
+    chance = tp.chance or 0.0  # an accuracy's range is [chance, 1]
     for name in order:
         f = tp.fits.get(name) if name else None
         if f is None or not f.ok:
             continue
-        value = point(f, n_params, tokens, loss)
+        value = point(f, n_params, tokens, loss, chance)
         if not np.isfinite(value):
             continue
-        s = samples(f, n_params, tokens, losses)
+        s = samples(f, n_params, tokens, losses, chance)
         s = s[np.isfinite(s)]
         ci = tuple(map(float, np.percentile(s, [2.5, 97.5]))) if s.size >= 2 else None
         nf, cf = n_params / tp.n_max, 6 * n_params * tokens / tp.flops_max
-        ci = _widened(ci, f, max(math.log10(nf), math.log10(cf), 0.0))
+        ci = _widened(ci, f, max(math.log10(nf), math.log10(cf), 0.0), chance)
         beyond = None
         if nf > 1.0001 or cf > 1.0001:
             beyond = f"N {nf:.3g}× and compute {cf:.3g}× the largest fitted"
@@ -149,7 +142,7 @@ def forecast(
     return None
 
 
-def _widened(ci, f: PredictorFit, decades: float):
+def _widened(ci, f: PredictorFit, decades: float, chance: float):
     """The bootstrap band widened by the predictor's held-out error per decade it
     extrapolated in its check, times the decades this prediction extrapolates: the
     bootstrap knows the fit's noise, not how the form errs beyond the runs, which the
@@ -157,4 +150,4 @@ def _widened(ci, f: PredictorFit, decades: float):
     if ci is None or not decades or not f.heldout_error or not f.heldout_span:
         return ci
     extra = f.heldout_error * decades / f.heldout_span
-    return (max(ci[0] - extra, 0.0), min(ci[1] + extra, 1.0))
+    return (max(ci[0] - extra, chance), min(ci[1] + extra, 1.0))

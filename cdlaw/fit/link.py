@@ -205,7 +205,7 @@ def _starts(form: LinkForm, L: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
 def _internal_curve(form: LinkForm):
     """The form in the fit's own parameters (sigmoid: a + b, L0, k, b) as a batched curve
     (cdlaw.fit.curves.Curve): f and its Jacobian for B parameter rows at once."""
-    from cdlaw.fit.curves import Curve
+    from cdlaw.fit.curves import SIGMOID, Curve
 
     if form.name == "power":
 
@@ -221,19 +221,18 @@ def _internal_curve(form: LinkForm):
                 xk = np.power(x, kappa)
             return np.stack([np.ones_like(xk), xk, K * xk * np.log(x)], axis=2)
 
-    else:
+    else:  # cdlaw.fit.curves' sigmoid, whose height a is top − b
+
+        def height(th):
+            return np.concatenate([th[:, :1] - th[:, 3:4], th[:, 1:]], axis=1)
 
         def f(th, L):
-            top, L0, k, b = (th[:, i : i + 1] for i in range(4))
-            z = np.clip(-k * (L[None, :] - L0), -700.0, 700.0)
-            return (top - b) / (1.0 + np.exp(z)) + b
+            return SIGMOID.f(height(th), L)
 
         def jac(th, L):
-            top, L0, k, b = (th[:, i : i + 1] for i in range(4))
-            z = np.clip(-k * (L[None, :] - L0), -700.0, 700.0)
-            s = 1.0 / (1.0 + np.exp(z))
-            slope = (top - b) * s * (1.0 - s)
-            return np.stack([s, -k * slope, (L[None, :] - L0) * slope, 1.0 - s], axis=2)
+            J = SIGMOID.jac(height(th), L)
+            J[:, :, 3] -= J[:, :, 0]  # b moves the floor and, through a = top − b, the height
+            return J
 
     return Curve(form.name, form.params, form.formula, f, jac)
 

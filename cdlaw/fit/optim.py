@@ -47,10 +47,15 @@ class BatchResult:
     n_evals: int  # objective evaluations, counted per start
 
 
+def held_at_bound(x, g, lower, upper):
+    """Where a variable sits at a bound that its gradient g pushes it past (a descent step
+    along −g would leave the box): bool, x's shape."""
+    return ((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0))
+
+
 def projected_gradient(x, g, lower, upper):
     """The gradient with components that would push through a bound set to zero."""
-    blocked = ((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0))
-    return np.where(blocked, 0.0, g)
+    return np.where(held_at_bound(x, g, lower, upper), 0.0, g)
 
 
 def minimize_batched(

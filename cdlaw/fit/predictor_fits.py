@@ -12,6 +12,10 @@ import numpy as np
 from cdlaw.fit.curves import EXP_DECAY, POWER_PARAMS, SIGMOID, Curve, power_nd
 
 PREDICTORS = ("task-loss", "val-loss", "val-loss-exp", "direct")
+# the predictors whose link levels off (a sigmoid, capped by its floor and height); the
+# exponential link of val-loss-exp rises without limit as the loss falls
+LEVELS_OFF = ("task-loss", "val-loss", "direct")
+TIE_SE = 2.0  # held-out errors closer than this many standard errors of their difference tie
 RATIO_TOL = 0.1  # runs within 10% of a ratio of tokens per parameter share a direct fit
 AVERAGE = "average"
 

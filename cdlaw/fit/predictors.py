@@ -25,7 +25,8 @@ D in step 1 and in C is every token trained, D + D′. The average over tasks (t
 
 Held out (`holdout=True`): every predictor is fitted again without the runs (and their
 checkpoints) of the largest N and predicts those runs' final accuracy; its error is the
-mean absolute difference. The predictor with the least is chosen per task; without the
+mean absolute difference. The predictor with the least is chosen per task, but a tie
+between val-loss-exp and a link that levels off goes to the latter (choose); without the
 check the chain through the task's loss is used where it can be, else the validation loss's.
 The 95% band pairs bootstrap refit i of step 1 (final runs resampled) with refit i of
 step 2 (runs resampled, each with all its evaluations).
@@ -43,8 +44,10 @@ from cdlaw.fit.curves import EXP_DECAY, SIGMOID, Curve, fit_curve, fit_power_nd
 from cdlaw.fit.forecast import point
 from cdlaw.fit.predictor_fits import (
     AVERAGE,
+    LEVELS_OFF,
     PREDICTORS,
     RATIO_TOL,
+    TIE_SE,
     CurveFit,
     PredictorFit,
     TaskPredictors,
@@ -69,8 +72,7 @@ class _Table:
 
     @classmethod
     def of(cls, runs: pd.DataFrame) -> _Table:
-        keys = [k for k in RUN_KEYS if k in runs.columns]
-        run = runs.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+        run = run_ids(runs)
         ckpt = runs["checkpoint"].to_numpy(bool) if "checkpoint" in runs.columns else None
         final = np.ones(len(runs), bool) if ckpt is None else ~ckpt
         return cls(
@@ -84,6 +86,24 @@ class _Table:
 
     def metric(self, col: str) -> np.ndarray:
         return pd.to_numeric(self.frame[col], errors="coerce").to_numpy(float)
+
+
+def run_ids(runs: pd.DataFrame) -> np.ndarray:
+    """The run each row of a table belongs to, as an int: a run's checkpoint rows share its
+    end's (the same N, D, D′, strategy, seed, lr and weight decay)."""
+    keys = [k for k in RUN_KEYS if k in runs.columns]
+    return runs.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
+
+
+def run_counts(run: np.ndarray, boot: int, rng) -> np.ndarray:
+    """(1 + boot, n) weights: ones, then each bootstrap's count of each row's run (runs
+    resampled with replacement, a run's rows together)."""
+    ids, inv = np.unique(run, return_inverse=True)
+    w = [np.ones(len(run))]
+    for _ in range(boot):
+        c = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
+        w.append(c[inv].astype(float))
+    return np.array(w)
 
 
 def accuracy_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
@@ -152,6 +172,7 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
     ok = np.isfinite(y) & np.isfinite(tab.loss)
     fits = {p: _fit(p, tab, ok, y, floor, bpb, boot, rng) for p in PREDICTORS}
     heldout_n = None
+    missed: dict[str, np.ndarray] = {}  # per predictor, |predicted − observed| of each run held out
     sizes = np.unique(tab.N[ok & tab.final])
     if holdout and len(sizes) >= 3:
         heldout_n = float(sizes[-1])
@@ -169,18 +190,23 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
             if not hf.ok:  # fitted to every run, but not checked: never chosen over one that is
                 continue
             pred = np.array(
-                [point(hf, tab.N[i], tab.T[i], None) for i in np.flatnonzero(test)], float
+                [point(hf, tab.N[i], tab.T[i], None, floor or 0.0) for i in np.flatnonzero(test)],
+                float,
             )
-            good = np.isfinite(pred)
-            err = float(np.mean(np.abs(pred[good] - y[test][good]))) if good.any() else math.nan
+            missed[p] = np.abs(pred - y[test])  # NaN where it cannot predict
+            good = np.isfinite(missed[p])
+            err = float(np.mean(missed[p][good])) if good.any() else math.nan
             fits[p] = replace(f, heldout_error=err, heldout_runs=int(good.sum()), heldout_span=span)
-    usable = [p for p in PREDICTORS if fits[p].ok]
-    errors = {p: e for p in usable if (e := fits[p].heldout_error) is not None and np.isfinite(e)}
-    chosen: str | None
-    if errors:
-        chosen = min(errors, key=errors.__getitem__)
+    chosen, over = choose({p: m for p, m in missed.items() if np.isfinite(m).any()})
+    if chosen is not None:
         by = f"the least held-out error at N = {heldout_n:.3g}"
+        if over:
+            by += (
+                f" among the predictors whose link levels off ({over}'s is lower by less than "
+                f"{TIE_SE:g} standard errors of the difference, and its link has no ceiling)"
+            )
     else:
+        usable = [p for p in PREDICTORS if fits[p].ok]
         prefer = [p for p in ("task-loss", "val-loss", "val-loss-exp", "direct") if p in usable]
         chosen = prefer[0] if prefer else None
         by = (
@@ -194,6 +220,32 @@ def _task(tab, col, name, metric, floor, bpb, boot, rng, holdout, averaged) -> T
         float((6 * tab.N * tab.T)[fin].max()) if fin.any() else math.nan,
         int(fin.sum()), int(ok.sum()), averaged if name == AVERAGE else [],
     )  # fmt: skip
+
+
+def choose(missed: dict[str, np.ndarray]) -> tuple[str | None, str | None]:
+    """The predictor with the least mean held-out error, from each one's |predicted −
+    observed| on the same runs held out (NaN where it could not predict); and the one it
+    was preferred over, if any. A predictor whose link does not level off (LEVELS_OFF) loses
+    to one whose link does when their errors tie: the mean of their paired differences is
+    within TIE_SE standard errors of it. So a coin toss between the two does not pick the
+    link that, beyond the runs, climbs to an accuracy of 1. (None, None) for none."""
+    mean = {p: float(np.nanmean(m)) for p, m in missed.items()}
+    if not mean:
+        return None, None
+    best = min(mean, key=mean.__getitem__)
+    if best in LEVELS_OFF:
+        return best, None
+    tied = []
+    for p in LEVELS_OFF:
+        if p not in missed:
+            continue
+        d = missed[p] - missed[best]
+        d = d[np.isfinite(d)]
+        if len(d) >= 2 and d.mean() <= TIE_SE * d.std(ddof=1) / math.sqrt(len(d)):
+            tied.append(p)
+    if not tied:
+        return best, None
+    return min(tied, key=mean.__getitem__), best
 
 
 def _fit(p, tab: _Table, rows, y, floor, bpb, boot, rng) -> PredictorFit:
@@ -226,18 +278,18 @@ def _step1(tab: _Table, fin, x, xname: str, boot: int, rng) -> CurveFit:
     """Step 1 on the final rows `fin`, fitted once per (quantity, rows, refits)."""
     key = (xname, fin.tobytes(), boot)
     if key not in tab.step1:
-        th, _ = fit_power_nd(tab.N[fin], tab.T[fin], x[fin], _counts(tab.run[fin], boot, rng))
+        th, _ = fit_power_nd(tab.N[fin], tab.T[fin], x[fin], run_counts(tab.run[fin], boot, rng))
         tab.step1[key] = CurveFit("power_nd", "N, D", th[0].tolist(), th[1:].tolist())
     return tab.step1[key]
 
 
 def _fit_direct(tab: _Table, fin, y, floor, boot, rng) -> PredictorFit:
     ratio = tab.T / tab.N
+    x = np.log10(6 * tab.N * tab.T)
     links = []
     for members in _ratio_groups(ratio, fin):
         if len(np.unique(tab.N[members])) < 4:
             continue
-        x = np.log10(6 * tab.N * tab.T)
         link = _fit_link(
             SIGMOID, x[members], y[members], tab.run[members], floor, "log10_flops", boot, rng,
             falling=False,
@@ -272,17 +324,6 @@ def _ratio_groups(ratio: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def _counts(run: np.ndarray, boot: int, rng) -> np.ndarray:
-    """(1 + boot, n) weights: ones, then each bootstrap's count of each row's run (runs
-    resampled with replacement, a run's rows together)."""
-    ids, inv = np.unique(run, return_inverse=True)
-    w = [np.ones(len(run))]
-    for _ in range(boot):
-        c = np.bincount(rng.integers(0, len(ids), len(ids)), minlength=len(ids))
-        w.append(c[inv].astype(float))
-    return np.array(w)
-
-
 def _fit_link(curve, x, y, run, floor, xname, boot_n, rng, falling) -> CurveFit | None:
     free = len(curve.params) - (1 if curve is SIGMOID and floor is not None else 0)
     if len(x) < free + 1:
@@ -293,7 +334,7 @@ def _fit_link(curve, x, y, run, floor, xname, boot_n, rng, falling) -> CurveFit 
     best = th[int(np.argmin(cost))]
     thetas = [best.tolist()]
     if boot_n:
-        w = _counts(run, boot_n, rng)[1:]
+        w = run_counts(run, boot_n, rng)[1:]
         tb, _ = fit_curve(curve, x, y, w, np.repeat(best[None, :], boot_n, 0), lo, hi, fixed)
         thetas += tb.tolist()
     return CurveFit(curve.name, xname, thetas[0], thetas[1:], fixed)
@@ -308,18 +349,23 @@ def _bounds_and_starts(curve: Curve, x, y, floor, falling: bool):
             X = np.stack([np.ones_like(x), np.exp(-g * x)], axis=1)
             c, *_ = np.linalg.lstsq(X, y, rcond=None)
             starts.append([float(np.clip(1 - c[0], 0, 1)), float(max(c[1], 1e-9)), float(g)])
-        return lo, np.maximum(hi, np.array(starts).max(0) * 1.01 + 1e-9), np.array(starts), {}
+        # K's and γ's caps rise to the starts' least squares; ε, the error at a loss of
+        # infinity, stays within [0, 1]
+        hi[1:] = np.maximum(hi[1:], np.array(starts)[:, 1:].max(0) * 1.01 + 1e-9)
+        return lo, hi, np.array(starts), {}
     b0 = floor if floor is not None else max(float(y.min()) - 0.01, 0.0)
     kmax = 50.0 / span
     lo = np.array([0.0, float(x.min()) - 5 * span, -kmax if falling else 0.0, 0.0])
+    # the height a at most 1 − b: the sigmoid levels off at an accuracy of 1 at most
+    top = 1.0 - (floor or 0.0)
     hi = np.array(
-        [1.0, float(x.max()) + 5 * span, 0.0 if falling else kmax, max(float(y.min()), 1e-6)]
+        [top, float(x.max()) + 5 * span, 0.0 if falling else kmax, max(float(y.min()), 1e-6)]
     )
     sign = -1.0 if falling else 1.0
     starts = []
     for x0 in (*np.quantile(x, [0.1, 0.5, 0.9]), float(x.min()) - span, float(x.max()) + span):
         for k in (2.0, 8.0):
             a = max(float(y.max()) - b0, 0.05) * (2.0 if x0 < x.min() or x0 > x.max() else 1.2)
-            starts.append([min(a, 1.0), float(x0), sign * k / span, b0])
+            starts.append([min(a, top), float(x0), sign * k / span, b0])
     fixed = {"b": float(floor)} if floor is not None else {}
     return lo, hi, np.array(starts), fixed

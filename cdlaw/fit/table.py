@@ -122,7 +122,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
             )
 
     _check_task_metrics(df, name)
-    above = above_uniform(df, name)
+    above_uniform(df, name)  # said once, here, as the table is read
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
@@ -149,7 +149,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
     df = df.reset_index(drop=True)
     for key in READING:  # rows renumbered, columns renamed: what only messages needed
         df.attrs.pop(key, None)
-    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name, above_uniform=above)
+    df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
     return df
 
 
@@ -180,10 +180,11 @@ def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
 
 
 def above_uniform(df: pd.DataFrame, name: str) -> str | None:
-    """The sentence flagging runs whose loss is above ln V, the loss of a uniform guess over
-    their vocabulary (their `vocab_size`), logged as the table is read; None when there are
-    none or the table records no vocabulary. No trained model does worse than guessing:
-    such a run is broken, or simulated from a law far outside the range it was fitted on."""
+    """Log (and return) the sentence flagging runs whose loss is above ln V, the loss of a
+    uniform guess over their vocabulary (their `vocab_size`); None when there are none or
+    the table records no vocabulary; prepare_runs calls it as it reads a table. No trained
+    model does worse than guessing: such a run is broken, or simulated from a law far
+    outside the range it was fitted on."""
     if "vocab_size" not in df.columns:
         return None
     vocab = pd.to_numeric(df["vocab_size"], errors="coerce").to_numpy(float)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.columns import SPELLINGS, numbers, read_table
 
 # The columns a log may name each quantity, compared ignoring case; the first that has a
 # finite value wins (a cdlaw run's val_loss before its train_loss).
@@ -39,7 +40,7 @@ TOKEN_COLUMNS = (
 )
 STEP_COLUMNS = ("step", "steps", "global_step", "iteration", "iter", "trainer/global_step")
 LOSS_COLUMNS = ("val_loss", "eval_loss", "validation_loss", "loss", "train_loss", "lm_loss")
-LR_COLUMNS = ("lr", "learning_rate", "train/lr", "optimizer/lr")
+LR_COLUMNS = (*SPELLINGS["lr"], "train/lr", "optimizer/lr")  # a table's, then loggers
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3
 # The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)
@@ -53,22 +54,19 @@ ABOVE_LN_V = 1.05
 
 @dataclass(frozen=True)
 class CurveOptions:
-    """What the command line may tell about a run beyond its log (None: from the log)."""
+    """How to read a log, where the log does not say (None: from the log). What the run
+    is (N, D, …) beyond its config comes with the governor's options (GovernOptions)."""
 
     batch_tokens: float | None = None  # tokens per optimizer step, when the log has steps
     loss_column: str | None = None  # force a column (e.g. train_loss)
-    vocab_size: int | None = None  # V, for the ln V check
-    n_params: float | None = None
-    fresh_tokens: float | None = None
-    strategy: str | None = None
-    planned_tokens: float | None = None  # D + D′ the run is scheduled for
-    decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
+    vocab_size: int | None = None  # V, for the ln V check (default: a run folder's config)
 
 
 @dataclass(frozen=True)
 class Curve:
-    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what is
-    known about the run; `stable` marks the points at the peak lr after warmup."""
+    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what a
+    run folder's config says about the run; `stable` marks the points at the peak lr after
+    warmup."""
 
     tokens: np.ndarray
     loss: np.ndarray
@@ -78,9 +76,8 @@ class Curve:
     n_params: float | None = None
     fresh_tokens: float | None = None
     strategy: str | None = None
-    planned_tokens: float | None = None
-    decay_frac: float | None = None
-    vocab_size: int | None = None
+    planned_tokens: float | None = None  # D + D′ the run is scheduled for
+    decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
 
     @property
     def stable(self) -> np.ndarray:
@@ -128,16 +125,12 @@ def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
             "give a run folder, a .csv/.parquet log, or a TensorBoard log folder"
         )
     else:
-        from cdlaw.fit.columns import read_table
-
         curve = _from_frame(read_table(path), str(path), options)
     return check_curve(curve)
 
 
 def _run_folder(path: Path, options: CurveOptions) -> Curve:
     """A cdlaw run: metrics.parquet, and what config.json says about the run."""
-    from cdlaw.fit.columns import read_table
-
     frame = read_table(path / "metrics.parquet")
     config: dict = {}
     if (path / "config.json").is_file():
@@ -145,43 +138,39 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
             config = json.loads((path / "config.json").read_text())
         except (OSError, ValueError):
             config = {}
+    name = str(path / "metrics.parquet")
     if options.loss_column is None and "val_loss" in frame.columns:
-        val = frame["val_loss"].to_numpy(float)
-        stable_val = _enough_stable(frame, val)
-        options = replace(options, loss_column="val_loss" if stable_val else "train_loss")
+        val = replace(options, loss_column="val_loss", vocab_size=None)
+        options = replace(
+            options, loss_column="val_loss" if _calibrates(frame, name, val) else "train_loss"
+        )
     train, data = config.get("train", {}), config.get("data", {})
-    known = {
-        "n_params": config.get("n_params"),
-        "fresh_tokens": config.get("fresh_tokens"),
-        "strategy": config.get("strategy"),
-        "planned_tokens": (
+    if options.vocab_size is None:
+        options = replace(options, vocab_size=data.get("vocab_size"))
+    curve = _from_frame(frame, name, options)
+    return replace(
+        curve,
+        n_params=config.get("n_params"),
+        fresh_tokens=config.get("fresh_tokens"),
+        strategy=config.get("strategy"),
+        planned_tokens=(
             config["fresh_tokens"] + config.get("derived_tokens", 0)
             if "fresh_tokens" in config
             else None
         ),
-        "decay_frac": train.get("decay_frac") if train.get("schedule") == "wsd" else None,
-        "vocab_size": data.get("vocab_size"),
-    }
-    given = {k: getattr(options, k) for k in known}
-    merged = {k: given[k] if given[k] is not None else known[k] for k in known}
-    return _from_frame(frame, str(path / "metrics.parquet"), replace(options, **merged))
+        decay_frac=train.get("decay_frac") if train.get("schedule") == "wsd" else None,
+    )
 
 
-def _enough_stable(frame: pd.DataFrame, val: np.ndarray) -> bool:
-    """Whether the validation loss alone has MIN_STABLE_POINTS calibration points."""
-    ok = np.isfinite(val)
-    if ok.sum() < MIN_STABLE_POINTS or "lr" not in frame.columns:
-        return bool(ok.sum() >= MIN_STABLE_POINTS)
-    lr = frame["lr"].to_numpy(float)
-    peak = np.nanmax(lr)
-    stable = ok & (lr >= (1 - STABLE_LR) * peak)
-    if not stable.any():
+def _calibrates(frame: pd.DataFrame, name: str, options: CurveOptions) -> bool:
+    """Whether the curve in options.loss_column has enough points to calibrate on
+    (check_curve): a run's validation loss, evaluated less often than its training loss
+    is logged, may not yet."""
+    try:
+        check_curve(_from_frame(frame, name, options))
+    except BadInput:
         return False
-    tokens = frame["tokens_seen"].to_numpy(float) if "tokens_seen" in frame else None
-    if tokens is None:
-        return bool(stable.sum() >= MIN_STABLE_POINTS)
-    last = tokens[stable].max()
-    return bool((stable & (tokens >= CALIBRATION_FROM * last)).sum() >= MIN_STABLE_POINTS)
+    return True
 
 
 def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None) -> str | None:
@@ -191,13 +180,15 @@ def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None
         return lower.get(want.strip().lower())
     for name in names:
         col = lower.get(name)
-        if col is not None and np.isfinite(pd.to_numeric(frame[col], errors="coerce")).any():
+        if col is not None and np.isfinite(_numbers(frame, col)).any():
             return col
     return None
 
 
 def _numbers(frame: pd.DataFrame, col) -> np.ndarray:
-    return pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+    """The column as floats, NaN where a cell is no number; 25M read as the command line
+    reads it (cdlaw.fit.columns.numbers)."""
+    return numbers(frame[col]).to_numpy(float)
 
 
 def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
@@ -258,19 +249,7 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
                 f"(V = {options.vocab_size}), worse than guessing: give nats per token, "
                 "not bits or a sum"
             )
-    return Curve(
-        tokens=tokens,
-        loss=loss,
-        lr=lr,
-        source=name,
-        loss_column=str(loss_col),
-        n_params=options.n_params,
-        fresh_tokens=options.fresh_tokens,
-        strategy=options.strategy,
-        planned_tokens=options.planned_tokens,
-        decay_frac=options.decay_frac,
-        vocab_size=options.vocab_size,
-    )
+    return Curve(tokens=tokens, loss=loss, lr=lr, source=name, loss_column=str(loss_col))
 
 
 def check_curve(curve: Curve) -> Curve:

@@ -18,7 +18,7 @@ the run, widened by the offset's standard error and the relation's held-out spre
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from cdlaw.errors import BadInput
 from cdlaw.govern.cooldown import DEMO, Cooldown
 from cdlaw.govern.curve import Curve
 from cdlaw.law import Law
+from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
@@ -60,14 +61,7 @@ class Option:
     objective: float  # loss + λ·flops
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "end_tokens": self.end_tokens,
-            "loss": self.loss,
-            "loss_ci95": list(self.loss_ci95) if self.loss_ci95 else None,
-            "flops": self.flops,
-            "objective": self.objective,
-        }
+        return {**asdict(self), "loss_ci95": list(self.loss_ci95) if self.loss_ci95 else None}
 
 
 @dataclass(frozen=True)
@@ -221,7 +215,7 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
             f"the law has no parameters for strategy {strategy!r} (it has: {have}); give "
             "--strategy with one it has"
         )
-    f = options.decay_frac or curve.decay_frac
+    f = options.decay_frac if options.decay_frac is not None else curve.decay_frac
     if f is None:
         f = DEFAULT_DECAY_FRAC
         warnings.append(f"the log does not say its cooldown length: assumed the last {f:.0%}")
@@ -233,14 +227,15 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
     return float(n), float(fresh), strategy, planned, float(f), warnings
 
 
-def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decision:
-    """The governor's decision for `curve` under `source`'s law, budget and unique tokens."""
-    from cdlaw.plan.planner import plan
-
+def govern(
+    curve: Curve, source: PlanningLaw, options: GovernOptions, budget_plan: Plan | None = None
+) -> Decision:
+    """The governor's decision for `curve` under `source`'s law, budget and unique tokens;
+    budget_plan: plan_budget(source, options) where the caller has it (--watch plans once)."""
     law = source.law
     n, fresh, strategy, planned, f, warnings = _resolve(curve, law, options)
     C = options.budget_flops
-    p = plan(source, C, options.unique_tokens)
+    p = budget_plan or plan_budget(source, options)
     lam = float(p.marginal_gain_per_flop)
     t_now = curve.tokens_now
     e_now = t_now / (1 - f)
@@ -370,6 +365,13 @@ def govern(curve: Curve, source: PlanningLaw, options: GovernOptions) -> Decisio
         curve=curve_out,
         warnings=tuple(warnings),
     )
+
+
+def plan_budget(source: PlanningLaw, options: GovernOptions) -> Plan:
+    """The plan at the budget: its λ(C) is the governor's threshold."""
+    from cdlaw.plan.planner import plan
+
+    return plan(source, options.budget_flops, options.unique_tokens)
 
 
 def _switched(other: str, n: float, fresh: float, strategy: str, t_now: float):

@@ -24,7 +24,7 @@ import pandas as pd
 
 from cdlaw.config import TrainConfig
 from cdlaw.errors import BadInput
-from cdlaw.schedule import decay_start
+from cdlaw.schedule import decay_start, warmup_steps
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class RunCurve:
     decay_step: int  # the first step below the peak lr
     fork_parent: str
     fork_step: int
-    train: dict  # config.json's [train]
+    train: TrainConfig  # config.json's [train]
     metrics: pd.DataFrame
 
     @property
@@ -61,7 +61,7 @@ class RunCurve:
         ok = np.isfinite(m["val_loss"].to_numpy(float)) & (
             m["step"].to_numpy(int) <= self.decay_step
         )
-        ok &= m["step"].to_numpy(int) > int(self.train.get("warmup_steps") or 0)
+        ok &= m["step"].to_numpy(int) > warmup_steps(self.steps, self.train)
         return m["tokens_seen"].to_numpy(float)[ok], m["val_loss"].to_numpy(float)[ok]
 
 
@@ -79,9 +79,9 @@ def read_runs(runs: Path) -> dict[str, RunCurve]:
         if rec.get("status") != "done" or not (folder / "metrics.parquet").is_file():
             continue
         config = json.loads((folder / "config.json").read_text())
-        train = config["train"]
-        if train.get("schedule") != "wsd":
+        if config["train"].get("schedule") != "wsd":
             continue
+        train = TrainConfig(**_train_fields(config["train"]))
         steps = int(config["steps"])
         out[str(rec["run_id"])] = RunCurve(
             run_id=str(rec["run_id"]),
@@ -90,11 +90,11 @@ def read_runs(runs: Path) -> dict[str, RunCurve]:
             derived_tokens=float(rec["derived_tokens"]),
             strategy=str(rec["strategy"]),
             seed=int(rec["seed"]),
-            lr=float(train["lr"]),
+            lr=train.lr,
             loss=float(rec["loss"]),
             steps=steps,
-            batch_tokens=int(train["batch_size"]) * int(config["model"]["seq_len"]),
-            decay_step=decay_start(steps, TrainConfig(**_train_fields(train))),
+            batch_tokens=train.batch_size * int(config["model"]["seq_len"]),
+            decay_step=decay_start(steps, train),
             fork_parent=str(rec.get("fork_parent") or ""),
             fork_step=int(rec.get("fork_step") or 0),
             train=train,
@@ -142,7 +142,7 @@ def cooldown_pairs(runs_dir: Path) -> pd.DataFrame:
     for run in runs.values():
         trunk = trunk_of(run, runs)
         tokens, loss = trunk.stable_val()
-        gap = float(trunk.train.get("eval_every", 0)) * trunk.batch_tokens
+        gap = float(trunk.train.eval_every * trunk.batch_tokens)
         s = stable_at(tokens, loss, run.decay_tokens, gap)
         if not math.isfinite(s) or not math.isfinite(run.loss):
             continue

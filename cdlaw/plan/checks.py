@@ -119,8 +119,8 @@ def loss_interval(
     (judge_optimism) or the predicted loss itself is above ln V; without refits, why not
     (PlanningLaw.why_no_band)."""
     point = best.predicted_loss
-    vocab = source.data_range.vocab_size if source.data_range is not None else None
-    uniform = None if vocab is None else math.log(vocab)
+    rng = source.data_range
+    vocab, uniform = (None, None) if rng is None else (rng.vocab_size, rng.uniform_loss)
     if uniform is not None and point > uniform:
         why = (
             f"not determined: the predicted loss {point:.4g} is above ln V = {uniform:.4g}, "
@@ -155,9 +155,9 @@ def size_interval(
     if band is None:
         return None, None
     lo, hi = min(band[0], n_params), max(band[1], n_params)
-    rng = fitted_range(source, "none").get("n_params")
-    if isinstance(rng, (list, tuple)) and len(rng) == 2 and None not in rng:
-        small, large = float(rng[0]), float(rng[1])
+    rng = source.data_range
+    small, large = (rng.n_params if rng is not None else None) or (None, None)
+    if small is not None and large is not None:
         if lo < small / EXTRAPOLATION_LIMIT or hi > large * EXTRAPOLATION_LIMIT:
             return None, (
                 f"not determined: the bootstrap refits' own plans range over N = "

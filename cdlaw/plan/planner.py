@@ -237,7 +237,8 @@ def plan(
     naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
 
     def decide(under: Law) -> dict[str, tuple[float, float, float, float]]:
-        """The same search under another law: {strategy: (N, loss, D, D′)}."""
+        """The same search under another law, each allocation made as the plan's own
+        (_allocation: D′ of rounding noise is none): {strategy: (N, loss, D, D′)}."""
         out = {}
         for s in tried:
             n = (
@@ -245,9 +246,8 @@ def plan(
                 if n_params is not None
                 else optimal_n_params(under, s, budget_flops, unique)[0]
             )
-            fresh, derived = planned_tokens(under, s, budget_flops, n, unique)
-            loss = under.loss(n, fresh, derived, s)
-            out[s] = (float(n), float(loss), float(fresh), float(derived))
+            a = _allocation(under, s, budget_flops, n, unique, best.rule)
+            out[s] = (a.n_params, a.predicted_loss, a.fresh_tokens, a.derived_tokens)
         return out
 
     # Every bootstrap law plans for itself: how sure the decision is, and how optimistic.

@@ -46,14 +46,21 @@ class Allocation:
         return self.derived_ratio if self.strategy == "paraphrase" else 0.0
 
     @property
+    def uses_count(self) -> float:
+        """The number `uses` says: epochs of repetition, D′/D passes of any other derived
+        strategy, 1 for D′ = 0."""
+        if self.strategy == "repetition":
+            return self.epochs
+        return self.derived_ratio if self.strategy != "none" else 1.0
+
+    @property
     def uses(self) -> str:
         """How the derived tokens are made, in words: '7.53 epochs' (repetition), '4.35
         passes' (D′/D of paraphrase or any other derived strategy), '1 epoch' (D′ = 0)."""
-        if self.strategy == "repetition":
-            return f"{self.epochs:.3g} epochs"
-        if self.strategy != "none":
-            return f"{self.derived_ratio:.3g} passes"
-        return "1 epoch"
+        if self.strategy == "none":
+            return "1 epoch"
+        unit = "epochs" if self.strategy == "repetition" else "passes"
+        return f"{self.uses_count:.3g} {unit}"
 
     def to_dict(self) -> dict:
         return {

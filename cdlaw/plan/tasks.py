@@ -47,40 +47,34 @@ class TaskPrediction:
     beyond_runs: str | None  # the plan's loss outside the losses the link was fitted to
 
     def to_dict(self) -> dict:
-        return {
-            "column": self.column,
-            "task": self.task,
-            "metric": self.metric,
-            "value": self.value,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "no_band_reason": self.no_band_reason,
-            "beyond_runs": self.beyond_runs,
-        }
+        return {**dataclasses.asdict(self), "ci95": list(self.ci95) if self.ci95 else None}
 
 
-def read_links(path: str | None, task: str | None = None) -> list[TaskLink]:
-    """The links of a downstream.json (`plan --link`; one task's with `task`), [] for none.
-    BadInput for a file that is missing or unreadable, or a task it does not hold."""
+def read_links(
+    path: str | None, task: str | None = None
+) -> tuple[list[TaskLink], list[TaskPredictors]]:
+    """The links and the task predictors of a downstream.json (`plan --link`; one task's with
+    `task`), read once; ([], []) for none. BadInput for a file that is missing or
+    unreadable, or a task it does not hold."""
     if path is None:
         if task is not None:
             raise BadInput("--task goes with --link: name the downstream.json to predict it with")
-        return []
+        return [], []
     from pathlib import Path
 
     if not Path(path).is_file():
         raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
-    return Downstream.read(path).link(task)
+    d = Downstream.read(path)
+    return d.link(task), _predictors(d, task)
 
 
-def read_predictors(path: str | None, task: str | None = None) -> list[TaskPredictors]:
-    """The task predictors of a downstream.json (one task's with `task`), [] for none."""
-    if path is None:
-        return []
-    return [
-        tp
-        for tp in Downstream.read(path).predictors
-        if task is None or task in (tp.task, tp.column)
-    ]
+def read_predictors(path: str, task: str | None = None) -> list[TaskPredictors]:
+    """The task predictors of a downstream.json (one task's with `task`)."""
+    return _predictors(Downstream.read(path), task)
+
+
+def _predictors(d: Downstream, task: str | None) -> list[TaskPredictors]:
+    return [tp for tp in d.predictors if task is None or task in (tp.task, tp.column)]
 
 
 def forecast_tasks(
@@ -96,15 +90,25 @@ def forecast_tasks(
     refits') at the model. Accuracies no predictor can reach are left out."""
     loss, losses = None, None
     if source is not None:
-        s = "none" if derived_tokens == 0 else strategy
-        loss = float(source.law.loss(n_params, fresh_tokens, derived_tokens, s))
-        if len(source.bootstrap) >= 2:
-            losses = np.array(
-                [float(b.loss(n_params, fresh_tokens, derived_tokens, s)) for b in source.bootstrap]
-            )
+        loss, losses = _law_at(source, n_params, fresh_tokens, derived_tokens, strategy)
+    return _forecasts(predictors, n_params, fresh_tokens + derived_tokens, loss, losses)
+
+
+def _law_at(
+    source: PlanningLaw, n_params: float, fresh: float, derived: float, strategy: str
+) -> tuple[float, np.ndarray | None]:
+    """The law's loss at the model, and its bootstrap refits' (None for fewer than 2)."""
+    s = "none" if derived == 0 else strategy
+    loss = float(source.law.loss(n_params, fresh, derived, s))
+    if len(source.bootstrap) < 2:
+        return loss, None
+    return loss, np.array([float(b.loss(n_params, fresh, derived, s)) for b in source.bootstrap])
+
+
+def _forecasts(predictors, n_params, tokens, loss, losses) -> list[Forecast]:
     out = []
     for tp in predictors:
-        f = forecast(tp, n_params, fresh_tokens + derived_tokens, loss, losses)
+        f = forecast(tp, n_params, tokens, loss, losses)
         if f is not None:
             out.append(f)
     return out
@@ -120,17 +124,16 @@ def with_tasks(
     plan's loss lies outside of. An accuracy with predictors is forecast by them
     (forecast_tasks, as `cdlaw predict` does); the rest through their links."""
     best = plan.best
-    forecasts = forecast_tasks(
-        predictors or [],
-        source,
-        best.n_params,
-        best.fresh_tokens,
-        best.derived_tokens,
-        law_strategy(best.strategy, plan.strategy),
-    )
-    by_column = {f.column: f for f in forecasts}
+    s = law_strategy(best.strategy, plan.strategy)
+    loss, losses = _law_at(source, best.n_params, best.fresh_tokens, best.derived_tokens, s)
+    tokens = best.fresh_tokens + best.derived_tokens
+    by_column = {
+        f.column: f for f in _forecasts(predictors or [], best.n_params, tokens, loss, losses)
+    }
     preds: list[TaskPrediction | Forecast] = [
-        by_column.pop(lk.column) if lk.column in by_column else predict_task(plan, source, lk)
+        by_column.pop(lk.column)
+        if lk.column in by_column
+        else predict_task(plan, source, lk, losses)
         for lk in links
     ]
     preds += list(by_column.values())  # an average over tasks has no link of its own
@@ -158,19 +161,14 @@ def _strategies_differ(link: TaskLink, strategy: str) -> str | None:
     )
 
 
-def predict_task(plan: Plan, source: PlanningLaw, link: TaskLink) -> TaskPrediction:
-    """One link's metric at the plan, with its band (module doc)."""
+def predict_task(
+    plan: Plan, source: PlanningLaw, link: TaskLink, losses: np.ndarray | None
+) -> TaskPrediction:
+    """One link's metric at the plan, with its band (module doc); `losses`: the law's
+    bootstrap refits' losses at the plan (_law_at)."""
     loss = plan.predicted_loss
-    best = plan.best
-    s = law_strategy(best.strategy, plan.strategy)
-    losses = np.array(
-        [
-            float(b.loss(best.n_params, best.fresh_tokens, best.derived_tokens, s))
-            for b in source.bootstrap
-        ]
-    )
     ci, why = None, None
-    if len(losses) >= 2 and len(link.bootstrap) >= 2:
+    if losses is not None and len(link.bootstrap) >= 2:
         metrics = np.array(
             [link.predict(x, link.bootstrap[i % len(link.bootstrap)]) for i, x in enumerate(losses)]
         ).ravel()
@@ -181,7 +179,7 @@ def predict_task(plan: Plan, source: PlanningLaw, link: TaskLink) -> TaskPredict
     if ci is None:
         why = (
             source.why_no_band()
-            if len(losses) < 2
+            if losses is None
             else "the link has no bootstrap refits; run `cdlaw downstream --bootstrap 200`"
         )
     lo_run, hi_run = link.loss_range

@@ -11,6 +11,8 @@ compute and the plan's range warnings say where it leaves the data.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from cdlaw.figures.inputs import PlotInputs
@@ -48,10 +50,13 @@ def budget_inside_range(
     source: PlanningLaw, smallest: float, largest: float, unique_tokens: float
 ) -> tuple[float, bool]:
     """The largest budget from `largest` down to `smallest` whose plan stays inside the
-    fitted range, and True; or (largest, False) when none does."""
+    fitted range, and True; or (largest, False) when none does. Each step plans without
+    the bootstrap: only the chosen allocation is read, which the refits do not move, and
+    the report plans the budget found once, with them."""
+    probe = replace(source, bootstrap=())
     budget = largest
     for _ in range(MAX_STEPS):
-        if not range_warnings(source, plan(source, budget, unique_tokens).best):
+        if not range_warnings(probe, plan(probe, budget, unique_tokens).best):
             return budget, True
         budget /= STEP
         if budget < smallest:

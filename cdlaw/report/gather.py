@@ -14,21 +14,24 @@ fresh-token count as unique tokens (cdlaw.report.budget). Any other budget:
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
-from cdlaw.fit.findings import DataRange
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.checks import BeyondLimit
 from cdlaw.plan.planner import plan
-from cdlaw.plan.source import PlanningLaw, load_law
+from cdlaw.plan.source import load_law, with_fitted_range
 from cdlaw.plan.tasks import with_tasks
 from cdlaw.report.budget import (
     LARGEST_RUN,
@@ -61,17 +64,16 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
 
 
-def _fit_now(path: Path, inputs: PlotInputs) -> str:
-    """No fit: fit in memory with cdlaw's defaults, and say how to save a fit. A table is
-    fitted from the rows load_inputs read (not read again); a runs folder with its rounds."""
+def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
+    """No fit: fit `runs()` (gather's runs table) in memory with cdlaw's defaults, and say
+    how to save a fit."""
     how = f"create one with `cdlaw fit {path}`, then run `cdlaw report {path}` again"
     none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
     log.info(
         f"{none.lower()} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` saves one)"
     )
     try:
-        table = load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
-        result = fit_law(table, source=str(path))
+        result = fit_law(runs(), source=str(path))
     except BadInput as e:
         return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict()
@@ -84,9 +86,9 @@ def _fit_now(path: Path, inputs: PlotInputs) -> str:
     )
 
 
-def _links_now(path: Path, inputs: PlotInputs) -> str:
-    """The task links: downstream.json beside the runs, or fitted here (not saved) when the
-    runs have task columns but no links were written; a note saying which."""
+def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
+    """The task links: downstream.json beside the runs, or fitted here from `runs()` (not
+    saved) when the runs have task columns but no links were written; a note saying which."""
     from cdlaw.fit.downstream import fit_downstream
     from cdlaw.fit.task_links import downstream_path
     from cdlaw.task_columns import task_columns
@@ -97,8 +99,7 @@ def _links_now(path: Path, inputs: PlotInputs) -> str:
     if summary is None or not task_columns(summary.columns):
         return "No task columns: the sweep file's [eval] names no tasks (docs/downstream.md)."
     try:
-        table = load_runs(path) if path.is_dir() else prepare_runs(summary, str(path))
-        inputs.downstream = fit_downstream(table, n_boot=50, source=str(path))
+        inputs.downstream = fit_downstream(runs(), n_boot=50, source=str(path))
     except BadInput as e:
         return f"The task columns cannot be linked to the loss yet ({e})."
     return (
@@ -135,9 +136,7 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
     if inputs.fit_path is not None:
         source = load_law(str(inputs.fit_path))
     else:
-        fitted = (inputs.fit or {}).get("data_range")
-        data_range = None if fitted is None else DataRange.from_dict(fitted, str(report.path))
-        source = PlanningLaw(str(report.path), inputs.law, data_range)
+        source = with_fitted_range(inputs.law, inputs.fit, str(report.path))
     try:
         if budget_flops is None and compute is not None:
             report.budget_flops, inside = budget_inside_range(
@@ -146,14 +145,12 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
             why = describe(report.budget_flops, compute[1], inside)
         planned = plan(source, report.budget_flops, report.unique_tokens, extrapolate=extrapolate)
         if inputs.downstream is not None and inputs.downstream.links:
-            planned = with_tasks(planned, source, inputs.downstream.links)
+            d = inputs.downstream
+            planned = with_tasks(planned, source, d.links, d.predictors)
         report.plan = planned.to_dict()
-    except BeyondLimit as e:
-        if budget_flops is not None:
-            raise
-        report.plan_note = f"No plan: {e}"
-        return
     except BadInput as e:
+        if isinstance(e, BeyondLimit) and budget_flops is not None:
+            raise  # the budget asked for: refused as `cdlaw plan` refuses it
         report.plan_note = f"No plan: {e}"
         return
     report.budget_note = note()
@@ -187,11 +184,19 @@ def gather(
             raise BadInput(f"{what} must be a positive number like 1e21 or 5e9, not {value:g}")
     inputs = load_inputs(path, fit_path, need_fit=False)
     report = Report(path, inputs)
+
+    @functools.cache
+    def runs() -> pd.DataFrame:
+        """The runs as `cdlaw fit` reads them, checked (and any loss above ln V said) once
+        for the fit and the links made here: a runs folder with its rounds, a table from
+        the rows load_inputs read."""
+        return load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
+
     if inputs.fit is None:
-        report.fit_note = _fit_now(path, inputs)
+        report.fit_note = _fit_now(path, inputs, runs)
     else:
         report.fit_note = f"From {inputs.fit_path}."
-    report.downstream_note = _links_now(path, inputs)
+    report.downstream_note = _links_now(path, inputs, runs)
     _plan(report, budget_flops, unique_tokens, extrapolate)
     for kind in KINDS:
         reason = why_not(kind, inputs)

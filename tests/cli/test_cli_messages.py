@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 from plantedlinks import planted_runs
-from runhelpers import cdlaw_here
 
 from cdlaw.errors import BadInput
 from cdlaw.extras import DATASETS_SPEC, install_advice
@@ -129,12 +128,6 @@ def test_the_endpoint_backend_asks_only_for_the_corpus_reader(tmp_path):
 # ---------------------------------------------------------------------------------------
 
 DEMO_RUNS = ROOT / "examples" / "demo-runs.csv"
-
-
-@pytest.fixture
-def cdlaw(monkeypatch, capsys, tmp_path):
-    """`cdlaw ARGS` in this process: (exit code, stdout, stderr)."""
-    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.fixture(scope="module")

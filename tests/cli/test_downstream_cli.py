@@ -6,17 +6,10 @@ from pathlib import Path
 
 import pytest
 from plantedlinks import planted_runs
-from runhelpers import cdlaw_here
 
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
-
-
-@pytest.fixture
-def cdlaw(monkeypatch, capsys, tmp_path):
-    """`cdlaw ARGS` in this process: (exit code, stdout, stderr)."""
-    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.fixture(scope="module")

@@ -6,17 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from runhelpers import cdlaw_here
 from taskladder import two_step
 
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
-
-
-@pytest.fixture
-def cdlaw(monkeypatch, capsys, tmp_path):
-    return lambda *args: cdlaw_here(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +43,9 @@ def test_holdout_largest_prints_each_predictors_error_and_the_choice(cdlaw, ladd
     assert all(f["heldout_error"] is not None for f in tp["fits"].values() if not f["why_not"])
 
 
-def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
+def test_predict_plan_link_and_report_agree_and_bands_widen(cdlaw, ladder):
+    from cdlaw.report.gather import gather
+
     assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 30)[0] == 0
     links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
     code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
@@ -58,6 +54,10 @@ def test_predict_and_plan_link_agree_and_bands_widen(cdlaw, ladder):
     plan = json.loads(out)
     best = plan  # the best allocation's n_params, fresh_tokens, derived_tokens at the top
     planned = {t["column"]: t for t in plan["tasks"]}["task_quiz_acc"]
+    report = gather(ladder, budget_flops=1e20, unique_tokens=1e12, extrapolate=True)
+    shown = {t["column"]: t for t in report.plan["tasks"]}["task_quiz_acc"]  # its "at the plan"
+    assert shown["predictor"] == planned["predictor"]
+    assert shown["value"] == pytest.approx(planned["value"])
     code, out, err = cdlaw("predict", "--downstream", links, "--law", fit,
                            "--n-params", best["n_params"], "--fresh-tokens", best["fresh_tokens"],
                            "--derived-tokens", best["derived_tokens"], "--json")  # fmt: skip
@@ -137,3 +137,15 @@ def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
     assert float(low) <= float(value) <= float(high) and float(heldout) > 0
     assert by in ("task-loss", "val-loss", "val-loss-exp", "direct")
     assert "beyond the runs: N 6.25× and compute" in out
+
+
+def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, ladder, tmp_path):
+    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 0)[0] == 0
+    d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
+    d["predictors"][0]["chosen_by"] = "the least held-out error at N = 6.4e+08 " + "word " * 30
+    links = tmp_path / "long.downstream.json"
+    links.write_text(json.dumps(d))
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1B",
+                           "--fresh-tokens", "20B")  # fmt: skip
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 80 and "chosen by the least" in out, out

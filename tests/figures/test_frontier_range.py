@@ -1,9 +1,10 @@
-"""The frontier figure a fit draws plans only the budgets the fit supports: on a
-Muennighoff-shaped table it once drew N up to ~8T, 1000× the data, with grey shading."""
+"""The frontier figure a fit draws plans only the budgets the fit supports (inside the
+extrapolation limit, not model sizes 1000× past the data); a law without a fitted range
+plans around the largest run's compute."""
 
 import numpy as np
 
-from cdlaw.figures.plot import compute_frontier
+from cdlaw.figures.plot import compute_frontier, default_budgets
 from cdlaw.law import PRESETS
 
 QIN = PRESETS["qin2026"]
@@ -17,6 +18,10 @@ def test_the_frontier_a_fit_draws_stays_inside_the_extrapolation_limit():
     assert len(n) == 16 and got["beyond_limit"] == []
     assert n.max() <= 30 * 8.7e9 and n.min() >= 7e6 / 30
     assert all(r["extrapolated"] == [] for r in got["rows"])
-    # a law without a fitted range still gets budgets around its largest run
-    bare = compute_frontier(QIN, 1e9, largest_run_flops=1e20, fit={**QIN.to_dict()})
-    assert bare["rows"][0]["budget_flops"] > 0
+
+
+def test_a_law_without_a_fitted_range_plans_around_its_largest_run():
+    bare = PRESETS["muennighoff2023"]  # a preset with no data range: nothing limits it
+    got = compute_frontier(bare, 1e9, largest_run_flops=1e20, fit=bare.to_dict())
+    budgets = [r["budget_flops"] for r in got["rows"]]
+    assert np.allclose(budgets, default_budgets(1e20))

@@ -144,3 +144,16 @@ def test_a_metric_that_does_not_follow_the_loss_gets_no_collapse_test():
     assert not lk.follows_loss and lk.collapse is None and lk.trend_p_value >= 0.05
     assert "does not follow the loss" in lk.verdict()
     assert links({"paraphrase": 0.15})["acc"].follows_loss
+
+
+def test_the_links_bootstrap_resamples_runs_with_their_checkpoints():
+    """Checkpoint rows that repeat each run's end add nothing a run-level bootstrap can see:
+    its refits are those of the final rows alone (resampling rows would narrow them)."""
+    from taskladder import two_step
+
+    final = two_step().query("not checkpoint")
+    copies = pd.concat([final, final.assign(checkpoint=True), final.assign(checkpoint=True)])
+    one = fit_downstream(prepare_runs(final.copy(), "t", checkpoints=True), n_boot=30)
+    three = fit_downstream(prepare_runs(copies, "t", checkpoints=True), n_boot=30)
+    for a, b in zip(one.links, three.links, strict=True):
+        assert np.array(b.bootstrap) == pytest.approx(np.array(a.bootstrap), rel=1e-3, abs=1e-4)

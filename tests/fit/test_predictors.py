@@ -6,9 +6,10 @@ import pandas as pd
 import pytest
 from taskladder import ITEMS, true_acc, two_step
 
-from cdlaw.fit.curves import fit_power_nd
+from cdlaw.fit.curves import SIGMOID, fit_power_nd
 from cdlaw.fit.forecast import forecast
-from cdlaw.fit.predictors import fit_task_predictors
+from cdlaw.fit.predictor_fits import CurveFit, PredictorFit, TaskPredictors
+from cdlaw.fit.predictors import _fit_link, choose, fit_task_predictors
 from cdlaw.fit.table import prepare_runs
 from cdlaw.task_chance import chance_level
 
@@ -124,3 +125,46 @@ def test_a_predictor_the_check_cannot_refit_stays_usable_unscored():
     chains = [tp.fits[p] for p in ("task-loss", "val-loss", "val-loss-exp")]
     assert all(f.ok and f.heldout_error is None for f in chains)  # 4 final runs left: no step 1
     assert tp.chosen == "task-loss" and tp.chosen_by.startswith("default")
+
+
+def test_a_tie_goes_to_the_link_that_levels_off():
+    rng = np.random.default_rng(0)
+    exp = np.abs(rng.normal(0, 0.02, 24))  # |error| of each run held out
+    noise = rng.normal(0, 0.005, 24)
+    noise -= noise.mean()
+    # lower by 1e-4, as the demo's acc_norm: far inside the paired noise, ~1e-3
+    assert choose({"val-loss": exp + 1e-4 + noise, "val-loss-exp": exp}) == (
+        "val-loss",
+        "val-loss-exp",
+    )
+    # lower by 0.01, ten standard errors: the exponential link wins on its error
+    assert choose({"val-loss": exp + 0.01 + noise, "val-loss-exp": exp}) == ("val-loss-exp", None)
+    # one run held out has no noise to measure: the least error is chosen
+    assert choose({"val-loss": exp[:1] + 1e-4, "val-loss-exp": exp[:1]}) == ("val-loss-exp", None)
+
+
+def _exp_chain(chance: float) -> TaskPredictors:
+    """A val-loss-exp chain whose link is 1.2 at a loss of 0.5 and 0.1 at a loss of 5."""
+    link = CurveFit("exp_decay", "loss", [0.9, 5.0, 3.0], [[0.9, 5.0, 3.0], [0.92, 4.0, 3.0]])
+    step1 = CurveFit("power_nd", "N, D", [1.0, 0.0, 0.3, 0.0, 0.3], [[1.0, 0.0, 0.3, 0.0, 0.3]])
+    f = PredictorFit("val-loss-exp", step1, (link,), 0.01, 10, 0.3)
+    return TaskPredictors(
+        "task_q_acc", "q", "acc", chance, {"val-loss-exp": f}, "val-loss-exp", "", 1e6,
+        1e6, 6e13, 10, 10,
+    )  # fmt: skip
+
+
+def test_a_prediction_and_its_band_stay_within_chance_and_one():
+    tp = _exp_chain(0.25)
+    low = forecast(tp, 4e6, 4e7, loss=5.0, losses=np.array([5.0, 6.0]))
+    assert low.value == 0.25 and low.ci95[0] == 0.25  # not the link's 0.1, below chance
+    high = forecast(tp, 4e6, 4e7, loss=0.5, losses=np.array([0.5, 0.4]))
+    assert high.value == 1.0 and high.ci95[1] == 1.0
+
+
+def test_a_sigmoid_with_its_floor_known_levels_off_at_one_at_most():
+    rng = np.random.default_rng(0)
+    x = np.linspace(1.0, 2.0, 40)  # the lower half of a sigmoid whose height is 0.9
+    y = 0.25 + 0.9 / (1 + np.exp(6.0 * (x - 1.0))) + rng.normal(0, 0.002, len(x))
+    c = _fit_link(SIGMOID, x, y, np.arange(len(x)), 0.25, "loss", 20, rng, falling=True)
+    assert max(a for a, *_ in [c.theta, *c.bootstrap]) <= 0.75 + 1e-12  # a + b ≤ 1

@@ -32,3 +32,12 @@ def test_too_few_pairs_are_refused(tmp_path):
 def test_the_demo_ratio_picks_its_lr():
     assert DEMO.for_lr(0.03).ratio == pytest.approx(0.8482)
     assert DEMO.for_lr(0.05).ratio == DEMO.ratio
+
+
+def test_a_trunks_warmup_is_no_stable_phase_however_it_is_given(tmp_path):
+    # warmup as a share of the steps: the trunk's first evaluation (step 10) is in it, so
+    # the 15-step run, decaying at step 12, has no stable-phase loss to read
+    pairs = cooldown_pairs(write_planted_sweep(tmp_path / "runs", steps=(15, 50, 75, 100),
+                                               warmup_frac=0.15))  # fmt: skip
+    assert "run015" not in set(pairs["run_id"])
+    assert (pairs["cooled"] / pairs["stable"]).to_numpy() == pytest.approx(0.8)

@@ -104,6 +104,8 @@ def test_bad_logs_are_refused_in_one_sentence(tmp_path, capsys):
     err = bad(tmp_path, capsys, high, "--vocab-size", "50K")
     assert "ln V" in err and "line 9" in err
     assert "calibrating needs 3" in bad(tmp_path, capsys, good.iloc[:5])
+    assert "--decay-frac 0.0 must be between 0 and 1" in bad(tmp_path, capsys, good,
+                                                             "--decay-frac", "0")  # fmt: skip
 
 
 def test_a_law_without_the_runs_strategy_is_refused(tmp_path, capsys):
@@ -148,3 +150,35 @@ def test_a_first_loss_at_about_ln_v_is_an_untrained_model_not_bad_input(tmp_path
     frame.to_csv(tmp_path / "log.csv", index=False)
     curve = read_curve(tmp_path / "log.csv", CurveOptions(vocab_size=50_000))
     assert curve.loss[0] == frame.loc[0, "loss"]
+
+
+def test_a_log_reads_numbers_as_the_command_line_does(tmp_path):
+    from cdlaw.govern.curve import read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame["tokens"] = [f"{t / 1e6:g}M" for t in frame["tokens"]]  # 200M, …, 3000M
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    curve = read_curve(tmp_path / "log.csv")
+    assert curve.tokens[0] == 2e8 and curve.tokens[-1] == 3e9
+
+
+def test_a_run_folder_checks_its_loss_against_its_own_vocabulary(tmp_path, capsys):
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    folder = write_run_folder(tmp_path / "runs" / "abc", frame, 100e6, 1e9, 4e9, "paraphrase",
+                              vocab=10)  # fmt: skip
+    code, out, err = cli(capsys, folder, *BUDGET)
+    assert code == 2 and out == "" and "ln V" in err and "V = 10)" in err
+    code, _, err = cli(capsys, folder, *BUDGET, "--vocab-size", "100K")  # the option wins
+    assert code == 0, err
+
+
+def test_a_run_folder_governs_its_validation_loss_once_it_can_calibrate_on_it(tmp_path):
+    from cdlaw.govern.curve import read_curve
+
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    folder = write_run_folder(tmp_path / "abc", frame, 100e6, 1e9, 4e9, "paraphrase")
+    assert read_curve(folder).loss_column == "val_loss"
+    metrics = pd.read_parquet(folder / "metrics.parquet")
+    metrics.loc[metrics.index[:-2], "val_loss"] = np.nan  # evaluated twice so far
+    metrics.to_parquet(folder / "metrics.parquet")
+    assert read_curve(folder).loss_column == "train_loss"

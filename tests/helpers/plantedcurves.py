@@ -72,10 +72,11 @@ def write_run_folder(folder, frame, n, fresh, derived, strategy, f=0.2, vocab=10
     return folder
 
 
-def write_planted_sweep(runs, ratio=0.8, steps=(25, 50, 75, 100)):
+def write_planted_sweep(runs, ratio=0.8, steps=(25, 50, 75, 100), warmup_frac=None):
     """A WSD runs folder with one trunk (the longest) and a branch forked at each shorter
     run's decay start: the trunk's validation loss is 4 − 0.3·ln(tokens) (exact under
-    log-token interpolation), every run's final loss `ratio` × that at its decay start."""
+    log-token interpolation), every run's final loss `ratio` × that at its decay start.
+    Warmup: 2 steps, or warmup_frac of each run's steps, its evaluations 1 nat higher."""
     import math
 
     runs.mkdir(parents=True)
@@ -89,6 +90,9 @@ def write_planted_sweep(runs, ratio=0.8, steps=(25, 50, 75, 100)):
         folder.mkdir()
         train = {"schedule": "wsd", "decay_frac": decay, "batch_size": batch, "lr": 0.02,
                  "warmup_steps": 2, "eval_every": 10}  # fmt: skip
+        if warmup_frac is not None:
+            train.update(warmup_steps=0, warmup_frac=warmup_frac)
+        warmup = train["warmup_steps"] or int(warmup_frac * n_steps)
         config = {"steps": n_steps, "train": train, "model": {"seq_len": seq}}
         (folder / "config.json").write_text(json.dumps(config))
         trunk = n_steps == trunk_steps
@@ -96,7 +100,7 @@ def write_planted_sweep(runs, ratio=0.8, steps=(25, 50, 75, 100)):
         if not trunk:  # a branch holds its trunk's rows before the fork, then its own
             step = np.append(step[step < decay_step], n_steps)
         tokens = step * batch * seq
-        stable = 4 - 0.3 * np.log(tokens)
+        stable = 4 - 0.3 * np.log(tokens) + (step <= warmup)
         lr = np.where(step <= decay_step, 0.02, 0.002)
         pd.DataFrame(
             {"step": step, "tokens_seen": tokens, "lr": lr, "val_loss": stable}

@@ -66,11 +66,9 @@ def muennighoff_table(seed: int = 0, law: Law = MUENNIGHOFF) -> pd.DataFrame:
     # The outliers: runs of a few epochs whose loss is what D + η·D′ fresh tokens would give.
     few = t.index[(t["epochs"] > 1) & (t["epochs"] <= 7)]
     chosen = rng.choice(few, size=len(OUTLIER_ETA), replace=False)
-    p = law.params
     for i, eta in zip(chosen, OUTLIER_ETA, strict=True):
         eff = t.loc[i, "fresh_tokens"] + eta * t.loc[i, "derived_tokens"]
-        floor = p["A"] / t.loc[i, "n_params"] ** p["alpha"]
-        t.loc[i, "loss"] = p["E"] + floor + p["B"] / eff ** p["beta"]
+        t.loc[i, "loss"] = float(law.loss_one_epoch(t.loc[i, "n_params"], eff))
     order = [i for i in t.index if i not in set(chosen)] + list(chosen)
     return t.loc[order].reset_index(drop=True).drop(columns="epochs")
 

@@ -139,3 +139,64 @@ def test_every_band_holds_its_point_and_stays_positive_over_budgets():
                 assert 0 <= band[0] <= point <= band[1]
         if p.predicted_loss_ci95:
             assert p.predicted_loss_ci95[1] <= math.log(100278)
+
+
+def test_a_loss_band_the_refits_leave_on_one_side_is_widened_to_its_point_and_kept_positive():
+    """Refits whose losses at the plan all lie above it (or all below) give a raw band that
+    misses the point: the band is widened to it. Refits below zero give a lower end of 0."""
+    from cdlaw.plan.checks import loss_interval
+
+    best = plan(QIN, C, U).best
+    point = best.predicted_loss
+
+    def band(shift: float):
+        draws = [Law("cd", {**QIN.params, "E": QIN.params["E"] + shift + 0.01 * j},
+                     QIN.strategies) for j in range(10)]  # fmt: skip
+        got, why, _ = loss_interval(PlanningLaw("x", QIN, None, tuple(draws)), best,
+                                    best.strategy, None, None)  # fmt: skip
+        assert why is None
+        return got
+
+    lo, hi = band(0.1)  # every refit above the point
+    assert lo == point < hi
+    lo, hi = band(-0.2)  # every refit below it
+    assert lo < hi == point
+    assert band(-10.0) == (0.0, point)  # refits whose loss is negative
+
+
+def test_the_supported_budgets_predict_a_loss_under_ln_v():
+    """Where the runs' vocabulary is known, the supported range starts where the plan's
+    loss drops under ln V, a uniform guess's: below it the law means nothing (the demo's
+    fit, V = 512, would otherwise reach down to plans of 35 nats)."""
+    from cdlaw.plan.support import supported_budgets
+
+    free = supported_budgets(fitted(15, 15), U)
+    capped = supported_budgets(fitted(15, 15, vocab=32), U)
+    assert capped[0] > 100 * free[0] and capped[-1] == free[-1]
+    assert plan(fitted(15, 15), free[0], U).predicted_loss > 9  # no vocabulary: no cap
+    assert math.log(32) - 0.01 < plan(fitted(15, 15), capped[0], U).predicted_loss <= math.log(32)
+
+
+def test_compare_refuses_only_the_laws_whose_plan_is_beyond_the_limit():
+    """compare plans each law through the guard: a law beyond the limit gets the refusal
+    as its error, the others are planned; only when every law is beyond is it refused."""
+    from cdlaw.plan.compare import Comparison, LawScore, attach_plans
+
+    def score(name: str) -> LawScore:
+        d = PRESETS[name].to_dict()
+        return LawScore(d["law"], 5, {"params": d["params"], "strategies": d["strategies"]},
+                        0.01, 0.0, 0.0, 0.0, 0.02, 0.02, True)  # fmt: skip
+
+    # runs to 6B, repetition and paraphrase to r ≤ 0.1: the CD law's plan (r = 6.53) is
+    # beyond the limit; Chinchilla's (N = 33.3B, D′ of no value to it) is not
+    rng = dataclasses.replace(fitted(0.1, 0.1).data_range, n_params=(14e6, 6e9))
+    both = Comparison([score("qin2026"), score("chinchilla-hoffmann")], {}, 0.1, 10, None, "t")
+    attach_plans(both, C, U, rng, extrapolate=False)
+    cd, chinchilla = (s.plan for s in both.scores)
+    assert cd["beyond_limit"] and cd["error"].startswith("the plan is beyond the 30×")
+    assert "error" not in chinchilla and chinchilla["extrapolated"] == []
+    alone = Comparison([score("qin2026")], {}, 0.1, 10, None, "t")
+    with pytest.raises(BeyondLimit):
+        attach_plans(alone, C, U, rng, extrapolate=False)
+    attach_plans(alone, C, U, rng, extrapolate=True)
+    assert alone.scores[0].plan["extrapolated"]

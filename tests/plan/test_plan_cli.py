@@ -134,6 +134,17 @@ def test_frontier_human_table(monkeypatch, capsys):
     assert out.count("none") >= 3
 
 
+def test_frontier_uses_column_counts_epochs_or_passes(monkeypatch, capsys):
+    """Each row's "uses" is its strategy and how many epochs (repetition) or passes it
+    makes, as the one-budget plan's `uses` says it."""
+    code, out, _ = run(monkeypatch, capsys, "--frontier", "--frontier-range", "1e20:1e21",
+                       "--frontier-points", "2", "--unique-tokens", "5e9")  # fmt: skip
+    assert code == 0 and "rep 7.53×" in out and "rep 4.23×" in out
+    assert plan(QIN, 1e21, 5e9).best.uses == "7.53 epochs"
+    para = plan(QIN, 1e21, 5e9, "paraphrase").best
+    assert para.uses == f"{para.derived_ratio:.3g} passes" and para.uses_count == para.derived_ratio
+
+
 def test_a_plan_far_beyond_its_fit_needs_extrapolate_and_then_says_so(
     monkeypatch, capsys, tmp_path
 ):

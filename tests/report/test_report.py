@@ -328,3 +328,44 @@ def test_cli_report_and_bad_input(tmp_path):
         gather(runs, unique_tokens=-1.0)
     with pytest.raises(BadInput, match="is a folder; give a file name"):
         write_report(runs, tmp_path)
+
+
+def test_a_table_without_a_fit_or_links_is_checked_once(tmp_path, caplog):
+    """The report tries the law's fit and the task links in memory on one reading of the
+    table: a loss above ln V is said once, not once for each (it was said twice). Three
+    runs, too few to fit the law, keep it quick."""
+    table = plotdata.run_table(1).drop(columns=["run_id"]).iloc[:3].copy()
+    table["vocab_size"] = 512
+    table.loc[0, "loss"] = 7.0  # above ln 512 = 6.24
+    table["task_world_mc_acc"] = (1.2 - table["loss"] / 8).clip(0.25, 1.0)
+    csv = tmp_path / "t.csv"
+    table.to_csv(csv, index=False)
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        report = gather(csv)
+    said = [r.getMessage() for r in caplog.records if "loss above ln V" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "cannot be fitted yet" in report.fit_note
+    assert report.downstream_note.startswith("No downstream.json")  # tried here
+
+
+def test_the_default_budget_is_found_without_the_bootstrap(report, runs, monkeypatch):
+    """Each budget the page tries is planned without the bootstrap refits (only where its
+    allocation lies is read); the page plans the budget found once, with them."""
+    import dataclasses
+
+    import cdlaw.report.budget as budget
+
+    real, refits = budget.plan, []
+
+    def plan(source, *args, **kwargs):
+        refits.append(len(source.bootstrap))
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(budget, "plan", plan)
+    fitted = load_law(str(runs / "fit.json"))
+    source = dataclasses.replace(fitted, bootstrap=(fitted.law,) * 4)  # refits that agree
+    found, inside = budget.budget_inside_range(
+        source, *budget.run_compute(report.inputs), report.unique_tokens
+    )
+    assert source.bootstrap and refits and set(refits) == {0}
+    assert inside and found == report.budget_flops
