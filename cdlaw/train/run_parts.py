@@ -107,19 +107,6 @@ def _check_inputs(cfg: RunConfig, run_dir: Path, saved: dict) -> None:
         )
 
 
-def _drop_stale_tasks(cfg: RunConfig, config_path: Path, rows: list[dict]) -> list[dict]:
-    """The resumed rows without the scores of task files that changed since (or of every
-    task, when eval.max_items did): a task's curve holds only scores of its file as it is."""
-    if cfg.inputs is None or not config_path.is_file():
-        return rows
-    stale = stale_tasks(json.loads(config_path.read_text()), cfg)
-    return [without_tasks(r, stale) for r in rows] if stale else rows
-
-
-def _config_outdated(cfg: RunConfig, config_path: Path) -> bool:
-    return config_path.is_file() and config_outdated(json.loads(config_path.read_text()), cfg)
-
-
 def open_run(
     cfg: RunConfig,
     run_dir: Path,
@@ -155,6 +142,10 @@ def open_run(
     if forked:
         forked = start_from_fork(fork_from, run_dir, cfg.run_id, stream.fresh_tokens)
     found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
+    # what config.json records (None: damaged, set aside below, or none yet)
+    saved = None
+    if not config_problem and config_path.is_file():
+        saved = json.loads(config_path.read_text())
     rows: list[dict] = []
     if found is not None:
         last = found.state["step"]
@@ -168,7 +159,9 @@ def open_run(
             remove_checkpoint(checkpoint_dir)
             found = None
         else:
-            rows = resumed if config_problem else _drop_stale_tasks(cfg, config_path, resumed)
+            # a task's curve holds only scores of its file as it is now (stale_tasks)
+            stale = stale_tasks(saved, cfg) if saved is not None else set()
+            rows = [without_tasks(r, stale) for r in resumed] if stale else resumed
             if rows != resumed:  # written before config.json records the new task files
                 write_metrics(metrics_path, rows)
             state = apply_checkpoint(found, net, optimizer)
@@ -180,7 +173,8 @@ def open_run(
         )
     elif found is not None and not config_path.exists() and not forked:
         report_damage(f"{config_path} is missing; written again")
-    if found is None or not config_path.exists() or forked or _config_outdated(cfg, config_path):
+    outdated = saved is not None and config_outdated(saved, cfg)
+    if found is None or not config_path.exists() or forked or outdated:
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
         write_json_atomic(config_path, config)
