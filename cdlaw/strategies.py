@@ -23,6 +23,8 @@ NONE = "none"
 REPETITION = "repetition"
 PARAPHRASE = "paraphrase"
 BUILT_IN = (REPETITION, PARAPHRASE)  # need no declaration; listed first wherever names are
+# train on the fresh tokens only, once or again: their epochs say what D′ is, no files needed
+FRESH_ONLY = (NONE, REPETITION)
 RESERVED = (NONE, "auto")
 NAME_RULE = "a lowercase letter then up to 39 lowercase letters, digits, '_' or '-'"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")

@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from cdlaw.strategies import BUILT_IN, FRESH_ONLY, NONE, PARAPHRASE, REPETITION
+
 
 @dataclass(frozen=True)
 class Allocation:
@@ -38,31 +40,40 @@ class Allocation:
     @property
     def epochs(self) -> float:
         """Passes over the fresh tokens: (D + D′)/D for repetition, 1 otherwise."""
-        return self.tokens_trained / self.fresh_tokens if self.strategy == "repetition" else 1.0
+        return self.tokens_trained / self.fresh_tokens if self.strategy == REPETITION else 1.0
 
     @property
     def paraphrase_passes(self) -> float:
         """D′/D for paraphrase: how many corpora's worth of paraphrases; 0 otherwise."""
-        return self.derived_ratio if self.strategy == "paraphrase" else 0.0
+        return self.derived_ratio if self.strategy == PARAPHRASE else 0.0
+
+    @property
+    def derived_passes(self) -> float:
+        """D′/D for any strategy but repetition (paraphrase, distill, …): how many passes of
+        its derived files (or rendered paraphrases) over D; 0 for repetition and D′ = 0."""
+        return self.derived_ratio if self.strategy not in FRESH_ONLY else 0.0
 
     @property
     def uses_count(self) -> float:
         """The number `uses` says: epochs of repetition, D′/D passes of any other derived
         strategy, 1 for D′ = 0."""
-        if self.strategy == "repetition":
+        if self.strategy == REPETITION:
             return self.epochs
-        return self.derived_ratio if self.strategy != "none" else 1.0
+        return self.derived_ratio if self.strategy != NONE else 1.0
 
     @property
     def uses(self) -> str:
         """How the derived tokens are made, in words: '7.53 epochs' (repetition), '4.35
         passes' (D′/D of paraphrase or any other derived strategy), '1 epoch' (D′ = 0)."""
-        if self.strategy == "none":
+        if self.strategy == NONE:
             return "1 epoch"
-        unit = "epochs" if self.strategy == "repetition" else "passes"
+        unit = "epochs" if self.strategy == REPETITION else "passes"
         return f"{self.uses_count:.3g} {unit}"
 
     def to_dict(self) -> dict:
+        """docs/plan.md's names; `derived_passes` only for a strategy beyond the built-in
+        ones, so the plans of none, repetition and paraphrase read as they always have."""
+        declared = self.strategy not in (NONE, *BUILT_IN)
         return {
             "rule": self.rule,
             "n_params": self.n_params,
@@ -73,6 +84,7 @@ class Allocation:
             "strategy": self.strategy,
             "epochs": self.epochs,
             "paraphrase_passes": self.paraphrase_passes,
+            **({"derived_passes": self.derived_passes} if declared else {}),
             "tokens_per_param": self.fresh_tokens / self.n_params,
             "predicted_loss": self.predicted_loss,
             "loss_gap": self.loss_gap,
@@ -172,6 +184,10 @@ class Plan:
     @property
     def paraphrase_passes(self) -> float:
         return self.best.paraphrase_passes
+
+    @property
+    def derived_passes(self) -> float:
+        return self.best.derived_passes
 
     @property
     def marginal_gain_per_doubling(self) -> float:

@@ -188,6 +188,22 @@ def test_epochs_and_paraphrase_passes():
     assert par.epochs == 1
 
 
+def test_a_declared_strategy_reports_its_derived_passes():
+    law = Law("cd", QIN.params, {**QIN.strategies, "distill": QIN.strategies["paraphrase"]})
+    dis = plan(law, 1e21, 5e9, "distill")
+    assert dis.derived_tokens > 0 and dis.paraphrase_passes == 0 and dis.epochs == 1
+    assert dis.derived_passes == pytest.approx(dis.derived_tokens / 5e9, rel=1e-15)
+    got = dis.to_dict()
+    assert got["derived_passes"] == dis.derived_passes and got["paraphrase_passes"] == 0
+    assert got["candidates"]["distill"]["derived_passes"] == dis.derived_passes
+    assert Plan.from_dict(got).to_dict() == got
+    # none, repetition and paraphrase plans read as they always have: no new key
+    par = plan(QIN, 1e21, 5e9, "paraphrase")
+    assert par.derived_passes == par.paraphrase_passes > 0
+    assert "derived_passes" not in json.dumps(par.to_dict())
+    assert plan(QIN, 1e21, 5e9, "repetition").derived_passes == 0
+
+
 def test_fixed_n_params_decides_only_the_split():
     C, U, N = 1e21, 5e9, 2e9
     p = plan(QIN, C, U, n_params=N)
