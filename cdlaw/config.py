@@ -254,7 +254,7 @@ class RunConfig:
         _require(self.fresh_tokens > 0, "fresh_tokens", self.fresh_tokens, "positive")
         _require(self.derived_tokens >= 0, "derived_tokens", self.derived_tokens, "≥ 0")
         _require(self.seed >= 0, "seed", self.seed, "≥ 0")
-        if (self.strategy == "none") != (self.derived_tokens == 0):
+        if (self.strategy == strategies.NONE) != (self.derived_tokens == 0):
             raise BadInput(
                 f"strategy {self.strategy!r} with derived_tokens={self.derived_tokens}: "
                 "use strategy 'none' exactly when derived_tokens is 0"

@@ -22,6 +22,7 @@ import numpy as np
 from cdlaw.laws import LAWS
 from cdlaw.laws.cd import effective_data, eta
 from cdlaw.laws.form import LawForm
+from cdlaw.strategies import NONE, PARAPHRASE, REPETITION
 
 
 def _declaration(form: str | LawForm) -> LawForm:
@@ -103,14 +104,12 @@ class Law:
 
     def knows_strategy(self, strategy: str) -> bool:
         """Whether loss() can score runs of `strategy` ("none" it always can)."""
-        return (
-            strategy == "none" or not self.form_decl.strategy_params or strategy in self.strategies
-        )
+        return strategy == NONE or not self.form_decl.strategy_params or strategy in self.strategies
 
     def values(self, strategy: str) -> dict[str, float]:
         """What the form's functions read: the shared parameters and the strategy's. For
         "none", the per-strategy ones every strategy shares (muennighoff's rstar_n)."""
-        if strategy != "none":
+        if strategy != NONE:
             return {**self.params, **self.strategy_params(strategy)}
         first = next(iter(self.strategies.values()), {})
         return {**self.params, **{k: first[k] for k in self.form_decl.tied if k in first}}
@@ -134,16 +133,16 @@ class Law:
         """η(r, D/N, N): the value of a derived token relative to a fresh one."""
         return eta(derived_ratio, self.rstar(n_params, fresh_tokens, strategy))
 
-    def loss(self, n_params, fresh_tokens, derived_tokens=0.0, strategy: str = "none"):
+    def loss(self, n_params, fresh_tokens, derived_tokens=0.0, strategy: str = NONE):
         """Predicted loss L(N, D, D′). strategy "none" (or D′ = 0) gives the Chinchilla law."""
         N, D, Dp = (np.asarray(x, dtype=float) for x in (n_params, fresh_tokens, derived_tokens))
-        if strategy == "none":  # no derived strategy: D′ counts for nothing
+        if strategy == NONE:  # no derived strategy: D′ counts for nothing
             Dp = 0 * Dp
         return self.form_decl.loss(self.values(strategy), N, D, Dp)
 
     def loss_one_epoch(self, n_params, fresh_tokens):
         """L_1ep = L(N, D, 0): one pass over the fresh tokens, nothing derived."""
-        return self.loss(n_params, fresh_tokens, 0.0, "none")
+        return self.loss(n_params, fresh_tokens, 0.0, NONE)
 
     def best_derived_tokens(self, n_params, fresh_tokens, strategy: str) -> np.ndarray:
         """D′* ≥ 0, the derived tokens that minimise the loss at (N, D) (broadcasting).
@@ -155,7 +154,7 @@ class Law:
             np.asarray(n_params, dtype=float), np.asarray(fresh_tokens, dtype=float)
         )
         optimum = self.form_decl.derived_optimum
-        if strategy == "none" or optimum is None:
+        if strategy == NONE or optimum is None:
             return np.full(N.shape, np.inf)
         out = optimum(self.values(strategy), N, D)
         return np.broadcast_to(np.asarray(out, dtype=float), N.shape).copy()
@@ -167,7 +166,7 @@ class Law:
         E + A/N^α + B/(D(1 + R*))^β for the CD law; for a form that can overfit
         (can_overfit) it is the loss at best_derived_tokens.
         """
-        if not self.form_decl.uses_derived or strategy == "none":
+        if not self.form_decl.uses_derived or strategy == NONE:
             return self.loss_one_epoch(n_params, fresh_tokens)
         if self.form_decl.can_overfit:
             best = self.best_derived_tokens(n_params, fresh_tokens, strategy)
@@ -225,7 +224,7 @@ PRESETS: dict[str, Law] = {
     "muennighoff2023": Law(
         "muennighoff",
         {"E": 1.8691, "A": 520.82, "B": 1487.7, "alpha": 0.3526596, "beta": 0.3526596},
-        {"repetition": {"rstar_d": 15.387756, "rstar_n": 5.309743}},
+        {REPETITION: {"rstar_d": 15.387756, "rstar_n": 5.309743}},
         source="Muennighoff et al. 2023, arXiv 2305.16264, eqs. 5-7",
     ),
     # The CD paper (Qin, Hamidieh, Alvarez-Melis, arXiv 2607.25271), joint fit; K = e^(log K).
@@ -233,8 +232,8 @@ PRESETS: dict[str, Law] = {
         "cd",
         {"E": 1.3958, "A": 225.30, "B": 17737.7, "alpha": 0.289137, "beta": 0.437825},
         {
-            "repetition": {"K": math.exp(10.740510), "rho": -0.416064, "sigma": -0.403500},
-            "paraphrase": {"K": math.exp(26.868495), "rho": -1.303025, "sigma": -1.149994},
+            REPETITION: {"K": math.exp(10.740510), "rho": -0.416064, "sigma": -0.403500},
+            PARAPHRASE: {"K": math.exp(26.868495), "rho": -1.303025, "sigma": -1.149994},
         },
         source="Qin, Hamidieh, Alvarez-Melis 2026, arXiv 2607.25271",
     ),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdlaw.law import Law
+from cdlaw.strategies import NONE
 
 SATURATION = 0.9  # share of the derived-token gain that counts as "saturated" (docs/regimes.md)
 TOLERANCE = 0.01  # nats of fresh-data gain below which data "no longer binds" (docs/regimes.md)
@@ -64,7 +65,7 @@ def classify(
     for s in set(strat.ravel().tolist()):
         m = strat == s
         L[m] = law.loss(N[m], D[m], Dp[m], s)
-        if s == "none" and law.strategies:
+        if s == NONE and law.strategies:
             # A run with no derived tokens could still take either strategy: its floor is
             # the better of the two, so it sits at the top of the compute band.
             L_D[m] = np.min([law.loss_data_floor(N[m], D[m], t) for t in law.strategies], axis=0)
@@ -84,7 +85,7 @@ def classify(
     )
     if law.form_decl.can_overfit:  # past the loss minimum in D′: more derived tokens hurt
         best = np.full(N.shape, np.inf)
-        for s in set(strat.ravel().tolist()) - {"none"}:
+        for s in set(strat.ravel().tolist()) - {NONE}:
             m = strat == s
             best[m] = law.best_derived_tokens(N[m], D[m], s)
         regime = np.where(Dp > best * (1 + 1e-9), "overfit", regime)

@@ -241,3 +241,92 @@ def test_test_subfolders_mirror_sub_packages():
         and not (ROOT / p.parent.name / p.name / "__init__.py").exists()
     ]
     assert not stray, f"test folders that name no sub-package: {stray}"
+
+
+# Strategy names come from cdlaw/strategies.py. Files other engineers are restructuring
+# while this rule lands keep their bare names for now. NOT_YET must be empty.
+NOT_YET = {
+    "cdlaw/design/batch.py",
+    "cdlaw/figures/style.py",
+    "cdlaw/govern/governor.py",
+    "cdlaw/plan/planner.py",
+    "cdlaw/train/result.py",
+}
+STRATEGY_NAMES = {"none", "repetition", "paraphrase"}  # strategies.NONE and BUILT_IN
+DEFAULTING = {"get", "setdefault", "pop", "fillna"}  # methods whose argument is a default
+
+
+def bare_strategy_names(tree: ast.AST):
+    """(line, how) of each str constant naming a built-in strategy where code decides by it:
+    compared (==, !=, in), a dict key, a default (of a parameter, a dataclass field, .get…)
+    or the value of a `strategy=` argument."""
+
+    def named(node) -> bool:
+        return isinstance(node, ast.Constant) and node.value in STRATEGY_NAMES
+
+    def spread(node):
+        return node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+
+    for node in ast.walk(tree):
+        found: list[tuple[ast.AST, str]] = []
+        if isinstance(node, ast.Compare) and not all(
+            isinstance(op, (ast.Is, ast.IsNot, ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops
+        ):
+            found += [
+                (e, "compared") for side in (node.left, *node.comparators) for e in spread(side)
+            ]
+        elif isinstance(node, ast.Dict):
+            found += [(k, "a dict key") for k in node.keys if k is not None]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            args = node.args
+            found += [(d, "a default") for d in (*args.defaults, *args.kw_defaults) if d]
+        elif isinstance(node, ast.ClassDef):
+            found += [
+                (s.value, "a default")
+                for s in node.body
+                if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None
+            ]
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr in DEFAULTING:
+                found += [(a, "a default") for a in node.args[f.attr != "fillna" :]]
+            found += [
+                (v, "a strategy= value")
+                for k in node.keywords
+                if k.arg and "strategy" in k.arg
+                for v in ast.walk(k.value)
+            ]
+        yield from ((n.lineno, how) for n, how in found if named(n))
+
+
+def test_strategy_names_come_from_strategies_py():
+    bare, clean = [], []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = str(path.relative_to(ROOT.parent))
+        if rel == "cdlaw/strategies.py":
+            continue
+        hits = list(bare_strategy_names(ast.parse(path.read_text())))
+        if rel in NOT_YET:
+            clean += [] if hits else [rel]
+            continue
+        bare += [f"{rel}:{line}: a bare strategy name {how}" for line, how in hits]
+    assert not bare, "use strategies.NONE / REPETITION / PARAPHRASE:\n" + "\n".join(bare)
+    assert not clean, f"NOT_YET lists files without bare strategy names: {clean}"
+
+
+def test_the_strategy_name_rule_sees_each_way_of_naming_one():
+    code = """
+if s == "none": pass
+x = s in ("repetition", "auto")
+d = {"paraphrase": 1}
+def f(strategy="none"): pass
+class C:
+    strategy: str = "repetition"
+y = p.get("strategy", "none")
+law.loss(1, 2, 3, strategy="paraphrase" if a else b)
+if how == "mean" or mode is "none" or name < "none": pass
+z = {"none" if a else b: 1, "select": "none"}
+"""
+    got = sorted(how for _, how in bare_strategy_names(ast.parse(code)))
+    want = ["a default", "a default", "a default", "a dict key", "a strategy= value"]
+    assert got == sorted([*want, "compared", "compared"])

@@ -12,6 +12,7 @@ from cdlaw.cli import number, out, print_json, say
 from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
+from cdlaw.strategies import NONE, PARAPHRASE, REPETITION
 from cdlaw.units import format_number as fmt
 
 # --frontier's budgets for a law without a fitted range, which limits nothing.
@@ -97,10 +98,10 @@ def render_frontier(plans, law: str, unique, strategy: str) -> None:
     ]
     for col in cols:
         t.add_column(col, justify="left" if col in ("uses", "regime") else "right")
-    short = {"repetition": "rep", "paraphrase": "para", "none": "none"}
+    short = {REPETITION: "rep", PARAPHRASE: "para", NONE: "none"}
     for p in plans:
         uses = short.get(p.strategy, p.strategy) + (
-            "" if p.strategy == "none" else f" {p.best.uses_count:.3g}×"
+            "" if p.strategy == NONE else f" {p.best.uses_count:.3g}×"
         )
         t.add_row(
             f"{p.budget_flops:.2g}".replace("e+", "e"),

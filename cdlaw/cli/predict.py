@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cdlaw.cli import NUMBER, app, number, out, print_json
+from cdlaw.strategies import NONE
 
 
 @app.command()
@@ -22,7 +23,7 @@ def predict(
         "0", "--derived-tokens", metavar=NUMBER, help="Its derived tokens D′ (default 0)."
     ),
     strategy: str = typer.Option(
-        "none", "--strategy", help="The strategy that made D′ (repetition, paraphrase, …)."
+        NONE, "--strategy", help="The strategy that made D′ (repetition, paraphrase, …)."
     ),
     law: str = typer.Option(
         None,

@@ -31,6 +31,7 @@ from cdlaw.config import (
     to_dict,
 )
 from cdlaw.data.fingerprint import FileHashes
+from cdlaw.strategies import PARAPHRASE
 
 OTHER_TOKENS = (
     "other tokens than the corpus gives now (its generator, the tokenizer or the split changed)"
@@ -59,7 +60,7 @@ class RunInputsMaker:
         own = []
         if cfg.derived_files:
             own.append(self._folder(f"[derived.{cfg.strategy}] files", cfg.derived_files))
-        elif cfg.strategy == "paraphrase" and self.data.paraphrases:
+        elif cfg.strategy == PARAPHRASE and self.data.paraphrases:
             own.append(self._folder("data.paraphrases", self.data.paraphrases))
         files = self.shared[:1] + tuple(own) + self.shared[1:]
         return dataclasses.replace(cfg, inputs=RunInputs(self.corpus_key, files))

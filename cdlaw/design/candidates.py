@@ -25,6 +25,7 @@ from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES
 from cdlaw.errors import BadInput
 from cdlaw.plan.result import Allocation
 from cdlaw.shapes import count_params
+from cdlaw.strategies import NONE, PARAPHRASE, REPETITION
 from cdlaw.sweep.forest import plan_forest
 from cdlaw.sweep.grid import SweepConfig, cell_shape
 from cdlaw.sweep.spec import parse_sweep
@@ -58,7 +59,7 @@ class Candidate:
 
 
 def _key(n, d, dp, s) -> tuple:
-    return (round(float(n)), round(float(d)), round(float(dp)), "none" if float(dp) == 0 else s)
+    return (round(float(n)), round(float(d)), round(float(dp)), NONE if float(dp) == 0 else s)
 
 
 def done_cells(table: pd.DataFrame) -> set[tuple]:
@@ -175,7 +176,7 @@ def candidates(
                 (size, d, strategy, r * k)
                 for k in RATIO_STEPS
                 if (k == 0 or r * k * d >= 1)
-                and (strategy == "repetition" or r * k <= MAX_DERIVED_PASSES)
+                and (strategy == REPETITION or r * k <= MAX_DERIVED_PASSES)
             ]
         if cells:
             add(
@@ -233,7 +234,7 @@ def batch_sweep_text(
     grid: dict = {
         "size": [c.run.model.size for c in chosen],
         "fresh_tokens": [c.run.fresh_tokens for c in chosen],
-        "strategy": [c.run.strategy if c.run.strategy != "none" else "repetition" for c in chosen],
+        "strategy": [c.run.strategy if c.run.strategy != NONE else REPETITION for c in chosen],
         "derived_ratio": [c.run.derived_tokens / c.run.fresh_tokens for c in chosen],
         "lr": [c.run.train.lr for c in chosen],
         "weight_decay": [c.run.train.weight_decay for c in chosen],
@@ -244,7 +245,7 @@ def batch_sweep_text(
     for table in ("model", "data", "train"):
         if raw.get(table):
             out[table] = {k: v for k, v in raw[table].items() if k not in ("lr", "weight_decay")}
-    used = {"paraphrase", *(c.run.strategy for c in chosen)}  # the strategies it declares
+    used = {PARAPHRASE, *(c.run.strategy for c in chosen)}  # the strategies it declares
     derived = {k: v for k, v in raw.get("derived", {}).items() if k in used}
     if derived:
         out["derived"] = derived

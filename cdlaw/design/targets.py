@@ -11,6 +11,7 @@ from cdlaw.design.value import Ensemble
 from cdlaw.law import Law
 from cdlaw.plan.planner import budget_loss, optimal_n_params
 from cdlaw.plan.result import Allocation
+from cdlaw.strategies import NONE
 
 
 def best_loss(
@@ -27,7 +28,7 @@ def rival_strategy(
     """The strategy whose optimum comes closest to the plan's `strategy` under `law` (the
     decision most likely to flip); None when the law has no other."""
     others = [s for s in law.strategies if s != strategy]
-    if strategy == "none" or not others:
+    if strategy == NONE or not others:
         return None
     return min(others, key=lambda s: best_loss(law, s, budget_flops, unique_tokens)[1])
 
@@ -57,8 +58,8 @@ def candidate_log_losses(law: Law, cells: list[tuple[float, float, float, str]])
     """log L(N, D, D′, strategy) of each candidate cell under one law."""
     out = np.empty(len(cells))
     for i, (n, d, dp, s) in enumerate(cells):
-        strategy = s if law.knows_strategy(s) or s == "none" else "none"
-        out[i] = float(law.loss(n, d, dp if strategy != "none" else 0.0, strategy))
+        strategy = s if law.knows_strategy(s) or s == NONE else NONE
+        out[i] = float(law.loss(n, d, dp if strategy != NONE else 0.0, strategy))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.log(out)
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.figures import style
+from cdlaw.strategies import NONE
 
 MAX_PANELS = 6
 METRIC_LABEL = {
@@ -35,7 +36,7 @@ def downstream_figure(result, runs: pd.DataFrame):
     ncols = min(3, len(links))
     nrows = math.ceil(len(links) / ncols)
     fig, axes = style.new_figure(nrows, ncols, panel=(3.4, 2.9))
-    styles = style.strategy_styles(runs["strategy"].fillna("none").astype(str).unique())
+    styles = style.strategy_styles(runs["strategy"].fillna(NONE).astype(str).unique())
     for i, lk in enumerate(links):
         _panel(axes[i // ncols][i % ncols], lk, runs, styles)
     for j in range(len(links), nrows * ncols):
@@ -60,7 +61,7 @@ def _panel(ax, lk, runs: pd.DataFrame, styles: dict[str, dict]) -> None:
     loss = pd.to_numeric(runs["loss"], errors="coerce").to_numpy(float)
     metric = pd.to_numeric(runs.get(lk.column), errors="coerce").to_numpy(float)
     ok = np.isfinite(loss) & np.isfinite(metric)
-    strategy = runs["strategy"].fillna("none").astype(str).to_numpy()
+    strategy = runs["strategy"].fillna(NONE).astype(str).to_numpy()
     lo, hi = lk.loss_range
     pad = 0.05 * (hi - lo)
     grid = np.linspace(lo - pad, hi + pad, 200)

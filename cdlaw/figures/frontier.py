@@ -14,6 +14,7 @@ import numpy as np
 
 from cdlaw.figures import style
 from cdlaw.laws import LAWS
+from cdlaw.strategies import NONE
 
 # "plan" is labelled with its law's name in the figure (plan_label).
 PLANS = {
@@ -221,7 +222,7 @@ def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade:
                 color=look["color"],
                 marker=look["marker"],
                 markeredgecolor="black",
-                label=f"plan uses {s}" if s != "none" else "plan: fresh tokens only",
+                label=f"plan uses {s}" if s != NONE else "plan: fresh tokens only",
             )
             for s, look in style.strategy_styles(set(plan["strategy"])).items()
         ]

@@ -20,6 +20,7 @@ import numpy as np
 from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws import LAWS
+from cdlaw.strategies import NONE
 
 
 @dataclass
@@ -183,7 +184,7 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
     df = df[np.isfinite(pd.to_numeric(df["loss"], errors="coerce"))].reset_index(drop=True)
     for c in ("n_params", "fresh_tokens", "derived_tokens", "loss"):
         df[c] = pd.to_numeric(df[c], errors="coerce").astype(float)
-    df["strategy"] = df["strategy"].fillna("none").astype(str)
+    df["strategy"] = df["strategy"].fillna(NONE).astype(str)
     N, D, Dp = (df[c].to_numpy() for c in ("n_params", "fresh_tokens", "derived_tokens"))
     if "row_id" not in df.columns:
         df["row_id"] = df["run_id"] if "run_id" in df.columns else np.arange(len(df))
@@ -211,7 +212,7 @@ def prepare_rows(table, law: Law | None, fit: dict | None = None):
                 # As fit_rows.parquet does: the run placed in the bands by its observed loss.
                 t = classify(law, N[m], D[m], Dp[m], s, loss=observed[m])
                 if is_naive(fit):  # a naive Chinchilla fit counts every token as fresh
-                    predicted = law.loss(N[m], D[m] + Dp[m], 0.0, "none")
+                    predicted = law.loss(N[m], D[m] + Dp[m], 0.0, NONE)
                 else:
                     predicted = law.loss(N[m], D[m], Dp[m], s)
             except KeyError:

@@ -26,6 +26,7 @@ import numpy as np
 from cdlaw.figures import style
 from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
+from cdlaw.strategies import NONE
 
 MAX_ROWS, MAX_COLS = 5, 4
 # Labels the panels draw with and the legend (_merged_key) pairs up.
@@ -92,7 +93,7 @@ def _data_floors(law: Law, n: float, d: float, strategies: list[str]) -> dict[st
     """Each drawn strategy's data floor L_D, for the strategies the law has parameters for."""
     floors = {}
     for s in strategies:
-        if s == "none":
+        if s == NONE:
             continue
         try:
             floors[s] = float(law.loss_data_floor(n, d, s))
@@ -204,7 +205,7 @@ def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bo
         # A naive Chinchilla fit reads D + D′ as fresh tokens: one curve for every strategy.
         ax.plot(
             grid,
-            law.loss(n, grid, 0.0, "none"),
+            law.loss(n, grid, 0.0, NONE),
             color=style.BLACK,
             linestyle="--",
             linewidth=1.4,
@@ -233,7 +234,7 @@ def _fits_and_runs(ax, law: Law, cell, n, d, x_hi, strategies, floors, naive: bo
             st["marker"],
             30,
             s,
-            label=ONE_EPOCH_RUNS if s == "none" else f"runs, {s}",
+            label=ONE_EPOCH_RUNS if s == NONE else f"runs, {s}",
             zorder=5,
         )
 

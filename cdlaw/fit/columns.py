@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
+from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION
 from cdlaw.units import parse_number, plain
 
 # The names a table may give each column, compared ignoring case and surrounding spaces
@@ -132,7 +133,7 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     renamed = [k for k, col in found.items() if col not in (None, k)]
     if "strategy" not in df.columns:
         Dp = df["derived_tokens"].to_numpy(float)
-        df["strategy"] = np.where(Dp > 0, "repetition", "none")
+        df["strategy"] = np.where(Dp > 0, REPETITION, NONE)
         said = (
             "none (no strategy column; every run has D′ = 0)"
             if not (Dp > 0).any()
@@ -188,9 +189,9 @@ def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, nam
     strategy = (
         df["strategy"].astype(str).str.strip().str.lower().to_numpy()
         if "strategy" in df.columns
-        else np.full(len(df), "repetition")
+        else np.full(len(df), REPETITION)
     )
-    repeats = np.isin(strategy, ("repetition", "none"))  # where epochs say what D′ is
+    repeats = np.isin(strategy, FRESH_ONLY)  # where epochs say what D′ is
     if found["derived_tokens"] is not None:
         how = str(found["derived_tokens"])
     elif tokens is not None:

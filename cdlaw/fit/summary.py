@@ -17,6 +17,7 @@ from cdlaw import law as lawlib
 from cdlaw.fit.findings import RANGE_COLUMNS, DataRange, ModelFloor, RStarAtMedian, RStarEstimate
 from cdlaw.fit.problem import Problem
 from cdlaw.fit.table import table_vocab_size
+from cdlaw.strategies import NONE
 
 RSTAR_SPREAD = 3.0  # an R* interval wider than this factor gets a warning
 
@@ -109,12 +110,12 @@ def predict_rows(law, rows: pd.DataFrame, naive: bool = False) -> np.ndarray:
     counts derived tokens as fresh (how a naive Chinchilla fit reads them)."""
     N, D, Dp = (rows[c].to_numpy(float) for c in ("n_params", "fresh_tokens", "derived_tokens"))
     if naive:
-        return np.asarray(law.loss(N, D + Dp, 0.0, "none"), dtype=float)
+        return np.asarray(law.loss(N, D + Dp, 0.0, NONE), dtype=float)
     strategy = rows["strategy"].to_numpy(object)
     predicted = np.empty(len(rows))
     for s in np.unique(strategy):
         m = strategy == s
-        predicted[m] = law.loss(N[m], D[m], Dp[m], s if law.knows_strategy(s) else "none")
+        predicted[m] = law.loss(N[m], D[m], Dp[m], s if law.knows_strategy(s) else NONE)
     return predicted
 
 
@@ -132,7 +133,7 @@ def rows_table(cells, fitted, naive, used, heldout) -> pd.DataFrame:
         N,
         D,
         Dp,
-        [s if fitted.knows_strategy(s) else "none" for s in strategy],
+        [s if fitted.knows_strategy(s) else NONE for s in strategy],
         loss=loss,
     )
     first = [

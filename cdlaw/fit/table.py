@@ -32,7 +32,8 @@ from cdlaw.units import plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
-SELECT = ("min", "mean", "none")
+KEEP_EVERY_RUN = "none"  # --select none: a select mode, not the strategy
+SELECT = ("min", "mean", KEEP_EVERY_RUN)
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 
 
@@ -132,14 +133,14 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
             f"{name} {where(df, bad)}: strategy {plain(df['strategy'][bad].iloc[0])} is neither "
             f"none nor a derived strategy's name ({NAME_RULE}, like self-distill)"
         )
-    undeclared = (strategy == "none").to_numpy() & (df["derived_tokens"].to_numpy() > 0)
+    undeclared = (strategy == NONE).to_numpy() & (df["derived_tokens"].to_numpy() > 0)
     if undeclared.any():
         raise BadInput(
             f"{name} {where(df, undeclared)}: strategy is none but derived_tokens is "
             f"{df['derived_tokens'][undeclared].iloc[0]:g}; a run with derived tokens names the "
             "strategy that made them (repetition, paraphrase or another)"
         )
-    strategy[df["derived_tokens"] == 0] = "none"
+    strategy[df["derived_tokens"] == 0] = NONE
     df["strategy"] = strategy.astype(str)
     if len(df) == 0:
         raise BadInput(f"{name} has no finished runs to fit (status 'done')")
@@ -218,7 +219,7 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     attrs = dict(df.attrs)
     keys = list(CELL)
     sizes = df.groupby(keys, sort=False)["loss"].transform("size")
-    if how == "none":
+    if how == KEEP_EVERY_RUN:
         out = df.assign(n_in_cell=sizes.astype(np.int64))
     elif how == "min":
         best = df.groupby(keys, sort=False)["loss"].idxmin()

@@ -20,12 +20,13 @@ from cdlaw.law import Law
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.strategies import NONE
 from cdlaw.units import format_number
 
 
 def law_strategy(label: str, chosen: str) -> str:
     """The strategy name the law evaluates: the chosen one, or "none" for D′ = 0."""
-    return "none" if label == "none" else chosen
+    return NONE if label == NONE else chosen
 
 
 def prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> bool:
@@ -36,7 +37,7 @@ def prefers_fewer_fresh_tokens(law: Law, strategy: str, best: Allocation) -> boo
     qin2026 paraphrase fit does once r is large. The plan keeps the plan's D = min(U, T) (docs/plan.md)
     and says so instead of exploiting it.
     """
-    if best.derived_tokens == 0 or strategy == "none":
+    if best.derived_tokens == 0 or strategy == NONE:
         return False
     h = 1e-4 * best.fresh_tokens
     moved = law.loss(best.n_params, best.fresh_tokens - h, best.derived_tokens + h, strategy)

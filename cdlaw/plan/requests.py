@@ -8,7 +8,7 @@ import math
 
 from cdlaw.errors import BadInput
 from cdlaw.plan.source import PlanningLaw
-from cdlaw.strategies import NAME_RULE, is_name
+from cdlaw.strategies import NAME_RULE, NONE, REPETITION, is_name
 from cdlaw.units import plain
 
 
@@ -47,10 +47,10 @@ def strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     """The strategies to plan for `--strategy` (auto: every one the law has; "none" for a
     law whose derived tokens are worth nothing), or BadInput saying what may be asked."""
     law = source.law
-    if strategy == "none":
+    if strategy == NONE:
         counts_any = law.form_decl.uses_derived and not law.form_decl.strategy_params
         if not law.strategies and not counts_any:
-            return ["none"]  # the only plan this law makes: derived tokens are worth nothing
+            return [NONE]  # the only plan this law makes: derived tokens are worth nothing
         raise BadInput(
             "--strategy none is no way to make derived tokens: it is the strategy of runs "
             "that train on fresh tokens alone (D′ = 0). To plan without derived tokens, "
@@ -63,11 +63,11 @@ def strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     if law.form_decl.uses_derived and not law.form_decl.strategy_params:
         # A law that counts derived tokens but cannot tell strategies apart (practical):
         # repeating is the one that costs nothing beyond training.
-        return ["repetition" if strategy == "auto" else strategy]
+        return [REPETITION if strategy == "auto" else strategy]
     if not law.strategies:
         # A chinchilla law (or a fit without D′ rows): derived tokens are worth nothing,
         # so whatever the strategy asked, the law scores the plan as D′ = 0.
-        return ["none"]
+        return [NONE]
     if strategy == "auto":
         return list(law.strategies)
     if strategy not in law.strategies:

@@ -16,6 +16,7 @@ from pathlib import Path
 from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
+from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION
 from cdlaw.units import format_number
 
 
@@ -80,12 +81,12 @@ def fit_headline(report: Report) -> str:
 
 
 def _how_trained(p: dict) -> str:
-    strategy = str(p.get("strategy", "none"))
+    strategy = str(p.get("strategy", NONE))
     if not p.get("derived_tokens"):
         return "no derived tokens"
     passes = (
         f"{format_cell(p.get('epochs'))} epochs"
-        if strategy == "repetition"
+        if strategy == REPETITION
         else f"{format_cell(p.get('derived_ratio'))} {strategy} passes"
     )
     return (
@@ -140,7 +141,7 @@ def plan_answer(report: Report) -> str:
     body = []
     for name, a in rows:
         strategy = a.get("strategy", "—")
-        passes = a.get("derived_ratio") if strategy not in ("repetition", "none") else 0.0
+        passes = a.get("derived_ratio") if strategy not in FRESH_ONLY else 0.0
         body.append(
             [
                 name,

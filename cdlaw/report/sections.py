@@ -17,6 +17,7 @@ from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.report.answer import holdout_beside
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
+from cdlaw.strategies import NONE
 from cdlaw.units import format_number
 
 RUN_COLUMNS = (
@@ -210,7 +211,7 @@ def run_labels(rows, summary) -> list[str]:
             else summary[summary["status"].fillna("done") == "done"]
         )
         for rec in done.to_dict("records"):
-            rec["strategy"] = "none" if not rec["derived_tokens"] else rec["strategy"]
+            rec["strategy"] = NONE if not rec["derived_tokens"] else rec["strategy"]
             runs.setdefault(_cell_key(rec), []).append(str(rec["run_id"]))
     out = []
     for rec in rows.to_dict("records"):

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
+from cdlaw.strategies import NONE
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack.groups import pack_key
@@ -78,7 +79,7 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
     probe = dataclasses.replace(
         cfg,
         sweep="calibration",
-        strategy="none",
+        strategy=NONE,
         fresh_tokens=steps * batch_tokens,
         derived_tokens=0,
         derived_files="",

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cdlaw.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
-from cdlaw.strategies import BUILT_IN
+from cdlaw.strategies import BUILT_IN, NONE
 from cdlaw.sweep.values import same_number, sweep_number
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
         model = dataclasses.replace(shape.model_config(vocab_size, seq_len, size=label), **extra)
         cfg = RunConfig(
             sweep=sweep.name,
-            strategy=cell.strategy if derived > 0 else "none",
+            strategy=cell.strategy if derived > 0 else NONE,
             fresh_tokens=fresh,
             derived_tokens=derived,
             seed=cell.seed,
@@ -255,7 +255,7 @@ def cell_matches(cell: Cell, entry: dict) -> bool:
                 return False
         elif key == "strategy":
             r0 = cell.derived_ratio == 0
-            if want != cell.strategy and not (want == "none" and r0):
+            if want != cell.strategy and not (want == NONE and r0):
                 return False
         elif key in RATIO_KEYS:
             if not same_number(_as_float(want) - RATIO_KEYS[key], cell.derived_ratio):

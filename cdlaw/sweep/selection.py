@@ -20,6 +20,7 @@ from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.inputs import RunInputsMaker
 from cdlaw.errors import BadInput
+from cdlaw.strategies import FRESH_ONLY, PARAPHRASE, REPETITION
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
@@ -234,11 +235,11 @@ def check_cells(sweep: SweepConfig) -> None:
     BadInput if not."""
     from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES as most
 
-    cells = [c for c in sweep.cells() if c.strategy != "repetition" and c.derived_ratio > 0]
+    cells = [c for c in sweep.cells() if c.strategy != REPETITION and c.derived_ratio > 0]
     if not cells:
         return
     if sweep.data.corpus != "embedded" and not sweep.data.paraphrases:
-        if any(c.strategy == "paraphrase" for c in cells):
+        if any(c.strategy == PARAPHRASE for c in cells):
             raise BadInput(
                 f"{sweep.source}: strategy 'paraphrase' on data.corpus {sweep.data.corpus!r} "
                 "needs paraphrase files: set data.paraphrases to the --out folder of `cdlaw "
@@ -278,7 +279,7 @@ def check_derived_folders(
         what = f"{sweep.source}: [derived.{s}] files {folder!r}"
         if missing_ok and not Path(folder).expanduser().exists():
             n = sum(r.derived_files == folder for r in runs)
-            command = "paraphrase" if s == "paraphrase" else "distill"
+            command = "paraphrase" if s == PARAPHRASE else "distill"
             notes.append(
                 f"{what} is not written yet: its {n} run(s) are listed, but the sweep trains "
                 f"them only once `cdlaw {command}` has written it"
@@ -300,8 +301,8 @@ def check_derived_files(
 
     need: dict[tuple[str, int, str], int] = {}
     for r in runs:
-        rendered = r.strategy == "paraphrase" and sweep.data.corpus == "embedded"
-        if r.strategy not in ("none", "repetition") and not rendered:
+        rendered = r.strategy == PARAPHRASE and sweep.data.corpus == "embedded"
+        if r.strategy not in FRESH_ONLY and not rendered:
             key = (r.strategy, r.fresh_tokens, r.derived_files)
             need[key] = max(need.get(key, 0), r.derived_tokens)
     for (s, D, files), most_asked in sorted(need.items()):
@@ -312,7 +313,7 @@ def check_derived_files(
             name = sweep.ratio_name(s)
             offset = RATIO_KEYS[sweep.ratios[s][0]]
             most = math.floor(have / D * 1000) / 1000 - offset
-            command = "paraphrase" if s == "paraphrase" else "distill"
+            command = "paraphrase" if s == PARAPHRASE else "distill"
             raise BadInput(
                 f"{sweep.source}: {name} = {most_asked / D - offset:.4g} at D = {D:,} fresh "
                 f"tokens asks for D′ = {most_asked:,} {s} tokens, but the {source.describe()} "

@@ -23,6 +23,7 @@ from pathlib import Path
 from cdlaw.config import RunConfig
 from cdlaw.data.inputs import OTHER_TOKENS, recorded_inputs, training_changes
 from cdlaw.errors import BadInput
+from cdlaw.strategies import PARAPHRASE
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.train.result import read_result
 
@@ -49,7 +50,7 @@ def refuse_changed_runs(
                 simulated.append(cfg.run_id)
             continue
         said = _changes(run_dir, cfg, result, finished)
-        if finished and cfg.strategy == "paraphrase":
+        if finished and cfg.strategy == PARAPHRASE:
             if int(result.get("stream_order") or 1) != STREAM_ORDER_VERSION:
                 said.append("the paraphrase order (stream order 1, before passes nested)")
         for what in said:

@@ -31,6 +31,7 @@ from cdlaw.fit.predictor_fits import TaskPredictors
 from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.strategies import NONE
 from cdlaw.tasks.downstream_json import Downstream, TaskLink
 
 
@@ -83,7 +84,7 @@ def forecast_tasks(
     n_params: float,
     fresh_tokens: float,
     derived_tokens: float = 0.0,
-    strategy: str = "none",
+    strategy: str = NONE,
 ) -> list[Forecast]:
     """Each accuracy at the model (N, D, D′, strategy) by its chosen predictor, with its
     95% band; with a law, the val-loss chains' step 1 is the law's loss (and its bootstrap
@@ -98,7 +99,7 @@ def _law_at(
     source: PlanningLaw, n_params: float, fresh: float, derived: float, strategy: str
 ) -> tuple[float, np.ndarray | None]:
     """The law's loss at the model, and its bootstrap refits' (None for fewer than 2)."""
-    s = "none" if derived == 0 else strategy
+    s = NONE if derived == 0 else strategy
     loss = float(source.law.loss(n_params, fresh, derived, s))
     if len(source.bootstrap) < 2:
         return loss, None

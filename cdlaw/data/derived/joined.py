@@ -31,6 +31,7 @@ from cdlaw.data.files.block_tokens import BlockDone, Workers, tokenise_blocks
 from cdlaw.data.files.doc_store import hash64, open_store
 from cdlaw.data.tokens import cache, tokenizer
 from cdlaw.errors import BadInput
+from cdlaw.strategies import PARAPHRASE
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
@@ -61,7 +62,7 @@ def prepare_passes(data: DataConfig, root: Path, source: cache.DerivedSource | N
     fewer rows has an empty pass k. BadInput for a row whose id is no document's.
     Resumable: each block of each pass is written atomically and skipped when present;
     done.json is written last."""
-    source = source or cache.DerivedSource.of(data, "paraphrase")
+    source = source or cache.DerivedSource.of(data, PARAPHRASE)
     folder = source.folder(root, data)
     if (folder / "done.json").is_file():
         return

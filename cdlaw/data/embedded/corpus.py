@@ -34,6 +34,7 @@ from cdlaw.data.tokens.cache import (
     tokenizer_and_meta,
     tokenizer_key,
 )
+from cdlaw.strategies import PARAPHRASE
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
@@ -159,7 +160,7 @@ class EmbeddedJob:
             len(tokens),
             text_bytes,
             cached=False,
-            derived="paraphrase" if self.k else "",
+            derived=PARAPHRASE if self.k else "",
         )
 
 
@@ -184,7 +185,7 @@ def build_embedded_blocks(
     if progress is not None:
         for b, k in todo:
             if block_path(pc, b, k).is_file():
-                progress(BlockDone(BLOCK_DOCS, 0, 0, cached=True, derived="paraphrase"), total)
+                progress(BlockDone(BLOCK_DOCS, 0, 0, cached=True, derived=PARAPHRASE), total)
     _build(pc, todo, workers, None if progress is None else lambda d: progress(d, total))
 
 

@@ -41,6 +41,7 @@ from cdlaw.data.embedded import render
 from cdlaw.data.files import sources
 from cdlaw.data.tokens import tokenizer
 from cdlaw.errors import BadInput
+from cdlaw.strategies import PARAPHRASE
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig
@@ -90,7 +91,7 @@ class DerivedSource:
     def of(cls, data: DataConfig, strategy: str, derived_files: str = "") -> DerivedSource:
         """The source of a run's derived tokens: paraphrase reads data.paraphrases (or, on
         the embedded corpus, renders them); any other strategy its own derived_files."""
-        if strategy != "paraphrase":
+        if strategy != PARAPHRASE:
             if not derived_files:
                 raise BadInput(
                     f"strategy {strategy!r} has no derived files: declare them in the sweep "
@@ -111,12 +112,12 @@ class DerivedSource:
         """How messages name it: "paraphrase files in 'DIR'"."""
         if not self.files:
             return "the embedded corpus's rendered paraphrases"
-        what = "paraphrase files" if self.strategy == "paraphrase" else "derived files"
+        what = "paraphrase files" if self.strategy == PARAPHRASE else "derived files"
         return f"{what} in {self.files!r}"
 
     def setting(self) -> str:
         """The sweep setting that names the files: "data.paraphrases 'DIR'"."""
-        if self.strategy == "paraphrase":
+        if self.strategy == PARAPHRASE:
             return f"data.paraphrases {self.files!r}"
         return f"[derived.{self.strategy}] files {self.files!r}"
 
@@ -138,7 +139,7 @@ def block_path(pc: PreparedCorpus, block: int, k: int = 0, source: DerivedSource
     (default: the paraphrase source of pc.data)."""
     if k == 0:
         return pc.root / "train" / f"b{block:05d}.npy"
-    source = source or DerivedSource.of(pc.data, "paraphrase")
+    source = source or DerivedSource.of(pc.data, PARAPHRASE)
     return source.folder(pc.root, pc.data) / f"p{k:03d}" / f"b{block:05d}.npy"
 
 

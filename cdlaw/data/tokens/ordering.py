@@ -41,7 +41,7 @@ from cdlaw.data.tokens.prepare import (
 )
 from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
-from cdlaw.strategies import NONE, REPETITION, check_name
+from cdlaw.strategies import NONE, PARAPHRASE, REPETITION, check_name
 
 # Seed streams, so no two uses share numbers (files/corpus.py: 11). 13 was the mixed
 # paraphrase order of stream order 1; it is retired, not reused.
@@ -181,7 +181,7 @@ def run_stream(
         raise BadInput(
             f"need fresh_tokens > 0, derived_tokens ≥ 0 and seq_len > 0, got {D}, {Dp}, {L}"
         )
-    if (strategy == "none") != (Dp == 0):
+    if (strategy == NONE) != (Dp == 0):
         raise BadInput(
             f"strategy {strategy!r} with derived_tokens={Dp}: use 'none' exactly when it is 0"
         )
@@ -216,7 +216,7 @@ def run_stream(
             a, b = _shuffled_sequences(D, L, [seed, REPEAT_TAG, epoch])
             left -= _add_until(out, fresh, a, b, left, True)
             epoch += 1
-        if strategy == "repetition":
+        if strategy == REPETITION:
             info["epochs"] = (D + Dp) / D
         return out.stream(info)
 
@@ -247,7 +247,7 @@ def _derived_stream(prepared, source: DerivedSource, blocks, fresh: _Concat, Dp:
         a, b = _shuffled_sequences(n, L, [seed, PASS_TAG, k])
         left -= _add_until(out, derived, offset + a, offset + b, left, True)
         offset += n
-    passes = "paraphrase_passes" if source.strategy == "paraphrase" else "derived_passes"
+    passes = "paraphrase_passes" if source.strategy == PARAPHRASE else "derived_passes"
     info[passes] = Dp / D
     info[f"{passes}_used"] = passes_used  # whole passes + the share of the last
     info["fresh_documents"] = int(sum(n_docs))

@@ -36,6 +36,7 @@ from cdlaw.data.tokens.cache import (
 )
 from cdlaw.disk_full import disk_full_error, stop_when_full
 from cdlaw.errors import BadInput
+from cdlaw.strategies import PARAPHRASE
 
 # The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
 # may ask for. The embedded corpus renders any paraphrase pass on demand, so this only bounds
@@ -99,7 +100,7 @@ def _prepare_corpus(data, cache_dir, fresh_tokens, paraphrase_passes, workers) -
     n_docs = docs_inside(blocks, fresh_tokens)
     pc.paraphrase_passes_available = _passes_available(pc, blocks, n_docs)
     if paraphrase_passes:
-        source = DerivedSource.of(data, "paraphrase")
+        source = DerivedSource.of(data, PARAPHRASE)
         if not sum(n_docs):
             raise BadInput(too_short_for_derived(fresh_tokens, blocks, source))
         for k in range(1, paraphrase_passes + 1):  # builds (embedded) or checks coverage (files)
@@ -203,7 +204,7 @@ def derived_pass_parts(
 
 
 def _more_passes(source: DerivedSource, k: int) -> str:
-    command = "paraphrase" if source.strategy == "paraphrase" else "distill"
+    command = "paraphrase" if source.strategy == PARAPHRASE else "distill"
     return f"run `cdlaw {command}` with --passes {k} or more"
 
 
@@ -212,7 +213,7 @@ def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
         return MAX_DERIVED_PASSES
     if not pc.data.paraphrases or not sum(n_docs):
         return 0
-    source = DerivedSource.of(pc.data, "paraphrase")
+    source = DerivedSource.of(pc.data, PARAPHRASE)
     k = 0
     while True:
         try:
