@@ -52,7 +52,7 @@ log = logging.getLogger("cdlaw.data")
 SCRATCH = ".prepare"  # a real corpus's document store and split, until its meta.json
 
 
-@dataclass
+@dataclass(frozen=True)
 class PreparedCorpus:
     """A corpus ready for `run_stream`: tokenizer, validation tokens and the token cache."""
 

@@ -11,6 +11,8 @@ far as a run needs. A real corpus is tokenised whole on first use, or ahead of a
 
 from __future__ import annotations
 
+import dataclasses
+from itertools import count
 from pathlib import Path
 
 import numpy as np
@@ -89,23 +91,28 @@ def _prepare_corpus(data, cache_dir, fresh_tokens, paraphrase_passes, workers) -
                 "data.paraphrases is for real corpora: the embedded corpus renders its own "
                 "paraphrases (choose them with data.paraphrase_styles)"
             )
-        pc = prepare_embedded(data, Path(cache_dir), options)
-        build_embedded_blocks(pc, fresh_tokens, paraphrase_passes, workers)
+        cache = prepare_embedded(data, Path(cache_dir), options)
+        build_embedded_blocks(cache, fresh_tokens, paraphrase_passes, workers)
     else:
         if data.world:
             raise BadInput(f"data.world only applies to the embedded corpus, not {data.corpus!r}")
-        pc = prepare_files(data, Path(cache_dir), fresh_tokens, workers)
-    blocks = train_blocks(pc, fresh_tokens)
-    pc.train_tokens_available = max(pc.train_tokens_available, sum(int(e[-1]) for _, e in blocks))
+        cache = prepare_files(data, Path(cache_dir), fresh_tokens, workers)
+    # `cache` reads the blocks; the corpus returned says what they hold
+    blocks = train_blocks(cache, fresh_tokens)
     n_docs = docs_inside(blocks, fresh_tokens)
-    pc.paraphrase_passes_available = _passes_available(pc, blocks, n_docs)
     if paraphrase_passes:
         source = DerivedSource.of(data, PARAPHRASE)
         if not sum(n_docs):
             raise BadInput(too_short_for_derived(fresh_tokens, blocks, source))
         for k in range(1, paraphrase_passes + 1):  # builds (embedded) or checks coverage (files)
-            derived_pass_parts(pc, blocks, n_docs, k, source)
-    return pc
+            derived_pass_parts(cache, blocks, n_docs, k, source)
+    return dataclasses.replace(
+        cache,
+        train_tokens_available=max(
+            cache.train_tokens_available, sum(int(e[-1]) for _, e in blocks)
+        ),
+        paraphrase_passes_available=_paraphrase_passes_available(cache, n_docs),
+    )
 
 
 def prepare_derived(
@@ -189,10 +196,8 @@ def derived_pass_parts(
     for b, m in enumerate(n_docs):
         if m == 0:
             continue
-        block = _block(pc, b, k, source)
-        lengths = None if block is None else np.diff(block[1][:m], prepend=0)
-        if block is None or len(lengths) < m or (lengths == 0).any():
-            covered = 0 if block is None else int((lengths > 0).sum())
+        block, covered = _pass_block(pc, b, m, k, source)
+        if block is None:
             raise BadInput(
                 f"the {source.describe()} do not cover the documents in fresh_tokens: pass {k} "
                 f"exists for {covered} of the {m} documents of block {b}"
@@ -203,24 +208,45 @@ def derived_pass_parts(
     return parts
 
 
+def _pass_block(pc: PreparedCorpus, b: int, m: int, k: int, source: DerivedSource):
+    """(block b of pass k, or None unless it has text for each of its first m documents;
+    how many of those it has text for)."""
+    block = _block(pc, b, k, source)
+    if block is None:
+        return None, 0
+    covered = int((np.diff(block[1][:m], prepend=0) > 0).sum())
+    return (block if covered == m else None), covered
+
+
+def covering_passes(
+    pc: PreparedCorpus, n_docs: list[int], source: DerivedSource, most: int | None = None
+) -> int:
+    """How many passes 1, 2, … of a source's files have text for every document inside D
+    (`n_docs` per block, as docs_inside counts them), at most `most`: the passes a run of
+    that D may read. Counts the pass folders in the cache; not for rendered paraphrases,
+    which exist for any pass (asking would build them)."""
+    folder = source.folder(pc.root, pc.data)
+    on_disk = next(k for k in count() if not (folder / f"p{k + 1:03d}").is_dir())
+    last = on_disk if most is None else min(on_disk, most)
+    for k in range(1, last + 1):
+        if any(_pass_block(pc, b, m, k, source)[0] is None for b, m in enumerate(n_docs) if m):
+            return k - 1
+    return last
+
+
 def _more_passes(source: DerivedSource, k: int) -> str:
     command = "paraphrase" if source.strategy == PARAPHRASE else "distill"
     return f"run `cdlaw {command}` with --passes {k} or more"
 
 
-def _passes_available(pc: PreparedCorpus, blocks, n_docs) -> int:
+def _paraphrase_passes_available(pc: PreparedCorpus, n_docs: list[int]) -> int:
+    """The paraphrase passes that cover every document inside D (the embedded corpus
+    renders any pass)."""
     if pc.data.corpus == "embedded":
         return MAX_DERIVED_PASSES
     if not pc.data.paraphrases or not sum(n_docs):
         return 0
-    source = DerivedSource.of(pc.data, PARAPHRASE)
-    k = 0
-    while True:
-        try:
-            derived_pass_parts(pc, blocks, n_docs, k + 1, source)
-        except BadInput:
-            return k
-        k += 1
+    return covering_passes(pc, n_docs, DerivedSource.of(pc.data, PARAPHRASE))
 
 
 def derived_tokens_available(
@@ -237,13 +263,11 @@ def derived_tokens_available(
     n_docs = docs_inside(blocks, fresh_tokens)
     if not sum(n_docs):
         raise BadInput(too_short_for_derived(fresh_tokens, blocks, source))
-    total = 0
-    for k in range(1, MAX_DERIVED_PASSES + 1):
-        try:
-            total += sum(len(p) for p in derived_pass_parts(pc, blocks, n_docs, k, source))
-        except BadInput:
-            return total, k - 1
-    return total, MAX_DERIVED_PASSES
+    passes = covering_passes(pc, n_docs, source, MAX_DERIVED_PASSES)
+    parts = (
+        p for k in range(1, passes + 1) for p in derived_pass_parts(pc, blocks, n_docs, k, source)
+    )
+    return sum(len(p) for p in parts), passes
 
 
 def too_short_for_derived(n_tokens: int, blocks, source: DerivedSource) -> str:
