@@ -66,7 +66,7 @@ class DataConfig:
     corpus_seed: int = 0  # seeds the embedded world and the document shuffle
     text_column: str = "text"  # for jsonl / parquet / HF datasets
     id_column: str = "id"  # document ids, to align paraphrase files
-    paraphrases: str = ""  # folder of paraphrase jsonl files (real corpora); embedded makes its own
+    paraphrases: str = ""  # paraphrase files: a sweep's [derived.paraphrase] files (real corpora)
     paraphrase_styles: tuple[str, ...] = ("tutorial", "faq", "math", "table")  # the CD paper's four
     tokenizer: str = "bpe"  # "bpe" = train a BPE on the corpus, or a tokenizer.json / HF folder
     vocab_size: int = 2048  # for the trained BPE

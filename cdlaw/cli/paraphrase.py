@@ -86,7 +86,7 @@ def paraphrase(
     """Paraphrase every document of CORPUS in the CD paper's styles with a chat model.
 
     Writes OUT/paraphrases.jsonl rows {"id", "pass", "style", "text"}, the files that a
-    sweep's data.paraphrases points to. A local model folder runs in batches; with
+    sweep's [derived.paraphrase] files points to. A local model folder runs in batches; with
     --endpoint, concurrent requests go to an OpenAI-compatible server. Written in order,
     a chunk at a time, and resumable: run the same command again after a kill and it
     continues where it stopped.

@@ -247,6 +247,9 @@ def batch_sweep_text(
             out[table] = {k: v for k, v in raw[table].items() if k not in ("lr", "weight_decay")}
     used = {PARAPHRASE, *(c.run.strategy for c in chosen)}  # the strategies it declares
     derived = {k: v for k, v in raw.get("derived", {}).items() if k in used}
+    if "paraphrases" in out.get("data", {}):  # written the one way: the same runs and ids
+        derived[PARAPHRASE] = {"files": out["data"].pop("paraphrases")}
+        out = {k: v for k, v in out.items() if v != {}}
     if derived:
         out["derived"] = derived
     text = toml_text(out, header)

@@ -11,14 +11,18 @@ trained on those fresh tokens):
     [derived.qa]
     files = { "48K" = "derived/qa-48K", "96K" = "derived/qa-96K" }   # a folder per D
 
-`[derived.paraphrase] files = DIR` is `[data] paraphrases = DIR` (the same runs, with the
-same ids); `repetition` reads no files and is never declared. Paths are read as
-`data.corpus` is: relative to the folder cdlaw runs in.
+Paraphrase files are declared the same way, `[derived.paraphrase] files = DIR` (one folder:
+they cover every D); `repetition` reads no files and is never declared. The older
+`[data] paraphrases = DIR` is still read, with a deprecation note: the same runs, with the
+same ids, since both become data.paraphrases, the field that run ids and config.json keep.
+Paths are read as `data.corpus` is: relative to the folder cdlaw runs in.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 from dataclasses import dataclass
 
 from cdlaw.config import DataConfig, unknown_key_message
@@ -28,6 +32,7 @@ from cdlaw.sweep.values import positive_number
 from cdlaw.units import format_number, plain
 
 DERIVED_KEYS = ("files",)
+log = logging.getLogger("cdlaw.sweep")
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,13 @@ class Declared:
         )
 
 
-def parse_derived(raw: dict, data: DataConfig) -> tuple[dict[str, Declared], DataConfig]:
-    """The [derived.<name>] tables as Declared strategies in file order, and `data` with a
-    declared paraphrase's folder as its data.paraphrases."""
+def parse_derived(
+    raw: dict, data: DataConfig, source: str = "sweep.toml"
+) -> tuple[dict[str, Declared], DataConfig]:
+    """The [derived.<name>] tables as Declared strategies in file order, and `data` with the
+    paraphrase files' folder as its data.paraphrases; a note on logger cdlaw.sweep when
+    `source` still declares them as [data] paraphrases."""
+    old_way = data.paraphrases  # [data] paraphrases
     tables = raw.get("derived", {})
     if not isinstance(tables, dict) or not all(isinstance(t, dict) for t in tables.values()):
         raise BadInput('derived must hold one table per strategy: [derived.<name>] files = "DIR"')
@@ -76,6 +85,8 @@ def parse_derived(raw: dict, data: DataConfig) -> tuple[dict[str, Declared], Dat
             data = _paraphrase_files(files, per_d, data, where)
             continue
         declared[name] = Declared(name, files, per_d)
+    if old_way:
+        _say_deprecated(source, old_way)
     return declared, data
 
 
@@ -105,12 +116,23 @@ def _folder(value, name: str) -> str:
     return value
 
 
+def _say_deprecated(source: str, folder: str) -> None:
+    log.warning(
+        f"note: {source}: [data] paraphrases is deprecated; declare the paraphrase files as "
+        f"[derived.paraphrase] files = {json.dumps(folder, ensure_ascii=False)} (the same "
+        "runs, with the same ids)"
+    )
+
+
 def _paraphrase_files(files: str, per_d, data: DataConfig, where: str) -> DataConfig:
-    """[derived.paraphrase] files = DIR, as data.paraphrases = DIR."""
+    """[derived.paraphrase] files = DIR, kept as data.paraphrases = DIR (hashed into run ids)."""
     if per_d:
         raise BadInput(f'{where} files must be one folder ("DIR"): paraphrase files cover every D')
     if data.paraphrases:
-        raise BadInput(f"{where} and data.paraphrases both declare the paraphrase files: keep one")
+        raise BadInput(
+            f"{where} and [data] paraphrases both declare the paraphrase files: keep {where} "
+            "files and remove [data] paraphrases"
+        )
     return dataclasses.replace(data, paraphrases=files)
 
 

@@ -242,8 +242,8 @@ def check_cells(sweep: SweepConfig) -> None:
         if any(c.strategy == PARAPHRASE for c in cells):
             raise BadInput(
                 f"{sweep.source}: strategy 'paraphrase' on data.corpus {sweep.data.corpus!r} "
-                "needs paraphrase files: set data.paraphrases to the --out folder of `cdlaw "
-                "paraphrase`, or drop 'paraphrase' from grid.strategy"
+                'needs paraphrase files: declare them with [derived.paraphrase] files = "DIR", '
+                "the --out folder of `cdlaw paraphrase`, or drop 'paraphrase' from grid.strategy"
             )
     worst = max(cells, key=lambda c: c.derived_ratio)
     if worst.derived_ratio > most:

@@ -149,7 +149,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
     """The SweepConfig of a parsed sweep file, every check in the order the file reads."""
     name, description, share = _top_level(raw, default_name)
     data = from_dict(DataConfig, _table(raw, "data"), "data")
-    declared, data = parse_derived(raw, data)
+    declared, data = parse_derived(raw, data, source)
     train_raw = _table(raw, "train")
     train = from_dict(TrainConfig, train_raw, "train")
     model = _model_overrides(_table(raw, "model"))

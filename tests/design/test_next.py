@@ -501,3 +501,22 @@ def test_a_third_strategy_is_simulated_fitted_and_designed_for(tmp_path):
     for chosen, declared in ((mine + others, True), (others, False)):
         text = batch_sweep_text(load_sweep(grid), "grid3", chosen, [])  # the candidates' name
         assert ("self-distill" in parse_sweep(text).derived) == declared
+
+
+def test_a_batch_of_a_grid_with_data_paraphrases_declares_them_the_one_way(caplog):
+    from cdlaw.design.candidates import batch_sweep_text, candidates
+
+    text = GRID.read_text()
+    old = text.replace("[derived.paraphrase]\n", "[unused]\n").replace(
+        "[data]\n", '[data]\nparaphrases = "/path/to/paraphrases"\n'
+    )
+    old = old.replace('[unused]\nfiles = "/path/to/paraphrases"', "")
+    grid = parse_sweep(old, default_name="qin2026-grid")
+    assert grid.data.paraphrases == "/path/to/paraphrases"
+    cands = candidates(grid, 100278, set(), plan(PRESETS["qin2026"], 1e21, 5e9).candidates)
+    chosen = [c for c in cands if c.run.strategy == "paraphrase"][:2]
+    caplog.set_level("INFO", logger="cdlaw")
+    caplog.clear()
+    batch = batch_sweep_text(grid, "qin2026-grid", chosen, [])  # parsed back: the same ids
+    assert "paraphrases =" not in batch and '[derived.paraphrase]\nfiles = "/path' in batch
+    assert caplog.messages == []  # no deprecation note on the batch it wrote

@@ -105,18 +105,17 @@ def real_corpus(tmp_path_factory):
 
 def real(corpus, paras, ratio: str) -> str:
     lines = [f'corpus = "{corpus}"', "vocab_size = 300", "val_tokens = 1000"]
-    if paras:
-        lines.append(f'paraphrases = "{paras}"')
-    return PARA.format(ratio=ratio, data="\n".join(lines)).replace(
-        "vocab_size = 512\nval_tokens = 2048\n", ""
-    )
+    text = PARA.format(ratio=ratio, data="\n".join(lines))
+    text = text.replace("vocab_size = 512\nval_tokens = 2048\n", "")
+    return text + (f'\n[derived.paraphrase]\nfiles = "{paras}"\n' if paras else "")
 
 
 def test_paraphrase_on_a_real_corpus_needs_files_known_before_any_work(tmp_path, real_corpus):
     corpus, _ = real_corpus
     sweep = parse_sweep(real(corpus, None, "derived_ratio = [0, 1]"), source="para.toml")
     with pytest.raises(
-        BadInput, match=r"^para\.toml: strategy 'paraphrase' on .* set data\.paraphrases"
+        BadInput,
+        match=r"^para\.toml: strategy 'paraphrase' on .* with \[derived\.paraphrase\] files =",
     ):
         plan_sweep(sweep, tmp_path / "runs", cache_dir=tmp_path / "cache")
     assert list(tmp_path.iterdir()) == []  # the corpus was not tokenised to find out

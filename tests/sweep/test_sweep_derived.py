@@ -76,10 +76,20 @@ def test_a_folder_per_fresh_token_count_and_per_strategy_ratio_axes():
         distill_target(one, one.runs(), "paraphrase", None)
 
 
-def test_derived_paraphrase_files_are_data_paraphrases_with_the_same_run_ids():
-    old = sweep(data='corpus = "c.jsonl"\nparaphrases = "paras"')
+def test_derived_paraphrase_files_are_data_paraphrases_with_the_same_run_ids(caplog):
+    caplog.set_level("INFO", logger="cdlaw")
     new = sweep(derived='[derived.paraphrase]\nfiles = "paras"', data='corpus = "c.jsonl"')
+    assert caplog.messages == []  # the one way says nothing
+    old = sweep(data='corpus = "c.jsonl"\nparaphrases = "paras"')
     assert new.data == old.data and [r.run_id for r in new.runs()] == [r.run_id for r in old.runs()]
+    # the older way is read, with one note naming the line that replaces it
+    assert caplog.messages == [
+        "note: t.toml: [data] paraphrases is deprecated; declare the paraphrase files as "
+        '[derived.paraphrase] files = "paras" (the same runs, with the same ids)'
+    ]
+    # and a run of it keeps the config.json form of every run before: data.paraphrases
+    para = next(r for r in new.runs() if r.strategy == "paraphrase")
+    assert para.data.paraphrases == "paras" and para.derived_files == ""
 
 
 @pytest.mark.parametrize(
@@ -93,7 +103,7 @@ def test_derived_paraphrase_files_are_data_paraphrases_with_the_same_run_ids():
         (dict(derived='[derived.repetition]\nfiles = "d"'), "repetition is built in and reads no files"),
         (dict(derived='[derived.Distill]\nfiles = "d"'), "'Distill' cannot name a derived strategy: a strategy's name is a lowercase"),
         (dict(derived='[derived.none]\nfiles = "d"'), "'none' is the strategy of runs without derived tokens"),
-        (dict(derived='[derived.paraphrase]\nfiles = "p"', data='paraphrases = "q"'), "both declare the paraphrase files: keep one"),
+        (dict(derived='[derived.paraphrase]\nfiles = "p"', data='paraphrases = "q"'), r"both declare the paraphrase files: keep \[derived.paraphrase\] files and remove \[data\] paraphrases"),
         (dict(grid='strategy = ["repetition", "distil"]', derived=DISTILL), "'distil' is neither built in nor declared: did you mean 'distill'"),
         (dict(grid='strategy = ["repetition"]', derived=DISTILL), r"\[derived.distill\] is declared but 'distill' is not in grid.strategy"),
         (dict(grid='strategy = ["distill", "distill"]', derived=DISTILL), "lists a strategy twice"),

@@ -1,7 +1,7 @@
 """`cdlaw paraphrase`: paraphrase a real corpus with a chat model, resumably.
 
 Writes `<out>/paraphrases.jsonl`, one row {"id", "pass", "style", "text"} per document
-and pass, the files `data.paraphrases` points a sweep at. Pass k of a document uses the
+and pass, the files a sweep's `[derived.paraphrase] files` names. Pass k of a document uses the
 style (faq, math, table, tutorial — the CD paper's four) picked by (document, k): passes
 1, 2, … of a document walk through the chosen styles from a place its id decides.
 

@@ -323,8 +323,8 @@ def _row_place(corpus: str, what: str, row: int) -> str:
 
 def paraphrase_files(folder: str, what: str = "") -> list[Path]:
     """The .jsonl files of a folder of rows aligned by id (paraphrase or other derived
-    files); `what` names the folder in messages (default: data.paraphrases)."""
-    what = what or f"data.paraphrases {folder!r}"
+    files); `what` names the folder in messages (default: the paraphrase files')."""
+    what = what or f"[derived.paraphrase] files {folder!r}"
     path = Path(folder).expanduser()
     if not path.is_dir():
         raise BadInput(

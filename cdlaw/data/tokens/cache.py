@@ -89,8 +89,9 @@ class DerivedSource:
 
     @classmethod
     def of(cls, data: DataConfig, strategy: str, derived_files: str = "") -> DerivedSource:
-        """The source of a run's derived tokens: paraphrase reads data.paraphrases (or, on
-        the embedded corpus, renders them); any other strategy its own derived_files."""
+        """The source of a run's derived tokens: paraphrase reads data.paraphrases (what
+        [derived.paraphrase] files declares; on the embedded corpus, renders them); any
+        other strategy its own derived_files."""
         if strategy != PARAPHRASE:
             if not derived_files:
                 raise BadInput(
@@ -102,8 +103,9 @@ class DerivedSource:
             return cls(strategy)
         if not data.paraphrases:
             raise BadInput(
-                f"strategy 'paraphrase' on {data.corpus!r} needs paraphrase files: set "
-                "data.paraphrases to the --out folder of `cdlaw paraphrase`"
+                f"strategy 'paraphrase' on {data.corpus!r} needs paraphrase files: declare "
+                'them with [derived.paraphrase] files = "DIR", the --out folder of `cdlaw '
+                "paraphrase`"
             )
         styles = [name for name, _ in render.parse_styles(data.paraphrase_styles, allowed=None)]
         return cls(strategy, data.paraphrases, tuple(styles))
@@ -116,9 +118,7 @@ class DerivedSource:
         return f"{what} in {self.files!r}"
 
     def setting(self) -> str:
-        """The sweep setting that names the files: "data.paraphrases 'DIR'"."""
-        if self.strategy == PARAPHRASE:
-            return f"data.paraphrases {self.files!r}"
+        """The sweep setting that names the files: "[derived.distill] files 'DIR'"."""
         return f"[derived.{self.strategy}] files {self.files!r}"
 
     def folder(self, root: Path, data: DataConfig) -> Path:

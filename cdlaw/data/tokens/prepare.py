@@ -88,8 +88,8 @@ def _prepare_corpus(data, cache_dir, fresh_tokens, paraphrase_passes, workers) -
         render.parse_styles(data.paraphrase_styles)
         if data.paraphrases:
             raise BadInput(
-                "data.paraphrases is for real corpora: the embedded corpus renders its own "
-                "paraphrases (choose them with data.paraphrase_styles)"
+                "[derived.paraphrase] files is for real corpora: the embedded corpus renders "
+                "its own paraphrases (choose them with data.paraphrase_styles)"
             )
         cache = prepare_embedded(data, Path(cache_dir), options)
         build_embedded_blocks(cache, fresh_tokens, paraphrase_passes, workers)

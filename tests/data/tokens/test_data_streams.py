@@ -249,7 +249,7 @@ def test_bad_stream_requests_are_bad_input(pc):
         prepare_corpus(DataConfig(world={"zipf_exp": 1.0}), pc.root, 100)
     with pytest.raises(BadInput, match="not a style"):
         prepare_corpus(DataConfig(paraphrase_styles=("sonnet",)), pc.root, 100)
-    with pytest.raises(BadInput, match=r"data\.paraphrases is for real corpora"):
+    with pytest.raises(BadInput, match=r"\[derived\.paraphrase\] files is for real corpora"):
         prepare_corpus(DataConfig(paraphrases="somewhere"), pc.root, 100)
     with pytest.raises(BadInput, match="corpus_seed must be"):
         prepare_corpus(DataConfig(corpus_seed=-1), pc.root, 100)
