@@ -48,6 +48,12 @@ def check_name(name, where: str) -> str:
     raise BadInput(f"{where} {name!r} cannot name a derived strategy: {why}")
 
 
+def files_command(strategy: str) -> str:
+    """The cdlaw command that writes a strategy's derived files, for messages: `paraphrase`
+    for paraphrase files, `distill` for a declared strategy's."""
+    return "paraphrase" if strategy == PARAPHRASE else "distill"
+
+
 def ordered(names: Iterable[str]) -> tuple[str, ...]:
     """The names once each: none, repetition, paraphrase first, then the rest alphabetically.
 

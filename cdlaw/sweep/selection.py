@@ -20,7 +20,7 @@ from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.inputs import RunInputsMaker
 from cdlaw.errors import BadInput
-from cdlaw.strategies import FRESH_ONLY, PARAPHRASE, REPETITION
+from cdlaw.strategies import FRESH_ONLY, PARAPHRASE, REPETITION, files_command
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
@@ -279,10 +279,9 @@ def check_derived_folders(
         what = f"{sweep.source}: [derived.{s}] files {folder!r}"
         if missing_ok and not Path(folder).expanduser().exists():
             n = sum(r.derived_files == folder for r in runs)
-            command = "paraphrase" if s == PARAPHRASE else "distill"
             notes.append(
                 f"{what} is not written yet: its {n} run(s) are listed, but the sweep trains "
-                f"them only once `cdlaw {command}` has written it"
+                f"them only once `cdlaw {files_command(s)}` has written it"
             )
             missing.add(folder)
             continue
@@ -313,11 +312,10 @@ def check_derived_files(
             name = sweep.ratio_name(s)
             offset = RATIO_KEYS[sweep.ratios[s][0]]
             most = math.floor(have / D * 1000) / 1000 - offset
-            command = "paraphrase" if s == PARAPHRASE else "distill"
             raise BadInput(
                 f"{sweep.source}: {name} = {most_asked / D - offset:.4g} at D = {D:,} fresh "
                 f"tokens asks for D′ = {most_asked:,} {s} tokens, but the {source.describe()} "
                 f"hold {have:,} for the documents inside D ({passes} full pass(es)); use "
-                f"{name} ≤ {most:g} there, or write more passes with `cdlaw {command} "
+                f"{name} ≤ {most:g} there, or write more passes with `cdlaw {files_command(s)} "
                 f"--passes {passes + 1}` or more"
             )

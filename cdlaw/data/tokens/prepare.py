@@ -38,7 +38,7 @@ from cdlaw.data.tokens.cache import (
 )
 from cdlaw.disk_full import disk_full_error, stop_when_full
 from cdlaw.errors import BadInput
-from cdlaw.strategies import PARAPHRASE
+from cdlaw.strategies import PARAPHRASE, files_command
 
 # The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
 # may ask for. The embedded corpus renders any paraphrase pass on demand, so this only bounds
@@ -235,8 +235,7 @@ def covering_passes(
 
 
 def _more_passes(source: DerivedSource, k: int) -> str:
-    command = "paraphrase" if source.strategy == PARAPHRASE else "distill"
-    return f"run `cdlaw {command}` with --passes {k} or more"
+    return f"run `cdlaw {files_command(source.strategy)}` with --passes {k} or more"
 
 
 def _paraphrase_passes_available(pc: PreparedCorpus, n_docs: list[int]) -> int:
