@@ -1,6 +1,7 @@
 """Run streams on the embedded corpus: exact counts, replays, paraphrase passes, held-out
 validation, nesting, and the same bytes in another process."""
 
+import dataclasses
 import hashlib
 import json
 import subprocess
@@ -48,6 +49,8 @@ def test_prepared_corpus_describes_itself(pc, cache):
     assert pc.tokenizer_path.is_file() and str(pc.tokenizer_path).startswith(str(cache))
     again = prepare_corpus(DATA, cache, 1000)  # cached: the same tokens, memory-mapped
     assert isinstance(again.val_tokens, np.memmap)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # built once, with every field
+        again.paraphrase_passes_available = 0  # type: ignore[misc]
     assert np.array_equal(again.val_tokens, pc.val_tokens)
 
 
