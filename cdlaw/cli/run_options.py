@@ -6,20 +6,20 @@ and the one function that turns them into SweepOptions.
     def adapt(..., run: RunArgs, extrapolate: bool = EXTRAPOLATE, ...):
         options = run.sweep_options("adapt")
 
-takes_run_options puts RUN_OPTIONS in the command line where the command's `run`
+takes_run_options (cdlaw.cli.option_groups) puts RUN_OPTIONS in the command line where the command's `run`
 parameter stands (in RUN_OPTIONS order) and hands them to it as one RunArgs; `cdlaw sweep`,
 which interleaves them with its own options, builds its RunArgs itself.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
+
+from cdlaw.cli.option_groups import takes_group
 
 # The options a sweep's runs train with, shared by `cdlaw sweep` and `cdlaw adapt`.
 OUT = typer.Option(Path("runs"), "--out", help="Runs folder: runs go to OUT/SWEEP/.")
@@ -76,33 +76,7 @@ RUN_OPTIONS: dict[str, Any] = {
     "compile": COMPILE,
     "tracker": TRACKER,
 }
-_TYPES = {"executor": str, "jobs": int, "law": str, "noise": float, "seed_noise": float,
-          "noise_seed": int, "pack": str, "device": str, "precision": str, "threads": int,
-          "compile": bool, "tracker": str}  # fmt: skip
-
-
-def takes_run_options(command):
-    """Declare RUN_OPTIONS on `command` in place of its `run: RunArgs` parameter; the
-    command receives them as one RunArgs."""
-    own = inspect.signature(command, eval_str=True)
-    params = []
-    for p in own.parameters.values():
-        if p.name != "run":
-            params.append(p)
-            continue
-        for name, option in RUN_OPTIONS.items():
-            kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-            params.append(inspect.Parameter(name, kind, default=option, annotation=_TYPES[name]))
-    names = [f.name for f in fields(RunArgs)]
-
-    @functools.wraps(command)
-    def with_run(**given):
-        run = RunArgs(**{name: given.pop(name) for name in names})
-        return command(run=run, **given)
-
-    with_run.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
-    with_run.__annotations__ = {p.name: p.annotation for p in params}
-    return with_run
+takes_run_options = takes_group("run", RunArgs, RUN_OPTIONS)
 
 
 def sweep_options(
