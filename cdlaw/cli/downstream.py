@@ -11,7 +11,7 @@ import typer
 from cdlaw.cli import app, err, out, print_json
 
 if TYPE_CHECKING:
-    from cdlaw.fit.downstream import PredictOptions
+    from cdlaw.tasks.links import PredictOptions
 
 
 @app.command()
@@ -40,7 +40,7 @@ def downstream(
     """
     from cdlaw.cli.predictor_table import predict_options
     from cdlaw.errors import BadInput
-    from cdlaw.fit.task_links import downstream_path
+    from cdlaw.tasks.downstream_json import downstream_path
 
     if bootstrap < 0:
         raise BadInput(f"--bootstrap {bootstrap} must be 0 or more refits")
@@ -75,7 +75,7 @@ def _fit(request: _Request):
     when no task can be linked. Returns (result, runs)."""
     from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
-    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.tasks.links import fit_downstream
     from cdlaw.fit.table import load_runs
 
     path = request.path

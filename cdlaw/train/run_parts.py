@@ -20,12 +20,12 @@ import torch
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
-from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
-from cdlaw.data.streams import TokenStream
+from cdlaw.data.tokens.cache import PreparedCorpus
+from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
-from cdlaw.task_columns import without_tasks
+from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.checkpoint import (
     apply_checkpoint,
     newest_checkpoint,
@@ -294,8 +294,8 @@ def finish_run(
 ) -> dict:
     """End a run that is done or diverged: model/ (done only), the curve, then result.json
     last and atomically, and the checkpoint dropped. Returns the result row, with the
-    last step's scores on `tasks` (cdlaw.data.tasks.TaskTokens) and, for [eval] lm_eval,
-    lm-evaluation-harness's on model/ (cdlaw.train.lm_eval)."""
+    last step's scores on `tasks` (cdlaw.tasks.files.TaskTokens) and, for [eval] lm_eval,
+    lm-evaluation-harness's on model/ (cdlaw.tasks.lm_eval)."""
     if status == "done":
         assert state["tokens_seen"] == stream.n_tokens, "every token of the stream, exactly once"
         loss = state["val_loss"]
@@ -331,7 +331,7 @@ def finish_run(
     )
     result.update(final_task_scores(cfg, rows, status, tasks))
     if cfg.eval.lm_eval:
-        from cdlaw.train.lm_eval import lm_eval_scores
+        from cdlaw.tasks.lm_eval import lm_eval_scores
 
         model = run_dir / "model" if status == "done" else None
         result.update(lm_eval_scores(model, cfg.eval, str(device)))

@@ -66,7 +66,7 @@ def execute_pack(tasks, on_event: OnEvent | None = None, pause_after_s: float | 
 
 
 def _train(claimed, emit, pause_after_s, outcomes: dict[str, dict]) -> None:
-    from cdlaw.data.ordering import stream_for_run
+    from cdlaw.data.tokens.ordering import stream_for_run
     from cdlaw.sweep.pack.loop import PackedRun, train_pack
     from cdlaw.train.run_parts import RunInterrupted
 
