@@ -75,8 +75,8 @@ def _fit(request: _Request):
     when no task can be linked. Returns (result, runs)."""
     from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
-    from cdlaw.tasks.links import fit_downstream
     from cdlaw.fit.table import load_runs
+    from cdlaw.tasks.links import fit_downstream
 
     path = request.path
     runs = with_checkpoints(path, load_runs(path, checkpoints=True))
