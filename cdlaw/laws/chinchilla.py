@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.laws.form import Centring, LawForm, LogLosses, Rows, Span
-from cdlaw.laws.log_terms import data_term, floor_and_data_grads, log_sum
+from cdlaw.laws.log_terms import data_grads, data_term, floor_grad, log_sum
 
 SHARED = ("E", "A", "B", "alpha", "beta")
 LOG_PARAMS = frozenset({"E", "A", "B"})
@@ -121,13 +121,13 @@ def batched_log_loss_at(theta, logN, lDeff):
 
     def vjp(w):
         g = np.zeros_like(theta)
-        wt, wp3 = floor_and_data_grads(w, total, E, T3, lDeff, g)
+        wt = floor_grad(w, total, E, g)
         # through the per-size values: Σ_sizes T2u·(Σ_rows wt)
         per_size = wt @ (at_size[:, None] == np.arange(len(lNu))).astype(float)
         per_size *= T2u
         g[:, 1] = per_size.sum(axis=1)
         g[:, 3] = -(per_size @ lNu)
-        return g, wp3
+        return g, data_grads(wt, T3, lDeff, g)
 
     return logL, vjp
 

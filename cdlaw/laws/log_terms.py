@@ -6,7 +6,9 @@ rest.
     T3 = data_term(lDeff, b, beta)                     # T_D = e^(b − β·log D_eff)
     total, logL = log_sum(E, T2, T3)
     ...
-    wt, wp3 = floor_and_data_grads(w, total, E, T3, lDeff, g)   # e, b, β columns of g
+    wt = floor_grad(w, total, E, g)                    # e column of g
+    ...                                                # the model term's, from wt
+    wp3 = data_grads(wt, T3, lDeff, g)                 # b, β columns (over wt)
     for j, sl, wR in through_rstar(wp3, dlogR, beta, rows.slices): ...   # ∂/∂log R*
 
 Columns of a fit vector: 0 e, 1 a, 2 b, 3 α, 4 β (chinchilla.SHARED), then the form's own.
@@ -35,16 +37,21 @@ def log_sum(E: np.ndarray, T2: np.ndarray, T3: np.ndarray) -> tuple[np.ndarray, 
     return total, np.log(total)
 
 
-def floor_and_data_grads(w, total, E, T3, lDeff, g) -> tuple[np.ndarray, np.ndarray]:
-    """Fill g's e, b and β columns of Σ_i w_si ∂logL_si/∂θ_s; return (wt = w/total, the
-    weight on each row's model term's share, and wp3 = wt·T_D, the weight on log T_D, which
-    a form's own data parameters chain through)."""
+def floor_grad(w, total, E, g) -> np.ndarray:
+    """Fill g's e column of Σ_i w_si ∂logL_si/∂θ_s; return wt = w/total, the weight every
+    term's share takes (the model term's chain starts from it)."""
     wt = np.divide(w, total)
     g[:, 0] = wt.sum(axis=1) * E[:, 0]
-    wp3 = np.multiply(wt, T3)
+    return wt
+
+
+def data_grads(wt, T3, lDeff, g) -> np.ndarray:
+    """Fill g's b and β columns; return wp3 = wt·T_D, the weight on log T_D that a form's
+    own data parameters chain through. Written over wt: call it after wt's last other use."""
+    wp3 = np.multiply(wt, T3, out=wt)
     g[:, 2] = wp3.sum(axis=1)
     g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
-    return wt, wp3
+    return wp3
 
 
 def through_rstar(wp3, dlogR, beta, slices) -> Iterator[tuple[int, slice, np.ndarray]]:

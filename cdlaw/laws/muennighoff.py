@@ -22,7 +22,7 @@ from cdlaw.laws import chinchilla
 from cdlaw.laws.cd import batched_log_effective_data, effective_data
 from cdlaw.laws.chinchilla import chinchilla_loss, chinchilla_optimal_n_for_data
 from cdlaw.laws.form import LawForm, Rows
-from cdlaw.laws.log_terms import data_term, floor_and_data_grads, log_sum, through_rstar
+from cdlaw.laws.log_terms import data_grads, data_term, floor_grad, log_sum, through_rstar
 
 
 def muennighoff_loss(N, D, Dp, E, A, B, alpha, beta, rstar_d, rstar_n):
@@ -90,9 +90,10 @@ def batched_log_loss(theta, rows: Rows):
 
     def vjp(w):
         g = np.zeros_like(theta)
-        wt, wp3 = floor_and_data_grads(w, total, E, T3, lDeff, g)
+        wt = floor_grad(w, total, E, g)
         wp2 = wt * T2
         g[:, 1] = wp2.sum(axis=1)
+        wp3 = data_grads(wt, T3, lDeff, g)
         g[:, 3] = -np.einsum("sn,sn->s", wp2, lNeff)
         ws = -alpha * wp2 * dN_dstar  # ∂/∂log N*, through log N_eff
         a_ = alpha[:, 0]
