@@ -18,11 +18,11 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.options import SweepOptions
-from cdlaw.sweep.pack.groups import pack_key
 from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
+from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
 
 

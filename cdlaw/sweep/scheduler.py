@@ -30,11 +30,12 @@ from cdlaw.sweep.events import OnEvent, RunEnded, RunLocked, RunRetried, RunSkip
 from cdlaw.sweep.executors import Executor, PackTask, RunTask
 from cdlaw.sweep.forest import Forest, Fork, fork_dir
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
-from cdlaw.sweep.pack.groups import Packing, pack_key
+from cdlaw.sweep.pack.groups import Packing
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.train.forks import fork_exists, remove_fork
+from cdlaw.train.packable import pack_key
 from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures

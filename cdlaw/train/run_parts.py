@@ -1,6 +1,6 @@
 """The parts of a run around its training steps: check, open (fresh or resumed), log a step,
-finish. cdlaw.train.loop puts them around one model's steps; cdlaw.sweep.pack.loop around the
-steps of many models trained at once, so a packed run writes exactly what a run alone does
+finish. cdlaw.train.loop puts them around one model's steps; cdlaw.train.packed_loop around
+the steps of many models trained at once, so a packed run writes exactly what a run alone does
 (docs/files.md).
 """
 

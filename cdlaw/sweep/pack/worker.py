@@ -2,7 +2,7 @@
 
     execute_pack(tasks, on_event, pause_after_s) -> one outcome per task, as execute_run's
 
-The claimed runs train together in cdlaw.sweep.pack.loop.train_pack (docs/packing.md).
+The claimed runs train together in cdlaw.train.packed_loop.train_pack (docs/packing.md).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def execute_pack(tasks, on_event: OnEvent | None = None, pause_after_s: float | 
 
 def _train(claimed, emit, pause_after_s, outcomes: dict[str, dict]) -> None:
     from cdlaw.data.ordering import stream_for_run
-    from cdlaw.sweep.pack.loop import PackedRun, train_pack
+    from cdlaw.train.packed_loop import PackedRun, train_pack
     from cdlaw.train.run_parts import RunInterrupted
 
     exec_cfg = claimed[0][0].exec_cfg

@@ -3,7 +3,7 @@
     train_pack(runs, exec_cfg) -> {run_id: result row}, each as train_run would return it
 
 Each run keeps its own numbers and files, written by train_run's code
-(cdlaw.train.run_parts); the stacked models are cdlaw.sweep.pack.model. docs/packing.md
+(cdlaw.train.run_parts); the stacked models are cdlaw.train.packed_model. docs/packing.md
 says what may share a pack, why a packed run equals the run alone, and how a pack resumes.
 """
 
@@ -22,12 +22,12 @@ from cdlaw.data.corpus_cache import PreparedCorpus
 from cdlaw.data.streams import TokenStream
 from cdlaw.data.tasks import TaskTokens, task_tokens_for
 from cdlaw.errors import BadInput
-from cdlaw.sweep.pack.groups import pack_key
-from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
+from cdlaw.train.packable import pack_key
+from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,
