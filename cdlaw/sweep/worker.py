@@ -23,6 +23,7 @@ import socket
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
@@ -46,6 +47,9 @@ from cdlaw.train.forks import fork_exists
 from cdlaw.train.metrics import read_metrics, write_metrics
 from cdlaw.train.result import read_result, result_row
 from cdlaw.train.trackers import TrackedRun
+
+if TYPE_CHECKING:  # the trainer (torch) is imported where a run trains
+    from cdlaw.train.run_state import StepProgress
 
 
 def execute_run(task: RunTask, on_event: OnEvent | None = None) -> RunOutcome:
@@ -129,8 +133,8 @@ def _train(task: RunTask, emit: OnEvent, tracked: TrackedRun) -> dict:
     try:
         prepared, stream = stream_for_run(cfg, Path(task.cache_dir))
 
-        def progress(p: dict) -> None:
-            emit(RunProgress(run_id=cfg.run_id, **p))
+        def progress(p: StepProgress) -> None:
+            emit(RunProgress(cfg.run_id, **dataclasses.asdict(p)))
 
         result = train_run(
             cfg,

@@ -40,7 +40,14 @@ from cdlaw.train.run_parts import (
     stop_signals,
 )
 from cdlaw.train.run_parts import save_hf_model as save_hf_model
-from cdlaw.train.run_state import Compute, RunHooks, RunRecord, RunTarget, StepStats
+from cdlaw.train.run_state import (
+    Compute,
+    RunHooks,
+    RunRecord,
+    RunTarget,
+    StepProgress,
+    StepStats,
+)
 from cdlaw.train.steps import (
     IGNORE,
     autocast_dtype,
@@ -61,7 +68,7 @@ def train_run(
     stream: TokenStream,
     val_tokens: np.ndarray,
     exec_cfg: ExecConfig = ExecConfig(),
-    on_progress: Callable[[dict], None] | None = None,
+    on_progress: Callable[[StepProgress], None] | None = None,
     stop_after_steps: int | None = None,
     fork_steps: tuple[int, ...] = (),
     fork_from: Path | None = None,
@@ -85,7 +92,8 @@ def train_run(
     `corpus` (the prepared corpus the stream came from) makes model/ a whole Hugging Face
     folder: its tokenizer, special-token ids and a model card (cdlaw.train.export).
 
-    `on_row` sees every metrics row this call appends (an experiment tracker,
+    `on_progress` sees the StepProgress of every metrics row this call appends; `on_row`
+    sees every metrics row this call appends (an experiment tracker,
     cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
 
     `tasks`: the downstream tasks to score at evaluations (cdlaw.train.tasks); None: those

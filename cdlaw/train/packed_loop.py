@@ -37,7 +37,15 @@ from cdlaw.train.run_parts import (
     open_run,
     stop_signals,
 )
-from cdlaw.train.run_state import Compute, RunHooks, RunRecord, RunState, RunTarget, StepStats
+from cdlaw.train.run_state import (
+    Compute,
+    RunHooks,
+    RunRecord,
+    RunState,
+    RunTarget,
+    StepProgress,
+    StepStats,
+)
 from cdlaw.train.steps import (
     IGNORE,
     autocast_dtype,
@@ -61,7 +69,7 @@ class PackedRun:
     val_tokens: np.ndarray
     corpus: PreparedCorpus | None = None
     on_row: Callable[[dict], None] | None = None  # as train_run's (an experiment tracker)
-    on_progress: Callable[[dict], None] | None = None  # as train_run's
+    on_progress: Callable[[StepProgress], None] | None = None  # as train_run's
     on_end: Callable[[dict], None] | None = None  # sees the result row when the run leaves
     fork_steps: tuple[int, ...] = ()  # as train_run's: save a fork after these steps
     fork_from: Path | None = None  # as train_run's: a branch starts from this fork

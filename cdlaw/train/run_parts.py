@@ -40,6 +40,7 @@ from cdlaw.train.run_state import (
     RunRecord,
     RunState,
     RunTarget,
+    StepProgress,
     StepStats,
 )
 from cdlaw.train.steps import device_name
@@ -240,15 +241,15 @@ def _tell(hooks: RunHooks, run: RunRecord, probe: RunProbe) -> None:
     if hooks.on_progress is not None:
         state = run.state
         hooks.on_progress(
-            {
-                "step": state.step,
-                "steps_total": run.target.total_steps,
-                "tokens_seen": state.tokens_seen,
-                "tokens_total": run.target.stream.n_tokens,
-                "tokens_per_second": probe.rate(),
-                "train_loss": state.train_loss,
-                "val_loss": state.val_loss,
-            }
+            StepProgress(
+                step=state.step,
+                steps_total=run.target.total_steps,
+                tokens_seen=state.tokens_seen,
+                tokens_total=run.target.stream.n_tokens,
+                tokens_per_second=probe.rate(),
+                train_loss=state.train_loss,
+                val_loss=state.val_loss,
+            )
         )
 
 

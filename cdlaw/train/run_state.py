@@ -8,6 +8,7 @@
     StepStats    the numbers of the step just trained that its metrics row reads
     RunProbe     what log_step asks the loop when a row is due (validation, tasks, time)
     RunHooks     who else sees the run's rows and progress (a tracker, a progress bar)
+    StepProgress the progress a metrics row reports to RunHooks.on_progress
     Compute      the device and autocast dtype the run computes in
 """
 
@@ -103,12 +104,26 @@ class RunProbe(Protocol):
 
 
 @dataclass(frozen=True)
+class StepProgress:
+    """Where a run is after a step that wrote a metrics row (the sweep's RunProgress event
+    carries these fields, with the run_id)."""
+
+    step: int
+    steps_total: int
+    tokens_seen: int
+    tokens_total: int
+    tokens_per_second: float  # this call's (alone) or this pack's (packed) rate
+    train_loss: float
+    val_loss: float  # the last evaluation's; NaN before the first
+
+
+@dataclass(frozen=True)
 class RunHooks:
     """Who else sees a run: every metrics row it appends (an experiment tracker,
     cdlaw.train.trackers) and its progress at each row (the sweep's progress bar)."""
 
     on_row: Callable[[dict], None] | None = None
-    on_progress: Callable[[dict], None] | None = None
+    on_progress: Callable[[StepProgress], None] | None = None
 
 
 @dataclass(frozen=True)

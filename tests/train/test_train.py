@@ -245,8 +245,8 @@ from tinyrun import make_cfg, TRAIN_TOKENS, VAL_TOKENS
 from cdlaw.data.streams import array_stream
 from cdlaw.train.loop import train_run
 def progress(p):
-    if p["step"] >= 20:
-        print("step", p["step"], flush=True)
+    if p.step >= 20:
+        print("step", p.step, flush=True)
         time.sleep(0.2)  # leave the parent time to send the signal before the run ends
 train_run(make_cfg(checkpoint_every=1000), {str(tmp_path)!r}, array_stream(TRAIN_TOKENS), VAL_TOKENS,
           on_progress=progress)
@@ -376,7 +376,7 @@ def test_resume_restores_the_torch_rng_state_the_checkpoint_saved(tmp_path):
 
     def recorder(states: dict):
         def progress(p):
-            states[p["step"]] = torch.get_rng_state().clone()
+            states[p.step] = torch.get_rng_state().clone()
             torch.rand(7)
 
         return progress
@@ -407,8 +407,8 @@ def test_a_run_resumed_before_its_first_evaluation_reports_nan_not_none(tmp_path
     seen = []
     train_run(cfg, tmp_path, stream, VAL_TOKENS, on_progress=seen.append)
     first = seen[0]
-    assert first["step"] == 4 and isinstance(first["val_loss"], float)
-    assert math.isnan(first["val_loss"]) and math.isfinite(seen[-1]["val_loss"])
+    assert first.step == 4 and isinstance(first.val_loss, float)
+    assert math.isnan(first.val_loss) and math.isfinite(seen[-1].val_loss)
 
 
 # --- the CD paper's model shapes, in memory --------------------------------------------

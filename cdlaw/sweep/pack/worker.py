@@ -7,6 +7,7 @@ The claimed runs train together in cdlaw.train.packed_loop.train_pack (docs/pack
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -125,7 +126,7 @@ def _packed_run(task: RunTask, emit: OnEvent) -> tuple[PackedRun, TrackedRun]:
         prepared.val_tokens,
         corpus=prepared,
         on_row=tracked.row if exec_cfg.trackers else None,
-        on_progress=lambda p: emit(RunProgress(run_id=rid, **p)),
+        on_progress=lambda p: emit(RunProgress(rid, **dataclasses.asdict(p))),
         on_end=on_end,
         fork_steps=tuple(task.fork_steps),
         fork_from=choose_fork(run_dir, tuple(Path(p) for p in task.fork_from)),
