@@ -53,7 +53,7 @@ COMMON = (
 
 
 def vocabulary() -> list[str]:
-    from cdlaw.data.world_lexicon import LISTS
+    from cdlaw.data.embedded.lexicon import LISTS
 
     words = list(COMMON)
     for values in LISTS.values():
@@ -111,7 +111,7 @@ def append_long_document(path: Path, n_bytes: int, seed: int = 1) -> int:
 
 
 def train_tokenizer(corpus: Path, out: Path, vocab: int) -> None:
-    from cdlaw.data.tokenizer import train_bpe
+    from cdlaw.data.tokens.tokenizer import train_bpe
 
     texts, size = [], 0
     with open(corpus) as f:
@@ -127,8 +127,8 @@ PREPARE = """
 import sys
 from pathlib import Path
 from cdlaw.config import DataConfig
-from cdlaw.data.block_tokens import Workers
-from cdlaw.data.prepare import prepare_corpus
+from cdlaw.data.files.block_tokens import Workers
+from cdlaw.data.tokens.prepare import prepare_corpus
 corpus, tok, cache, workers = sys.argv[1:5]
 data = DataConfig(corpus=corpus, tokenizer=tok, val_tokens=65536)
 pc = prepare_corpus(data, Path(cache), 1, workers=Workers(int(workers)))

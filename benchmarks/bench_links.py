@@ -20,7 +20,7 @@ import pandas as pd
 from cdlaw.fit.checkpoints import with_checkpoints
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, fit_link, refit_link
 from cdlaw.fit.table import load_runs
-from cdlaw.task_columns import parse_column
+from cdlaw.tasks.columns import parse_column
 
 
 def main(path: str, boot: int) -> None:

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
-from cdlaw.data.streams import array_stream
+from cdlaw.data.tokens.streams import array_stream
 from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
 from cdlaw.train.loop import train_run
 from cdlaw.train.model import build_model

@@ -205,7 +205,7 @@ class RunInputs:
     (docs/files.md, "Inputs"); not part of run_id, which names the config alone.
     """
 
-    corpus_key: str = ""  # cdlaw.data.prepare.corpus_key ("" when it cannot be known)
+    corpus_key: str = ""  # cdlaw.data.tokens.prepare.corpus_key ("" when it cannot be known)
     files: tuple[InputFile, ...] = ()
 
     def trained_on(self) -> tuple[InputFile, ...]:

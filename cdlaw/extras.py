@@ -14,7 +14,7 @@ from __future__ import annotations
 # The Makefile's TORCH_SPEC and its CPU wheel index (tests/test_examples.py checks the pin).
 TORCH_PIN = "torch==2.13.0"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-# The corpus reader (cdlaw.data.sources) as the train extra pins it: all that
+# The corpus reader (cdlaw.data.files.sources) as the train extra pins it: all that
 # `cdlaw paraphrase --endpoint` needs beyond the base install.
 DATASETS_SPEC = "datasets>=3"
 # Extras that bring torch (ray and dev include train), and the `make setup` that installs

@@ -147,7 +147,7 @@ def require_train_extra(command: str) -> None:
 
 
 def require_corpus_reader(command: str) -> None:
-    """Raise BadInput when `datasets`, which reads every corpus (cdlaw.data.sources), is
+    """Raise BadInput when `datasets`, which reads every corpus (cdlaw.data.files.sources), is
     missing: a command that reads a corpus but trains nothing needs only that package."""
     import importlib.util
 

@@ -97,7 +97,7 @@ def distill(
         require_corpus_reader("distill --endpoint")
     else:
         require_train_extra("distill")
-    from cdlaw.data.distill import DistillOptions, distill_documents
+    from cdlaw.data.derived.distill import DistillOptions, distill_documents
     from cdlaw.sweep.derived import distill_target
     from cdlaw.sweep.spec import load_sweep
 
@@ -152,6 +152,6 @@ def _runs(sweep, runs: Path):
     """The sweep's runs (a tokenizer file's vocabulary read from the cache)."""
     if sweep.data.tokenizer == "bpe":
         return sweep.runs()
-    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.data.tokens.prepare import prepare_corpus
 
     return sweep.runs(prepare_corpus(sweep.data, runs / ".cache", 1).vocab_size)

@@ -61,9 +61,9 @@ def downstream(
     Example: cdlaw downstream runs/demo --task world_mc
     """
     from cdlaw.errors import BadInput
-    from cdlaw.fit.downstream import fit_downstream
     from cdlaw.fit.table import load_runs
-    from cdlaw.fit.task_links import downstream_path
+    from cdlaw.tasks.downstream_json import downstream_path
+    from cdlaw.tasks.links import fit_downstream
 
     if bootstrap < 0:
         raise BadInput(f"--bootstrap {bootstrap} must be 0 or more refits")

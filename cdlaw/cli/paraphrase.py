@@ -99,7 +99,7 @@ def paraphrase(
         require_corpus_reader("paraphrase --endpoint")
     else:
         require_train_extra("paraphrase")
-    from cdlaw.data.paraphrase import ParaphraseOptions, paraphrase_corpus
+    from cdlaw.data.derived.paraphrase import ParaphraseOptions, paraphrase_corpus
 
     options = ParaphraseOptions(
         styles=tuple(s.strip() for s in styles.split(",") if s.strip()),

@@ -68,7 +68,7 @@ def plan(
     """
     from cdlaw.plan import planner
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import read_links
+    from cdlaw.tasks.plan_metrics import read_links
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
@@ -105,7 +105,7 @@ def plan(
         source, number(budget_flops, "--budget-flops"), unique, strategy, **options
     )
     if links:
-        from cdlaw.plan.tasks import with_tasks
+        from cdlaw.tasks.plan_metrics import with_tasks
 
         result = with_tasks(result, source, links, predictors)
     if json_out:

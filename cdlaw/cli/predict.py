@@ -43,7 +43,7 @@ def predict(
 
     from cdlaw.errors import BadInput
     from cdlaw.plan.source import load_law
-    from cdlaw.plan.tasks import forecast_tasks, read_predictors
+    from cdlaw.tasks.plan_metrics import forecast_tasks, read_predictors
 
     if not Path(downstream).is_file():
         raise BadInput(

@@ -11,7 +11,7 @@ from cdlaw.cli import out
 from cdlaw.errors import BadInput
 
 if TYPE_CHECKING:
-    from cdlaw.fit.downstream import PredictOptions
+    from cdlaw.tasks.links import PredictOptions
 
 
 def predict_options(
@@ -20,7 +20,7 @@ def predict_options(
     """The options from the command line, with the chance levels of a runs folder's own
     task files (task_file_chance) where --chance gives none; BadInput for a --chance that
     is not TASK=P."""
-    from cdlaw.fit.downstream import PredictOptions  # scipy loads with the command only
+    from cdlaw.tasks.links import PredictOptions  # scipy loads with the command only
 
     given: dict[str, float] = task_file_chance(path) if path else {}
     for item in chance or []:
@@ -45,8 +45,8 @@ def task_file_chance(path: str | Path) -> dict[str, float]:
     read are left to the built-in names or a fitted floor."""
     import tomllib
 
-    from cdlaw.data.tasks import read_task_file
-    from cdlaw.task_chance import chance_of_items
+    from cdlaw.tasks.chance import chance_of_items
+    from cdlaw.tasks.files import read_task_file
 
     sweep = Path(path) / "sweep.toml"
     if not sweep.is_file():

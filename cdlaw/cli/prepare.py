@@ -39,7 +39,7 @@ def prepare(
     Example: cdlaw prepare sweeps/qin2026-small.toml --workers 16
     """
     from cdlaw.cli import require_corpus_reader, require_ray_extra
-    from cdlaw.data.block_tokens import Workers
+    from cdlaw.data.files.block_tokens import Workers
     from cdlaw.sweep.selection import plan_sweep
     from cdlaw.sweep.spec import load_sweep
 

@@ -44,7 +44,7 @@ class RunInputsMaker:
     """The inputs of a sweep's runs, each file hashed once (with the store in cache_dir)."""
 
     def __init__(self, data: DataConfig, eval_cfg: EvalConfig, cache_dir: Path) -> None:
-        from cdlaw.data.prepare import corpus_key
+        from cdlaw.data.tokens.prepare import corpus_key
 
         self.hashes = FileHashes(cache_dir)
         self.data = data
@@ -69,7 +69,7 @@ class RunInputsMaker:
         self.hashes.save()
 
     def _corpus(self) -> InputFile | None:
-        from cdlaw.data import sources
+        from cdlaw.data.files import sources
 
         spec = self.data.corpus
         if spec == "embedded":
@@ -88,7 +88,7 @@ class RunInputsMaker:
     def _tokenizer(self) -> InputFile | None:
         if self.data.tokenizer == "bpe":
             return None  # trained from the corpus: corpus_key names it
-        from cdlaw.data.tokenizer import tokenizer_file
+        from cdlaw.data.tokens.tokenizer import tokenizer_file
 
         path = tokenizer_file(self.data.tokenizer)
         return InputFile("data.tokenizer", self.data.tokenizer, self.hashes.file(path))
@@ -98,7 +98,7 @@ class RunInputsMaker:
 
     def _folder(self, setting: str, folder: str) -> InputFile:
         """A folder of rows aligned by id (its .jsonl files), hashed once per sweep."""
-        from cdlaw.data.sources import paraphrase_files
+        from cdlaw.data.files.sources import paraphrase_files
 
         if (setting, folder) not in self.folders:
             files = paraphrase_files(folder, f"{setting} {folder!r}")
@@ -183,7 +183,7 @@ def changed_tasks(
 def stale_tasks(saved: dict, cfg: RunConfig) -> set[str]:
     """The names of the tasks (their column names' stem) whose scores a run's config.json
     (`saved`) recorded from other task files, or other eval.max_items, than cfg has."""
-    from cdlaw.data.tasks import task_name
+    from cdlaw.tasks.files import task_name
 
     recorded = recorded_inputs(saved)
     changed = changed_tasks(recorded, cfg.inputs, saved.get("eval") or {}, cfg.eval)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from cdlaw.config import RunConfig
-from cdlaw.data.prepare import MAX_DERIVED_PASSES
+from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES
 from cdlaw.errors import BadInput
 from cdlaw.plan.result import Allocation
 from cdlaw.shapes import count_params

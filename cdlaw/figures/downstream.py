@@ -26,7 +26,7 @@ METRIC_LABEL = {
 
 
 def downstream_figure(result, runs: pd.DataFrame):
-    """One panel per link of `result` (cdlaw.fit.downstream.Downstream) with the runs of
+    """One panel per link of `result` (cdlaw.tasks.links.Downstream) with the runs of
     `runs` (a summary table with task columns)."""
     from cdlaw.fit.columns import finished
 

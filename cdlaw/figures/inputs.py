@@ -37,7 +37,7 @@ class PlotInputs:
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
     comparison_rows: object = None  # pandas DataFrame: compare_rows.parquet
-    downstream: object = None  # cdlaw.fit.downstream.Downstream: downstream.json, task links
+    downstream: object = None  # cdlaw.tasks.links.Downstream: downstream.json, task links
 
     @property
     def out_dir(self) -> Path:
@@ -151,7 +151,7 @@ def _read_metrics(runs_dir: Path) -> dict:
 def _read_downstream(inputs: PlotInputs, path: Path) -> None:
     """The task links `cdlaw downstream` wrote beside the runs, when it has."""
     if path.is_file():
-        from cdlaw.fit.task_links import Downstream
+        from cdlaw.tasks.downstream_json import Downstream
 
         inputs.downstream = Downstream.read(path)
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.fit.table import round_folders
-from cdlaw.task_columns import parse_column
+from cdlaw.tasks.columns import parse_column
 
 IDENTITY = ("run_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "seed", "lr",
             "weight_decay", "status")  # fmt: skip

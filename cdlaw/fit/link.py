@@ -17,7 +17,7 @@
   parameters are b and a + b), so the link stays an accuracy however far it is
   extrapolated.
 
-A shifted fit (the collapse test in cdlaw.fit.downstream) gives each group g but the
+A shifted fit (the collapse test in cdlaw.tasks.links) gives each group g but the
 first its own offset δ_g in loss: metric = f(L − δ_g). δ_g > 0 means the group's runs
 score as the first group's runs score at δ_g nats lower loss: a higher accuracy, or a
 lower BPB, at the same validation loss.

@@ -11,7 +11,7 @@ The predictors of an accuracy column task_<t>_acc (or _acc_norm):
 - `task-loss`: Bhagia et al. 2024 (arXiv 2412.04403), two steps through the task's own loss,
   the gold continuation's bits per byte (task_<t>_bpb): step 1, bpb(N, D) = E + A/N^α +
   B/D^β on the final rows; step 2, acc = a / (1 + e^(−k·(bpb − x0))) + b with b the task's
-  chance level (cdlaw.task_chance; fitted when unknown), on every evaluation of every run,
+  chance level (cdlaw.tasks.chance; fitted when unknown), on every evaluation of every run,
   intermediate checkpoints included: the link is a property of the model, not of the
   schedule.
 - `val-loss`: the same two steps through the validation loss (today's `plan --link`).
@@ -52,8 +52,8 @@ from cdlaw.fit.predictor_fits import (
     PredictorFit,
     TaskPredictors,
 )
-from cdlaw.task_chance import chance_level
-from cdlaw.task_columns import column, parse_column
+from cdlaw.tasks.chance import chance_level
+from cdlaw.tasks.columns import column, parse_column
 
 RUN_KEYS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "seed", "lr", "weight_decay")
 

@@ -153,7 +153,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
     return df
 
 
-# What a task metric can be (cdlaw.task_columns); a blank cell is a task not scored.
+# What a task metric can be (cdlaw.tasks.columns); a blank cell is a task not scored.
 TASK_METRIC_RULES = {
     "acc": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
     "acc_norm": ("an accuracy between 0 and 1 (a percentage? divide it by 100)", 0.0, 1.0),
@@ -163,7 +163,7 @@ TASK_METRIC_RULES = {
 
 def _check_task_metrics(df: pd.DataFrame, name: str) -> None:
     """BadInput naming the first row whose task metric cannot be one (an accuracy of 1.7)."""
-    from cdlaw.task_columns import parse_column
+    from cdlaw.tasks.columns import parse_column
 
     for col in df.columns:
         parsed = parse_column(str(col))

@@ -128,7 +128,7 @@ class Plan:
     # why predicted_loss_ci95 is None, as a clause naming the fix (None with a band)
     no_band_reason: str | None = None
     # the task metrics this plan predicts through task links (`cdlaw plan --link`): one
-    # cdlaw.plan.tasks.TaskPrediction.to_dict() per link; () without links
+    # cdlaw.tasks.plan_metrics.TaskPrediction.to_dict() per link; () without links
     tasks: tuple[dict, ...] = ()
     # under strategy auto, the strategies whose plan lay beyond the extrapolation limit and
     # were left out of the choice: {strategy: why}

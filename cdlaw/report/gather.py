@@ -32,7 +32,6 @@ from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.checks import BeyondLimit
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import load_law, with_fitted_range
-from cdlaw.plan.tasks import with_tasks
 from cdlaw.report.budget import (
     LARGEST_RUN,
     budget_inside_range,
@@ -40,6 +39,7 @@ from cdlaw.report.budget import (
     largest_fresh_tokens,
     run_compute,
 )
+from cdlaw.tasks.plan_metrics import with_tasks
 from cdlaw.units import format_number
 
 DEFAULT_UNIQUE = "the sweep's largest fresh-token count, the corpus it could use"
@@ -89,9 +89,9 @@ def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -
 def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
     """The task links: downstream.json beside the runs, or fitted here from `runs()` (not
     saved) when the runs have task columns but no links were written; a note saying which."""
-    from cdlaw.fit.downstream import fit_downstream
-    from cdlaw.fit.task_links import downstream_path
-    from cdlaw.task_columns import task_columns
+    from cdlaw.tasks.columns import task_columns
+    from cdlaw.tasks.downstream_json import downstream_path
+    from cdlaw.tasks.links import fit_downstream
 
     if inputs.downstream is not None:
         return f"From {downstream_path(path)}."

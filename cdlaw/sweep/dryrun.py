@@ -71,7 +71,7 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
 
     import numpy as np
 
-    from cdlaw.data.streams import array_stream
+    from cdlaw.data.tokens.streams import array_stream
     from cdlaw.train.loop import train_run
 
     batch_tokens = cfg.train.batch_size * cfg.model.seq_len

@@ -11,7 +11,7 @@ and trains the rest, its own decay included, and ends where it would have alone.
     check_sharing(sweep, runs)    BadInput when share = true cannot apply
     fork_dir(sweep_dir, fork)     where a fork checkpoint lives
 
-How P is known without reading a token: cdlaw.data.ordering.shared_prefix (every stream
+How P is known without reading a token: cdlaw.data.tokens.ordering.shared_prefix (every stream
 starts with the first D fresh tokens; epochs and paraphrase passes extend it in an order
 that does not depend on D′). The forest: runs sorted longest first; each forks from the
 earlier run it shares the most steps with (longer runs decay later, so they make the best
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, to_dict
-from cdlaw.data.ordering import shared_prefix
+from cdlaw.data.tokens.ordering import shared_prefix
 from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start
 from cdlaw.shapes import count_params, flops_per_token

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from cdlaw.atomic import write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.data.block_tokens import Workers
+from cdlaw.data.files.block_tokens import Workers
 from cdlaw.disk_full import DiskFull, stop_when_full, sweep_stopped
 from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdlaw.config import RunConfig, unknown_key_message
-from cdlaw.data.block_tokens import Workers
+from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.inputs import RunInputsMaker
-from cdlaw.data.tasks import resolve_tasks, task_tokens_for
 from cdlaw.errors import BadInput
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
+from cdlaw.tasks.files import resolve_tasks, task_tokens_for
 from cdlaw.train.result import run_facts
 
 ONLY_KEYS = (
@@ -131,7 +131,7 @@ def plan_sweep(
     """Check a loaded sweep's data against the corpus, and select its runs.
 
     Writes nothing except the tokenised-corpus cache (in cache_dir, default <out>/.cache),
-    whose blocks `workers` tokenise (default: a process per core; cdlaw.data.block_tokens).
+    whose blocks `workers` tokenise (default: a process per core; cdlaw.data.files.block_tokens).
     Every problem is a BadInput. Without `read_corpus` (a simulated sweep) the corpus is
     not touched: a BPE's vocabulary is data.vocab_size, a tokenizer file's is taken to be
     OLMo 3's (100,278 tokens, the CD paper's). A `preview` (`--dry-run`) plans runs whose
@@ -158,13 +158,13 @@ def plan_sweep(
         return SweepPlan(
             sweep, selected, runs, out, runs[0].model.vocab_size, None, _forest(sweep, runs)
         )
-    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.data.tokens.prepare import prepare_corpus
 
     cache = cache_dir or out / ".cache"
     if sweep.data.tokenizer == "bpe":
         runs = sweep.runs()
     else:  # the vocabulary comes from the tokenizer file, read before any corpus work
-        from cdlaw.data.tokenizer import file_vocab_size
+        from cdlaw.data.tokens.tokenizer import file_vocab_size
 
         runs = sweep.runs(file_vocab_size(sweep.data.tokenizer))
     selected = _select(runs, keep, only)
@@ -232,7 +232,7 @@ def check_cells(sweep: SweepConfig) -> None:
     """What every cell needs that is known without the corpus: paraphrase files for a real
     corpus, and at most MAX_DERIVED_PASSES passes (D′/D) of any strategy but repetition.
     BadInput if not."""
-    from cdlaw.data.prepare import MAX_DERIVED_PASSES as most
+    from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES as most
 
     cells = [c for c in sweep.cells() if c.strategy != "repetition" and c.derived_ratio > 0]
     if not cells:
@@ -250,17 +250,17 @@ def check_cells(sweep: SweepConfig) -> None:
         raise BadInput(
             f"{sweep.source}: {name} = {worst.ratio_value:.10g} asks strategy "
             f"{worst.strategy!r} for {worst.derived_ratio:.10g} passes (D′/D), more than the "
-            f"limit of {most} (cdlaw.data.prepare.MAX_DERIVED_PASSES); use {name} ≤ "
+            f"limit of {most} (cdlaw.data.tokens.prepare.MAX_DERIVED_PASSES); use {name} ≤ "
             f"{most - RATIO_KEYS[worst.ratio_key]:g} for {worst.strategy}"
         )
 
 
 def check_eval(sweep: SweepConfig) -> None:
     """[eval]'s tasks read and checked, and lm-eval there when it is asked for: BadInput
-    naming the task, file, line or field (cdlaw.data.tasks), before any corpus work."""
+    naming the task, file, line or field (cdlaw.tasks.files), before any corpus work."""
     resolve_tasks(sweep.eval, sweep.data)
     if sweep.eval.lm_eval:
-        from cdlaw.train.lm_eval import check_lm_eval
+        from cdlaw.tasks.lm_eval import check_lm_eval
 
         check_lm_eval(sweep.eval)
 
@@ -271,7 +271,7 @@ def check_derived_folders(
     """Each run of a declared strategy needs its folder of derived files: BadInput naming
     the folder and what writes it, before any corpus work. With missing_ok (a preview) a
     folder not written yet is a note instead: (the notes, those folders)."""
-    from cdlaw.data.sources import paraphrase_files
+    from cdlaw.data.files.sources import paraphrase_files
 
     notes, missing = [], set()
     for folder, s in sorted({(r.derived_files, r.strategy) for r in runs if r.derived_files}):
@@ -295,8 +295,8 @@ def check_derived_files(
     """Each run's D′ must be in its derived files (paraphrase files of a real corpus, the
     files of a declared strategy; after prepare_corpus, tokenised by `workers`): BadInput
     naming the ratio key and the most there is."""
-    from cdlaw.data.corpus_cache import DerivedSource
-    from cdlaw.data.prepare import derived_tokens_available, prepare_derived
+    from cdlaw.data.tokens.cache import DerivedSource
+    from cdlaw.data.tokens.prepare import derived_tokens_available, prepare_derived
 
     need: dict[tuple[str, int, str], int] = {}
     for r in runs:

@@ -33,7 +33,7 @@ def refuse_changed_runs(
     sweep_dir: Path, runs: list[RunConfig], simulation: Simulation | None = None
 ) -> None:
     """BadInput when a run of `runs` holds training on other inputs than it reads now."""
-    from cdlaw.data.ordering import STREAM_ORDER_VERSION
+    from cdlaw.data.tokens.ordering import STREAM_ORDER_VERSION
 
     reasons: dict[str, list[str]] = {}  # what changed -> the runs it touches
     simulated = []  # finished runs of another kind (simulated vs trained)

@@ -172,6 +172,6 @@ def _known_vocab_size(sweep: SweepConfig, sweep_dir: Path) -> int:
     for path in sorted(sweep_dir.glob("*/config.json")):
         with contextlib.suppress(OSError, ValueError, KeyError):
             return int(json.loads(path.read_text())["model"]["vocab_size"])
-    from cdlaw.data.tokenizer import file_vocab_size
+    from cdlaw.data.tokens.tokenizer import file_vocab_size
 
     return file_vocab_size(sweep.data.tokenizer)

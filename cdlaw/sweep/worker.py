@@ -33,7 +33,7 @@ from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.handoffs import Outcome, RunOutcome, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.simulate import simulate_run
-from cdlaw.task_columns import without_tasks
+from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.damage import (
     json_problem,
     model_problems,
@@ -124,7 +124,7 @@ def _execute_run(task: RunTask, emit: OnEvent) -> RunOutcome:
 def _train(task: RunTask, emit: OnEvent, tracked: TrackedRun) -> dict:
     """Train the claimed run; its result row (a failed one, with error.txt, when training
     raised). A signal (RunInterrupted) and a full disk are raised: the run resumes later."""
-    from cdlaw.data.ordering import stream_for_run
+    from cdlaw.data.tokens.ordering import stream_for_run
     from cdlaw.train.loop import RunInterrupted, train_run
 
     cfg, run_dir, exec_cfg = task.config, task.run_dir, task.exec_cfg
@@ -204,8 +204,8 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
     folder of an older cdlaw that recorded none (cdlaw.data.inputs). Nothing is done for
     a run held by another process, or whose config.json is damaged (named elsewhere).
     """
-    from cdlaw.data.tasks import task_tokens_for
-    from cdlaw.train.lm_eval import column
+    from cdlaw.tasks.files import task_tokens_for
+    from cdlaw.tasks.lm_eval import column
 
     result = read_result(run_dir)
     config_path = run_dir / "config.json"
@@ -244,9 +244,9 @@ def score_finished_run(cfg: RunConfig, run_dir: Path, prepared, exec_cfg: ExecCo
 def _scores(cfg: RunConfig, run_dir: Path, todo: list, harness: list[str], exec_cfg) -> dict:
     """The done run's model/ scored on the tasks `todo` and the lm-eval tasks `harness`;
     {} when there are none, or when model/ is damaged (named in one line)."""
-    from cdlaw.train.lm_eval import lm_eval_scores
+    from cdlaw.tasks.lm_eval import lm_eval_scores
+    from cdlaw.tasks.scoring import score_saved_model
     from cdlaw.train.steps import resolve_device
-    from cdlaw.train.tasks import score_saved_model
 
     if not (todo or harness):
         return {}

@@ -30,7 +30,7 @@ import math
 from pathlib import Path
 
 from cdlaw.config import RunConfig, to_dict
-from cdlaw.data.corpus_cache import PreparedCorpus
+from cdlaw.data.tokens.cache import PreparedCorpus
 from cdlaw.train.result import run_facts
 
 # The tokenizer class written to tokenizer_config.json: the name transformers 4.x and 5.x

@@ -20,10 +20,11 @@ import numpy as np
 import torch
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.data.corpus_cache import PreparedCorpus
-from cdlaw.data.streams import TokenStream
-from cdlaw.data.tasks import TaskTokens, task_tokens_for
+from cdlaw.data.tokens.cache import PreparedCorpus
+from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.shapes import count_params
+from cdlaw.tasks.files import TaskTokens, task_tokens_for
+from cdlaw.tasks.scoring import evaluate_tasks
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
@@ -59,7 +60,6 @@ from cdlaw.train.steps import (
     read_batch,
     resolve_device,
 )
-from cdlaw.train.tasks import evaluate_tasks
 
 
 def train_run(
@@ -96,7 +96,7 @@ def train_run(
     sees every metrics row this call appends (an experiment tracker,
     cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
 
-    `tasks`: the downstream tasks to score at evaluations (cdlaw.train.tasks); None: those
+    `tasks`: the downstream tasks to score at evaluations (cdlaw.tasks.scoring); None: those
     cfg.eval names, tokenised for `corpus` (none without a corpus).
     """
     run_dir = Path(run_dir)

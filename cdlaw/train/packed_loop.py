@@ -18,10 +18,11 @@ import numpy as np
 import torch
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.data.corpus_cache import PreparedCorpus
-from cdlaw.data.streams import TokenStream
-from cdlaw.data.tasks import TaskTokens, task_tokens_for
+from cdlaw.data.tokens.cache import PreparedCorpus
+from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
+from cdlaw.tasks.files import TaskTokens, task_tokens_for
+from cdlaw.tasks.scoring import evaluate_tasks
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
@@ -56,7 +57,6 @@ from cdlaw.train.steps import (
     read_batch,
     resolve_device,
 )
-from cdlaw.train.tasks import evaluate_tasks
 
 
 @dataclass

@@ -19,10 +19,10 @@ import numpy as np
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
-from cdlaw.data.streams import TokenStream
+from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
-from cdlaw.task_columns import without_tasks
+from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.checkpoint import (
     apply_checkpoint,
     newest_checkpoint,
@@ -271,8 +271,8 @@ def final_task_scores(cfg: RunConfig, rows: list[dict], status: str, tasks) -> d
 def finish_run(run: RunRecord, net, status: str, wall_seconds: float, compute: Compute) -> dict:
     """End a run that is done or diverged: model/ (done only), the curve, then result.json
     last and atomically, and the checkpoint dropped. Returns the result row, with the
-    last step's scores on its tasks (cdlaw.data.tasks.TaskTokens) and, for [eval] lm_eval,
-    lm-evaluation-harness's on model/ (cdlaw.train.lm_eval)."""
+    last step's scores on its tasks (cdlaw.tasks.files.TaskTokens) and, for [eval] lm_eval,
+    lm-evaluation-harness's on model/ (cdlaw.tasks.lm_eval)."""
     cfg, run_dir, stream, state = run.target.cfg, run.target.run_dir, run.target.stream, run.state
     if status == "done":
         assert state.tokens_seen == stream.n_tokens, "every token of the stream, exactly once"
@@ -297,7 +297,7 @@ def finish_run(run: RunRecord, net, status: str, wall_seconds: float, compute: C
     )
     result.update(final_task_scores(cfg, run.rows, status, run.target.tasks))
     if cfg.eval.lm_eval:
-        from cdlaw.train.lm_eval import lm_eval_scores
+        from cdlaw.tasks.lm_eval import lm_eval_scores
 
         model = run_dir / "model" if status == "done" else None
         result.update(lm_eval_scores(model, cfg.eval, str(compute.device)))

@@ -24,9 +24,9 @@ from typing import Protocol
 import torch
 
 from cdlaw.config import RunConfig
-from cdlaw.data.corpus_cache import PreparedCorpus
-from cdlaw.data.streams import TokenStream
-from cdlaw.data.tasks import TaskTokens
+from cdlaw.data.tokens.cache import PreparedCorpus
+from cdlaw.data.tokens.streams import TokenStream
+from cdlaw.tasks.files import TaskTokens
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from cdlaw.config import TrainConfig
-from cdlaw.data.streams import TokenStream
+from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.schedule import lr_at  # noqa: F401  (re-exported: a piece of a step)
 from cdlaw.shapes import loss_chunk_tokens

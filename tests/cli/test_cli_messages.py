@@ -340,7 +340,7 @@ def test_downstream_keeps_names_whole_at_80_columns_and_writes_beside_out(
 
 def test_an_undetermined_shift_says_so_not_nan(tmp_path):
     from cdlaw.cli.downstream import _word
-    from cdlaw.fit.downstream import fit_downstream
+    from cdlaw.tasks.links import fit_downstream
 
     link = fit_downstream(planted_runs({"paraphrase": 0.15}), "quiz", 0, 0).links[0]
     c = link.collapse

@@ -13,7 +13,7 @@ from tinyrun import TRAIN_TOKENS, VAL_TOKENS, make_cfg
 
 from cdlaw.config import DataConfig, EvalConfig, RunConfig
 from cdlaw.data.inputs import RunInputsMaker, changed_tasks, training_changes
-from cdlaw.data.streams import array_stream
+from cdlaw.data.tokens.streams import array_stream
 from cdlaw.errors import BadInput
 
 

@@ -742,8 +742,8 @@ def test_downstream_draws_every_strategy_in_its_own_colour_with_the_pooled_link(
 
     from cdlaw.figures import style
     from cdlaw.figures.downstream import downstream_figure
-    from cdlaw.fit.downstream import fit_downstream
     from cdlaw.fit.table import prepare_runs
+    from cdlaw.tasks.links import fit_downstream
 
     three = ("repetition", "paraphrase", "self-distill")
     runs = prepare_runs(planted_runs({"self-distill": 0.12}, strategies=three))

@@ -11,7 +11,7 @@ from cdlaw.fit.forecast import forecast
 from cdlaw.fit.predictor_fits import CurveFit, PredictorFit, TaskPredictors
 from cdlaw.fit.predictors import _fit_link, choose, fit_task_predictors
 from cdlaw.fit.table import prepare_runs
-from cdlaw.task_chance import chance_level
+from cdlaw.tasks.chance import chance_level
 
 
 @pytest.fixture(scope="module")

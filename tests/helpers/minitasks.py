@@ -1,8 +1,8 @@
 """Two small downstream tasks in a real byte-level BPE's tokens (ids below 128, inside the
 tiny runs' vocabulary): a multiple-choice quiz and a cloze, for the training tests."""
 
-from cdlaw.data.tasks import Task, TaskItem, tokenise_tasks
-from cdlaw.data.tokenizer import ASCII, train_bpe
+from cdlaw.data.tokens.tokenizer import ASCII, train_bpe
+from cdlaw.tasks.files import Task, TaskItem, tokenise_tasks
 
 WORDS = ["sky", "grass", "rose", "sea", "tree", "sun", "moon"]
 

@@ -1,5 +1,5 @@
 """Runs simulated from a known law and known links from loss to task metrics: the planted
-truth the downstream tests recover (cdlaw.fit.downstream, `cdlaw downstream`, plan --link).
+truth the downstream tests recover (cdlaw.tasks.links, `cdlaw downstream`, plan --link).
 
 The losses are the qin2026 law's at the CD paper's sizes (14M–190M, D = 20 and 80 tokens
 per parameter, r = 0 (two seeds), 1, 3, 7, 15 for each strategy: repetition and

@@ -214,8 +214,8 @@ def write_runs(
         comparison, left_out = compare_files(table, str(runs))
         left_out.to_parquet(runs / "compare_rows.parquet", index=False)
         (runs / "compare.json").write_text(json.dumps(comparison, indent=2))
-        from cdlaw.fit.downstream import fit_downstream
         from cdlaw.fit.table import prepare_runs
+        from cdlaw.tasks.links import fit_downstream
 
         links = fit_downstream(prepare_runs(summary), n_boot=10, source=str(runs))
         links.write(runs / "downstream.json")

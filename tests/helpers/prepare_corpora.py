@@ -12,7 +12,7 @@ from cdlaw.config import DataConfig
 
 def world_texts(n_docs: int, seed: int = 0) -> list[str]:
     """n_docs varied documents: the embedded world's prose (realistic, cheap, fixed)."""
-    from cdlaw.data import render, world
+    from cdlaw.data.embedded import render, world
 
     w = world.build_world(seed, world.WorldOptions(n_entities=200))
     texts, block = [], 0

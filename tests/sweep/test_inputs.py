@@ -275,7 +275,7 @@ def test_a_run_that_fails_to_score_still_leaves_the_summary_fresh(
 ):
     """One run's scoring raising stops no other: the summary holds the other run's new
     row, and the sweep exits 1 naming the run."""
-    from cdlaw.train import tasks
+    from cdlaw.tasks import scoring as tasks
 
     root, runs = copy_of(plain_a, tmp_path, monkeypatch)
     score = tasks.score_saved_model
@@ -321,7 +321,7 @@ def tokenizer_sweep(folder: Path) -> Path:
     """A sweep file over a jsonl corpus with a tokenizer file of 300 tokens."""
     from prepare_corpora import world_texts
 
-    from cdlaw.data.tokenizer import train_bpe
+    from cdlaw.data.tokens.tokenizer import train_bpe
 
     texts = world_texts(400)
     (folder / "c.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))

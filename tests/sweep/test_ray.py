@@ -141,8 +141,8 @@ def test_ray_refuses_a_pack_too_big_for_a_workers_memory_before_writing(local_ra
 def test_a_ray_sweep_tokenises_its_real_corpus_as_ray_tasks(local_ray, tmp_path, monkeypatch):
     from prepare_corpora import digests, world_texts
 
-    from cdlaw.data import block_tokens
-    from cdlaw.data.prepare import prepare_corpus
+    from cdlaw.data.files import block_tokens
+    from cdlaw.data.tokens.prepare import prepare_corpus
     from cdlaw.sweep.spec import load_sweep
 
     corpus = tmp_path / "corpus.jsonl"

@@ -15,7 +15,7 @@ from runhelpers import SHARED_SWEEP, cdlaw, result_losses
 from runhelpers import write_shared_sweep as write
 
 from cdlaw.config import RunConfig, TrainConfig
-from cdlaw.data.ordering import shared_prefix
+from cdlaw.data.tokens.ordering import shared_prefix
 from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start, lr_at
 from cdlaw.sweep.forest import plan_forest
@@ -246,7 +246,7 @@ def test_a_branch_from_a_fork_equals_the_run_alone_in_fp32_and_bf16(tmp_path, pr
     import torch
 
     from cdlaw.config import DataConfig, ExecConfig, ModelConfig
-    from cdlaw.data.streams import array_stream
+    from cdlaw.data.tokens.streams import array_stream
     from cdlaw.train.forks import fork_path
     from cdlaw.train.loop import train_run
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from runhelpers import cdlaw
 
-from cdlaw.data.prepare import MAX_DERIVED_PASSES
+from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES
 from cdlaw.errors import BadInput
 from cdlaw.sweep.selection import check_cells, plan_sweep
 from cdlaw.sweep.spec import load_sweep, parse_sweep
@@ -83,7 +83,7 @@ def write_jsonl(path, rows):
 @pytest.fixture(scope="module")
 def real_corpus(tmp_path_factory):
     """A real (jsonl) corpus of 300 documents and one pass of paraphrase files for it."""
-    from cdlaw.data import render, world
+    from cdlaw.data.embedded import render, world
 
     w = world.build_world(0, world.WorldOptions(n_entities=120))
     texts = [render.render(w, d) for d in world.documents(w, 0)[:300]]

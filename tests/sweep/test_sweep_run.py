@@ -16,7 +16,7 @@ import torch
 from runhelpers import cdlaw
 
 from cdlaw.config import ExecConfig
-from cdlaw.data.prepare import corpus_key
+from cdlaw.data.tokens.prepare import corpus_key
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
 from cdlaw.sweep.dryrun import dry_run_sweep

@@ -12,7 +12,7 @@ import pytest
 import torch
 from runhelpers import result_losses as losses
 
-from cdlaw.data.ordering import stream_for_run
+from cdlaw.data.tokens.ordering import stream_for_run
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep

@@ -19,7 +19,7 @@ from transformers import (
 )
 
 from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from cdlaw.data.prepare import prepare_corpus
+from cdlaw.data.tokens.prepare import prepare_corpus
 from cdlaw.sweep.handoffs import Outcome, RunTask
 from cdlaw.sweep.worker import execute_run
 from cdlaw.train.export import hf_tokenizer

@@ -9,7 +9,7 @@ from minitasks import mini_tasks
 from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, make_cfg
 
 from cdlaw.config import EvalConfig, ExecConfig
-from cdlaw.data.streams import array_stream
+from cdlaw.data.tokens.streams import array_stream
 from cdlaw.train.loop import train_run
 from cdlaw.train.packed_loop import PackedRun, train_pack
 

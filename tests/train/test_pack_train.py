@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 import cdlaw.shapes
-from cdlaw.data.streams import Segment, TokenStream, array_stream
+from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model

@@ -19,7 +19,7 @@ from tinyrun import MODEL, N_TOKENS, SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_
 
 import cdlaw.shapes
 from cdlaw.config import ExecConfig, TrainConfig
-from cdlaw.data.streams import Segment, TokenStream, array_stream
+from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import loss_chunk_tokens
 from cdlaw.train.loop import RunInterrupted, train_run
@@ -242,7 +242,7 @@ import sys, time, numpy as np, torch
 sys.path.insert(0, {str(Path(__file__).parents[1] / "helpers")!r})
 torch.set_num_threads(1)
 from tinyrun import make_cfg, TRAIN_TOKENS, VAL_TOKENS
-from cdlaw.data.streams import array_stream
+from cdlaw.data.tokens.streams import array_stream
 from cdlaw.train.loop import train_run
 def progress(p):
     if p.step >= 20:

@@ -104,7 +104,7 @@ def _train(
 def _packed_run(task: RunTask, emit: OnEvent) -> tuple[PackedRun, TrackedRun]:
     """The claimed run as the packed loop takes it (its stream, its fork, its listeners),
     and its tracked run (--tracker)."""
-    from cdlaw.data.ordering import stream_for_run
+    from cdlaw.data.tokens.ordering import stream_for_run
     from cdlaw.train import packed_loop
 
     cfg, rid, run_dir, exec_cfg = task.config, task.config.run_id, task.run_dir, task.exec_cfg
