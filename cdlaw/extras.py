@@ -11,6 +11,8 @@ Makefile does: unpinned, pip pulls a multi-GB CUDA torch.
 
 from __future__ import annotations
 
+from cdlaw.errors import BadInput
+
 # The Makefile's TORCH_SPEC and its CPU wheel index (tests/test_examples.py checks the pin).
 TORCH_PIN = "torch==2.13.0"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -36,4 +38,13 @@ def install_advice(extra: str) -> str:
         f"the {extra} extra: run `{WITH_TORCH[extra]}` in the cdlaw clone, or "
         f"`{pip} {TORCH_PIN} --extra-index-url {CPU_TORCH_INDEX}` there "
         "(CPU torch; see the README for CUDA)"
+    )
+
+
+def ray_missing() -> BadInput:
+    """The error for `--executor ray` where this install cannot import Ray (raise it
+    `from None`: the ImportError says nothing more)."""
+    return BadInput(
+        f"--executor ray needs Ray, which this install cannot import; install "
+        f"{install_advice('ray')}."
     )

@@ -162,15 +162,12 @@ def require_corpus_reader(command: str) -> None:
 
 def require_ray_extra() -> None:
     """Raise BadInput naming the extra when `--executor ray` cannot import Ray."""
-    from cdlaw.extras import install_advice
+    from cdlaw.extras import ray_missing
 
     try:
         import ray  # noqa: F401
     except ImportError:
-        raise BadInput(
-            f"--executor ray needs Ray, which this install cannot import; install "
-            f"{install_advice('ray')}."
-        ) from None
+        raise ray_missing() from None
 
 
 def _adapt_option(e: Exception) -> str | None:

@@ -9,25 +9,11 @@ import typer
 
 from cdlaw.cli import NUMBER, app, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
-from cdlaw.cli.sweep import (
-    COMPILE,
-    DEVICE,
-    EXECUTOR,
-    JOBS,
-    LAW,
-    NOISE,
-    NOISE_SEED,
-    OUT,
-    PACK,
-    PRECISION,
-    SEED_NOISE,
-    THREADS,
-    TRACKER,
-    sweep_options,
-)  # fmt: skip
+from cdlaw.cli.run_options import OUT, RUN, RunArgs, takes_run_options
 
 
 @app.command()
+@takes_run_options
 def adapt(
     seed_file: Path = typer.Argument(..., metavar="SEED_SWEEP_FILE", help="The seed grid's sweep file, e.g. sweeps/qin2026-seed.toml."),
     budget_flops: str = typer.Option(..., "--budget-flops", metavar=NUMBER, help="The plan's compute C, e.g. 1e21."),
@@ -39,18 +25,7 @@ def adapt(
     grid: Path = typer.Option(None, "--grid", help="The sweep file rounds choose cells from (default: SEED_SWEEP_FILE)."),
     fit_law: str = typer.Option("cd", "--fit-law", help="The law each round fits."),
     out_dir: Path = OUT,
-    executor: str = EXECUTOR,
-    jobs: int = JOBS,
-    law: str = LAW,
-    noise: float = NOISE,
-    seed_noise: float = SEED_NOISE,
-    noise_seed: int = NOISE_SEED,
-    pack: str = PACK,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    compile: bool = COMPILE,
-    tracker: str = TRACKER,
+    run: RunArgs = RUN,  # --executor … --tracker: the options a sweep's runs train with
     extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print the rounds and why they stopped as JSON."),
 ) -> None:  # fmt: skip
@@ -67,11 +42,7 @@ def adapt(
     from cdlaw.cli.sweep_show import SweepDisplay
     from cdlaw.design.adaptive import run_adaptive
 
-    options = sweep_options(
-        "adapt", executor=executor, law=law, noise=noise, seed_noise=seed_noise,
-        noise_seed=noise_seed, jobs=jobs, device=device, precision=precision,
-        compile=compile, threads=threads, tracker=tracker, pack=pack,
-    )  # fmt: skip
+    options = run.sweep_options("adapt")
     c = number(budget_flops, "--budget-flops")
     u = number(unique_tokens, "--unique-tokens")
     max_flops = None if experiment_flops is None else number(experiment_flops, "--experiment-flops")

@@ -2,52 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
 
 from cdlaw.cli import app, err, out, print_json
 
+if TYPE_CHECKING:
+    from cdlaw.tasks.links import PredictOptions
+
 
 @app.command()
 def downstream(
-    path: str = typer.Argument(
-        ...,
-        metavar="RUNS_OR_TABLE",
-        help="A runs folder (its summary.parquet) or a .csv/.parquet table of runs with task "
-        "columns (task_TASK_METRIC).",
-    ),
-    task: str = typer.Option(
-        None, "--task", help="Fit this task only (its name, e.g. world_mc); default: every task."
-    ),
-    bootstrap: int = typer.Option(
-        200, "--bootstrap", help="Bootstrap refits of each link (runs resampled): its 95% band."
-    ),
+    path: str = typer.Argument(..., metavar="RUNS_OR_TABLE", help="A runs folder (its summary.parquet) or a .csv/.parquet table of runs with task columns (task_TASK_METRIC)."),
+    task: str = typer.Option(None, "--task", help="Fit this task only (its name, e.g. world_mc); default: every task."),
+    bootstrap: int = typer.Option(200, "--bootstrap", help="Bootstrap refits of each link (runs resampled): its 95% band."),
     seed: int = typer.Option(0, "--seed", help="Seeds the bootstrap's resampling."),
-    out_path: str = typer.Option(
-        None,
-        "--out",
-        help="Where to write the links (default: RUNS/downstream.json, or T.downstream.json "
-        "beside a table T.csv).",
-        show_default=False,
-    ),
+    out_path: str = typer.Option(None, "--out", help="Where to write the links (default: RUNS/downstream.json, or T.downstream.json beside a table T.csv).", show_default=False),
     json_out: bool = typer.Option(False, "--json", help="Print only downstream.json on stdout."),
-    holdout_largest: bool = typer.Option(
-        False,
-        "--holdout-largest",
-        help="Fit each task's predictors without the largest N, report each one's error "
-        "there, and choose per task the one with the least.",
-    ),
-    chance: list[str] = typer.Option(
-        [],
-        "--chance",
-        help="A task's chance level, TASK=P (repeatable); known benchmarks' are built in.",
-    ),
-    average: str = typer.Option(
-        None,
-        "--average",
-        help="Comma-separated tasks whose mean accuracy is predicted too (default: every "
-        "acc task).",
-    ),
-) -> None:
+    holdout_largest: bool = typer.Option(False, "--holdout-largest", help="Fit each task's predictors without the largest N, report each one's error there, and choose per task the one with the least."),
+    chance: list[str] = typer.Option([], "--chance", help="A task's chance level, TASK=P (repeatable); known benchmarks' are built in."),
+    average: str = typer.Option(None, "--average", help="Comma-separated tasks whose mean accuracy is predicted too (default: every acc task)."),
+) -> None:  # fmt: skip
     """Fit, per task, the link from validation loss to the task's metric, and test whether the
     strategies' runs fall on one curve.
 
@@ -60,36 +38,76 @@ def downstream(
 
     Example: cdlaw downstream runs/demo --task world_mc
     """
+    from cdlaw.cli.predictor_table import predict_options
     from cdlaw.errors import BadInput
-    from cdlaw.fit.table import load_runs
     from cdlaw.tasks.downstream_json import downstream_path
-    from cdlaw.tasks.links import fit_downstream
 
     if bootstrap < 0:
         raise BadInput(f"--bootstrap {bootstrap} must be 0 or more refits")
     target = downstream_path(path, out_path)
     if target.is_dir():
         raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
-    from cdlaw.cli.predictor_table import predict_options, render_predictors
+    request = _Request(
+        path, task, bootstrap, seed, target, out_path is None,
+        predict_options(holdout_largest, chance, average, path),
+    )  # fmt: skip
+    result, runs = _fit(request)
+    _show(result, json_out)
+    figure = _write(result, runs, request)
+    err.print(f"wrote {target} and {figure}", highlight=False)
 
-    options = predict_options(holdout_largest, chance, average, path)
+
+@dataclass(frozen=True)
+class _Request:
+    """What `cdlaw downstream` was asked, checked."""
+
+    path: str
+    task: str | None
+    bootstrap: int
+    seed: int
+    target: Path  # downstream.json
+    figure_beside_runs: bool  # no --out: the figure goes where the runs' figures go
+    predict: PredictOptions
+
+
+def _fit(request: _Request):
+    """The links of every task (fit_downstream) on the runs and their checkpoints; BadInput
+    when no task can be linked. Returns (result, runs)."""
+    from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
+    from cdlaw.fit.table import load_runs
+    from cdlaw.tasks.links import fit_downstream
 
+    path = request.path
     runs = with_checkpoints(path, load_runs(path, checkpoints=True))
-    result = fit_downstream(runs, task, bootstrap, seed, source=str(path), predict=options)
+    result = fit_downstream(
+        runs, request.task, request.bootstrap, request.seed, source=str(path),
+        predict=request.predict,
+    )  # fmt: skip
     if not result.links:
         why = "; ".join(f"{c}: {w}" for c, w in result.skipped.items())
         raise BadInput(f"no task of {path} can be linked to the loss ({why})")
+    return result, runs
+
+
+def _show(result, json_out: bool) -> None:
+    """downstream.json on stdout, or the links' table and the predictors'."""
+    from cdlaw.cli.predictor_table import render_predictors
+
     if json_out:
         print_json(result.to_dict())
     else:
         _render(result)
         render_predictors(result.predictors)
+
+
+def _write(result, runs, request: _Request) -> Path:
+    """Write downstream.json and its figure; returns the figure's path."""
     from cdlaw.figures.downstream import write_downstream_figure
 
-    result.write(target)
-    figure = write_downstream_figure(result, runs, path if out_path is None else target)
-    err.print(f"wrote {target} and {figure}", highlight=False)
+    result.write(request.target)
+    beside = request.path if request.figure_beside_runs else request.target
+    return write_downstream_figure(result, runs, beside)
 
 
 def _word(lk) -> str:

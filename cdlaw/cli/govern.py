@@ -3,19 +3,20 @@
 
 from __future__ import annotations
 
-import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich import box
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
 
-from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say, wide
+from cdlaw.cli import NUMBER, app, count, number, say
 from cdlaw.errors import BadInput
 
-ACTION_STYLE = {"continue": "green", "switch strategy": "cyan", "cool down now": "yellow"}
+if TYPE_CHECKING:
+    from cdlaw.govern.curve import CurveOptions
+    from cdlaw.govern.decision import GovernOptions
+    from cdlaw.govern.watch import Watch
+    from cdlaw.plan.source import PlanningLaw
 
 
 @app.command()
@@ -51,10 +52,43 @@ def govern(
     Example: cdlaw govern runs/demo/17506c0701eb --budget-flops 2e12 --unique-tokens 96K
     Example: cdlaw govern log.csv --law runs/demo/fit.json --n-params 60K --batch-tokens 256 --budget-flops 2e12 --unique-tokens 96K
     """
+    from cdlaw.cli.govern_show import draw, render
+    from cdlaw.govern.watch import decisions
+
+    request = _request(
+        run, budget_flops, unique_tokens, law, n_params, fresh_tokens, strategy, planned_tokens,
+        decay_frac, batch_tokens, loss_column, vocab_size, cooldown_from, figure, watch, every,
+        reads,
+    )  # fmt: skip
+    for decision in decisions(
+        run, request.source, request.options, request.curve_options, request.watch,
+        on_unreadable=lambda e: say("warning", f"{e} (read again in {every:g} s)"),
+    ):  # fmt: skip
+        render(decision, json_out, one_line=watch)
+        if figure is not None:
+            draw(decision, figure)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """`cdlaw govern`'s options, checked: the law, what the run is, how to read its log."""
+
+    source: PlanningLaw
+    options: GovernOptions
+    curve_options: CurveOptions
+    watch: Watch
+
+
+def _request(
+    run, budget_flops, unique_tokens, law, n_params, fresh_tokens, strategy, planned_tokens,
+    decay_frac, batch_tokens, loss_column, vocab_size, cooldown_from, figure, watch, every,
+    reads,
+) -> _Request:  # fmt: skip
+    """The command line as a _Request (BadInput naming the option at fault)."""
     from cdlaw.govern.cooldown import DEMO, fit_cooldown
-    from cdlaw.govern.curve import CurveOptions, read_curve
-    from cdlaw.govern.governor import GovernOptions, plan_budget
-    from cdlaw.govern.governor import govern as decide
+    from cdlaw.govern.curve import CurveOptions
+    from cdlaw.govern.decision import GovernOptions
+    from cdlaw.govern.watch import Watch
     from cdlaw.plan.source import load_law
 
     def maybe(text, what):
@@ -79,29 +113,7 @@ def govern(
         raise BadInput(f"--figure {figure} must end in .png, .pdf or .svg")
     n_reads = None if reads is None else count(reads, "--reads")
     source = load_law(law or str(_default_law(run)))
-    last_tokens = None
-    budget_plan = None  # planned at the first reading, the same for every one after
-    done = 0
-    while True:
-        try:
-            curve = read_curve(run, curve_options)
-        except BadInput as e:
-            if last_tokens is None:
-                raise
-            # a growing log can be caught mid-write: say so and read it again next time
-            say("warning", f"{e} (read again in {every:g} s)")
-            curve = None
-        if curve is not None and curve.tokens[-1] != last_tokens:
-            last_tokens = curve.tokens[-1]
-            budget_plan = budget_plan or plan_budget(source, options)
-            decision = decide(curve, source, options, budget_plan)
-            _render(decision, json_out, one_line=watch)
-            if figure is not None:
-                _draw(decision, figure)
-        done += 1
-        if not watch or (n_reads is not None and done >= n_reads):
-            return
-        time.sleep(max(every, 0.0))
+    return _Request(source, options, curve_options, Watch(watch, every, n_reads))
 
 
 def _default_law(run: Path) -> Path:
@@ -113,70 +125,3 @@ def _default_law(run: Path) -> Path:
         f"no fit.json beside {run}: give the law with --law (a fit.json from `cdlaw fit`, "
         "or a preset such as qin2026)"
     )
-
-
-def _draw(decision, path: Path) -> None:
-    from cdlaw.figures.govern import govern_figure
-    from cdlaw.figures.output import figure_context, save_figure
-
-    with figure_context():
-        save_figure(govern_figure(decision.to_dict()), path, path.suffix.lower()[1:])
-    err.print(f"wrote {path}", highlight=False)
-
-
-def _render(d, json_out: bool, one_line: bool) -> None:
-    if json_out:
-        print_json(d.to_dict(), one_line)
-    else:
-        wide(out).print(_panel(d))
-    for w in d.warnings:
-        say("warning", w)
-
-
-def _loss(o) -> str:
-    if o is None:
-        return "—"
-    band = f" [{o.loss_ci95[0]:.4f}, {o.loss_ci95[1]:.4f}]" if o.loss_ci95 else ""
-    return f"{o.loss:.4f}{band} at {o.end_tokens:.4g} tokens, {o.flops:.3g} FLOPs"
-
-
-def _panel(d) -> Panel:
-    t = Table(box=box.SIMPLE, show_header=False, pad_edge=False)
-    t.add_column(style="bold")
-    t.add_column()
-    style = ACTION_STYLE.get(d.action, "white")
-    what = d.action + (f" → {d.switch_to}" if d.switch_to else "")
-    t.add_row("action", f"[bold {style}]{escape(what)}[/]")
-    band = f" [{d.gain_now_ci95[0]:.3g}, {d.gain_now_ci95[1]:.3g}]" if d.gain_now_ci95 else ""
-    t.add_row("G_t now", f"{d.gain_now:.3g}{band} nats/FLOP at {d.tokens_now:.4g} tokens")
-    t.add_row(
-        "threshold λ(C)",
-        f"{d.threshold:.3g} nats/FLOP: the plan's −dL*/dC at C = {d.budget_flops:.3g} "
-        f"(N {d.plan_n_params:.3g}, {d.plan_strategy})",
-    )
-    for name in ("cool down now", "planned end", "best stop"):
-        t.add_row(name, _loss(d.option(name)))
-    switch = next((o for o in d.options if o.name.startswith("switch to")), None)
-    if switch is not None:
-        t.add_row(escape(switch.name), _loss(switch))
-    if d.cross_tokens is None:
-        cross = "not before the budget is spent"
-    elif d.cross_tokens <= d.tokens_now:
-        cross = f"already: at {d.cross_tokens:.4g} tokens"
-    else:
-        cross = (
-            f"at t = {d.cross_tokens:.4g} tokens; cooling down from there ends at "
-            f"{d.cross_tokens / (1 - d.decay_frac):.4g} tokens, {d.cross_flops:.3g} FLOPs"
-        )
-    t.add_row("G_t meets λ", cross)
-    t.add_row(
-        "calibration",
-        f"offset {d.offset:+.4f} ± {d.offset_se:.4f} nats; cooled = "
-        f"{d.cooldown['ratio']:.4g} × stable ({escape(d.cooldown['source'])})",
-    )
-    t.add_row("why", escape(d.reasons[0]))
-    title = (
-        f"cdlaw govern · {escape(d.source)} · N {d.n_params:.3g}, D {d.fresh_tokens:.3g}, "
-        f"{d.strategy}"
-    )
-    return Panel(t, title=title, title_align="left", expand=False)

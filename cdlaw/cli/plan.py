@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import typer
 from rich import box
 from rich.markup import escape
@@ -9,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
+from cdlaw.cli.option_groups import takes_group
 from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
@@ -31,7 +34,54 @@ EXTRAPOLATE = typer.Option(
 )
 
 
+@dataclass(frozen=True)
+class PlanArgs:
+    """How `cdlaw plan` plans a budget beyond its law and strategy: the memory and GPU-hours
+    estimate, the regime thresholds, extrapolation (PLAN_OPTIONS, one field per option)."""
+
+    gpu_memory: float | None = None
+    gpu_flops: str | None = None
+    mfu: float | None = None
+    seq_len: int = 4096
+    micro_batch: int = 1
+    vocab_size: int = 100278
+    saturation: float = 0.9
+    tolerance: float = 0.01
+    extrapolate: bool = False
+
+    def planner_options(self, n_params: str | None) -> dict:
+        """planner.plan's keyword options (numbers parsed; BadInput naming the option)."""
+        return dict(
+            n_params=None if n_params is None else number(n_params, "--n-params"),
+            saturation=self.saturation,
+            tolerance=self.tolerance,
+            gpu_memory_gib=self.gpu_memory,
+            gpu_flops=None if self.gpu_flops is None else number(self.gpu_flops, "--gpu-flops"),
+            mfu=self.mfu,
+            seq_len=self.seq_len,
+            micro_batch=self.micro_batch,
+            vocab_size=self.vocab_size,
+            extrapolate=self.extrapolate,
+        )
+
+
+HOW = PlanArgs()  # the placeholder default of plan's `how` (takes_group replaces it)
+# Each PlanArgs field's declaration, in the order --help lists them.
+PLAN_OPTIONS = {
+    "gpu_memory": typer.Option(None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."),
+    "gpu_flops": typer.Option(None, "--gpu-flops", metavar=NUMBER, help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."),
+    "mfu": typer.Option(None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."),
+    "seq_len": typer.Option(4096, "--seq-len", help="Sequence length for activations."),
+    "micro_batch": typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
+    "vocab_size": typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
+    "saturation": typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
+    "tolerance": typer.Option(0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."),
+    "extrapolate": EXTRAPOLATE,
+}  # fmt: skip
+
+
 @app.command()
+@takes_group("how", PlanArgs, PLAN_OPTIONS)
 def plan(
     budget_flops: str = typer.Option(None, "--budget-flops", metavar=NUMBER, help="Training compute C = 6·N·(D + D′), e.g. 1e21."),
     unique_tokens: str = typer.Option(None, "--unique-tokens", metavar=NUMBER, help="Unique (fresh) tokens U in the corpus, e.g. 5e9; default unlimited."),
@@ -41,15 +91,7 @@ def plan(
     frontier: bool = typer.Option(False, "--frontier", help="Plan every budget of a log-spaced range instead of one."),
     frontier_range: str = typer.Option(None, "--frontier-range", metavar="<number:number>", help="LO:HI budgets of --frontier, e.g. 1e18:1e24. Default: the budgets whose plans stay inside the extrapolation limit of the fitted range (1e18:1e24 for a law without one)."),
     frontier_points: int = typer.Option(13, "--frontier-points", help="Budgets in the range."),
-    gpu_memory: float = typer.Option(None, "--gpu-memory", help="GiB of memory per GPU: say whether training fits."),
-    gpu_flops: str = typer.Option(None, "--gpu-flops", metavar=NUMBER, help="Peak FLOP/s of one GPU (e.g. 989e12, H100 bf16): GPU hours."),
-    mfu: float = typer.Option(None, "--mfu", help="Model-FLOPs utilisation in (0, 1] for GPU hours (default 0.4)."),
-    seq_len: int = typer.Option(4096, "--seq-len", help="Sequence length for activations."),
-    micro_batch: int = typer.Option(1, "--micro-batch", help="Sequences per GPU per step."),
-    vocab_size: int = typer.Option(100278, "--vocab-size", help="Vocabulary for embeddings."),
-    saturation: float = typer.Option(0.9, "--saturation", help="Regime threshold (docs/regimes.md)."),
-    tolerance: float = typer.Option(0.01, "--tolerance", help="Regime threshold, nats (docs/regimes.md)."),
-    extrapolate: bool = EXTRAPOLATE,
+    how: PlanArgs = HOW,  # --gpu-memory … --extrapolate: how the budget is planned
     link: str = typer.Option(None, "--link", help="A downstream.json from `cdlaw downstream`: also predict each task's metric at the plan, with a 95% band through the law's and the link's bootstraps."),
     task: str = typer.Option(None, "--task", help="With --link: this task only (e.g. world_mc)."),
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout."),
@@ -74,19 +116,8 @@ def plan(
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
     links, predictors = read_links(link, task)
     source = load_law(law)
-    options = dict(
-        n_params=None if n_params is None else number(n_params, "--n-params"),
-        saturation=saturation,
-        tolerance=tolerance,
-        gpu_memory_gib=gpu_memory,
-        gpu_flops=None if gpu_flops is None else number(gpu_flops, "--gpu-flops"),
-        mfu=mfu,
-        seq_len=seq_len,
-        micro_batch=micro_batch,
-        vocab_size=vocab_size,
-        extrapolate=extrapolate,
-    )
-    unique = _unique_tokens(unique_tokens, seq_len, micro_batch, vocab_size)
+    options = how.planner_options(n_params)
+    unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)
     if frontier:
         if budget_flops is not None:
             raise BadInput(

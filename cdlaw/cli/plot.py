@@ -12,72 +12,19 @@ from cdlaw.cli.plan import EXTRAPOLATE
 
 @app.command()
 def plot(
-    path: Path = typer.Argument(
-        ...,
-        metavar="PATH",
-        help="A runs folder, a fit.json, a CSV/parquet table of runs (with a fit.json beside "
-        "it or --fit), or a frontier JSON from `cdlaw plan --frontier --json`.",
-        show_default=False,
-    ),
-    kind: list[str] = typer.Option(
-        None,
-        "--kind",
-        "-k",
-        help="Figure(s) to draw: loss, eta, rstar, frontier, residuals, curves, compare, "
-        "downstream; repeat the "
-        "option or separate with commas. Default: every kind the inputs allow.",
-        show_default=False,
-    ),
-    out: Path = typer.Option(
-        None,
-        "--out",
-        help="Folder for the figures. Default: RUNS/figures for a runs folder; T.figures "
-        "beside a table T.csv (and beside its T.fit.json or T.compare.json).",
-        show_default=False,
-    ),
+    path: Path = typer.Argument(..., metavar="PATH", help="A runs folder, a fit.json, a CSV/parquet table of runs (with a fit.json beside it or --fit), or a frontier JSON from `cdlaw plan --frontier --json`.", show_default=False),
+    kind: list[str] = typer.Option(None, "--kind", "-k", help="Figure(s) to draw: loss, eta, rstar, frontier, residuals, curves, compare, downstream; repeat the option or separate with commas. Default: every kind the inputs allow.", show_default=False),
+    out: Path = typer.Option(None, "--out", help="Folder for the figures. Default: RUNS/figures for a runs folder; T.figures beside a table T.csv (and beside its T.fit.json or T.compare.json).", show_default=False),
     fmt: str = typer.Option("png", "--format", help="png, svg or pdf."),
-    fit: Path = typer.Option(
-        None,
-        "--fit",
-        help="The fit.json to draw the law from (default: fit.json beside PATH).",
-        show_default=False,
-    ),
-    no_title: bool = typer.Option(
-        False, "--no-title", help="Leave out the title (a paper's caption says it)."
-    ),
-    caption: str = typer.Option(
-        None,
-        "--caption",
-        help="Footer text instead of the line naming the fit; --caption '' leaves it out. "
-        "The fit's line is kept in the file's metadata either way.",
-        show_default=False,
-    ),
-    dpi: str = typer.Option(
-        None,
-        "--dpi",
-        metavar="<number>",
-        help="Resolution, e.g. 300. Default: 150 for PNG.",
-        show_default=False,
-    ),
-    style: str = typer.Option(
-        None,
-        "--style",
-        help="A matplotlib style name (seaborn-v0_8-paper, ggplot, ...) or style file.",
-        show_default=False,
-    ),
-    frontier_range: str = typer.Option(
-        None,
-        "--frontier-range",
-        metavar="<number:number>",
-        help="LO:HI budgets of the frontier figure, e.g. 1e18:1e24. Default: the budgets "
-        "whose plans stay inside the extrapolation limit of the fitted range.",
-        show_default=False,
-    ),
+    fit: Path = typer.Option(None, "--fit", help="The fit.json to draw the law from (default: fit.json beside PATH).", show_default=False),
+    no_title: bool = typer.Option(False, "--no-title", help="Leave out the title (a paper's caption says it)."),
+    caption: str = typer.Option(None, "--caption", help="Footer text instead of the line naming the fit; --caption '' leaves it out. The fit's line is kept in the file's metadata either way.", show_default=False),
+    dpi: str = typer.Option(None, "--dpi", metavar="<number>", help="Resolution, e.g. 300. Default: 150 for PNG.", show_default=False),
+    style: str = typer.Option(None, "--style", help="A matplotlib style name (seaborn-v0_8-paper, ggplot, ...) or style file.", show_default=False),
+    frontier_range: str = typer.Option(None, "--frontier-range", metavar="<number:number>", help="LO:HI budgets of the frontier figure, e.g. 1e18:1e24. Default: the budgets whose plans stay inside the extrapolation limit of the fitted range.", show_default=False),
     extrapolate: bool = EXTRAPOLATE,
-    json_out: bool = typer.Option(
-        False, "--json", help="Print only JSON on stdout: the files written."
-    ),
-) -> None:
+    json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout: the files written."),
+) -> None:  # fmt: skip
     """Draw the figures of a sweep: loss in the regime bands, η, R*, the frontier, residuals, curves, task metrics against loss.
 
     Writes OUT/KIND.FORMAT for each figure and prints the paths. Fonts are embedded as

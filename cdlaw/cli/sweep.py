@@ -8,22 +8,23 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import app, err, print_json
+from cdlaw.cli.run_options import (
+    COMPILE,
+    DEVICE,
+    EXECUTOR,
+    JOBS,
+    LAW,
+    NOISE,
+    NOISE_SEED,
+    OUT,
+    PACK,
+    PRECISION,
+    SEED_NOISE,
+    THREADS,
+    TRACKER,
+    RunArgs,
+)
 from cdlaw.cli.sweep_show import SweepDisplay, dry_run_json, render_dry_run, render_outcome
-
-# The options a sweep's runs train with, shared by `cdlaw sweep` and `cdlaw adapt`.
-OUT = typer.Option(Path("runs"), "--out", help="Runs folder: runs go to OUT/SWEEP/.")
-EXECUTOR = typer.Option("local", "--executor", help="local, ray, or simulate (each loss drawn from --law with --noise: no training).")  # fmt: skip
-JOBS = typer.Option(0, "--jobs", help="Parallel runs (local). Default: one per core (CPU) or per GPU.")  # fmt: skip
-DEVICE = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N.")
-PRECISION = typer.Option("auto", "--precision", help="auto, bf16 or fp32.")
-COMPILE = typer.Option(False, "--compile", help="torch.compile the model (with --pack, the packed step).")  # fmt: skip
-THREADS = typer.Option(0, "--threads", help="Torch threads per run (default: split).")
-PACK = typer.Option("1", "--pack", help="auto, or the most runs of one shape to train together in one process (1: each run alone). Same numbers as alone, several times the tokens/s for small models.")  # fmt: skip
-LAW = typer.Option(None, "--law", help="With --executor simulate: a preset (qin2026, ...) or a fit.json.")  # fmt: skip
-NOISE = typer.Option(0.0, "--noise", help="Simulate: log-sd of each cell's loss (0.01 = 1%), seeds share it.")  # fmt: skip
-SEED_NOISE = typer.Option(0.0, "--seed-noise", help="Simulate: log-sd between replicate seeds of a cell.")  # fmt: skip
-NOISE_SEED = typer.Option(0, "--noise-seed", help="Simulate: seeds the noise.")
-TRACKER = typer.Option("", "--tracker", help="Log runs to tensorboard, wandb or mlflow too (offline, in OUT).")  # fmt: skip
 
 
 @app.command()
@@ -63,12 +64,13 @@ def sweep(
 
     Rounds that narrow a plan: `cdlaw adapt` (docs/next.md).
     """
-    options = sweep_options(
-        "sweep", executor=executor, law=law, noise=noise, seed_noise=seed_noise,
-        noise_seed=noise_seed, dry_run=dry_run, only=only, restart=not resume, jobs=jobs,
-        ray_address=ray_address, device=device, precision=precision, compile=compile,
-        threads=threads, tracker=tracker, pack=pack,
+    run = RunArgs(
+        executor, jobs, law, noise, seed_noise, noise_seed, pack, device, precision, threads,
+        compile, tracker,
     )  # fmt: skip
+    options = run.sweep_options(
+        "sweep", dry_run=dry_run, only=only, restart=not resume, ray_address=ray_address
+    )
     if dry_run:
         from cdlaw.sweep.dryrun import dry_run_sweep
 
@@ -96,47 +98,3 @@ def sweep(
         # SystemExit, not typer.Exit: cdlaw.cli.main runs click with standalone_mode=False,
         # where click turns typer.Exit into a return value that main() does not exit with.
         raise SystemExit(outcome.exit_code)
-
-
-def sweep_options(
-    command: str,
-    *,
-    executor: str,
-    law: str | None,
-    noise: float,
-    seed_noise: float,
-    noise_seed: int,
-    dry_run: bool = False,
-    **fields,
-):
-    """The SweepOptions of `cdlaw COMMAND`, after what the executor needs is checked: the
-    Simulation --law, --noise, --seed-noise and --noise-seed ask for, or the train extra
-    (and Ray) it imports. `fields`: the rest, as SweepOptions.from_cli takes them."""
-    from cdlaw.cli import require_ray_extra, require_train_extra
-    from cdlaw.sweep.options import SweepOptions
-
-    simulation = None
-    if executor == "simulate" or law is not None:
-        simulation = _simulation(executor, law, noise, seed_noise, noise_seed, dry_run)
-    else:
-        if executor == "ray":  # before training or a dry run: cdlaw[ray] brings train too
-            require_ray_extra()
-        require_train_extra(command)
-    return SweepOptions.from_cli(executor=executor, simulation=simulation, **fields)
-
-
-def _simulation(executor: str, law: str | None, noise, seed_noise, noise_seed, dry_run: bool):
-    """The Simulation `--executor simulate --law L --noise σ` asks for (BadInput if it is not
-    one)."""
-    from cdlaw.errors import BadInput
-    from cdlaw.plan.source import load_law
-    from cdlaw.sweep.simulate import Simulation
-
-    if executor != "simulate":
-        raise BadInput(f"--law is for --executor simulate, not --executor {executor}.")
-    if law is None:
-        raise BadInput("--executor simulate needs --law: a preset (e.g. qin2026) or a fit.json.")
-    if dry_run:
-        raise BadInput("a simulated sweep takes seconds: run it without --dry-run.")
-    source = load_law(law)
-    return Simulation(source.law, source.name, noise, seed_noise, noise_seed)

@@ -207,21 +207,12 @@ def next_batch(
         current = plan(
             source, budget_flops, unique_tokens, strategy=strategy, extrapolate=extrapolate
         )
-    chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
     parent = dataclasses.replace(parent, name=name)  # a run's id includes its sweep's name
     vocab = _vocab_size(table, parent)
     cands = candidates(parent, vocab, done_cells(table), current.candidates)
     if not cands:
         raise BadInput("every candidate run is already in the table: widen the sweep's grid")
-    cells = [c.cell for c in cands]
-    ens, dropped = build_ensemble(
-        fit.law, draws, current.best, chosen_strategy, budget_flops, unique_tokens, cells
-    )
-    if len(ens.targets) < MIN_DRAWS:
-        raise BadInput(
-            f"only {len(ens.targets)} of {len(draws)} bootstrap refits give finite predictions "
-            "for the plan and the candidates; refit with more --bootstrap samples"
-        )
+    ens, dropped = _ensemble(fit, draws, current, budget_flops, unique_tokens, cands)
     cheapest = min(c.flops for c in cands)
     if max_flops is not None and cheapest > max_flops:
         raise BadInput(
@@ -260,6 +251,22 @@ def next_batch(
     return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
                      len(ens.targets), noise, warnings,
                      training_flops(chosen, parent.share))  # fmt: skip
+
+
+def _ensemble(fit, draws, current: Plan, budget_flops, unique_tokens, cands):
+    """The bootstrap draws' predictions for the plan and every candidate (build_ensemble),
+    and the draws dropped; BadInput when too few give finite predictions."""
+    chosen_strategy = min(current.candidates, key=lambda s: current.candidates[s].predicted_loss)
+    cells = [c.cell for c in cands]
+    ens, dropped = build_ensemble(
+        fit.law, draws, current.best, chosen_strategy, budget_flops, unique_tokens, cells
+    )
+    if len(ens.targets) < MIN_DRAWS:
+        raise BadInput(
+            f"only {len(ens.targets)} of {len(draws)} bootstrap refits give finite predictions "
+            "for the plan and the candidates; refit with more --bootstrap samples"
+        )
+    return ens, dropped
 
 
 def _enough_draws(source: PlanningLaw) -> list:

@@ -9,7 +9,7 @@ import numpy as np
 
 from cdlaw.design.value import Ensemble
 from cdlaw.law import Law
-from cdlaw.plan.planner import budget_loss, optimal_n_params
+from cdlaw.plan.optimum import budget_loss, optimal_n_params
 from cdlaw.plan.result import Allocation
 
 

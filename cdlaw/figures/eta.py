@@ -5,14 +5,14 @@ its observed gain over one epoch was worth); lines are the fitted η(r) of each 
 cell. Colour is D/N (viridis: ordered in lightness, so it reads in grey); marker and
 line style are the model size, or a span of sizes when there are more than the legend
 holds. The η axis holds η = 0, η = 1, every fitted curve and the bulk of the runs
-(style.bounded_limits); a run far outside is a triangle at the edge, counted in the legend.
+(outliers.bounded_limits); a run far outside is a triangle at the edge, counted in the legend.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cdlaw.figures import style
+from cdlaw.figures import outliers, style
 from cdlaw.law import Law
 
 PANELS_PER_ROW = 4
@@ -22,10 +22,10 @@ KEY_ENTRIES = 4  # after the sizes: empirical η, not used, fitted η(r), η = 1
 
 def eta_limits(etas, curves=(), margin: float = 0.06) -> tuple[float, float]:
     """y-limits holding η = 0, the η = 1 reference, every fitted curve and the bulk of the
-    runs' finite η (style.bulk_range), with a margin of `margin` times that span on each
+    runs' finite η (outliers.bulk_range), with a margin of `margin` times that span on each
     side so no point sits on an edge. An η between −1 and 2 is never an outlier: it is
     on the scale of the η = 0 and η = 1 references."""
-    return style.bounded_limits(
+    return outliers.bounded_limits(
         etas, keep=[[0.0, 1.0], *curves], margin=margin, near=NEVER_OUTLIERS
     )
 
@@ -163,7 +163,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
     for ax, s in zip(axes.flat, strategies, strict=False):
         pts = drawn[drawn["strategy"] == s]
         colours = cmap(norm(pts["tokens_per_param"].to_numpy()))
-        outside += [style.mark_outside(ax, pts["derived_ratio"], pts["empirical_eta"], colours)]
+        outside += [outliers.mark_outside(ax, pts["derived_ratio"], pts["empirical_eta"], colours)]
     outside = np.concatenate(outside) if outside else np.array([])
 
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
@@ -174,7 +174,7 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
 
     handles = _eta_key(groups, marker_of, line_of)
     if len(outside):
-        handles.append(style.outside_handle(outside, "run", "η"))
+        handles.append(outliers.outside_handle(outside, "run", "η"))
     return style.finish(
         fig,
         "Worth of a derived token, η, against the derived ratio r = D′/D",

@@ -3,14 +3,14 @@
 Held-out runs (the largest size, with `cdlaw fit --holdout-largest`) are ringed: they
 measure extrapolation, which is what a scaling law is for. Runs dropped as outliers are
 crosses. The residual axis holds zero and the bulk of the residuals; a run far outside
-is a triangle at the edge, counted in the legend (style.bounded_limits).
+is a triangle at the edge, counted in the legend (outliers.bounded_limits).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cdlaw.figures import style
+from cdlaw.figures import outliers, style
 
 
 def _run_points(ax, x, y, m, held, dropped, st: dict, s: str) -> None:
@@ -79,8 +79,8 @@ def _residual_axes(ax_res, rows, dodged) -> np.ndarray:
     bounded to the bulk; returns the residuals off it (marked at its edge)."""
     ax_res.axhline(0.0, color="0.4", linewidth=1, linestyle=(0, (3, 2)), zorder=1)
     res = rows["residual_log"].to_numpy(float)
-    ax_res.set_ylim(*style.bounded_limits(res, keep=[[0.0]], margin=0.08))
-    off = style.mark_outside(ax_res, dodged, res)
+    ax_res.set_ylim(*outliers.bounded_limits(res, keep=[[0.0]], margin=0.08))
+    off = outliers.mark_outside(ax_res, dodged, res)
     ax_res.set_xscale("log")
     x_lo, x_hi = style.pad_log_range(rows["n_params"], 1.6)
     ax_res.set_xlim(x_lo, x_hi)
@@ -143,7 +143,7 @@ def residuals_figure(rows, fit: dict | None = None):
 
     handles = _residuals_key(ax_pv, rows, held, dropped)
     if len(off):
-        handles.append(style.outside_handle(off, "run", "residual"))
+        handles.append(outliers.outside_handle(off, "run", "residual"))
     return style.finish(
         fig,
         "Residuals: the fit against every run",

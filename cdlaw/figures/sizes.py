@@ -2,14 +2,14 @@
 that is no CD sweep (cdlaw.figures.loss.is_sweep), such as Chinchilla's, where most (N, D)
 cells hold one run. Sizes past the legend's room go in spans, one colour and one fitted
 line (at the span's geometric-mean N) each; the loss axis holds the bulk of the runs and
-the law (style.bounded_limits), the rest marked at its edge.
+the law (outliers.bounded_limits), the rest marked at its edge.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from cdlaw.figures import style
+from cdlaw.figures import outliers, style
 from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
 
@@ -104,7 +104,7 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     key = _sizes_key(rows, strategies, derived, fit)
     # The loss axis: the bulk of the runs and the law at every run; the rest at the edge.
     at_runs = law.loss_one_epoch(rows["n_params"].to_numpy(float), rows["tokens_trained"])
-    ylim = style.bounded_limits(rows["loss"], keep=[at_runs])
+    ylim = outliers.bounded_limits(rows["loss"], keep=[at_runs])
     off = (rows["loss"] < ylim[0]) | (rows["loss"] > ylim[1])
     # The sizes take the legend's room the key leaves (one line per size group).
     room = style.MAX_LEGEND - len(key) - int(off.any())
@@ -119,10 +119,10 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
     ax.set_ylim(*ylim)
     if off.any():
         colour_of = {n: c for g, c in zip(groups, colours, strict=True) for n in g}
-        outside = style.mark_outside(
+        outside = outliers.mark_outside(
             ax, rows["tokens_trained"], rows["loss"], [colour_of[n] for n in rows["n_params"]]
         )
-        key.append(style.outside_handle(outside, "run", "loss"))
+        key.append(outliers.outside_handle(outside, "run", "loss"))
     axis = "tokens trained, D + D′" if derived else "fresh tokens, D"
     ax.set_xlabel(f"{axis} (tokens)", fontsize=8)
     ax.set_ylabel(style.LOSS_LABEL, fontsize=8)

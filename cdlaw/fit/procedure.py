@@ -13,13 +13,13 @@ polished with scipy's L-BFGS-B. No hidden state: everything a fit did is in its 
 Checks before fitting are in cdlaw.fit.checks, the summaries of a finished fit in
 cdlaw.fit.summary, the bootstrap refits in cdlaw.fit.bootstrap, and fit.json /
 fit_rows.parquet I/O in cdlaw.fit.io; this module is the procedure, read straight down
-(names imported from those modules are re-exported).
+(names imported from those modules are re-exported); the search itself is cdlaw.fit.search.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,16 +30,10 @@ from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
-from cdlaw.fit.findings import Holdout, OptimizerReport
+from cdlaw.fit.findings import Holdout, OptimizerReport, SeedNoise
 from cdlaw.fit.io import FitResult, output_paths, write_fit
-from cdlaw.fit.optim import (
-    SEARCH_FTOL,
-    SEARCH_GTOL,
-    minimize_batched,
-    polish,
-    projected_gradient,
-)
 from cdlaw.fit.problem import Problem, build_problem
+from cdlaw.fit.search import Progress, Solution, boot_starts, solve
 from cdlaw.fit.starts import start_grid, warm_start_points
 from cdlaw.fit.summary import (
     data_range,
@@ -57,16 +51,6 @@ from cdlaw.laws.form import LawForm
 from cdlaw.strategies import ordered
 
 DEFAULT_STARTS = 6144  # the CD paper's grid
-N_POLISH = 5  # distinct best minima polished with scipy
-STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
-SAME_MINIMUM = 1e-3  # two minima closer than this in every coordinate are one
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-def _is_new(x: np.ndarray, kept) -> bool:
-    """Whether minimum x differs from every one already kept (by SAME_MINIMUM)."""
-    return all(np.max(np.abs(x - k)) > SAME_MINIMUM for k in kept)
 
 
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
@@ -77,129 +61,6 @@ def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = Non
     delta = law.form_decl.huber_delta if huber_delta is None else huber_delta
     pred = predict_rows(law, df)
     return float(huber(np.log(df["loss"].to_numpy()) - np.log(pred), delta).sum())
-
-
-# ---------------------------------------------------------------------------------------
-# The search: many starts at once, then the best few polished.
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Solution:
-    z: np.ndarray  # best point, in the problem's coordinates
-    f: float
-    success: bool
-    message: str
-    candidates: np.ndarray  # distinct good minima, for warm refits
-    n_converged: int
-    n_starts: int
-
-
-def _minimise(problem, delta, starts, free, base, progress, label) -> _Solution:
-    """Batched L-BFGS from every start over the `free` coordinates, then polish the best."""
-    lo, hi = problem.lower[free], problem.upper[free]
-    whole = len(free) == problem.n_params
-    fun = problem.objective(delta, free=None if whole else free, base=None if whole else base)
-    report = None if progress is None else (lambda d, t: progress(label, d, t))
-    # Preconditioner from the rows this search sees (base fills the frozen coordinates).
-    sample = starts[:: max(1, len(starts) // 64)]
-    if not whole:
-        full = np.array(np.broadcast_to(base, (len(sample), problem.n_params)))
-        full[:, free] = sample
-        sample = full
-    scale = problem.curvature_scale(sample, free)
-    res = minimize_batched(
-        fun, starts, lo, hi, ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, scale=scale, progress=report
-    )
-    order = np.argsort(np.where(np.isfinite(res.f), res.f, np.inf))
-    picked: list[int] = []
-    for i in order:
-        if not np.isfinite(res.f[i]):
-            break
-        if _is_new(res.x[i], [res.x[j] for j in picked]):
-            picked.append(int(i))
-        if len(picked) == N_POLISH:
-            break
-    if not picked:
-        raise RuntimeError("every start of the fit gave a non-finite objective")
-
-    def fun1(x):
-        f, g = fun(x[None, :], np.zeros(1, dtype=int))
-        return float(f[0]), g[0]
-
-    polished = [polish(fun1, res.x[i], lo, hi) for i in picked]
-    best = min(polished, key=lambda r: r.fun)
-    cands = np.array([r.x for r in sorted(polished, key=lambda r: r.fun)])
-    success, message = bool(best.success), str(best.message)
-    pg = float(np.abs(projected_gradient(best.x, best.jac, lo, hi)).max())
-    if not success and pg <= STATIONARY:
-        # scipy's line search stops when no step lowers f in floating point: at a minimum.
-        success = True
-        message = f"{message.strip()} no representable decrease left (stationary point)"
-    message += f"; max projected gradient {pg:.1e}"
-    return _Solution(
-        best.x,
-        float(best.fun),
-        success,
-        message,
-        cands,
-        int(res.converged.sum()),
-        len(starts),
-    )
-
-
-def _solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progress) -> _Solution:
-    """One fit (joint or staged) from a set of starting points in z."""
-    P = problem.n_params
-    everything = np.arange(P)
-    if method == "joint" or len(problem.shared) == P:  # staged needs per-strategy parameters
-        return _minimise(problem, delta, starts, everything, None, progress, "multistart")
-    shared, per = problem.stages(starts[0])
-    one_epoch = problem.ratio == 0
-    s1 = _minimise(
-        problem.subset(one_epoch),
-        delta,
-        np.unique(starts[:, shared], axis=0),
-        shared,
-        starts[0],
-        progress,
-        "stage 1 (D′ = 0)",
-    )
-    z = starts[0].copy()
-    z[shared] = s1.z
-    s2 = _minimise(
-        problem.subset(~one_epoch),
-        delta,
-        np.unique(starts[:, per], axis=0),
-        per,
-        z,
-        progress,
-        "stage 2 (per strategy)",
-    )
-    z[per] = s2.z
-    f = float(problem.objective(delta)(z[None], np.zeros(1, int))[0][0])
-    cands = np.tile(z, (min(len(s1.candidates), len(s2.candidates)), 1))
-    cands[:, shared] = s1.candidates[: len(cands)]
-    cands[:, per] = s2.candidates[: len(cands)]
-    return _Solution(
-        z,
-        f,
-        s1.success and s2.success,
-        f"stage 1: {s1.message}; stage 2: {s2.message}",
-        cands,
-        s1.n_converged + s2.n_converged,
-        s1.n_starts + s2.n_starts,
-    )
-
-
-def _boot_starts(sol: _Solution) -> np.ndarray:
-    """The best fit, then the search's other distinct minima: where bootstrap refits start.
-    Two polished minima can land on one point; a start is kept only once."""
-    starts = [sol.z]
-    for c in sol.candidates:
-        if _is_new(c, starts):
-            starts.append(c)
-    return np.array(starts)
 
 
 # ---------------------------------------------------------------------------------------
@@ -238,12 +99,75 @@ def fit_law(
     check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
     form = as_law_form(law)
     delta = float(form.huber_delta if huber_delta is None else huber_delta)
+    table = _fit_table(df, form, method, holdout_largest, naive, select, source)
+    rng = np.random.default_rng(seed)
+    search = _search(table, method, delta, int(n_starts), warm_starts, rng, progress)
+    for _ in range(int(drop_outliers)):
+        search = _drop_worst(table, search, method, delta, progress)
+    z_boot = np.empty((0, len(table.names)))
+    n_boot_ok = 0
+    if bootstrap:
+        z_boot, n_boot_ok = refit_resamples(
+            search.problem, delta, method, boot_starts(search.sol), int(bootstrap), rng, progress
+        )
+    return _result(table, search, _Boot(int(bootstrap), z_boot, n_boot_ok), method, delta)
+
+
+# ---------------------------------------------------------------------------------------
+# Steps of fit_law.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _FitTable:
+    """The table a fit sees: its cells, which of them are held out or outside the form,
+    the rows fitted, and the warnings found so far."""
+
+    form: LawForm
+    prepared: pd.DataFrame  # every row, checked
+    noise: SeedNoise | None
+    cells: pd.DataFrame  # one row per cell (select)
+    source: str
+    heldout: np.ndarray  # bool per cell: the largest N under --holdout-largest
+    form_ok: np.ndarray  # bool per cell: a row the form fits (D′ = 0, or it uses D′, or naive)
+    rows: pd.DataFrame  # the cells fitted
+    strategies: tuple[str, ...]
+    names: list[str]  # the fit vector's names
+    naive: bool
+    select: str
+    warnings: list[str]
+
+
+@dataclass
+class _Search:
+    """Where the search left the fit: the rows and problem it ended on (after any dropped
+    outliers), its solution, and the counts of the first, full search."""
+
+    rows: pd.DataFrame
+    problem: Problem
+    sol: Solution
+    span: np.ndarray  # the start grid's span, for params_at_bound
+    n_started: int
+    n_converged: int
+    dropped: list[int]  # row_ids dropped as outliers
+
+
+@dataclass
+class _Boot:
+    """The bootstrap refits: how many were asked, their points in z, how many converged."""
+
+    n: int
+    z: np.ndarray
+    n_ok: int
+
+
+def _fit_table(df, form: LawForm, method, holdout_largest, naive, select, source) -> _FitTable:
+    """Check and reduce the table; pick the rows the fit uses."""
     prepared = prepare_runs(df)
     noise = seed_noise(prepared)
     cells = select_cells(prepared, select)
     source = source or cells.attrs.get("source", "")
     check_columns(cells, form, source or "the table")
-    rng = np.random.default_rng(seed)
     warnings = _duplicate_warnings(prepared)
 
     N, Dp = (cells[c].to_numpy(float) for c in ("n_params", "derived_tokens"))
@@ -257,77 +181,73 @@ def fit_law(
     strategies = _fitted_strategies(rows, form, source)
     names = form.fit_vector_names(strategies)
     warnings += check_identifiable(rows, form, method, strategies, len(names))
+    return _FitTable(
+        form, prepared, noise, cells, source, heldout, form_ok, rows, strategies, names,
+        naive, select, warnings,
+    )  # fmt: skip
 
-    problem = _problem(form, strategies, rows, naive)
-    starts, span = start_grid(problem, int(n_starts), rng)
+
+def _search(t: _FitTable, method, delta, n_starts, warm_starts, rng, progress) -> _Search:
+    """The full search: the start grid (warm starts first), solved."""
+    problem = _problem(t.form, t.strategies, t.rows, t.naive)
+    starts, span = start_grid(problem, n_starts, rng)
     starts = np.vstack([warm_start_points(problem, warm_starts), starts])
-    sol = _solve(problem, delta, method, starts, progress)
-    n_started, n_converged = sol.n_starts, sol.n_converged  # of the full search
-    dropped: list[int] = []
-    for _ in range(int(drop_outliers)):
-        rows, problem, sol = _drop_worst(
-            rows, problem, sol, dropped, form, method, names, delta, progress
-        )
+    sol = solve(problem, delta, method, starts, progress)
+    return _Search(t.rows, problem, sol, span, sol.n_starts, sol.n_converged, [])
 
-    z_boot = np.empty((0, len(names)))
-    n_boot_ok = 0
-    if bootstrap:
-        z_boot, n_boot_ok = refit_resamples(
-            problem, delta, method, _boot_starts(sol), int(bootstrap), rng, progress
-        )
 
+def _result(t: _FitTable, search: _Search, boot: _Boot, method: str, delta: float) -> FitResult:
+    """The finished fit: laws from the solution and refits, the rows table, the summaries
+    and every warning."""
+    form, strategies, names, rows, cells = t.form, t.strategies, t.names, search.rows, t.cells
+    problem, sol = search.problem, search.sol
     public = fitvec.fit_vector_to_public(form, strategies, problem.theta(sol.z))
-    fitted = fitvec.law_from_public_vector(form, strategies, public, source=source)
-    boot = (
-        fitvec.fit_vector_to_public(form, strategies, problem.theta(z_boot))
-        if bootstrap
-        else z_boot
+    fitted = fitvec.law_from_public_vector(form, strategies, public, source=t.source)
+    z_public = (
+        fitvec.fit_vector_to_public(form, strategies, problem.theta(boot.z)) if boot.n else boot.z
     )
-    boot_laws = [fitvec.law_from_public_vector(form, strategies, v) for v in boot]
+    boot_laws = [fitvec.law_from_public_vector(form, strategies, v) for v in z_public]
 
-    at_bound = params_at_bound(sol.z, problem, span, names)
-    warnings += _fit_warnings(at_bound, bootstrap, n_boot_ok, cells, prepared)
-    if (~form_ok & ~heldout).any():
+    at_bound = params_at_bound(sol.z, problem, search.span, names)
+    warnings = t.warnings
+    warnings += _fit_warnings(at_bound, boot.n, boot.n_ok, cells, t.prepared)
+    if (~t.form_ok & ~t.heldout).any():
         warnings.append(
-            f"{int((~form_ok & ~heldout).sum())} rows with derived tokens were not fitted "
+            f"{int((~t.form_ok & ~t.heldout).sum())} rows with derived tokens were not fitted "
             f"({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
         )
 
     used = (
-        cells["row_id"].isin(rows["row_id"]).to_numpy() & ~cells["row_id"].isin(dropped).to_numpy()
+        cells["row_id"].isin(rows["row_id"]).to_numpy()
+        & ~cells["row_id"].isin(search.dropped).to_numpy()
     )
-    table = rows_table(cells, fitted, naive, used, heldout)
+    table = rows_table(cells, fitted, t.naive, used, t.heldout)
     res_used = table["residual_log"].to_numpy()[used]
     rstar = rstar_at_median(fitted, boot_laws, rows, strategies, warnings)
-    holdout = None
-    if holdout_largest:
-        r = table["residual_log"].to_numpy()[heldout & form_ok]
-        rmse = float(np.sqrt(np.mean(r**2))) if len(r) else float("nan")
-        holdout = Holdout(float(N.max()), len(r), rmse)
     return FitResult(
         law=fitted,
         method=method,
         huber_delta=delta,
-        naive=naive,
-        select=select,
-        source=source,
+        naive=t.naive,
+        select=t.select,
+        source=t.source,
         param_names=names,
-        ci95=percentile_intervals(names, boot),
-        bootstrap=boot,
+        ci95=percentile_intervals(names, z_public),
+        bootstrap=z_public,
         n_rows=len(cells),
         n_used=int(used.sum()),
-        dropped=dropped,
+        dropped=search.dropped,
         objective=sol.f,
         rmse_log=float(np.sqrt(np.mean(res_used**2))),
-        seed_noise=noise,
-        holdout=holdout,
+        seed_noise=t.noise,
+        holdout=_holdout(t, table),
         optimizer=OptimizerReport(
             success=sol.success,
             message=sol.message,
-            n_starts=n_started,
-            n_converged=n_converged,
+            n_starts=search.n_started,
+            n_converged=search.n_converged,
             at_bound=tuple(at_bound),
-            bootstrap_converged=n_boot_ok,
+            bootstrap_converged=boot.n_ok,
         ),
         data_range=data_range(rows),
         model_floor=model_floor_at_sizes(fitted, boot_laws, np.unique(rows["n_params"])),
@@ -338,9 +258,14 @@ def fit_law(
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Steps of fit_law.
-# ---------------------------------------------------------------------------------------
+def _holdout(t: _FitTable, table: pd.DataFrame) -> Holdout | None:
+    """--holdout-largest: the log-RMSE on the largest size's rows the form fits."""
+    if not t.heldout.any():
+        return None
+    N = t.cells["n_params"].to_numpy(float)
+    r = table["residual_log"].to_numpy()[t.heldout & t.form_ok]
+    rmse = float(np.sqrt(np.mean(r**2))) if len(r) else float("nan")
+    return Holdout(float(N.max()), len(r), rmse)
 
 
 def _duplicate_warnings(prepared: pd.DataFrame) -> list[str]:
@@ -387,16 +312,18 @@ def _problem(form: LawForm, strategies, rows: pd.DataFrame, naive: bool) -> Prob
     )
 
 
-def _drop_worst(rows, problem, sol, dropped, form, method, names, delta, progress):
+def _drop_worst(table: _FitTable, search: _Search, method: str, delta: float, progress) -> _Search:
     """--drop-outliers, once: drop the worst |log residual| row (its row_id joins
-    `dropped`) and refit from the last fit's minima. Returns (rows, problem, solution)."""
+    search.dropped) and refit from the last fit's minima."""
+    problem, sol, dropped = search.problem, search.sol, search.dropped
     res = np.abs(problem.y - problem.log_loss(sol.z)[0])
     worst = int(np.argmax(res))
     dropped.append(int(problem.row_ids[worst]))
-    rows = rows[~rows["row_id"].isin(dropped)]
-    check_identifiable(rows, form, method, problem.strategies, len(names))
+    rows = search.rows[~search.rows["row_id"].isin(dropped)]
+    check_identifiable(rows, table.form, method, problem.strategies, len(table.names))
     problem = problem.subset(np.arange(len(problem.y)) != worst)
-    return rows, problem, _solve(problem, delta, method, sol.candidates, progress)
+    sol = solve(problem, delta, method, sol.candidates, progress)
+    return replace(search, rows=rows, problem=problem, sol=sol)
 
 
 def _fit_warnings(at_bound, bootstrap: int, n_boot_ok: int, cells, prepared) -> list[str]:

@@ -18,177 +18,25 @@ the run, widened by the offset's standard error and the relation's held-out spre
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from cdlaw.errors import BadInput
-from cdlaw.govern.cooldown import DEMO, Cooldown
+from cdlaw.govern.cooldown import Cooldown
 from cdlaw.govern.curve import Curve
+
+# What the governor is asked and says: cdlaw.govern.decision; the law along the run:
+# cdlaw.govern.run_loss.
+from cdlaw.govern.decision import Decision, GovernOptions, Option
+from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_loss
 from cdlaw.law import Law
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
 GRID_POINTS = 400  # end points E on a log grid from the curve's start to the budget
-REL_STEP = 1e-4  # relative step in E for the central difference of K
-ACTIONS = ("continue", "switch strategy", "cool down now")
-
-
-@dataclass(frozen=True)
-class GovernOptions:
-    """The budget and what the run is, where its curve does not say (None: from the curve)."""
-
-    budget_flops: float
-    unique_tokens: float
-    n_params: float | None = None
-    fresh_tokens: float | None = None  # D: the run's unique tokens (default: U)
-    strategy: str | None = None  # how the run makes tokens past D (default: repetition)
-    planned_tokens: float | None = None  # the run's scheduled D + D′ (default: the budget's)
-    decay_frac: float | None = None
-    cooldown: Cooldown = DEMO
-
-
-@dataclass(frozen=True)
-class Option:
-    """One way to finish the run: where it ends, its loss (95% band) and its cost."""
-
-    name: str  # "cool down now", "planned end", "best stop", "switch to <s>"
-    end_tokens: float
-    loss: float
-    loss_ci95: tuple[float, float] | None
-    flops: float
-    objective: float  # loss + λ·flops
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "loss_ci95": list(self.loss_ci95) if self.loss_ci95 else None}
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the governor says and why; to_dict() is `cdlaw govern --json`."""
-
-    action: str  # one of ACTIONS
-    reasons: tuple[str, ...]
-    source: str
-    law: str
-    n_params: float
-    fresh_tokens: float
-    strategy: str
-    decay_frac: float
-    tokens_now: float  # the last stable point: where a cooldown would start
-    flops_now: float
-    cooling: bool  # the log's last point is already past the peak lr
-    gain_now: float  # G_t, nats per FLOP
-    gain_now_ci95: tuple[float, float] | None
-    threshold: float  # λ(C)
-    budget_flops: float
-    unique_tokens: float
-    plan_n_params: float
-    plan_strategy: str
-    offset: float  # δ, nats
-    offset_se: float
-    cross_tokens: float | None  # where G falls to λ (stop point t); None: not within budget
-    cross_flops: float | None
-    switch_to: str | None
-    options: tuple[Option, ...]
-    cooldown: dict
-    curve: dict = field(default_factory=dict)  # the observed and predicted curves (figure)
-    warnings: tuple[str, ...] = ()
-
-    def option(self, name: str) -> Option | None:
-        return next((o for o in self.options if o.name == name), None)
-
-    def to_dict(self) -> dict:
-        out = {
-            k: getattr(self, k)
-            for k in (
-                "action",
-                "source",
-                "law",
-                "n_params",
-                "fresh_tokens",
-                "strategy",
-                "decay_frac",
-                "tokens_now",
-                "flops_now",
-                "cooling",
-                "gain_now",
-                "threshold",
-                "budget_flops",
-                "unique_tokens",
-                "plan_n_params",
-                "plan_strategy",
-                "offset",
-                "offset_se",
-                "cross_tokens",
-                "cross_flops",
-                "switch_to",
-                "cooldown",
-            )
-        }
-        out["reasons"] = list(self.reasons)
-        out["gain_now_ci95"] = list(self.gain_now_ci95) if self.gain_now_ci95 else None
-        out["options"] = [o.to_dict() for o in self.options]
-        out["curve"] = {k: [float(x) for x in v] for k, v in self.curve.items()}
-        out["warnings"] = list(self.warnings)
-        return out
-
-
-# ---------------------------------------------------------------------------------------
-# The law along one run.
-# ---------------------------------------------------------------------------------------
-
-
-def law_loss(law: Law, n_params: float, fresh: float, strategy: str, end_tokens):
-    """The law's cooled-down loss of the run ending at E tokens (fresh first, then derived)."""
-    E = np.asarray(end_tokens, dtype=float)
-    return law.loss(n_params, np.minimum(E, fresh), np.maximum(E - fresh, 0.0), strategy)
-
-
-def switched_loss(law: Law, n_params, fresh, strategy, other, switch_tokens, end_tokens):
-    """The CD law's loss if the run trains `strategy` up to switch_tokens, then `other`.
-
-    The run's state is its effective data D_eff: the switch carries the gain made so far,
-    D·R*·(1 − e^(−r/R*)) on `strategy`, over to `other` as the ratio r_o that gives `other`
-    the same gain, and the rest of the tokens continue from there on `other`'s curve. So a
-    switch helps only towards a strategy whose derived tokens still add more per token
-    (a larger R*), and never past its own saturation D·(1 + R*_o) (docs/govern.md, limits).
-    """
-    E = np.asarray(end_tokens, dtype=float)
-    seen = np.minimum(E, fresh)
-    own = max(switch_tokens - fresh, 0.0)
-    rest = np.maximum(E - max(switch_tokens, fresh), 0.0)
-    gain = float(law.effective_data(n_params, fresh, own, strategy)) - fresh
-    cap = fresh * float(law.rstar(n_params, fresh, other))
-    if gain >= cap:  # `other` saturates below what the run has: its tokens add nothing
-        total = np.full(E.shape, gain)
-    else:
-        start = -fresh * float(law.rstar(n_params, fresh, other)) * math.log1p(-gain / cap)
-        total = law.effective_data(n_params, fresh, start + rest, other) - fresh
-    total = np.where(E > max(switch_tokens, fresh), total, 0.0)
-    before = law.loss(n_params, seen, np.maximum(E - fresh, 0.0), strategy)
-    after = law.loss(n_params, seen + total, 0.0, "none")
-    return np.where(E > max(switch_tokens, fresh), after, before)
-
-
-def gain_per_flop(curve_of_e, end_tokens, n_params: float) -> np.ndarray:
-    """−dK/dF with F = 6·N·E, by a central difference in E."""
-    E = np.asarray(end_tokens, dtype=float)
-    h = REL_STEP
-    up, down = curve_of_e(E * (1 + h)), curve_of_e(E * (1 - h))
-    return -(up - down) / (2 * h * E) / (6.0 * n_params)
-
-
-def calibrate(law_at_stop, curve: Curve, cooldown: Cooldown, decay_frac: float):
-    """(δ, its standard error): the mean over the calibration points of the cooled-down loss
-    the relation gives minus the law's, at the end each point would cool down to."""
-    idx = curve.calibration_points()
-    t = curve.tokens[idx]
-    resid = cooldown.cooled(curve.loss[idx]) - law_at_stop(t / (1 - decay_frac))
-    delta = float(np.mean(resid))
-    se = float(np.std(resid, ddof=1) / math.sqrt(len(resid))) if len(resid) > 1 else 0.0
-    return delta, se
 
 
 # ---------------------------------------------------------------------------------------
@@ -232,14 +80,90 @@ def govern(
 ) -> Decision:
     """The governor's decision for `curve` under `source`'s law, budget and unique tokens;
     budget_plan: plan_budget(source, options) where the caller has it (--watch plans once)."""
-    law = source.law
-    n, fresh, strategy, planned, f, warnings = _resolve(curve, law, options)
-    C = options.budget_flops
-    p = budget_plan or plan_budget(source, options)
-    lam = float(p.marginal_gain_per_flop)
+    run = _frame(curve, source, options, budget_plan)
+    cal = _calibrate(curve, source, options, run)
+    ends = _endings(source.law, run, cal)
+    gains = _gains(source.law, run, cal)
+    action = _action(run, ends, gains)
+    if curve.cooling:
+        run.warnings.append(
+            "the log's last point is already below the peak lr: this is the decision at the "
+            "end of its stable phase"
+        )
+    return _decision(curve, source, options, run, cal, ends, gains, action)
+
+
+# ---------------------------------------------------------------------------------------
+# Steps of govern().
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Frame:
+    """The run as the governor sees it: what it is, where it stands, the budget's λ and the
+    grid of ends E it scores."""
+
+    n: float
+    fresh: float
+    strategy: str
+    f: float  # decay fraction
+    planned: float  # the scheduled end, tokens
+    plan: Plan  # the plan at the budget
+    lam: float  # λ(C)
+    t_now: float  # tokens at the last stable point
+    e_now: float  # where a cooldown now would end
+    e_budget: float
+    grid: np.ndarray  # ends E, log-spaced
+    inside: np.ndarray  # bool: ends ahead of now and within the budget (the ones scored)
+    warnings: list[str]
+
+    def own(self, lw: Law) -> Callable:
+        """E → lw's cooled-down loss of this run on its own strategy."""
+        return lambda E: law_loss(lw, self.n, self.fresh, self.strategy, E)
+
+
+@dataclass
+class _Calibration:
+    """The law and each bootstrap law calibrated to the run: (δ, se) each, and the widening
+    of every band by the calibration's and the ratio's spread."""
+
+    cooldown: Cooldown
+    laws: list[Law]  # the law, then its bootstrap laws
+    offsets: list[tuple[float, float]]
+    delta: float
+    delta_se: float
+    widen: float
+
+
+@dataclass
+class _Endings:
+    """The ways to finish scored: now, the planned end, the best stop, the best switch."""
+
+    options: list[Option]
+    k_grid: np.ndarray  # the law's cooled-down loss along the grid, + δ
+    switch_to: str | None
+    switch_best: Option | None
+
+
+@dataclass
+class _Gains:
+    """The gain per FLOP: now (with its band), along the grid, and where it meets λ."""
+
+    now: float
+    band: tuple[float, float] | None
+    grid: np.ndarray
+    cross_e: float | None
+    cross_t: float | None
+
+
+def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | None) -> _Frame:
+    """Resolve the run (options, else its curve), plan the budget where p is None, and lay
+    the grid of ends."""
+    n, fresh, strategy, planned, f, warnings = _resolve(curve, source.law, options)
+    p = p or plan_budget(source, options)
     t_now = curve.tokens_now
     e_now = t_now / (1 - f)
-    e_budget = C / (6.0 * n)
+    e_budget = options.budget_flops / (6.0 * n)
     if planned is None:
         planned = e_budget
     if e_now >= e_budget:
@@ -248,122 +172,144 @@ def govern(
     e_lo = float(curve.tokens[0]) / (1 - f)
     grid = np.geomspace(e_lo, max(e_hi, e_lo * 1.01), GRID_POINTS)
     ahead = grid >= e_now
-
-    def own(lw: Law):
-        return lambda E: law_loss(lw, n, fresh, strategy, E)
-
-    cooldown = options.cooldown.for_lr(None if curve.lr is None else float(np.nanmax(curve.lr)))
-    laws = [law, *source.bootstrap]
-    offsets = [calibrate(own(lw), curve, cooldown, f) for lw in laws]
-    delta, delta_se = offsets[0]
-    widen = 1.96 * math.hypot(delta_se, cooldown.sd)
-
-    def option(name, fn, E) -> Option:
-        """One way to end at E: the law's loss + δ, its band over the bootstrap laws (each
-        with its own δ) widened by the calibration's and the ratio's spread."""
-        vals = [float(fn(lw)(E)) + d for lw, (d, _) in zip(laws, offsets, strict=True)]
-        loss, lo, hi = vals[0], vals[0], vals[0]
-        if len(vals) >= 3:
-            lo, hi = np.percentile(vals[1:], [2.5, 97.5])
-        ci = (float(min(lo, loss) - widen), float(max(hi, loss) + widen))
-        F = 6.0 * n * E
-        return Option(name, float(E), loss, ci, F, loss + lam * F)
-
-    k_grid = own(law)(grid) + delta
-    objective = k_grid + lam * 6.0 * n * grid
     inside = ahead & (grid <= max(e_budget, e_now))
     if not inside.any():
         inside = ahead & (grid == grid[ahead][0])
+    lam = float(p.marginal_gain_per_flop)
+    return _Frame(
+        n, fresh, strategy, f, planned, p, lam, t_now, e_now, e_budget, grid, inside, warnings
+    )
+
+
+def _calibrate(curve: Curve, source: PlanningLaw, options: GovernOptions, run: _Frame):
+    """δ for the law and each bootstrap law, on the run's calibration points."""
+    cooldown = options.cooldown.for_lr(None if curve.lr is None else float(np.nanmax(curve.lr)))
+    laws = [source.law, *source.bootstrap]
+    offsets = [calibrate(run.own(lw), curve, cooldown, run.f) for lw in laws]
+    delta, delta_se = offsets[0]
+    widen = 1.96 * math.hypot(delta_se, cooldown.sd)
+    return _Calibration(cooldown, laws, offsets, delta, delta_se, widen)
+
+
+def _option(name: str, fn, E, run: _Frame, cal: _Calibration) -> Option:
+    """One way to end at E: the law's loss + δ, its band over the bootstrap laws (each
+    with its own δ) widened by the calibration's and the ratio's spread."""
+    vals = [float(fn(lw)(E)) + d for lw, (d, _) in zip(cal.laws, cal.offsets, strict=True)]
+    loss, lo, hi = vals[0], vals[0], vals[0]
+    if len(vals) >= 3:
+        lo, hi = np.percentile(vals[1:], [2.5, 97.5])
+    ci = (float(min(lo, loss) - cal.widen), float(max(hi, loss) + cal.widen))
+    F = 6.0 * run.n * E
+    return Option(name, float(E), loss, ci, F, loss + run.lam * F)
+
+
+def _endings(law: Law, run: _Frame, cal: _Calibration) -> _Endings:
+    """Cool down now, the planned end, the best stop in the budget and, for the CD law,
+    the best switch of the rest of the tokens to another strategy."""
+    grid, inside, lam, n = run.grid, run.inside, run.lam, run.n
+    own = run.own
+    k_grid = own(law)(grid) + cal.delta
+    objective = k_grid + lam * 6.0 * n * grid
     best_i = int(np.flatnonzero(inside)[np.argmin(objective[inside])])
-    options_out = [
-        option("cool down now", own, e_now),
-        option("planned end", own, planned),
-        option("best stop", own, max(grid[best_i], e_now)),
+    options = [
+        _option("cool down now", own, run.e_now, run, cal),
+        _option("planned end", own, run.planned, run, cal),
+        _option("best stop", own, max(grid[best_i], run.e_now), run, cal),
     ]
     switch_to, switch_best = None, None
     if law.form == "cd":
-        for other in (s for s in law.strategies if s != strategy):
-            fn = _switched(other, n, fresh, strategy, t_now)
-            obj = fn(law)(grid) + delta + lam * 6.0 * n * grid
+        for other in (s for s in law.strategies if s != run.strategy):
+            fn = _switched(other, n, run.fresh, run.strategy, run.t_now)
+            obj = fn(law)(grid) + cal.delta + lam * 6.0 * n * grid
             i = int(np.flatnonzero(inside)[np.argmin(obj[inside])])
-            o = option(f"switch to {other}", fn, max(grid[i], e_now))
+            o = _option(f"switch to {other}", fn, max(grid[i], run.e_now), run, cal)
             if switch_best is None or o.objective < switch_best.objective:
                 switch_to, switch_best = other, o
         if switch_best is not None:
-            options_out.append(switch_best)
+            options.append(switch_best)
     else:
-        warnings.append(f"a {law.form} law cannot mix strategies: switching is not scored")
+        run.warnings.append(f"a {law.form} law cannot mix strategies: switching is not scored")
+    return _Endings(options, k_grid, switch_to, switch_best)
 
-    gains = [float(gain_per_flop(own(lw), e_now, n)) for lw in laws]
+
+def _gains(law: Law, run: _Frame, cal: _Calibration) -> _Gains:
+    """G now under every law (its band from the bootstrap laws), along the grid, and the
+    end where it meets λ."""
+    gains = [float(gain_per_flop(run.own(lw), run.e_now, run.n)) for lw in cal.laws]
     g_now = gains[0]
     g_band = None
     if len(gains) >= 3:
         lo, hi = np.percentile(gains[1:], [2.5, 97.5])
         g_band = (float(min(lo, g_now)), float(max(hi, g_now)))
-    g_grid = gain_per_flop(own(law), grid, n)
-    cross_e = _crossing(grid, g_grid, lam, g_now, e_now, e_budget)
-    cross_t = None if cross_e is None else cross_e * (1 - f)
+    g_grid = gain_per_flop(run.own(law), run.grid, run.n)
+    cross_e = _crossing(run.grid, g_grid, run.lam, g_now, run.e_now, run.e_budget)
+    cross_t = None if cross_e is None else cross_e * (1 - run.f)
+    return _Gains(g_now, g_band, g_grid, cross_e, cross_t)
 
-    best = options_out[2]
-    stop_now = g_now < lam or best.end_tokens <= e_now * (1 + 1e-9) or e_now >= e_budget
+
+def _action(run: _Frame, ends: _Endings, gains: _Gains) -> str:
+    """Switch when a switch beats stopping and going on; else cool down once G is below λ
+    (or the best stop is now, or the budget is spent); else continue."""
+    best, now, switch_best = ends.options[2], ends.options[0], ends.switch_best
+    e_now = run.e_now
+    stop_now = gains.now < run.lam or best.end_tokens <= e_now * (1 + 1e-9) or e_now >= run.e_budget
     worth_switching = (
         switch_best is not None
         and switch_best.end_tokens > e_now * (1 + 1e-6)
-        and switch_best.objective < min(best.objective, options_out[0].objective)
+        and switch_best.objective < min(best.objective, now.objective)
     )
     if worth_switching:
-        action = "switch strategy"
-    elif stop_now:
-        action = "cool down now"
-    else:
-        action = "continue"
+        return "switch strategy"
+    return "cool down now" if stop_now else "continue"
+
+
+def _decision(curve, source, options, run: _Frame, cal: _Calibration, ends, gains, action):
+    """The Decision, with its reasons and the curves of its figure."""
     reasons = _reasons(
-        action, g_now, lam, options_out, switch_to, switch_best, cross_t, t_now, strategy, delta
-    )
+        action, gains.now, run.lam, ends.options, ends.switch_to, ends.switch_best,
+        gains.cross_t, run.t_now, run.strategy, cal.delta,
+    )  # fmt: skip
+    grid, k_grid = run.grid, ends.k_grid
     curve_out = {
         "observed_tokens": curve.tokens,
         "observed_loss": curve.loss,
         "calibration_tokens": curve.tokens[curve.calibration_points()],
         "end_tokens": grid,
         "cooled_loss": k_grid,
-        "stable_tokens": grid * (1 - f),
-        "stable_loss": cooldown.stable(k_grid),
-        "gain": g_grid,
-        **_grid_band(laws, offsets, own, grid, widen),
+        "stable_tokens": grid * (1 - run.f),
+        "stable_loss": cal.cooldown.stable(k_grid),
+        "gain": gains.grid,
+        **_grid_band(cal.laws, cal.offsets, run.own, grid, cal.widen),
     }
-    if curve.cooling:
-        warnings.append(
-            "the log's last point is already below the peak lr: this is the decision at the "
-            "end of its stable phase"
-        )
+    n = run.n
     return Decision(
         action=action,
         reasons=tuple(reasons),
         source=curve.source,
         law=source.name,
         n_params=n,
-        fresh_tokens=fresh,
-        strategy=strategy,
-        decay_frac=f,
-        tokens_now=t_now,
-        flops_now=6.0 * n * t_now,
+        fresh_tokens=run.fresh,
+        strategy=run.strategy,
+        decay_frac=run.f,
+        tokens_now=run.t_now,
+        flops_now=6.0 * n * run.t_now,
         cooling=curve.cooling,
-        gain_now=g_now,
-        gain_now_ci95=g_band,
-        threshold=lam,
-        budget_flops=C,
+        gain_now=gains.now,
+        gain_now_ci95=gains.band,
+        threshold=run.lam,
+        budget_flops=options.budget_flops,
         unique_tokens=options.unique_tokens,
-        plan_n_params=p.n_params,
-        plan_strategy=p.strategy,
-        offset=delta,
-        offset_se=delta_se,
-        cross_tokens=cross_t,
-        cross_flops=None if cross_e is None else 6.0 * n * cross_e,
-        switch_to=switch_to if action == "switch strategy" else None,
-        options=tuple(options_out),
-        cooldown=cooldown.to_dict(),
+        plan_n_params=run.plan.n_params,
+        plan_strategy=run.plan.strategy,
+        offset=cal.delta,
+        offset_se=cal.delta_se,
+        cross_tokens=gains.cross_t,
+        cross_flops=None if gains.cross_e is None else 6.0 * n * gains.cross_e,
+        switch_to=ends.switch_to if action == "switch strategy" else None,
+        options=tuple(ends.options),
+        cooldown=cal.cooldown.to_dict(),
         curve=curve_out,
-        warnings=tuple(warnings),
+        warnings=tuple(run.warnings),
     )
 
 

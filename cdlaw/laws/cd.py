@@ -19,6 +19,7 @@ import numpy as np
 from cdlaw.laws import chinchilla
 from cdlaw.laws.chinchilla import batched_log_loss_at, chinchilla_loss
 from cdlaw.laws.form import Centring, LawForm, Rows
+from cdlaw.laws.log_terms import through_rstar
 
 STRATEGY_PARAMS = ("K", "rho", "sigma")
 
@@ -164,11 +165,9 @@ def batched_log_loss(theta, rows: Rows):
 
     def vjp(w):
         g, wp3 = core(w)
-        for j, sl in enumerate(rows.slices):
-            wR = np.multiply(wp3[:, sl], dlogR[j])
-            wR *= -theta[:, 4:5]  # ∂/∂log R*, through −β·log D_eff
+        for j, sl, wR in through_rstar(wp3, dlogR, theta[:, 4:5], rows.slices):
             c = first + 3 * j
-            g[:, c : c + 3] = wR @ _features(rows, sl).T
+            g[:, c : c + 3] = wR @ _features(rows, sl).T  # ∂/∂(k, ρ, σ) through log R*
         return g
 
     return logL, vjp

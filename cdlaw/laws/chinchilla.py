@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.laws.form import Centring, LawForm, LogLosses, Rows, Span
+from cdlaw.laws.log_terms import data_grads, data_term, floor_grad, log_sum
 
 SHARED = ("E", "A", "B", "alpha", "beta")
 LOG_PARAMS = frozenset({"E", "A", "B"})
@@ -105,7 +106,8 @@ def batched_log_loss_at(theta, logN, lDeff):
     form extending the data term can add its own parameters' gradients through wp3.
 
     Written for speed (the fit calls it for thousands of starts): A/N^α takes one value per
-    model size, and the elementwise work is done in place.
+    model size, and the elementwise work is done in place. The terms shared with the forms
+    that extend this one are cdlaw.laws.log_terms'.
     """
     e, b, beta = theta[:, 0:1], theta[:, 2:3], theta[:, 4:5]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -114,26 +116,18 @@ def batched_log_loss_at(theta, logN, lDeff):
         T2u = np.exp(theta[:, [1, 3]] @ np.stack([np.ones_like(lNu), -lNu]))
         T2 = T2u[:, at_size]
         E = np.exp(e)
-        T3 = np.multiply(lDeff, -beta)
-        T3 += b
-        np.exp(T3, out=T3)
-        total = T2 + T3
-        total += E
-        logL = np.log(total)
+        T3 = data_term(lDeff, b, beta)
+        total, logL = log_sum(E, T2, T3)
 
     def vjp(w):
         g = np.zeros_like(theta)
-        wt = np.divide(w, total)
-        g[:, 0] = wt.sum(axis=1) * E[:, 0]
+        wt = floor_grad(w, total, E, g)
         # through the per-size values: Σ_sizes T2u·(Σ_rows wt)
         per_size = wt @ (at_size[:, None] == np.arange(len(lNu))).astype(float)
         per_size *= T2u
         g[:, 1] = per_size.sum(axis=1)
         g[:, 3] = -(per_size @ lNu)
-        wp3 = np.multiply(wt, T3, out=wt)
-        g[:, 2] = wp3.sum(axis=1)
-        g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
-        return g, wp3
+        return g, data_grads(wt, T3, lDeff, g)
 
     return logL, vjp
 

@@ -22,6 +22,7 @@ from cdlaw.laws import chinchilla
 from cdlaw.laws.cd import batched_log_effective_data, effective_data
 from cdlaw.laws.chinchilla import chinchilla_loss, chinchilla_optimal_n_for_data
 from cdlaw.laws.form import LawForm, Rows
+from cdlaw.laws.log_terms import data_grads, data_term, floor_grad, log_sum, through_rstar
 
 
 def muennighoff_loss(N, D, Dp, E, A, B, alpha, beta, rstar_d, rstar_n):
@@ -84,22 +85,15 @@ def batched_log_loss(theta, rows: Rows):
         dN_drn = np.where(excess, (Gn - q * (1.0 + em1n)) / (1.0 + Gn), 0.0)
         T2 = np.exp(a - alpha * lNeff)
         E = np.exp(e)
-        T3 = np.multiply(lDeff, -beta)
-        T3 += b
-        np.exp(T3, out=T3)
-        total = T2 + T3
-        total += E
-        logL = np.log(total)
+        T3 = data_term(lDeff, b, beta)
+        total, logL = log_sum(E, T2, T3)
 
     def vjp(w):
         g = np.zeros_like(theta)
-        wt = np.divide(w, total)
-        g[:, 0] = wt.sum(axis=1) * E[:, 0]
+        wt = floor_grad(w, total, E, g)
         wp2 = wt * T2
         g[:, 1] = wp2.sum(axis=1)
-        wp3 = np.multiply(wt, T3, out=wt)
-        g[:, 2] = wp3.sum(axis=1)
-        g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
+        wp3 = data_grads(wt, T3, lDeff, g)
         g[:, 3] = -np.einsum("sn,sn->s", wp2, lNeff)
         ws = -alpha * wp2 * dN_dstar  # ∂/∂log N*, through log N_eff
         a_ = alpha[:, 0]
@@ -109,10 +103,8 @@ def batched_log_loss(theta, rows: Rows):
         g[:, 3] += np.einsum("sn,sn->s", ws, (1.0 / alpha - lNstar)) / a_
         g[:, 4] += (ws @ logD - sum_ws / beta[:, 0]) / a_
         g[:, 5] = np.einsum("sn,sn->s", -alpha * wp2, dN_drn)
-        for j, sl in enumerate(rows.slices):
-            wR = np.multiply(wp3[:, sl], dlogR[j])
-            wR *= -beta  # ∂/∂log R*_D
-            g[:, first + j] = wR.sum(axis=1)
+        for j, _, wR in through_rstar(wp3, dlogR, beta, rows.slices):
+            g[:, first + j] = wR.sum(axis=1)  # ∂/∂log R*_D
         return g
 
     return logL, vjp

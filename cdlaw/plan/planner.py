@@ -25,8 +25,7 @@ return (Allocation, Plan, Frontier, with their JSON form) is cdlaw.plan.result.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
-from functools import partial
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -49,6 +48,15 @@ from cdlaw.plan.checks import (
     size_interval,
     unpinned_warnings,
 )
+
+# The search for N at one strategy: cdlaw.plan.optimum.
+from cdlaw.plan.optimum import (
+    SEARCH_TOKENS_PER_PARAM,
+    allocation,
+    chinchilla_optimal_n_params,
+    marginal_gain_per_flop,
+    optimal_n_params,
+)
 from cdlaw.plan.requests import check_options, positive, strategies_to_try
 
 # What a plan is (Allocation, Plan, Frontier and their JSON form): cdlaw.plan.result.
@@ -59,115 +67,6 @@ from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 
 FOUR_EPOCHS = 4.0
-# The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
-# of 0.01 decade, so that no sane law has its optimum off the grid; Brent's method then
-# refines between the grid neighbours of the best point.
-SEARCH_TOKENS_PER_PARAM = (1e-6, 1e10)
-GRID_POINTS_PER_DECADE = 100
-# Relative step in C for −dL/dC: the loss changes by ~1e-5 nats, far above rounding (1e-15),
-# while the O(h²) truncation error stays ~1e-8 relative.
-MARGINAL_STEP = 1e-4
-# D′ below this share of D is the optimiser's rounding at the T = U kink (its N is known
-# to ~1e-7), not a plan to make derived tokens: such a plan trains D′ = 0, its N as much
-# larger as spends the same FLOPs.
-DERIVED_NOISE = 1e-5
-
-# ---------------------------------------------------------------------------------------
-# The optimisation.
-# ---------------------------------------------------------------------------------------
-
-
-def split_tokens(budget_flops, n_params, unique_tokens):
-    """Spend the whole budget at model size N: T = C/(6N), D = min(U, T), D′ = T − D."""
-    tokens = np.asarray(budget_flops, dtype=float) / (6.0 * np.asarray(n_params, dtype=float))
-    fresh = np.minimum(unique_tokens, tokens)
-    return fresh, tokens - fresh
-
-
-def planned_tokens(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
-    """(D, D′) a plan trains at model size N: the whole budget (split_tokens), except that
-    a law whose loss rises with D′ (overfitting) never gets more derived tokens than its
-    loss minimum at that (N, D): the rest of the budget is better left unspent."""
-    fresh, derived = split_tokens(budget_flops, n_params, unique_tokens)
-    if law.form_decl.can_overfit and strategy != "none":
-        derived = np.minimum(derived, law.best_derived_tokens(n_params, fresh, strategy))
-    return fresh, derived
-
-
-def budget_loss(law: Law, strategy: str, budget_flops, n_params, unique_tokens):
-    """The law's loss when the budget is spent at model size N (broadcasts; planned_tokens)."""
-    fresh, derived = planned_tokens(law, strategy, budget_flops, n_params, unique_tokens)
-    return law.loss(n_params, fresh, derived, strategy)
-
-
-def optimal_n_params(
-    law: Law, strategy: str, budget_flops: float, unique_tokens: float
-) -> tuple[float, bool]:
-    """argmin over N of budget_loss; and whether it sits on the edge of the search range.
-
-    A coarse log grid finds the basin (robust to the kinks at T = U and, for the
-    Muennighoff form, at N = U_N, and to flat stretches where derived tokens saturate);
-    bounded Brent refines between the grid neighbours of the best point.
-    """
-    from scipy.optimize import minimize_scalar
-
-    lo_tpp, hi_tpp = SEARCH_TOKENS_PER_PARAM
-    # tokens per param = C/(6N²), so N = sqrt(C/(6·tpp)).
-    ln_lo = 0.5 * math.log(budget_flops / (6 * hi_tpp))
-    ln_hi = 0.5 * math.log(budget_flops / (6 * lo_tpp))
-    n_grid = round((ln_hi - ln_lo) / math.log(10) * GRID_POINTS_PER_DECADE) + 1
-    grid = np.linspace(ln_lo, ln_hi, n_grid)
-
-    def f(ln_n):
-        return budget_loss(law, strategy, budget_flops, np.exp(ln_n), unique_tokens)
-
-    with np.errstate(all="ignore"):
-        values = f(grid)
-    values = np.where(np.isfinite(values), values, np.inf)
-    i = int(np.argmin(values))
-    a, b = grid[max(i - 1, 0)], grid[min(i + 1, n_grid - 1)]
-    with np.errstate(all="ignore"):
-        res = minimize_scalar(
-            lambda x: float(f(x)), bounds=(a, b), method="bounded", options={"xatol": 1e-10}
-        )
-    ln_best = float(res.x) if res.fun <= values[i] else float(grid[i])
-    on_edge = i in (0, n_grid - 1)
-    return math.exp(ln_best), on_edge
-
-
-def _allocation(
-    law, strategy, budget_flops, n_params, unique_tokens, rule, whole_budget=False
-) -> Allocation:
-    """The allocation at model size N: planned_tokens, or with whole_budget every FLOP spent
-    (the baselines: a team without the law trains every token it can afford)."""
-    spend = split_tokens if whole_budget else partial(planned_tokens, law, strategy)
-    fresh, derived = (float(x) for x in spend(budget_flops, n_params, unique_tokens))
-    if 0 < derived < DERIVED_NOISE * fresh:  # the same FLOPs, all on fresh tokens
-        n_params, derived = n_params * (fresh + derived) / fresh, 0.0
-    loss = float(law.loss(n_params, fresh, derived, strategy))
-    label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
-    return Allocation(rule, float(n_params), fresh, derived, label, loss)
-
-
-def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens) -> float:
-    """−dL*/dC at the optimum, for the compute governor (docs/plan.md).
-
-    Along the optimal path N*(C), dL*/dC = ∂L/∂C at fixed N* because ∂L/∂N = 0 there
-    (envelope theorem), so a central difference at fixed N gives the derivative of the
-    optimal loss without re-optimising (and so without the optimiser's noise). With N
-    fixed by the user the path is the fixed-N one, and the same formula is exact.
-    """
-    h = MARGINAL_STEP
-    up = budget_loss(law, strategy, budget_flops * (1 + h), n_params, unique_tokens)
-    down = budget_loss(law, strategy, budget_flops * (1 - h), n_params, unique_tokens)
-    return float(-(up - down) / (2 * h * budget_flops))
-
-
-def chinchilla_optimal_n_params(law: Law, budget_flops: float) -> float:
-    """N* = G·(C/6)^(β/(α+β)), G = (αA/(βB))^(1/(α+β)) (Hoffmann et al. 2022, eq. 4)."""
-    a, b = law.params["alpha"], law.params["beta"]
-    G = (a * law.params["A"] / (b * law.params["B"])) ** (1 / (a + b))
-    return G * (budget_flops / 6) ** (b / (a + b))
 
 
 def plan(
@@ -196,139 +95,33 @@ def plan(
     refused instead, before the bootstrap refits plan.
     """
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
-    law = source.law
-    budget_flops = positive(budget_flops, "--budget-flops")
-    unique = math.inf if unique_tokens is None else positive(unique_tokens, "--unique-tokens")
-    if n_params is not None:
-        n_params = positive(n_params, "--n-params")
-    check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
-    tried = strategies_to_try(source, strategy)
-
-    candidates = {}
-    on_edge = False
-    for s in tried:
-        if n_params is None:
-            n, edge = optimal_n_params(law, s, budget_flops, unique)
-            on_edge |= edge
-            rule = "cd-optimal"
-        else:
-            n, rule = n_params, "fixed-n_params"
-        candidates[s] = _allocation(law, s, budget_flops, n, unique, rule)
-    # The one guard (checks.guard): refused, or under `auto` planned among those inside it.
-    extrapolated, left_out = guard(source, candidates, strategy, extrapolate)
-    tried = [s for s in tried if s not in left_out]
-    candidates = {s: a for s, a in candidates.items() if s not in left_out}
-    # the law's name for the chosen strategy (for a law without strategies: "none")
-    chosen = min(candidates, key=lambda s: candidates[s].predicted_loss)
-    best = candidates[chosen]
-
-    for s, a in candidates.items():
-        candidates[s] = _with_gap(a, best.predicted_loss)
-
-    t = classify(
-        law,
-        best.n_params,
-        best.fresh_tokens,
-        best.derived_tokens,
-        law_strategy(best.strategy, chosen),
-        saturation=saturation,
-        tolerance=tolerance,
+    req = _Request(
+        positive(budget_flops, "--budget-flops"),
+        math.inf if unique_tokens is None else positive(unique_tokens, "--unique-tokens"),
+        strategy,
+        None if n_params is None else positive(n_params, "--n-params"),
+        saturation,
+        tolerance,
+        extrapolate,
     )
-    naive, four = _baselines(source, chosen, budget_flops, unique, best.predicted_loss)
-
-    def decide(under: Law) -> dict[str, tuple[float, float, float, float]]:
-        """The same search under another law, each allocation made as the plan's own
-        (_allocation: D′ of rounding noise is none): {strategy: (N, loss, D, D′)}."""
-        out = {}
-        for s in tried:
-            n = (
-                n_params
-                if n_params is not None
-                else optimal_n_params(under, s, budget_flops, unique)[0]
-            )
-            a = _allocation(under, s, budget_flops, n, unique, best.rule)
-            out[s] = (a.n_params, a.predicted_loss, a.fresh_tokens, a.derived_tokens)
-        return out
-
-    # Every bootstrap law plans for itself: how sure the decision is, and how optimistic.
-    own = refit_plans(source, decide)
-    shares, n_band = decision_spread(own, tried, chosen)
-    n_band, n_no_band = size_interval(source, n_band, best.n_params)
-    optimism, optimism_note = judge_optimism(plan_optimism(own, law), best, law)
-    ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
-    if best.strategy == "none":  # no derived tokens: no strategy to decide
-        shares = None
-    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
-                *(f"{s} left out: {why}" for s, why in left_out.items()), *band_warnings]  # fmt: skip
-    if on_edge:
-        warnings.append(
-            "the optimum sits on the edge of the search range (tokens per parameter "
-            f"{SEARCH_TOKENS_PER_PARAM[0]:g} to {SEARCH_TOKENS_PER_PARAM[1]:g}): this law has "
-            "no interior optimum for this budget"
-        )
-    if prefers_fewer_fresh_tokens(law, law_strategy(best.strategy, chosen), best):
-        rho = law.strategies.get(chosen, {}).get("rho")
-        why = f" (its {chosen} rho = {rho:.3g} < -1)" if rho is not None and rho < -1 else ""
-        warnings.append(
-            "the law predicts a lower loss if some fresh tokens were swapped for derived ones "
-            f"at the same compute{why}: an extrapolation artifact, so trust this plan less"
-        )
-    unspent = budget_flops - 6.0 * best.n_params * best.tokens_trained
-    if unspent > 1e-6 * budget_flops:
-        warnings.append(
-            f"more derived tokens would raise this law's loss (overfitting): the plan stops at "
-            f"the loss minimum, D′ = {best.derived_tokens:.3g}, and leaves {unspent:.3g} of the "
-            f"{budget_flops:.3g} FLOPs unspent"
-        )
-    if not law.form_decl.uses_derived and best.derived_tokens > 0:
-        warnings.append(f"a {law.form} law gives derived tokens no value; they only spend FLOPs")
+    check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
+    choice = _choose(source, req)
+    band = _band(source, req, choice)
+    warnings = _plan_warnings(source, req, choice, band.warnings)
     memory = None
     if gpu_memory_gib is not None or gpu_flops is not None or mfu is not None:
         from cdlaw.plan.memory import training_cost
 
         extra = {"seq_len": seq_len, "micro_batch": micro_batch, "vocab_size": vocab_size}
         memory = training_cost(
-            best.n_params,
-            best.tokens_trained,
+            choice.best.n_params,
+            choice.best.tokens_trained,
             gpu_memory_gib,
             gpu_flops,
             mfu,
             **{k: v for k, v in extra.items() if v is not None},
         ).to_dict()
-    return Plan(
-        law=source.name,
-        law_form=law.form,
-        law_source=law.source,
-        budget_flops=float(budget_flops),
-        unique_tokens=unique,
-        strategy_requested=strategy,
-        n_params_fixed=n_params is not None,
-        best=best,
-        predicted_loss_ci95=ci,
-        no_band_reason=no_band,
-        optimism=optimism,
-        strategy_share=shares,
-        n_params_ci95=n_band,
-        regime=str(t.regime[()]),
-        loss_one_epoch=float(t.loss_one_epoch[()]),
-        loss_data_floor=float(t.loss_data_floor[()]),
-        loss_model_floor=float(t.loss_model_floor[()]),
-        derived_gain_share=float(t.derived_gain_share[()]),
-        saturation=saturation,
-        tolerance=tolerance,
-        marginal_gain_per_flop=marginal_gain_per_flop(
-            law, chosen, budget_flops, best.n_params, unique
-        ),
-        candidates=candidates,
-        naive=naive,
-        four_epoch=four,
-        memory=memory,
-        warnings=tuple(warnings),
-        extrapolated=tuple(extrapolated),
-        left_out=left_out,
-        n_params_no_band_reason=n_no_band,
-        optimism_note=optimism_note,
-    )
+    return _assemble(source, req, choice, band, warnings, memory)
 
 
 def frontier(
@@ -373,8 +166,187 @@ def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------
-# Pieces of plan().
+# Steps of plan().
 # ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What plan() was asked, checked: unique is inf for unlimited fresh data."""
+
+    budget_flops: float
+    unique: float
+    strategy: str
+    n_params: float | None  # fixed by the user, or None to search
+    saturation: float
+    tolerance: float
+    extrapolate: bool
+
+
+@dataclass
+class _Choice:
+    """What the search chose: the strategies planned (after the guard), one allocation
+    each with its gap to the best, the chosen strategy and its allocation."""
+
+    tried: list[str]
+    candidates: dict[str, Allocation]
+    chosen: str  # the law's name for the chosen strategy ("none" for a law without any)
+    best: Allocation
+    on_edge: bool  # some optimum sat on the edge of the search range
+    extrapolated: tuple[str, ...]
+    left_out: dict[str, str]  # strategy: why the guard left it out
+
+
+@dataclass
+class _Band:
+    """How sure the plan is: every bootstrap law's own plan, summarised (cdlaw.plan.checks)."""
+
+    shares: dict[str, float] | None
+    n_band: tuple[float, float] | None
+    n_no_band: str | None
+    optimism: float | None
+    optimism_note: str | None
+    ci: tuple[float, float] | None
+    no_band: str | None
+    warnings: list[str]
+
+
+def _choose(source: PlanningLaw, req: _Request) -> _Choice:
+    """Each strategy's best allocation, the guard (checks.guard: refused, or under `auto`
+    planned among those inside it), and the lowest loss among what is left."""
+    law = source.law
+    tried = strategies_to_try(source, req.strategy)
+    candidates = {}
+    on_edge = False
+    for s in tried:
+        if req.n_params is None:
+            n, edge = optimal_n_params(law, s, req.budget_flops, req.unique)
+            on_edge |= edge
+            rule = "cd-optimal"
+        else:
+            n, rule = req.n_params, "fixed-n_params"
+        candidates[s] = allocation(law, s, req.budget_flops, n, req.unique, rule)
+    extrapolated, left_out = guard(source, candidates, req.strategy, req.extrapolate)
+    tried = [s for s in tried if s not in left_out]
+    candidates = {s: a for s, a in candidates.items() if s not in left_out}
+    chosen = min(candidates, key=lambda s: candidates[s].predicted_loss)
+    best = candidates[chosen]
+    for s, a in candidates.items():
+        candidates[s] = _with_gap(a, best.predicted_loss)
+    return _Choice(tried, candidates, chosen, best, on_edge, extrapolated, left_out)
+
+
+def _band(source: PlanningLaw, req: _Request, choice: _Choice) -> _Band:
+    """Every bootstrap law plans for itself (the same search, each allocation made as the
+    plan's own): how sure the decision is, and how optimistic the plan."""
+    best, chosen = choice.best, choice.chosen
+
+    def decide(under: Law) -> dict[str, tuple[float, float, float, float]]:
+        """{strategy: (N, loss, D, D′)} under another law."""
+        out = {}
+        for s in choice.tried:
+            n = (
+                req.n_params
+                if req.n_params is not None
+                else optimal_n_params(under, s, req.budget_flops, req.unique)[0]
+            )
+            a = allocation(under, s, req.budget_flops, n, req.unique, best.rule)
+            out[s] = (a.n_params, a.predicted_loss, a.fresh_tokens, a.derived_tokens)
+        return out
+
+    own = refit_plans(source, decide)
+    shares, n_band = decision_spread(own, choice.tried, chosen)
+    n_band, n_no_band = size_interval(source, n_band, best.n_params)
+    optimism, optimism_note = judge_optimism(plan_optimism(own, source.law), best, source.law)
+    ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
+    if best.strategy == "none":  # no derived tokens: no strategy to decide
+        shares = None
+    return _Band(shares, n_band, n_no_band, optimism, optimism_note, ci, no_band, band_warnings)
+
+
+def _plan_warnings(
+    source: PlanningLaw, req: _Request, choice: _Choice, band_warnings: list[str]
+) -> list[str]:
+    """What a chosen plan warns of, in order: the law's notes, the fitted range, unpinned
+    parameters, strategies left out, the band, then the plan's own shape."""
+    law, best, chosen = source.law, choice.best, choice.chosen
+    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
+                *(f"{s} left out: {why}" for s, why in choice.left_out.items()), *band_warnings]  # fmt: skip
+    if choice.on_edge:
+        warnings.append(
+            "the optimum sits on the edge of the search range (tokens per parameter "
+            f"{SEARCH_TOKENS_PER_PARAM[0]:g} to {SEARCH_TOKENS_PER_PARAM[1]:g}): this law has "
+            "no interior optimum for this budget"
+        )
+    if prefers_fewer_fresh_tokens(law, law_strategy(best.strategy, chosen), best):
+        rho = law.strategies.get(chosen, {}).get("rho")
+        why = f" (its {chosen} rho = {rho:.3g} < -1)" if rho is not None and rho < -1 else ""
+        warnings.append(
+            "the law predicts a lower loss if some fresh tokens were swapped for derived ones "
+            f"at the same compute{why}: an extrapolation artifact, so trust this plan less"
+        )
+    budget_flops = req.budget_flops
+    unspent = budget_flops - 6.0 * best.n_params * best.tokens_trained
+    if unspent > 1e-6 * budget_flops:
+        warnings.append(
+            f"more derived tokens would raise this law's loss (overfitting): the plan stops at "
+            f"the loss minimum, D′ = {best.derived_tokens:.3g}, and leaves {unspent:.3g} of the "
+            f"{budget_flops:.3g} FLOPs unspent"
+        )
+    if not law.form_decl.uses_derived and best.derived_tokens > 0:
+        warnings.append(f"a {law.form} law gives derived tokens no value; they only spend FLOPs")
+    return warnings
+
+
+def _assemble(
+    source: PlanningLaw, req: _Request, choice: _Choice, band: _Band, warnings, memory
+) -> Plan:
+    """The Plan: the choice and its band, with the regime it lands in and the baselines."""
+    law, best, chosen = source.law, choice.best, choice.chosen
+    t = classify(
+        law,
+        best.n_params,
+        best.fresh_tokens,
+        best.derived_tokens,
+        law_strategy(best.strategy, chosen),
+        saturation=req.saturation,
+        tolerance=req.tolerance,
+    )
+    naive, four = _baselines(source, chosen, req.budget_flops, req.unique, best.predicted_loss)
+    return Plan(
+        law=source.name,
+        law_form=law.form,
+        law_source=law.source,
+        budget_flops=float(req.budget_flops),
+        unique_tokens=req.unique,
+        strategy_requested=req.strategy,
+        n_params_fixed=req.n_params is not None,
+        best=best,
+        predicted_loss_ci95=band.ci,
+        no_band_reason=band.no_band,
+        optimism=band.optimism,
+        strategy_share=band.shares,
+        n_params_ci95=band.n_band,
+        regime=str(t.regime[()]),
+        loss_one_epoch=float(t.loss_one_epoch[()]),
+        loss_data_floor=float(t.loss_data_floor[()]),
+        loss_model_floor=float(t.loss_model_floor[()]),
+        derived_gain_share=float(t.derived_gain_share[()]),
+        saturation=req.saturation,
+        tolerance=req.tolerance,
+        marginal_gain_per_flop=marginal_gain_per_flop(
+            law, chosen, req.budget_flops, best.n_params, req.unique
+        ),
+        candidates=choice.candidates,
+        naive=naive,
+        four_epoch=four,
+        memory=memory,
+        warnings=tuple(warnings),
+        extrapolated=tuple(choice.extrapolated),
+        left_out=choice.left_out,
+        n_params_no_band_reason=band.n_no_band,
+        optimism_note=band.optimism_note,
+    )
 
 
 def _with_gap(a: Allocation, best_loss: float) -> Allocation:
@@ -394,7 +366,7 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
         n_naive = chinchilla_optimal_n_params(law, budget_flops)
     else:  # the same rule for any law: its optimum with every token counted as fresh
         n_naive, _ = optimal_n_params(law, "none", budget_flops, math.inf)
-    naive = _allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla", True)
+    naive = allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla", True)
     # What the naive planner expects: every token counted as fresh.
     if chinchilla_shaped:
         p = law.params
@@ -409,5 +381,5 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
     n_four = n_naive
     if naive.tokens_trained > FOUR_EPOCHS * unique:
         n_four = budget_flops / (6 * FOUR_EPOCHS * unique)
-    four = _allocation(law, s, budget_flops, n_four, unique, "four-epoch", True)
+    four = allocation(law, s, budget_flops, n_four, unique, "four-epoch", True)
     return _with_gap(naive, best_loss), _with_gap(four, best_loss)

@@ -221,12 +221,9 @@ class RayExecutor:
             import ray
             from ray.util.queue import Queue
         except ImportError:
-            from cdlaw.extras import install_advice
+            from cdlaw.extras import ray_missing
 
-            raise BadInput(
-                f"--executor ray needs Ray, which this install cannot import; install "
-                f"{install_advice('ray')}."
-            ) from None
+            raise ray_missing() from None
         self.ray = ray
         self._started = init_ray(ray, address)
         cpus = int(ray.cluster_resources().get("CPU", 1))

@@ -465,9 +465,9 @@ def test_each_resample_keeps_its_lowest_objective_refit():
 
 def test_refits_start_once_from_each_distinct_minimum():
     """The best fit first, then each other minimum once, however often the polish found it."""
-    from cdlaw.fit.procedure import _boot_starts, _Solution
+    from cdlaw.fit.search import Solution, boot_starts
 
     best, other = np.zeros(3), np.ones(3)
     cands = np.array([best, other, other + 1e-5, best + 1e-5])
-    sol = _Solution(best, 0.0, True, "", cands, 4, 4)
-    assert _boot_starts(sol).tolist() == [best.tolist(), other.tolist()]
+    sol = Solution(best, 0.0, True, "", cands, 4, 4)
+    assert boot_starts(sol).tolist() == [best.tolist(), other.tolist()]

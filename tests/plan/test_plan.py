@@ -10,7 +10,8 @@ from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS, Law
 from cdlaw.laws.chinchilla import chinchilla_loss
 from cdlaw.plan.memory import GIB, activation_bytes, model_shape, training_cost
-from cdlaw.plan.planner import budget_loss, chinchilla_optimal_n_params, frontier, plan
+from cdlaw.plan.optimum import budget_loss, chinchilla_optimal_n_params
+from cdlaw.plan.planner import frontier, plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import load_law
 from cdlaw.regimes import classify

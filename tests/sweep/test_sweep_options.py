@@ -48,3 +48,19 @@ def test_from_cli_makes_the_exec_config_and_words_threads_as_the_option():
         SweepOptions.from_cli(threads=-1)
     with pytest.raises(BadInput, match=r"^--device must be"):
         SweepOptions.from_cli(device="tpu")
+
+
+def test_the_ray_executor_without_ray_says_what_the_cli_says(monkeypatch):
+    """One sentence for a missing Ray, whether the CLI checks first or the executor finds it."""
+    from cdlaw.cli import require_ray_extra
+    from cdlaw.sweep.executors import RayExecutor
+
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # unimportable here only
+    with pytest.raises(BadInput) as from_executor:
+        RayExecutor(None, 1, 0, lambda event: None)
+    with pytest.raises(BadInput) as from_cli:
+        require_ray_extra()
+    assert str(from_executor.value) == str(from_cli.value)
+    assert "--executor ray needs Ray" in str(from_cli.value) and "EXTRAS=dev,ray" in str(
+        from_cli.value
+    )

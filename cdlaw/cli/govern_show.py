@@ -1,0 +1,83 @@
+"""How `cdlaw govern` shows a Decision: a panel (or JSON) and its warnings, and its figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from cdlaw.cli import err, out, print_json, say, wide
+
+ACTION_STYLE = {"continue": "green", "switch strategy": "cyan", "cool down now": "yellow"}
+
+
+def draw(decision, path: Path) -> None:
+    """Write the decision's figure (--figure) to path."""
+    from cdlaw.figures.govern import govern_figure
+    from cdlaw.figures.output import figure_context, save_figure
+
+    with figure_context():
+        save_figure(govern_figure(decision.to_dict()), path, path.suffix.lower()[1:])
+    err.print(f"wrote {path}", highlight=False)
+
+
+def render(d, json_out: bool, one_line: bool) -> None:
+    """The decision as a panel, or JSON (one line under --watch); then its warnings."""
+    if json_out:
+        print_json(d.to_dict(), one_line)
+    else:
+        wide(out).print(_panel(d))
+    for w in d.warnings:
+        say("warning", w)
+
+
+def _loss(o) -> str:
+    if o is None:
+        return "—"
+    band = f" [{o.loss_ci95[0]:.4f}, {o.loss_ci95[1]:.4f}]" if o.loss_ci95 else ""
+    return f"{o.loss:.4f}{band} at {o.end_tokens:.4g} tokens, {o.flops:.3g} FLOPs"
+
+
+def _panel(d) -> Panel:
+    t = Table(box=box.SIMPLE, show_header=False, pad_edge=False)
+    t.add_column(style="bold")
+    t.add_column()
+    style = ACTION_STYLE.get(d.action, "white")
+    what = d.action + (f" → {d.switch_to}" if d.switch_to else "")
+    t.add_row("action", f"[bold {style}]{escape(what)}[/]")
+    band = f" [{d.gain_now_ci95[0]:.3g}, {d.gain_now_ci95[1]:.3g}]" if d.gain_now_ci95 else ""
+    t.add_row("G_t now", f"{d.gain_now:.3g}{band} nats/FLOP at {d.tokens_now:.4g} tokens")
+    t.add_row(
+        "threshold λ(C)",
+        f"{d.threshold:.3g} nats/FLOP: the plan's −dL*/dC at C = {d.budget_flops:.3g} "
+        f"(N {d.plan_n_params:.3g}, {d.plan_strategy})",
+    )
+    for name in ("cool down now", "planned end", "best stop"):
+        t.add_row(name, _loss(d.option(name)))
+    switch = next((o for o in d.options if o.name.startswith("switch to")), None)
+    if switch is not None:
+        t.add_row(escape(switch.name), _loss(switch))
+    if d.cross_tokens is None:
+        cross = "not before the budget is spent"
+    elif d.cross_tokens <= d.tokens_now:
+        cross = f"already: at {d.cross_tokens:.4g} tokens"
+    else:
+        cross = (
+            f"at t = {d.cross_tokens:.4g} tokens; cooling down from there ends at "
+            f"{d.cross_tokens / (1 - d.decay_frac):.4g} tokens, {d.cross_flops:.3g} FLOPs"
+        )
+    t.add_row("G_t meets λ", cross)
+    t.add_row(
+        "calibration",
+        f"offset {d.offset:+.4f} ± {d.offset_se:.4f} nats; cooled = "
+        f"{d.cooldown['ratio']:.4g} × stable ({escape(d.cooldown['source'])})",
+    )
+    t.add_row("why", escape(d.reasons[0]))
+    title = (
+        f"cdlaw govern · {escape(d.source)} · N {d.n_params:.3g}, D {d.fresh_tokens:.3g}, "
+        f"{d.strategy}"
+    )
+    return Panel(t, title=title, title_align="left", expand=False)
