@@ -13,7 +13,7 @@ result.json), at the sweep's defaults. Goal: ratio ≥ 0.9 at every size.
 --gpu reports tokens/s and MFU (6N + attention FLOPs per token over the chip's peak bf16
 FLOP/s) for train_run, compiled, bf16.
 
---pack measures packed training (cdlaw.sweep.pack.loop): the total tokens/s of K runs of one
+--pack measures packed training (cdlaw.train.packed_loop): the total tokens/s of K runs of one
 shape trained in one process, one batched step for all, against the same runs trained one
 at a time by train_run, in the same process run, for K = 1, 2, 4, 8, 16, and reports the K
 after which doubling the pack gains under 10% ("flattens at"):
@@ -46,9 +46,9 @@ import torch.nn.functional as F
 from cdlaw.config import DataConfig, ExecConfig, RunConfig, TrainConfig
 from cdlaw.data.tokens.streams import array_stream
 from cdlaw.shapes import count_params, flops_per_token, named_shape, shape_for_params
-from cdlaw.sweep.pack.loop import PackedRun, train_pack
 from cdlaw.train.loop import train_run
 from cdlaw.train.model import build_model
+from cdlaw.train.packed_loop import PackedRun, train_pack
 from cdlaw.train.steps import CPU_BF16_MIN_D_MODEL, autocast, autocast_dtype, resolve_device
 
 

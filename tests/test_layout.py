@@ -171,10 +171,13 @@ def test_modules_stay_small(module):
 
 
 def test_packing_lives_in_one_package():
+    # deciding packs: cdlaw/sweep/pack; training them: cdlaw/train, beside the run alone
     stray = [
-        m for m in MODULES if "pack" in m.split(".")[-1] and not m.startswith("cdlaw.sweep.pack")
+        m
+        for m in MODULES
+        if "pack" in m.split(".")[-1] and not m.startswith(("cdlaw.sweep.pack", "cdlaw.train."))
     ]
-    assert not stray, f"packing modules outside cdlaw/sweep/pack: {stray}"
+    assert not stray, f"packing modules outside cdlaw/sweep/pack and cdlaw/train: {stray}"
 
 
 @pytest.mark.parametrize(
@@ -189,7 +192,8 @@ def test_the_scheduler_groups_and_sizes_packs_without_importing_torch(module):
         t
         for t in top
         if t.split(".")[0] in HEAVY
-        or t in {"cdlaw.sweep.pack.model", "cdlaw.sweep.pack.calibration", "cdlaw.sweep.pack.loop"}
+        or t
+        in {"cdlaw.train.packed_model", "cdlaw.sweep.pack.calibration", "cdlaw.train.packed_loop"}
     ]
     assert not heavy, f"{module} imports {heavy} at import time"
 
@@ -202,7 +206,6 @@ TEST_FOLDERS = {
     "fit",
     "plan",
     "sweep",
-    "pack",
     "train",
     "data",
     "figures",
@@ -215,10 +218,10 @@ TEST_FOLDERS = {
 
 
 def test_tests_are_laid_out_like_the_package():
-    # a folder per stage (pack: cdlaw/sweep/pack; law: cdlaw/law, laws, shapes), shared
+    # a folder per stage (law: cdlaw/law, laws, shapes), shared
     # helpers in tests/helpers, and at the top only conftest.py and the tests of the whole
     stages = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("_")}
-    assert TEST_FOLDERS - {"law", "pack"} <= stages, "a test folder names no package"
+    assert TEST_FOLDERS - {"law"} <= stages, "a test folder names no package"
     top = {p.name for p in TESTS.glob("*.py")}
     assert top == WHOLE | {"conftest.py"}, f"tests/ should hold only {sorted(WHOLE)}"
     folders = {p.name for p in TESTS.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}

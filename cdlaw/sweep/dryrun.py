@@ -13,18 +13,22 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.strategies import NONE
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.options import SweepOptions
-from cdlaw.sweep.pack.groups import pack_key
 from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
+from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
+
+if TYPE_CHECKING:  # the trainer (torch) is imported where the dry run measures
+    from cdlaw.train.run_state import StepProgress
 
 
 @dataclass
@@ -93,8 +97,8 @@ def measure_throughput(cfg: RunConfig, exec_cfg: ExecConfig, budget_s: float = 2
     for seed in range(2 if exec_cfg.compile else 1):
         marks: list[tuple[float, int]] = []
 
-        def on_progress(p: dict, marks=marks) -> None:
-            marks.append((time.perf_counter(), p["tokens_seen"]))
+        def on_progress(p: StepProgress, marks=marks) -> None:
+            marks.append((time.perf_counter(), p.tokens_seen))
             if len(marks) >= 4 and marks[-1][0] - marks[0][0] > budget_s:
                 raise _CalibrationDone
 

@@ -2,10 +2,10 @@
 
 In-process (`jobs=1`), K spawned worker processes (`jobs=K`, torch threads split between
 them), or Ray (one task per run or pack with its CPU / GPU request, the runs folder on
-shared storage). Each submits the per-run worker (`execute_run`) or the pack worker
-(`execute_pack`, several runs in one process) and hands back a
-concurrent.futures.Future; events from workers come back through a queue. `choose_jobs`
-picks jobs × threads for the local executors.
+shared storage). Each submits the per-run worker (`execute_run`, a RunTask) or the pack
+worker (`execute_pack`, a PackTask: several runs in one process) and hands back a
+concurrent.futures.Future of their RunOutcomes (cdlaw.sweep.handoffs); events from workers
+come back through a queue. `choose_jobs` picks jobs × threads for the local executors.
 """
 
 from __future__ import annotations
@@ -18,59 +18,26 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.lifetime import die_with_parent, init_ray
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
-from cdlaw.sweep.simulate import Simulation
+from cdlaw.sweep.handoffs import PackTask, RunOutcome, RunTask
 from cdlaw.sweep.worker import execute_run
 
-
-@dataclass
-class RunTask:
-    """What a worker needs to run one run: frozen dataclasses and paths, plain data that
-    crosses process boundaries (worker processes, Ray tasks) as it is."""
-
-    config: RunConfig
-    sweep_dir: Path
-    cache_dir: Path
-    exec_cfg: ExecConfig
-    retry_failed: bool
-    simulation: Simulation | None = None  # draw the loss from a law instead of training
-    fork_steps: tuple[int, ...] = ()  # save a fork checkpoint after these steps (a trunk)
-    fork_from: tuple[Path, ...] = ()  # fork checkpoints to start from, nearest first (a branch)
+# What a task's future holds: a run's outcome, or a pack's, one per run in order.
+Outcomes = RunOutcome | list[RunOutcome]
 
 
-@dataclass
-class PackTask:
-    """Runs of one pack_key to train together in one process (cdlaw.sweep.pack.worker);
-    the pack checkpoints and hands its runs back after `pause_after_s` seconds."""
-
-    tasks: tuple[RunTask, ...]
-    pause_after_s: float | None = None
-
-
-def _task_run(task: RunTask | PackTask, on_event: OnEvent | None) -> dict | list[dict]:
-    """A run's outcome dict, or for a pack one per run (cdlaw.sweep.worker, cdlaw.sweep.pack.worker)."""
+def _task_run(task: RunTask | PackTask, on_event: OnEvent | None) -> Outcomes:
+    """A run's outcome, or for a pack one per run (cdlaw.sweep.worker, cdlaw.sweep.pack.worker)."""
     if isinstance(task, PackTask):
         from cdlaw.sweep.pack.worker import execute_pack
 
-        return execute_pack(task.tasks, on_event, task.pause_after_s)
-    return execute_run(
-        task.config,
-        task.sweep_dir,
-        task.cache_dir,
-        task.exec_cfg,
-        task.retry_failed,
-        on_event,
-        task.simulation,
-        task.fork_steps,
-        task.fork_from,
-    )
+        return execute_pack(task, on_event)
+    return execute_run(task, on_event)
 
 
 class _Throttle:
@@ -149,7 +116,7 @@ def _pool_init(queue, slot_counter, threads: int, gpus: int, parent: int) -> Non
     torch.set_num_threads(max(1, threads))
 
 
-def _pool_task(task: RunTask | PackTask) -> dict | list[dict]:
+def _pool_task(task: RunTask | PackTask) -> Outcomes:
     if _WORKER.get("device"):
         task = _with_exec(task, device=_WORKER["device"])
     return _task_run(task, _Throttle(_WORKER["queue"].put))
@@ -228,7 +195,7 @@ class PoolExecutor:
         self.drain()
 
 
-def _ray_task(task: RunTask | PackTask, queue) -> dict | list[dict]:
+def _ray_task(task: RunTask | PackTask, queue) -> Outcomes:
     send = _Throttle(queue.put_nowait) if queue is not None else None
     return _task_run(task, send)
 

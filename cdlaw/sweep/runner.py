@@ -11,7 +11,9 @@ checkpoint. The parts, each in its own module:
     cdlaw.sweep.options     SweepOptions: what to train, where, how many at once, packed
     cdlaw.sweep.selection   validation against the corpus, --only, the facts of each run
     cdlaw.sweep.locks        the per-run lock file (two processes never train one run)
+    cdlaw.sweep.handoffs     RunTask / PackTask out to a worker, RunOutcome back
     cdlaw.sweep.worker       execute_run: one run, trained under its lock, failures recorded
+    cdlaw.sweep.pack         --pack: which runs train together, how many, the pack worker
     cdlaw.sweep.executors    in-process, K worker processes, or Ray; devices, jobs × threads
     cdlaw.sweep.scheduler    keeps the executor busy: priorities, forks, retries, locks
     cdlaw.sweep.forest       share = true: which run forks from which, at which step

@@ -27,14 +27,16 @@ from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.disk_full import DiskFull
 from cdlaw.sweep.events import OnEvent, RunEnded, RunLocked, RunRetried, RunSkipped
-from cdlaw.sweep.executors import Executor, PackTask, RunTask
+from cdlaw.sweep.executors import Executor
 from cdlaw.sweep.forest import Forest, Fork, fork_dir
+from cdlaw.sweep.handoffs import Outcome, PackTask, RunOutcome, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock, read_lock
-from cdlaw.sweep.pack.groups import Packing, pack_key
+from cdlaw.sweep.pack.groups import Packing
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.train.forks import fork_exists, remove_fork
+from cdlaw.train.packable import pack_key
 from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
@@ -221,7 +223,7 @@ class Scheduler:
             return
         in_group = {c.run_id: c for c in group}
         for outcome in result if isinstance(result, list) else [result]:
-            self._outcome(in_group[outcome["run_id"]], outcome)
+            self._outcome(in_group[outcome.run_id], outcome)
 
     def _task_failed(self, group: list[RunConfig], e: Exception) -> None:
         """Each run of a task that raised goes back in line first; the second time a run's
@@ -243,25 +245,25 @@ class Scheduler:
                 self.rank[cfg.run_id] = -1
                 self.queue.append(cfg)
 
-    def _outcome(self, cfg: RunConfig, outcome: dict) -> None:
+    def _outcome(self, cfg: RunConfig, outcome: RunOutcome) -> None:
         """One run's outcome from its task (cdlaw.sweep.worker, cdlaw.sweep.pack.worker)."""
-        kind = outcome["outcome"]
-        if kind == "locked":
+        kind = outcome.kind
+        if kind is Outcome.LOCKED:
             if cfg.run_id not in self.waiting:
                 holder = read_lock(self.plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
                 self.emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
             self.waiting[cfg.run_id] = (cfg, time.monotonic() + RETRY_LOCKED_S)
-        elif kind == "disk-full":
-            raise DiskFull(outcome["error"])
-        elif kind == "skipped":
-            self.emit(RunSkipped(cfg.run_id, (outcome["result"] or {}).get("status")))
-        elif kind == "paused":  # back in line, to be packed again
+        elif kind is Outcome.DISK_FULL:
+            raise DiskFull(outcome.error)
+        elif kind is Outcome.SKIPPED:
+            self.emit(RunSkipped(cfg.run_id, (outcome.result or {}).get("status")))
+        elif kind is Outcome.PAUSED:  # back in line, to be packed again
             self.queue.append(cfg)
-        elif kind == "pack-failed":  # trained alone, where its own fault shows
-            self.emit(RunRetried(cfg.run_id, f"its pack failed ({outcome['error']})"))
+        elif kind is Outcome.PACK_FAILED:  # trained alone, where its own fault shows
+            self.emit(RunRetried(cfg.run_id, f"its pack failed ({outcome.error})"))
             self.alone.add(cfg.run_id)
             self.queue.append(cfg)
-        elif cfg.run_id not in self.trained:
+        elif cfg.run_id not in self.trained:  # done, diverged or failed: trained here
             self.trained.append(cfg.run_id)
 
 

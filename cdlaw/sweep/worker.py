@@ -23,14 +23,16 @@ import socket
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, stale_tasks
 from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
+from cdlaw.sweep.handoffs import Outcome, RunOutcome, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
-from cdlaw.sweep.simulate import Simulation, simulate_run
+from cdlaw.sweep.simulate import simulate_run
 from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.damage import (
     json_problem,
@@ -46,136 +48,128 @@ from cdlaw.train.metrics import read_metrics, write_metrics
 from cdlaw.train.result import read_result, result_row
 from cdlaw.train.trackers import TrackedRun
 
+if TYPE_CHECKING:  # the trainer (torch) is imported where a run trains
+    from cdlaw.train.run_state import StepProgress
 
-def execute_run(
-    cfg: RunConfig,
-    sweep_dir: Path,
-    cache_dir: Path,
-    exec_cfg: ExecConfig = ExecConfig(),
-    retry_failed: bool = False,
-    on_event: OnEvent | None = None,
-    simulation: Simulation | None = None,
-    fork_steps: tuple[int, ...] = (),
-    fork_from: tuple[Path, ...] = (),
-) -> dict:
+
+def execute_run(task: RunTask, on_event: OnEvent | None = None) -> RunOutcome:
     """Train one run unless it is done or another process holds it.
 
     Shared prefixes (share = true, cdlaw.sweep.forest): the run saves fork checkpoints
-    after each step in `fork_steps`, and a run that has not started yet starts from the
-    first fork in `fork_from` (its own fork first, then older ones) that exists; when its
-    own fork is gone it says so, and starts from an older one or from step 0.
+    after each step in `task.fork_steps`, and a run that has not started yet starts from
+    the first fork in `task.fork_from` (its own fork first, then older ones) that exists;
+    when its own fork is gone it says so, and starts from an older one or from step 0.
 
-    Returns {"run_id", "outcome": done|diverged|failed|skipped|locked|disk-full,
-    "result": row|None} (with "error", one sentence, for disk-full). A crash inside
-    training is recorded as a failed result.json (with error.txt holding the traceback)
-    and returned, never raised; KeyboardInterrupt is raised (the trainer has saved a
-    checkpoint, so the run resumes next time). A full disk records nothing: the run is
-    left to resume from its last checkpoint.
+    Returns its RunOutcome: done, diverged, failed, skipped, locked or disk-full (with
+    one sentence). A crash inside training is recorded as a failed result.json (with
+    error.txt holding the traceback) and returned, never raised; KeyboardInterrupt is
+    raised (the trainer has saved a checkpoint, so the run resumes next time). A full disk
+    records nothing: the run is left to resume from its last checkpoint.
     """
     try:
-        forks = (tuple(fork_steps), tuple(Path(p) for p in fork_from))
-        return _execute_run(
-            cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
-        )
+        return _execute_run(task, on_event or (lambda e: None))
     except Exception as e:
         if not is_disk_full(e):
             raise
-        error = sweep_stopped(e, Path(sweep_dir) / cfg.run_id)
-        return {"run_id": cfg.run_id, "outcome": "disk-full", "result": None, "error": error}
+        error = sweep_stopped(e, task.run_dir)
+        return RunOutcome(task.config.run_id, Outcome.DISK_FULL, error=error)
 
 
-def claim_run(cfg: RunConfig, run_dir: Path, retry_failed: bool, exec_cfg: ExecConfig):
+def claim_run(task: RunTask) -> RunLock | RunOutcome:
     """The run's lock, held, with the run ready to train (an unreadable result.json set
     aside, a failed one moved to result.failed.json when retried, the attempt recorded);
-    or, when it is not to be trained here, its outcome dict (skipped or locked)."""
+    or, when it is not to be trained here, its outcome (skipped or locked)."""
+    cfg, run_dir, retry_failed = task.config, task.run_dir, task.retry_failed
     result = read_result(run_dir)
     if result is not None and not (retry_failed and result.get("status") == "failed"):
-        return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
+        return RunOutcome(cfg.run_id, Outcome.SKIPPED, result)
     lock = RunLock(run_dir / LOCK_NAME)
     if not lock.acquire():
-        return {"run_id": cfg.run_id, "outcome": "locked", "result": None}
+        return RunOutcome(cfg.run_id, Outcome.LOCKED)
     result = read_result(run_dir)  # it may have finished while we looked at the lock
     if result is None:
         set_aside_unreadable_result(run_dir)  # under the lock: nobody writes it now
     elif not (retry_failed and result.get("status") == "failed"):
         lock.release()
-        return {"run_id": cfg.run_id, "outcome": "skipped", "result": result}
+        return RunOutcome(cfg.run_id, Outcome.SKIPPED, result)
     else:
         os.replace(run_dir / "result.json", run_dir / "result.failed.json")
-    _record_attempt(run_dir, exec_cfg)
+    _record_attempt(run_dir, task.exec_cfg)
     return lock
 
 
-def _execute_run(
-    cfg, sweep_dir, cache_dir, exec_cfg, retry_failed, on_event, simulation, forks
-) -> dict:
-    run_dir = Path(sweep_dir) / cfg.run_id
-    emit = on_event or (lambda e: None)
-    lock = claim_run(cfg, run_dir, retry_failed, exec_cfg)
-    if isinstance(lock, dict):
+def _execute_run(task: RunTask, emit: OnEvent) -> RunOutcome:
+    cfg, run_dir, exec_cfg = task.config, task.run_dir, task.exec_cfg
+    lock = claim_run(task)
+    if isinstance(lock, RunOutcome):
         return lock
     with lock:
         emit(RunStarted(cfg.run_id, os.getpid()))
-        started = time.time()
         # --tracker: the run's config, rows and result go to TensorBoard, W&B or MLflow too
         tracked = TrackedRun(exec_cfg.trackers, run_dir.parent.parent, cfg)
-        if simulation is not None:  # a loss drawn from a law: nothing to train
-            result = simulate_run(simulation, cfg, run_dir)
+        if task.simulation is not None:  # a loss drawn from a law: nothing to train
+            result = simulate_run(task.simulation, cfg, run_dir)
             if exec_cfg.trackers:
                 for row in read_metrics(run_dir / "metrics.parquet"):
                     tracked.row(row)
                 tracked.finish(result)
-            (run_dir / "result.failed.json").unlink(missing_ok=True)
-            emit(RunEnded(cfg.run_id, "done", result["loss"]))
-            return {"run_id": cfg.run_id, "outcome": "done", "result": result}
-        from cdlaw.data.tokens.ordering import stream_for_run
-        from cdlaw.train.loop import RunInterrupted, train_run
-
-        ended: dict | None = None  # the row the run ended with; None: it stops and resumes
-        try:
-            prepared, stream = stream_for_run(cfg, Path(cache_dir))
-
-            def progress(p: dict) -> None:
-                emit(RunProgress(run_id=cfg.run_id, **p))
-
-            fork_steps, fork_from = forks
-            result = train_run(
-                cfg,
-                run_dir,
-                stream,
-                prepared.val_tokens,
-                exec_cfg,
-                progress,
-                fork_steps=fork_steps,
-                fork_from=choose_fork(run_dir, fork_from),
-                corpus=prepared,  # model/ gets the tokenizer: a whole HF folder
-                on_row=tracked.row if exec_cfg.trackers else None,
-            )
-        except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
-            raise
-        except Exception as e:  # recorded, and the sweep goes on (docs/sweep.md)
-            if is_disk_full(e):
-                raise  # not the run's failure: it resumes once there is space
-            result = result_row(
-                cfg,
-                status="failed",
-                wall_seconds=time.time() - started,
-                device=exec_cfg.device,
-                error=f"{type(e).__name__}: {e}",
-            )
-            write_text_atomic(run_dir / "error.txt", traceback.format_exc())
-            write_json_atomic(run_dir / "result.json", result)
-            ended = result
         else:
-            (run_dir / "error.txt").unlink(missing_ok=True)  # from a failed earlier attempt
-            ended = result
-        finally:
-            if exec_cfg.trackers:
-                tracked.finish(ended)
+            result = _train(task, emit, tracked)
         (run_dir / "result.failed.json").unlink(missing_ok=True)
-    status = result.get("status", "done")
-    emit(RunEnded(cfg.run_id, status, result.get("loss")))
-    return {"run_id": cfg.run_id, "outcome": status, "result": result}
+    outcome = RunOutcome.ended(cfg.run_id, result)
+    emit(RunEnded(cfg.run_id, outcome.kind.value, result.get("loss")))
+    return outcome
+
+
+def _train(task: RunTask, emit: OnEvent, tracked: TrackedRun) -> dict:
+    """Train the claimed run; its result row (a failed one, with error.txt, when training
+    raised). A signal (RunInterrupted) and a full disk are raised: the run resumes later."""
+    from cdlaw.data.tokens.ordering import stream_for_run
+    from cdlaw.train.loop import RunInterrupted, train_run
+
+    cfg, run_dir, exec_cfg = task.config, task.run_dir, task.exec_cfg
+    started = time.time()
+    ended: dict | None = None  # the row the run ended with; None: it stops and resumes
+    try:
+        prepared, stream = stream_for_run(cfg, Path(task.cache_dir))
+
+        def progress(p: StepProgress) -> None:
+            emit(RunProgress(cfg.run_id, **dataclasses.asdict(p)))
+
+        result = train_run(
+            cfg,
+            run_dir,
+            stream,
+            prepared.val_tokens,
+            exec_cfg,
+            progress,
+            fork_steps=tuple(task.fork_steps),
+            fork_from=choose_fork(run_dir, tuple(Path(p) for p in task.fork_from)),
+            corpus=prepared,  # model/ gets the tokenizer: a whole HF folder
+            on_row=tracked.row if exec_cfg.trackers else None,
+        )
+    except RunInterrupted:  # stopped by a signal with a checkpoint saved: not a failure
+        raise
+    except Exception as e:  # recorded, and the sweep goes on (docs/sweep.md)
+        if is_disk_full(e):
+            raise  # not the run's failure: it resumes once there is space
+        result = result_row(
+            cfg,
+            status="failed",
+            wall_seconds=time.time() - started,
+            device=exec_cfg.device,
+            error=f"{type(e).__name__}: {e}",
+        )
+        write_text_atomic(run_dir / "error.txt", traceback.format_exc())
+        write_json_atomic(run_dir / "result.json", result)
+        ended = result
+    else:
+        (run_dir / "error.txt").unlink(missing_ok=True)  # from a failed earlier attempt
+        ended = result
+    finally:
+        if exec_cfg.trackers:
+            tracked.finish(ended)
+    return result
 
 
 def score_finished_runs(plan, exec_cfg: ExecConfig) -> tuple[list[str], list[dict]]:

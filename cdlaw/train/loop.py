@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,14 @@ from cdlaw.train.run_parts import (
     stop_signals,
 )
 from cdlaw.train.run_parts import save_hf_model as save_hf_model
+from cdlaw.train.run_state import (
+    Compute,
+    RunHooks,
+    RunRecord,
+    RunTarget,
+    StepProgress,
+    StepStats,
+)
 from cdlaw.train.steps import (
     IGNORE,
     autocast_dtype,
@@ -60,7 +68,7 @@ def train_run(
     stream: TokenStream,
     val_tokens: np.ndarray,
     exec_cfg: ExecConfig = ExecConfig(),
-    on_progress: Callable[[dict], None] | None = None,
+    on_progress: Callable[[StepProgress], None] | None = None,
     stop_after_steps: int | None = None,
     fork_steps: tuple[int, ...] = (),
     fork_from: Path | None = None,
@@ -84,7 +92,8 @@ def train_run(
     `corpus` (the prepared corpus the stream came from) makes model/ a whole Hugging Face
     folder: its tokenizer, special-token ids and a model card (cdlaw.train.export).
 
-    `on_row` sees every metrics row this call appends (an experiment tracker,
+    `on_progress` sees the StepProgress of every metrics row this call appends; `on_row`
+    sees every metrics row this call appends (an experiment tracker,
     cdlaw.train.trackers); rows a resumed run takes from metrics.parquet it does not.
 
     `tasks`: the downstream tasks to score at evaluations (cdlaw.tasks.scoring); None: those
@@ -97,15 +106,16 @@ def train_run(
     val_tokens, config_problem = check_run(cfg, run_dir, stream, val_tokens)
     if tasks is None:
         tasks = task_tokens_for(cfg.eval, corpus, cfg.model.seq_len) if corpus else []
-    run = _open(cfg, run_dir, stream, val_tokens, exec_cfg, config_problem, fork_from)
-    run.tasks = tasks
-    state, total_steps = run.state, run.total_steps
+    total_steps = -(-stream.n_tokens // (cfg.train.batch_size * cfg.model.seq_len))
+    target = RunTarget(cfg, run_dir, stream, total_steps, corpus, tasks)
+    run = _open(target, val_tokens, exec_cfg, config_problem, fork_from)
+    hooks = RunHooks(on_row, on_progress)
     status = "done"
     with stop_signals() as stop_signal:
-        for step in range(state["step"], total_steps):
+        for step in range(run.record.state.step, total_steps):
             lr = run.train_step(step)
             # Log, evaluate, check for divergence (the only places that sync).
-            if run.log(lr, on_row, on_progress):
+            if run.log(lr, hooks):
                 status = "diverged"
                 break
             if step + 1 in fork_steps and not (fork := fork_path(run_dir, step + 1)).exists():
@@ -119,27 +129,11 @@ def train_run(
                 )
 
     # The model, the curve, and result.json last.
-    return finish_run(
-        cfg,
-        run_dir,
-        run.net,
-        stream,
-        state,
-        run.rows,
-        status,
-        run.elapsed(),
-        run.device,
-        run.amp,
-        corpus,
-        run.started_from,
-        tasks,
-    )
+    return finish_run(run.record, run.model.net, status, run.clock.elapsed(), run.model.compute)
 
 
 def _open(
-    cfg: RunConfig,
-    run_dir: Path,
-    stream: TokenStream,
+    target: RunTarget,
     val_tokens: np.ndarray,
     exec_cfg: ExecConfig,
     config_problem: str | None,
@@ -147,146 +141,150 @@ def _open(
 ) -> _Run:
     """The device, the model and AdamW, and the run opened on them: fresh, resumed from its
     checkpoint, or started from a fork (cdlaw.train.run_parts.open_run)."""
-    model_cfg = cfg.model
+    model_cfg = target.cfg.model
     device = torch.device(resolve_device(exec_cfg.device))
     if exec_cfg.threads:
         torch.set_num_threads(exec_cfg.threads)
     amp = autocast_dtype(exec_cfg.precision, device, model_cfg.d_model)
-    net = build_model(model_cfg, seed=cfg.seed).to(device)
+    net = build_model(model_cfg, seed=target.cfg.seed).to(device)
     net.train()
-    optimizer = make_optimizer(net, cfg.train, device)
+    optimizer = make_optimizer(net, target.cfg.train, device)
     body = torch.compile(net.model) if exec_cfg.compile else net.model  # all but the LM head
     assert non_embedding_params(net) == count_params(model_cfg).n_params
 
-    total_steps = -(-stream.n_tokens // (cfg.train.batch_size * model_cfg.seq_len))
     val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, model_cfg.seq_len)
     val = (torch.from_numpy(val_x), torch.from_numpy(val_y))
-    state, rows, started_from = open_run(
-        cfg, run_dir, stream, net, optimizer, exec_cfg, total_steps, config_problem, fork_from
-    )
-    interval_loss = torch.tensor(state["interval_loss"], dtype=torch.float32, device=device)
-    grad_norm = torch.zeros((), device=device)
+    record = open_run(target, net, optimizer, exec_cfg, config_problem, fork_from)
+    state = record.state
+    interval_loss = torch.tensor(state.interval_loss, dtype=torch.float32, device=device)
     return _Run(
-        cfg,
-        run_dir,
-        stream,
-        net,
-        body,
-        optimizer,
-        device,
-        amp,
-        total_steps,
+        record,
+        _Model(net, body, optimizer, Compute(device, amp)),
         val,
-        state,
-        rows,
-        started_from,
         interval_loss,
-        grad_norm,
-        session_start=time.perf_counter(),
-        elapsed_before=state["elapsed_s"],
+        grad_norm=torch.zeros((), device=device),
+        clock=_Clock(time.perf_counter(), state.elapsed_s),
     )
 
 
 @dataclass
-class _Run:
-    """A run while train_run trains it: its model and AdamW, its loop state, and what its
-    next metrics row reads."""
+class _Model:
+    """The model a run trains, the part of it the forward runs up to the LM head (compiled
+    with --compile), its AdamW and where it computes."""
 
-    cfg: RunConfig
-    run_dir: Path
-    stream: TokenStream
     net: torch.nn.Module
-    body: torch.nn.Module  # what the forward runs up to the LM head (compiled with --compile)
+    body: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    device: torch.device
-    amp: torch.dtype | None
-    total_steps: int
-    val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
-    state: dict  # step, tokens_seen, … (cdlaw.train.run_parts.open_run): what a checkpoint saves
-    rows: list[dict]  # the metrics rows so far
-    started_from: dict  # the trunk and step a branch forked from (none: run "", step 0)
-    interval_loss: torch.Tensor  # cross-entropy summed since the last metrics row
-    grad_norm: torch.Tensor  # of the last step that trained
+    compute: Compute
+
+
+@dataclass
+class _Clock:
+    """A run's training time: this call's and the calls' before it (what elapsed_s counts),
+    and the tokens this call trained (its rate)."""
+
     session_start: float  # time.perf_counter() when this call started training
     elapsed_before: float  # seconds the calls before this one trained it
     session_tokens: int = 0  # tokens this call trained
-    tasks: list[TaskTokens] = field(default_factory=list)  # scored at evaluations (tasks_due)
 
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.session_start
 
+    def rate(self) -> float:
+        return self.session_tokens / (time.perf_counter() - self.session_start)
+
+
+@dataclass
+class _Run:
+    """A run while train_run trains it: its record (cdlaw.train.run_state), its model, its
+    validation set, the tensors its next metrics row reads, its clock. It is the RunProbe
+    its rows ask for validation, task scores and time."""
+
+    record: RunRecord
+    model: _Model
+    val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
+    interval_loss: torch.Tensor  # cross-entropy summed since the last metrics row
+    grad_norm: torch.Tensor  # of the last step that trained
+    clock: _Clock
+
     def train_step(self, step: int) -> float:
         """Train step `step` on the next batch of the stream; return its learning rate."""
-        train, seq_len, state = self.cfg.train, self.cfg.model.seq_len, self.state
-        start = state["tokens_seen"]
+        cfg, state, model = self.record.target.cfg, self.record.state, self.model
+        train, seq_len = cfg.train, cfg.model.seq_len
+        start = state.tokens_seen
         x, y, n = read_batch(
-            self.stream, start, train.batch_size * seq_len, seq_len, self.cfg.model.vocab_size
+            self.record.target.stream,
+            start,
+            train.batch_size * seq_len,
+            seq_len,
+            cfg.model.vocab_size,
         )
         n_targets = int((y != IGNORE).sum())
         x, y = torch.from_numpy(x), torch.from_numpy(y)
-        lr = lr_at(step, self.total_steps, train)
-        for group in self.optimizer.param_groups:
+        lr = lr_at(step, self.record.target.total_steps, train)
+        for group in model.optimizer.param_groups:
             group["lr"] = lr
         # A stream of k·batch_tokens + 1 tokens ends with a lone input and no target.
         if n_targets:
             micro_rows = self._micro_rows()
+            device, amp = model.compute.device, model.compute.amp
             for i in range(0, x.shape[0], micro_rows):
-                xb = x[i : i + micro_rows].to(self.device, non_blocking=True)
-                yb = y[i : i + micro_rows].to(self.device, non_blocking=True)
-                ce, z = lm_losses(self.net, xb, yb, self.amp, self.body)
+                xb = x[i : i + micro_rows].to(device, non_blocking=True)
+                yb = y[i : i + micro_rows].to(device, non_blocking=True)
+                ce, z = lm_losses(model.net, xb, yb, amp, model.body)
                 ((ce + train.z_loss * z) / n_targets).backward()
                 self.interval_loss += ce.detach()
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), train.grad_clip)
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-        state["step"] = step + 1
-        state["tokens_seen"] = start + n
-        state["interval_targets"] += n_targets
-        self.session_tokens += n
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(model.net.parameters(), train.grad_clip)
+            model.optimizer.step()
+            model.optimizer.zero_grad(set_to_none=True)
+        state.step = step + 1
+        state.tokens_seen = start + n
+        state.interval_targets += n_targets
+        self.clock.session_tokens += n
         return lr
 
-    def log(self, lr: float, on_row, on_progress) -> bool:
+    def log(self, lr: float, hooks: RunHooks) -> bool:
         """log_step after the step just trained: True when the run has diverged."""
+        return log_step(self.record, StepStats(lr, self.interval_loss, self.grad_norm), self, hooks)
+
+    # RunProbe: what log_step asks when a row is due
+
+    def val_loss(self) -> float:
         val_x, val_y = self.val
-        return log_step(
-            self.cfg,
-            self.state,
-            self.rows,
-            self.stream,
-            self.run_dir / "metrics.parquet",
-            lr=lr,
-            interval_loss=self.interval_loss,
-            grad_norm=self.grad_norm,
-            total_steps=self.total_steps,
-            evaluate=lambda: loss_on_batches(
-                self.net, val_x, val_y, self._micro_rows(), self.amp, self.body
-            ),
-            elapsed=self.elapsed,
-            rate=lambda tokens=self.session_tokens: (
-                tokens / (time.perf_counter() - self.session_start)
-            ),
-            on_row=on_row,
-            on_progress=on_progress,
-            evaluate_tasks=(
-                (lambda: evaluate_tasks(self.net, self.tasks, self.amp)) if self.tasks else None
-            ),
+        model = self.model
+        return loss_on_batches(
+            model.net, val_x, val_y, self._micro_rows(), model.compute.amp, model.body
         )
+
+    def task_scores(self) -> dict:
+        return evaluate_tasks(self.model.net, self.record.target.tasks, self.model.compute.amp)
+
+    def elapsed(self) -> float:
+        return self.clock.elapsed()
+
+    def rate(self) -> float:
+        return self.clock.rate()
 
     def checkpoint(self) -> None:
         self._sync_state()
         # Metrics first: rows newer than the checkpoint are dropped on resume, lost rows
         # could not be recovered.
-        write_metrics(self.run_dir / "metrics.parquet", self.rows)
-        save_checkpoint(self.run_dir / "checkpoint", self.net, self.optimizer, self.state)
+        run_dir, model = self.record.target.run_dir, self.model
+        write_metrics(run_dir / "metrics.parquet", self.record.rows)
+        save_checkpoint(
+            run_dir / "checkpoint", model.net, model.optimizer, self.record.state.to_dict()
+        )
 
     def save_fork(self, fork: Path) -> None:
         self._sync_state()
-        save_fork(fork, self.net, self.optimizer, self.state, self.rows)
+        model = self.model
+        save_fork(fork, model.net, model.optimizer, self.record.state.to_dict(), self.record.rows)
 
     def _sync_state(self) -> None:
         """The loss sum and the time so far into state, which a checkpoint or fork saves."""
-        self.state["interval_loss"] = float(self.interval_loss)
-        self.state["elapsed_s"] = self.elapsed()
+        self.record.state.interval_loss = float(self.interval_loss)
+        self.record.state.elapsed_s = self.clock.elapsed()
 
     def _micro_rows(self) -> int:
-        return self.cfg.train.micro_batch_size or self.cfg.train.batch_size
+        train = self.record.target.cfg.train
+        return train.micro_batch_size or train.batch_size

@@ -1,6 +1,6 @@
 """The parts of a run around its training steps: check, open (fresh or resumed), log a step,
-finish. cdlaw.train.loop puts them around one model's steps; cdlaw.sweep.pack.loop around the
-steps of many models trained at once, so a packed run writes exactly what a run alone does
+finish. cdlaw.train.loop puts them around one model's steps; cdlaw.train.packed_loop around
+the steps of many models trained at once, so a packed run writes exactly what a run alone does
 (docs/files.md).
 """
 
@@ -12,16 +12,13 @@ import math
 import shutil
 import signal
 import threading
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
-from cdlaw.data.tokens.cache import PreparedCorpus
 from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, flops_per_token
@@ -36,6 +33,16 @@ from cdlaw.train.export import complete_model_folder
 from cdlaw.train.forks import start_from_fork
 from cdlaw.train.metrics import resumed_rows, write_metrics
 from cdlaw.train.result import result_row
+from cdlaw.train.run_state import (
+    Compute,
+    RunHooks,
+    RunProbe,
+    RunRecord,
+    RunState,
+    RunTarget,
+    StepProgress,
+    StepStats,
+)
 from cdlaw.train.steps import device_name
 
 # ---------------------------------------------------------------------------------------
@@ -108,40 +115,34 @@ def _check_inputs(cfg: RunConfig, run_dir: Path, saved: dict) -> None:
 
 
 def open_run(
-    cfg: RunConfig,
-    run_dir: Path,
-    stream: TokenStream,
+    target: RunTarget,
     net,
     optimizer,
     exec_cfg: ExecConfig,
-    total_steps: int,
     config_problem: str | None,
     fork_from: Path | None = None,
-) -> tuple[dict, list[dict], dict]:
+) -> RunRecord:
     """A fresh start, or the run's newest whole checkpoint (or a fork) loaded into net and
-    optimizer; config.json written when needed. Returns (state, metrics rows, forked_from)."""
+    optimizer; config.json written when needed. Returns the run opened: its state, its
+    metrics rows so far and the fork it started from."""
+    cfg, run_dir, stream, total_steps = (
+        target.cfg,
+        target.run_dir,
+        target.stream,
+        target.total_steps,
+    )
     train = cfg.train
     n_params, n_params_total = count_params(cfg.model)
-    state = {
-        "run_id": cfg.run_id,
-        "step": 0,
-        "tokens_seen": 0,
-        "elapsed_s": 0.0,
-        "initial_loss": None,  # train loss of step 1: the yardstick for divergence
-        "interval_loss": 0.0,  # cross-entropy summed since the last metrics row …
-        "interval_targets": 0,  # … over this many targets
-        "train_loss": math.nan,
-        "val_loss": math.nan,
-    }
+    state = RunState(cfg.run_id)
     config_path = run_dir / "config.json"
     checkpoint_dir = run_dir / "checkpoint"
     metrics_path = run_dir / "metrics.parquet"
     set_aside_unreadable_result(run_dir)
     own = any((run_dir / n).is_dir() for n in ("checkpoint", "checkpoint.old"))
-    forked = fork_from is not None and not own
-    if forked:
+    forked = False
+    if fork_from is not None and not own:
         forked = start_from_fork(fork_from, run_dir, cfg.run_id, stream.fresh_tokens)
-    found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state)
+    found = newest_checkpoint(checkpoint_dir, net, optimizer, like=state.to_dict())
     # what config.json records (None: damaged, set aside below, or none yet)
     saved = None
     if not config_problem and config_path.is_file():
@@ -164,9 +165,9 @@ def open_run(
             rows = [without_tasks(r, stale) for r in resumed] if stale else resumed
             if rows != resumed:  # written before config.json records the new task files
                 write_metrics(metrics_path, rows)
-            state = apply_checkpoint(found, net, optimizer)
+            state = RunState.from_dict(apply_checkpoint(found, net, optimizer))
     # A branch's trunk and fork step (kept in every later checkpoint's state), else none.
-    started_from = state.get("forked_from") or {"run": "", "step": 0}
+    started_from = state.forked_from or {"run": "", "step": 0}
     if config_problem:
         report_damage(
             f"{config_path} {config_problem}; set aside as {set_aside(config_path).name}, written again"
@@ -178,88 +179,78 @@ def open_run(
         config = {**to_dict(cfg), "run_id": cfg.run_id, "exec": to_dict(exec_cfg)}
         config.update(n_params=n_params, n_params_total=n_params_total, steps=total_steps)
         write_json_atomic(config_path, config)
-    return state, rows, started_from
+    return RunRecord(target, state, rows, started_from)
 
 
-def log_step(
-    cfg: RunConfig,
-    state: dict,
-    rows: list[dict],
-    stream: TokenStream,
-    metrics_path: Path,
-    *,
-    lr: float,
-    interval_loss: torch.Tensor,
-    grad_norm: torch.Tensor,
-    total_steps: int,
-    evaluate: Callable[[], float],
-    elapsed: Callable[[], float],
-    rate: Callable[[], float],
-    on_row: Callable[[dict], None] | None = None,
-    on_progress: Callable[[dict], None] | None = None,
-    evaluate_tasks: Callable[[], dict] | None = None,
-) -> bool:
-    """After step state["step"]: append a metrics row when one is due (evaluating the
-    validation loss with `evaluate` when an evaluation is, and the downstream tasks with
-    `evaluate_tasks` when theirs is: tasks_due), write metrics.parquet at an evaluation;
-    True when the run has diverged (and must stop)."""
-    train, step = cfg.train, state["step"]
+def log_step(run: RunRecord, stats: StepStats, probe: RunProbe, hooks: RunHooks) -> bool:
+    """After step run.state.step: append a metrics row when one is due (asking `probe` for
+    the validation loss when an evaluation is, and for the downstream tasks' scores when
+    theirs is: tasks_due), write metrics.parquet at an evaluation; True when the run has
+    diverged (and must stop). `hooks` see the row and the progress."""
+    cfg, stream, state = run.target.cfg, run.target.stream, run.state
+    train, step, total_steps = cfg.train, state.step, run.target.total_steps
     last = step == total_steps
     evaluating = step % train.eval_every == 0 or last
     if not (step % train.log_every == 0 or step == 1 or evaluating):
         return False
-    if state["interval_targets"]:
-        train_loss = interval_loss.item() / state["interval_targets"]
+    if state.interval_targets:
+        train_loss = stats.interval_loss.item() / state.interval_targets
     else:  # only the lone last token since the previous row: nothing new to say
-        train_loss = state["train_loss"]
-    interval_loss.zero_()
-    state["interval_targets"] = 0
-    state["train_loss"] = train_loss
-    if state["initial_loss"] is None:
-        state["initial_loss"] = train_loss
+        train_loss = state.train_loss
+    stats.interval_loss.zero_()
+    state.interval_targets = 0
+    state.train_loss = train_loss
+    if state.initial_loss is None:
+        state.initial_loss = train_loss
     val_loss = math.nan
     scores: dict = {}
     if evaluating and math.isfinite(train_loss):
-        val_loss = evaluate()
-        state["val_loss"] = val_loss
-        if evaluate_tasks is not None and tasks_due(cfg, step, total_steps):
-            scores = evaluate_tasks()
-    rows.append(
+        val_loss = probe.val_loss()
+        state.val_loss = val_loss
+        if run.target.tasks and tasks_due(cfg, step, total_steps):
+            scores = probe.task_scores()
+    run.rows.append(
         {
             "run_id": cfg.run_id,
             "step": step,
-            "tokens_seen": state["tokens_seen"],
-            "epoch": state["tokens_seen"] / stream.fresh_tokens,
-            "lr": lr,
+            "tokens_seen": state.tokens_seen,
+            "epoch": state.tokens_seen / stream.fresh_tokens,
+            "lr": stats.lr,
             "train_loss": train_loss,
             "val_loss": val_loss,
-            "grad_norm": grad_norm.item(),
-            "flops": flops_per_token(count_params(cfg.model).n_params) * state["tokens_seen"],
-            "elapsed_s": elapsed(),
+            "grad_norm": stats.grad_norm.item(),
+            "flops": flops_per_token(count_params(cfg.model).n_params) * state.tokens_seen,
+            "elapsed_s": probe.elapsed(),
             **scores,
         }
     )
-    if on_row is not None:
-        on_row(rows[-1])
-    if on_progress is not None:
-        on_progress(
-            {
-                "step": step,
-                "steps_total": total_steps,
-                "tokens_seen": state["tokens_seen"],
-                "tokens_total": stream.n_tokens,
-                "tokens_per_second": rate(),
-                "train_loss": train_loss,
-                "val_loss": state["val_loss"],
-            }
-        )
-    exploded = train_loss > train.diverge_factor * state["initial_loss"]
+    _tell(hooks, run, probe)
+    exploded = train_loss > train.diverge_factor * state.initial_loss
     bad_val = evaluating and not math.isfinite(val_loss)
     if not math.isfinite(train_loss) or exploded or bad_val:
         return True
     if evaluating:
-        write_metrics(metrics_path, rows)
+        write_metrics(run.target.run_dir / "metrics.parquet", run.rows)
     return False
+
+
+def _tell(hooks: RunHooks, run: RunRecord, probe: RunProbe) -> None:
+    """The row just appended to hooks.on_row, the progress it makes to hooks.on_progress."""
+    if hooks.on_row is not None:
+        hooks.on_row(run.rows[-1])
+    if hooks.on_progress is not None:
+        state = run.state
+        hooks.on_progress(
+            StepProgress(
+                step=state.step,
+                steps_total=run.target.total_steps,
+                tokens_seen=state.tokens_seen,
+                tokens_total=run.target.stream.n_tokens,
+                tokens_per_second=probe.rate(),
+                train_loss=state.train_loss,
+                val_loss=state.val_loss,
+            )
+        )
 
 
 def tasks_due(cfg: RunConfig, step: int, total_steps: int) -> bool:
@@ -277,67 +268,62 @@ def final_task_scores(cfg: RunConfig, rows: list[dict], status: str, tasks) -> d
     return {c: float(last.get(c, math.nan)) for c in columns}
 
 
-def finish_run(
-    cfg: RunConfig,
-    run_dir: Path,
-    net,
-    stream: TokenStream,
-    state: dict,
-    rows: list[dict],
-    status: str,
-    wall_seconds: float,
-    device: torch.device,
-    amp: torch.dtype | None,
-    corpus: PreparedCorpus | None,
-    started_from: dict,
-    tasks: Sequence = (),
-) -> dict:
+def finish_run(run: RunRecord, net, status: str, wall_seconds: float, compute: Compute) -> dict:
     """End a run that is done or diverged: model/ (done only), the curve, then result.json
     last and atomically, and the checkpoint dropped. Returns the result row, with the
-    last step's scores on `tasks` (cdlaw.tasks.files.TaskTokens) and, for [eval] lm_eval,
+    last step's scores on its tasks (cdlaw.tasks.files.TaskTokens) and, for [eval] lm_eval,
     lm-evaluation-harness's on model/ (cdlaw.tasks.lm_eval)."""
+    cfg, run_dir, stream, state = run.target.cfg, run.target.run_dir, run.target.stream, run.state
     if status == "done":
-        assert state["tokens_seen"] == stream.n_tokens, "every token of the stream, exactly once"
-        loss = state["val_loss"]
-        model_tmp = run_dir / "model.tmp"
-        shutil.rmtree(model_tmp, ignore_errors=True)
-        save_hf_model(net, model_tmp)
-        if corpus is not None:
-            complete_model_folder(
-                model_tmp,
-                cfg,
-                corpus,
-                loss=loss,
-                train_loss=state["train_loss"],
-                steps=state["step"],
-            )
-        shutil.rmtree(run_dir / "model", ignore_errors=True)
-        model_tmp.rename(run_dir / "model")
+        assert state.tokens_seen == stream.n_tokens, "every token of the stream, exactly once"
+        loss = state.val_loss
+        _save_model(run, net, loss)
     else:
         loss = math.nan
-    write_metrics(run_dir / "metrics.parquet", rows)
+    write_metrics(run_dir / "metrics.parquet", run.rows)
+    amp = compute.amp
     result = result_row(
         cfg,
         status=status,
         loss=loss,
-        train_loss=state["train_loss"],
-        steps=state["step"],
-        tokens_seen=state["tokens_seen"],
+        train_loss=state.train_loss,
+        steps=state.step,
+        tokens_seen=state.tokens_seen,
         wall_seconds=wall_seconds,
-        device=device_name(device),
+        device=device_name(compute.device),
         precision=str(amp).removeprefix("torch.") if amp else "float32",
         stream_info=stream.info,
-        forked_from=started_from,
+        forked_from=run.started_from,
     )
-    result.update(final_task_scores(cfg, rows, status, tasks))
+    result.update(final_task_scores(cfg, run.rows, status, run.target.tasks))
     if cfg.eval.lm_eval:
         from cdlaw.tasks.lm_eval import lm_eval_scores
 
         model = run_dir / "model" if status == "done" else None
-        result.update(lm_eval_scores(model, cfg.eval, str(device)))
+        result.update(lm_eval_scores(model, cfg.eval, str(compute.device)))
     write_json_atomic(run_dir / "result.json", result)
     remove_checkpoint(run_dir / "checkpoint")
     return result
+
+
+def _save_model(run: RunRecord, net, loss: float) -> None:
+    """model/, written whole under model.tmp/ and swapped in: the weights and, with the
+    corpus, the tokenizer and a model card (cdlaw.train.export)."""
+    run_dir, state = run.target.run_dir, run.state
+    model_tmp = run_dir / "model.tmp"
+    shutil.rmtree(model_tmp, ignore_errors=True)
+    save_hf_model(net, model_tmp)
+    if run.target.corpus is not None:
+        complete_model_folder(
+            model_tmp,
+            run.target.cfg,
+            run.target.corpus,
+            loss=loss,
+            train_loss=state.train_loss,
+            steps=state.step,
+        )
+    shutil.rmtree(run_dir / "model", ignore_errors=True)
+    model_tmp.rename(run_dir / "model")
 
 
 class RunInterrupted(Exception):

@@ -65,7 +65,7 @@ def token_losses(logits, targets, per_model: bool = False):
     most of a step: this costs about what F.cross_entropy alone does, where autograd
     through torch.logsumexp costs twice that.
 
-    per_model: logits (K, …) of K packed models (cdlaw.sweep.pack.model): a sum per model.
+    per_model: logits (K, …) of K packed models (cdlaw.train.packed_model): a sum per model.
     """
     return _CrossEntropyAndZ.apply(logits, targets, per_model)
 

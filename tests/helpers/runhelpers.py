@@ -104,8 +104,8 @@ def write_demo_runs(folder: Path):
 
 def chunks_taken(monkeypatch) -> list[int]:
     """The chunk size of every call of the chunked LM-head loss from here on, by a run alone
-    (cdlaw.train.steps) or a pack (cdlaw.sweep.pack.model): empty while logits are whole."""
-    import cdlaw.sweep.pack.model
+    (cdlaw.train.steps) or a pack (cdlaw.train.packed_model): empty while logits are whole."""
+    import cdlaw.train.packed_model
     import cdlaw.train.steps
 
     calls, real = [], cdlaw.train.steps.head_losses
@@ -115,5 +115,5 @@ def chunks_taken(monkeypatch) -> list[int]:
         return real(*args)
 
     monkeypatch.setattr(cdlaw.train.steps, "head_losses", counted)
-    monkeypatch.setattr(cdlaw.sweep.pack.model, "head_losses", counted)
+    monkeypatch.setattr(cdlaw.train.packed_model, "head_losses", counted)
     return calls

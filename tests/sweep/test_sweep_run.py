@@ -196,6 +196,7 @@ def test_calibration_with_compile_counts_the_compile_once_not_in_every_run(monke
 
     from cdlaw.sweep import dryrun
     from cdlaw.train import loop
+    from cdlaw.train.run_state import StepProgress
 
     now, calls = [0.0], []
 
@@ -209,7 +210,7 @@ def test_calibration_with_compile_counts_the_compile_once_not_in_every_run(monke
         now[0] += 5.0 if len(calls) == 1 else 0.0  # the compile
         for step in range(1, 31):
             now[0] += 0.01
-            on_progress({"tokens_seen": step * 256})
+            on_progress(StepProgress(step, 30, step * 256, 30 * 256, 0.0, 3.0, math.nan))
 
     monkeypatch.setattr(dryrun, "time", Clock)
     monkeypatch.setattr(loop, "train_run", fake_train_run)

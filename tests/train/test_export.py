@@ -20,6 +20,7 @@ from transformers import (
 
 from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from cdlaw.data.tokens.prepare import prepare_corpus
+from cdlaw.sweep.handoffs import Outcome, RunTask
 from cdlaw.sweep.worker import execute_run
 from cdlaw.train.export import hf_tokenizer
 
@@ -42,10 +43,11 @@ CFG = RunConfig(
 def run(tmp_path_factory, one_thread):
     """One tiny run trained through the sweep's worker (8 steps): (run_dir, corpus, result)."""
     root = tmp_path_factory.mktemp("export")
-    outcome = execute_run(CFG, root / "sweep", root / ".cache", one_thread)
-    assert outcome["outcome"] == "done"
+    task = RunTask(CFG, root / "sweep", root / ".cache", one_thread, retry_failed=False)
+    outcome = execute_run(task)
+    assert outcome.kind is Outcome.DONE
     corpus = prepare_corpus(DATA, root / ".cache", CFG.fresh_tokens)  # cached: no work
-    return root / "sweep" / CFG.run_id, corpus, outcome["result"]
+    return root / "sweep" / CFG.run_id, corpus, outcome.result
 
 
 def corpus_texts(corpus, n: int = 6) -> list[str]:

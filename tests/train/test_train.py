@@ -245,8 +245,8 @@ from tinyrun import make_cfg, TRAIN_TOKENS, VAL_TOKENS
 from cdlaw.data.tokens.streams import array_stream
 from cdlaw.train.loop import train_run
 def progress(p):
-    if p["step"] >= 20:
-        print("step", p["step"], flush=True)
+    if p.step >= 20:
+        print("step", p.step, flush=True)
         time.sleep(0.2)  # leave the parent time to send the signal before the run ends
 train_run(make_cfg(checkpoint_every=1000), {str(tmp_path)!r}, array_stream(TRAIN_TOKENS), VAL_TOKENS,
           on_progress=progress)
@@ -376,7 +376,7 @@ def test_resume_restores_the_torch_rng_state_the_checkpoint_saved(tmp_path):
 
     def recorder(states: dict):
         def progress(p):
-            states[p["step"]] = torch.get_rng_state().clone()
+            states[p.step] = torch.get_rng_state().clone()
             torch.rand(7)
 
         return progress
@@ -396,6 +396,21 @@ def test_resume_restores_the_torch_rng_state_the_checkpoint_saved(tmp_path):
         assert torch.equal(state, whole[step]), f"step {step}: another RNG state"
 
 
+def test_a_checkpoints_state_json_keeps_its_keys(tmp_path):
+    """state.json is a file format (docs/files.md): the loop's RunState writes the keys a
+    resuming cdlaw reads, a branch's fork adds forked_from, and nothing else."""
+    cfg = make_cfg(3_000, eval_every=100, log_every=1, checkpoint_every=100)  # 12 steps
+    stream = array_stream(TRAIN_TOKENS[:3_000])
+    with pytest.raises(RunInterrupted):
+        train_run(cfg, tmp_path, stream, VAL_TOKENS, stop_after_steps=3)
+    state = json.loads((tmp_path / "checkpoint" / "state.json").read_text())
+    assert list(state) == [
+        "run_id", "step", "tokens_seen", "elapsed_s", "initial_loss", "interval_loss",
+        "interval_targets", "train_loss", "val_loss", "sha256",
+    ]  # fmt: skip
+    assert state["run_id"] == cfg.run_id and state["step"] == 3 and state["val_loss"] is None
+
+
 def test_a_run_resumed_before_its_first_evaluation_reports_nan_not_none(tmp_path):
     """state.json stores the not-yet-known validation loss as JSON null; a resumed run (or
     a branch started from a fork) must carry on with NaN, which every reader of progress
@@ -407,8 +422,8 @@ def test_a_run_resumed_before_its_first_evaluation_reports_nan_not_none(tmp_path
     seen = []
     train_run(cfg, tmp_path, stream, VAL_TOKENS, on_progress=seen.append)
     first = seen[0]
-    assert first["step"] == 4 and isinstance(first["val_loss"], float)
-    assert math.isnan(first["val_loss"]) and math.isfinite(seen[-1]["val_loss"])
+    assert first.step == 4 and isinstance(first.val_loss, float)
+    assert math.isnan(first.val_loss) and math.isfinite(seen[-1].val_loss)
 
 
 # --- the CD paper's model shapes, in memory --------------------------------------------

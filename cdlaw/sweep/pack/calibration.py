@@ -12,8 +12,8 @@ import time
 import torch
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.train.model import build_model
+from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.steps import autocast_dtype, lm_losses, make_optimizer, resolve_device
 
 WARMUP_STEPS = 2  # untimed first steps: allocation, kernel selection

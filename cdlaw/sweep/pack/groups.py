@@ -1,7 +1,7 @@
 """Which runs may train together, and how many at once (docs/packing.md). Torch-free: the
 sweep's scheduler and dry run group runs with it without importing the trainer.
 
-    pack_key(cfg)                 runs with equal keys can share a pack
+    pack_key(cfg)                 runs with equal keys can share a pack (cdlaw.train.packable)
     parse_pack("auto" | "8")      the --pack option: "auto" or a pack size ≥ 1
     Packing                       a sweep's pack size per key (cdlaw.sweep.pack.size)
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from cdlaw.config import RunConfig
 from cdlaw.errors import BadInput
+from cdlaw.train.packable import pack_key
 
 # A pack hands its unfinished runs back to the scheduler this often, to be packed again
 # with the runs that became ready meanwhile (a branch whose fork checkpoint now exists).
@@ -46,13 +47,6 @@ class Packing:
             if k0 <= k <= k1:
                 return g0 + (g1 - g0) * (k - k0) / (k1 - k0)
         return points[0][1] if k < points[0][0] else points[-1][1]
-
-
-def pack_key(cfg: RunConfig) -> tuple:
-    """One model shape (d_model, layers, heads, MLP width, vocab, seq_len), one batch layout
-    (batch and micro-batch size), one AdamW β1, β2, ε: what a pack's runs must share."""
-    t = cfg.train
-    return (cfg.model, t.batch_size, t.micro_batch_size or t.batch_size, t.beta1, t.beta2, t.eps)
 
 
 def parse_pack(text: str) -> str | int:

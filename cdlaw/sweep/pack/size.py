@@ -17,7 +17,8 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.shapes import LOGIT_BYTES, count_params, logits_held
 from cdlaw.sweep.pack import groups as packed_groups
-from cdlaw.sweep.pack.groups import Packing, pack_key
+from cdlaw.sweep.pack.groups import Packing
+from cdlaw.train.packable import pack_key
 
 PROBE_SIZES = (2, 4, 8, 16)  # packs timed by --pack auto (16: where the smallest flatten)
 GOOD_ENOUGH = 0.9  # auto: the smallest pack within 10% of the best measured tokens/s

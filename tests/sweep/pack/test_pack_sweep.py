@@ -14,7 +14,7 @@ import cdlaw.sweep.runner as runner
 from cdlaw.cli.sweep_show import pack_line
 from cdlaw.config import ExecConfig
 from cdlaw.errors import BadInput
-from cdlaw.sweep.executors import RunTask
+from cdlaw.sweep.handoffs import Outcome, PackTask, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack import size as pack_size
@@ -75,14 +75,14 @@ def test_a_run_held_by_another_process_is_left_out_of_the_pack(runs_root, tmp_pa
     held = RunLock(plan.sweep_dir / runs[0].run_id / LOCK_NAME)
     assert held.acquire()
     try:
-        outcomes = execute_pack(tasks)
+        outcomes = execute_pack(PackTask(tuple(tasks)))
     finally:
         held.release()
-    assert [o["outcome"] for o in outcomes] == ["locked", "done"]
+    assert [o.kind for o in outcomes] == [Outcome.LOCKED, Outcome.DONE]
     assert not (plan.sweep_dir / runs[0].run_id / "result.json").exists()
     assert json.loads((plan.sweep_dir / runs[1].run_id / "result.json").read_text())["loss"] > 0
     # done runs are skipped, not trained again
-    assert [o["outcome"] for o in execute_pack(tasks[1:])] == ["skipped"]
+    assert [o.kind for o in execute_pack(PackTask(tuple(tasks[1:])))] == [Outcome.SKIPPED]
 
 
 @pytest.mark.parametrize("value", ["0", "two"])

@@ -3,7 +3,7 @@
     train_pack(runs, exec_cfg) -> {run_id: result row}, each as train_run would return it
 
 Each run keeps its own numbers and files, written by train_run's code
-(cdlaw.train.run_parts); the stacked models are cdlaw.sweep.pack.model. docs/packing.md
+(cdlaw.train.run_parts); the stacked models are cdlaw.train.packed_model. docs/packing.md
 says what may share a pack, why a packed run equals the run alone, and how a pack resumes.
 """
 
@@ -21,14 +21,14 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.tokens.cache import PreparedCorpus
 from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
-from cdlaw.sweep.pack.groups import pack_key
-from cdlaw.sweep.pack.model import PackedModels
 from cdlaw.tasks.files import TaskTokens, task_tokens_for
 from cdlaw.tasks.scoring import evaluate_tasks
 from cdlaw.train.checkpoint import save_checkpoint
 from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
+from cdlaw.train.packable import pack_key
+from cdlaw.train.packed_model import PackedModels
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,
@@ -37,6 +37,15 @@ from cdlaw.train.run_parts import (
     log_step,
     open_run,
     stop_signals,
+)
+from cdlaw.train.run_state import (
+    Compute,
+    RunHooks,
+    RunRecord,
+    RunState,
+    RunTarget,
+    StepProgress,
+    StepStats,
 )
 from cdlaw.train.steps import (
     IGNORE,
@@ -60,7 +69,7 @@ class PackedRun:
     val_tokens: np.ndarray
     corpus: PreparedCorpus | None = None
     on_row: Callable[[dict], None] | None = None  # as train_run's (an experiment tracker)
-    on_progress: Callable[[dict], None] | None = None  # as train_run's
+    on_progress: Callable[[StepProgress], None] | None = None  # as train_run's
     on_end: Callable[[dict], None] | None = None  # sees the result row when the run leaves
     fork_steps: tuple[int, ...] = ()  # as train_run's: save a fork after these steps
     fork_from: Path | None = None  # as train_run's: a branch starts from this fork
@@ -106,7 +115,7 @@ def train_pack(
                 if s.ended:
                     results[s.run.cfg.run_id] = pack.leave(k, s)
                     leaving.append(k)
-                elif stop or s.state["step"] % s.run.cfg.train.checkpoint_every == 0:
+                elif stop or s.state.step % s.run.cfg.train.checkpoint_every == 0:
                     pack.save(k, s)
             pack.drop(leaving)
             if pack.slots and (stop_signal or stop_after_steps == pack_steps or paused):
@@ -135,16 +144,14 @@ def _check_one_pack(runs: list[PackedRun]) -> None:
 
 @dataclass
 class _Slot:
-    """A run while it is in the pack: its real model and AdamW (to load and save with
-    train_run's code) and its loop state."""
+    """A run while it is in the pack: its record (cdlaw.train.run_state: target, loop
+    state, rows), its real model and AdamW (to load and save with train_run's code) and
+    its current step."""
 
     run: PackedRun
+    record: RunRecord
     net: torch.nn.Module
     optimizer: torch.optim.Optimizer
-    state: dict  # step, tokens_seen, … (cdlaw.train.run_parts.open_run): what a checkpoint saves
-    rows: list[dict]  # the metrics rows so far
-    started_from: dict  # the trunk and step a branch forked from (none: run "", step 0)
-    total_steps: int
     val: tuple[torch.Tensor, torch.Tensor]  # the validation set as (inputs, targets) rows
     elapsed_before: float  # seconds the packs (or runs alone) before this one trained it
     n_targets: int = 0  # of its current step's batch
@@ -153,6 +160,14 @@ class _Slot:
     lr: float = 0.0  # of its current step
     grad_norm: torch.Tensor | None = None  # of its last step that trained (none: zero)
     step_end: int = 0  # the stream position its current step ends at
+
+    @property
+    def state(self) -> RunState:
+        return self.record.state
+
+    @property
+    def total_steps(self) -> int:
+        return self.record.target.total_steps
 
 
 def _open_pack(
@@ -177,30 +192,17 @@ def _open_pack(
         net = build_model(run.cfg.model, seed=run.cfg.seed).to(device)
         optimizer = make_optimizer(net, run.cfg.train, device)
         total_steps = -(-run.stream.n_tokens // batch_tokens)
-        state, rows, started_from = open_run(
-            run.cfg,
-            run.run_dir,
-            run.stream,
-            net,
-            optimizer,
-            exec_cfg,
-            total_steps,
-            config_problem,
-            run.fork_from,
-        )
+        target = RunTarget(run.cfg, run.run_dir, run.stream, total_steps, run.corpus, run.tasks)
+        record = open_run(target, net, optimizer, exec_cfg, config_problem, run.fork_from)
         val_x, val_y = make_batch(val_tokens, len(val_tokens) - 1, seq_len)
         val = (torch.from_numpy(val_x), torch.from_numpy(val_y))
-        slots.append(
-            _Slot(
-                run, net, optimizer, state, rows, started_from, total_steps, val, state["elapsed_s"]
-            )
-        )
+        slots.append(_Slot(run, record, net, optimizer, val, record.state.elapsed_s))
     models = PackedModels(
         [s.net for s in slots], [s.run.cfg.train for s in slots], device, exec_cfg.compile
     )
     for k, s in enumerate(slots):
         models.load_from(k, s.net, s.optimizer)
-    interval = torch.tensor([s.state["interval_loss"] for s in slots], device=device)
+    interval = torch.tensor([s.state.interval_loss for s in slots], device=device)
     z_loss = torch.tensor([s.run.cfg.train.z_loss for s in slots], device=device)
     micro_rows = train.micro_batch_size or train.batch_size
     return _Pack(slots, models, interval, z_loss, device, amp, micro_rows, time.perf_counter())
@@ -269,10 +271,10 @@ class _Pack:
     def end_step(self, k: int, s: _Slot, norms: torch.Tensor, val_losses: dict) -> None:
         """After the step: run k's counters, its metrics row and evaluation (log_step), its
         end (s.ended: done or diverged) and its fork when one is due."""
-        s.state["step"] += 1
-        s.state["tokens_seen"] = s.step_end
-        s.state["interval_targets"] += s.n_targets
-        step, last = s.state["step"], s.state["step"] == s.total_steps
+        s.state.step += 1
+        s.state.tokens_seen = s.step_end
+        s.state.interval_targets += s.n_targets
+        step, last = s.state.step, s.state.step == s.total_steps
         if s.n_targets or s.grad_norm is None:  # a lone last input trains nothing
             s.grad_norm = norms[k] if s.n_targets else torch.zeros((), device=self.device)
         if self._log(k, s, val_losses):
@@ -283,60 +285,33 @@ class _Pack:
             fork = fork_path(s.run.run_dir, step)
             if not fork.exists():
                 self._sync(k, s)
-                save_fork(fork, s.net, s.optimizer, s.state, s.rows)
+                save_fork(fork, s.net, s.optimizer, s.state.to_dict(), s.record.rows)
 
     def _log(self, k: int, s: _Slot, val_losses: dict) -> bool:
         """log_step for run k: True when it has diverged."""
-
-        def evaluate() -> float:
-            if k in val_losses:
-                return val_losses[k]
-            self.models.copy_to(k, s.net)
-            return loss_on_batches(s.net, *s.val, self.micro_rows, self.amp)
-
-        def tasks() -> dict:
-            # On the run's own model, as a run alone scores them: the same numbers.
-            self.models.copy_to(k, s.net)
-            return evaluate_tasks(s.net, s.run.tasks or [], self.amp)
-
-        return log_step(
-            s.run.cfg,
-            s.state,
-            s.rows,
-            s.run.stream,
-            s.run.run_dir / "metrics.parquet",
-            lr=s.lr,
-            interval_loss=self.interval[k],
-            grad_norm=s.grad_norm,
-            total_steps=s.total_steps,
-            evaluate=evaluate,
-            elapsed=lambda: self.elapsed(s),
-            rate=lambda: s.state["tokens_seen"] / max(self.elapsed(s), 1e-9),
-            on_row=s.run.on_row,
-            on_progress=s.run.on_progress,
-            evaluate_tasks=tasks if s.run.tasks else None,
-        )
+        assert s.grad_norm is not None  # end_step sets it first
+        stats = StepStats(s.lr, self.interval[k], s.grad_norm)
+        hooks = RunHooks(s.run.on_row, s.run.on_progress)
+        return log_step(s.record, stats, _SlotProbe(self, k, s, val_losses), hooks)
 
     def save(self, k: int, s: _Slot) -> None:
         """Checkpoint run k: its metrics, then its model, AdamW and loop state."""
         self._sync(k, s)
-        write_metrics(s.run.run_dir / "metrics.parquet", s.rows)
-        save_checkpoint(s.run.run_dir / "checkpoint", s.net, s.optimizer, s.state)
+        write_metrics(s.run.run_dir / "metrics.parquet", s.record.rows)
+        save_checkpoint(s.run.run_dir / "checkpoint", s.net, s.optimizer, s.state.to_dict())
 
     def _sync(self, k: int, s: _Slot) -> None:
         """Row k of the pack into run k's own model, AdamW and state, to be saved."""
-        s.state["interval_loss"] = float(self.interval[k])
-        s.state["elapsed_s"] = self.elapsed(s)
+        s.state.interval_loss = float(self.interval[k])
+        s.state.elapsed_s = self.elapsed(s)
         self.models.copy_to(k, s.net, s.optimizer)
 
     def leave(self, k: int, s: _Slot) -> dict:
         """Finish run k as train_run does (model/ when done, result.json last); its result
         row, which its on_end sees."""
         self.models.copy_to(k, s.net)
-        result = finish_run(
-            s.run.cfg, s.run.run_dir, s.net, s.run.stream, s.state, s.rows, s.ended,
-            self.elapsed(s), self.device, self.amp, s.run.corpus, s.started_from, s.run.tasks or [],
-        )  # fmt: skip
+        compute = Compute(self.device, self.amp)
+        result = finish_run(s.record, s.net, s.ended, self.elapsed(s), compute)
         if s.run.on_end is not None:
             s.run.on_end(result)
         return result
@@ -352,9 +327,39 @@ class _Pack:
             self.models.keep(keep, [s.run.cfg.train for s in self.slots])
 
 
+@dataclass
+class _SlotProbe:
+    """What log_step asks of run k of the pack (a RunProbe): its validation loss (from the
+    pack's shared forward when it took part, else on its own model), its task scores on
+    its own model, as a run alone scores them, and its time."""
+
+    pack: _Pack
+    k: int
+    slot: _Slot
+    val_losses: dict  # {k: validation loss} of the runs in the shared forward
+
+    def val_loss(self) -> float:
+        if self.k in self.val_losses:
+            return self.val_losses[self.k]
+        s = self.slot
+        self.pack.models.copy_to(self.k, s.net)
+        return loss_on_batches(s.net, *s.val, self.pack.micro_rows, self.pack.amp)
+
+    def task_scores(self) -> dict:
+        s = self.slot
+        self.pack.models.copy_to(self.k, s.net)
+        return evaluate_tasks(s.net, s.record.target.tasks, self.pack.amp)
+
+    def elapsed(self) -> float:
+        return self.pack.elapsed(self.slot)
+
+    def rate(self) -> float:
+        return self.slot.state.tokens_seen / max(self.pack.elapsed(self.slot), 1e-9)
+
+
 def _evaluating(s: _Slot) -> bool:
     """Is the step just taken one where the run evaluates (as log_step decides)?"""
-    step = s.state["step"] + 1
+    step = s.state.step + 1
     return step % s.run.cfg.train.eval_every == 0 or step == s.total_steps
 
 
@@ -400,7 +405,7 @@ def _batches(slots: list[_Slot], rows: int, seq_len: int, vocab: int):
     x = np.zeros((len(slots), rows, seq_len), dtype=np.int64)
     y = np.full((len(slots), rows, seq_len), IGNORE, dtype=np.int64)
     for k, s in enumerate(slots):
-        start, step = s.state["tokens_seen"], s.state["step"]
+        start, step = s.state.tokens_seen, s.state.step
         xs, ys, n = read_batch(s.run.stream, start, rows * seq_len, seq_len, vocab)
         x[k, : len(xs)], y[k, : len(ys)] = xs, ys
         s.n_targets, s.batch_rows = int((ys != IGNORE).sum()), len(xs)

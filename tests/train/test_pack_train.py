@@ -1,4 +1,4 @@
-"""Packed training (cdlaw.sweep.pack.loop): runs trained together equal runs trained alone.
+"""Packed training (cdlaw.train.packed_loop): runs trained together equal runs trained alone.
 
 Three tiny runs of one shape but different lengths (12, 8 and 3 steps, the last with a lone
 input and no target), lrs, schedules (cosine, WSD), strategies (none, repetition), weight
@@ -27,10 +27,10 @@ from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 import cdlaw.shapes
 from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
 from cdlaw.errors import BadInput
-from cdlaw.sweep.pack.loop import PackedRun, train_pack
-from cdlaw.sweep.pack.model import PackedModels, packed_token_losses
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model
+from cdlaw.train.packed_loop import PackedRun, train_pack
+from cdlaw.train.packed_model import PackedModels, packed_token_losses
 from cdlaw.train.steps import token_losses
 
 torch.set_num_threads(1)
@@ -161,8 +161,8 @@ def test_a_run_that_diverges_leaves_the_pack_and_the_others_go_on(alone, tmp_pat
 KILLER = """
 import os, signal, sys
 from pathlib import Path
-import cdlaw.sweep.pack.loop as packed
-from tests.pack.test_pack_train import runs
+import cdlaw.train.packed_loop as packed
+from tests.train.test_pack_train import runs
 saves, real = [], packed.save_checkpoint
 def save_then_die(path, *args):
     real(path, *args)
@@ -294,7 +294,7 @@ def test_packed_runs_equal_runs_alone_with_the_loss_in_chunks(tmp_path, monkeypa
 def test_sigterm_checkpoints_every_run_of_the_pack_then_the_previous_handler_runs(
     alone, tmp_path, monkeypatch
 ):
-    import cdlaw.sweep.pack.loop as packed
+    import cdlaw.train.packed_loop as packed
 
     calls, seen = [], []
     real_lr_at = packed.lr_at
@@ -364,7 +364,7 @@ def test_compiled_packed_runs_equal_runs_alone_within_1e_5(alone, tmp_path, monk
 
 
 def test_a_pack_whose_compile_fails_warns_and_trains_eagerly(alone, tmp_path, monkeypatch):
-    import cdlaw.sweep.pack.model as packed_model
+    import cdlaw.train.packed_model as packed_model
     from cdlaw.config import ExecConfig
 
     def no_compiler(*args):

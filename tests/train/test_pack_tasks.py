@@ -10,8 +10,8 @@ from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, make_cfg
 
 from cdlaw.config import EvalConfig, ExecConfig
 from cdlaw.data.tokens.streams import array_stream
-from cdlaw.sweep.pack.loop import PackedRun, train_pack
 from cdlaw.train.loop import train_run
+from cdlaw.train.packed_loop import PackedRun, train_pack
 
 torch.set_num_threads(1)
 EX = ExecConfig(device="cpu", threads=1)

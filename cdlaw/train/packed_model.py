@@ -296,7 +296,7 @@ def packed_forward(
 
     Embedding, per layer QK-normed attention with RoPE and reordered RMSNorms, SwiGLU, final
     norm, untied LM head, with the same operations in the same order and dtypes as
-    transformers' (tests/pack/test_pack_train.py checks its logits against the real model's).
+    transformers' (tests/train/test_pack_train.py checks its logits against the real model's).
     cdlaw.train.model builds the models, so their shape, init and names are the real ones.
     """
     K, rows, seq = x.shape

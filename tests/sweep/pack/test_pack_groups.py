@@ -6,7 +6,8 @@ import pytest
 from tinyrun import make_cfg
 
 from cdlaw.errors import BadInput
-from cdlaw.sweep.pack.groups import pack_key, parse_pack
+from cdlaw.sweep.pack.groups import parse_pack
+from cdlaw.train.packable import pack_key
 
 
 def test_runs_of_one_shape_and_batch_share_a_key_whatever_their_lr_seed_or_length():
