@@ -31,6 +31,7 @@ from cdlaw.plan.checks import fitted_range, strategy_bounds
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.strategies import NONE
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.units import format_number, plain
 
@@ -118,7 +119,7 @@ def plan_doubt(current: Plan, source: PlanningLaw) -> str:
     """
     best = current.best
     s = best.strategy
-    if s == "none" or best.derived_tokens <= 0:
+    if s == NONE or best.derived_tokens <= 0:
         return ""
     bounds = fitted_range(source, s).get("derived_ratio")
     r_max = float(bounds[1]) if isinstance(bounds, (list, tuple)) and len(bounds) == 2 else None

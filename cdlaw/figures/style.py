@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from cdlaw.strategies import ordered
+from cdlaw.strategies import NONE, PARAPHRASE, REPETITION, ordered
 from cdlaw.units import format_number
 
 # Okabe–Ito.
@@ -31,9 +31,9 @@ BLACK, ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE = (
 
 # Orange and blue are far apart in lightness (grey ~160 vs ~90), black is darkest.
 STRATEGY_STYLE = {
-    "none": {"color": BLACK, "marker": "o", "linestyle": ":"},
-    "repetition": {"color": ORANGE, "marker": "s", "linestyle": "--"},
-    "paraphrase": {"color": BLUE, "marker": "^", "linestyle": "-"},
+    NONE: {"color": BLACK, "marker": "o", "linestyle": ":"},
+    REPETITION: {"color": ORANGE, "marker": "s", "linestyle": "--"},
+    PARAPHRASE: {"color": BLUE, "marker": "^", "linestyle": "-"},
 }
 # Every other strategy (any name: cdlaw.strategies) takes a spare style: the rest of
 # Okabe–Ito, then Paul Tol's colour-blind-safe "muted" set; past those the colours come

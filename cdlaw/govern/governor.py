@@ -34,6 +34,7 @@ from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_l
 from cdlaw.law import Law
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.strategies import NONE, REPETITION
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
 GRID_POINTS = 400  # end points E on a log grid from the curve's start to the budget
@@ -54,9 +55,9 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
             "parameters, e.g. 60K)"
         )
     fresh = options.fresh_tokens or curve.fresh_tokens or options.unique_tokens
-    strategy = options.strategy or curve.strategy or "repetition"
-    if strategy == "none":  # a one-epoch run that goes on past D repeats its tokens
-        strategy = "repetition"
+    strategy = options.strategy or curve.strategy or REPETITION
+    if strategy == NONE:  # a one-epoch run that goes on past D repeats its tokens
+        strategy = REPETITION
     if not law.knows_strategy(strategy):
         have = ", ".join(law.strategies) or "none"
         raise BadInput(

@@ -15,6 +15,7 @@ import numpy as np
 from cdlaw.govern.cooldown import Cooldown
 from cdlaw.govern.curve import Curve
 from cdlaw.law import Law
+from cdlaw.strategies import NONE
 
 REL_STEP = 1e-4  # relative step in E for the central difference of K
 
@@ -47,7 +48,7 @@ def switched_loss(law: Law, n_params, fresh, strategy, other, switch_tokens, end
         total = law.effective_data(n_params, fresh, start + rest, other) - fresh
     total = np.where(E > max(switch_tokens, fresh), total, 0.0)
     before = law.loss(n_params, seen, np.maximum(E - fresh, 0.0), strategy)
-    after = law.loss(n_params, seen + total, 0.0, "none")
+    after = law.loss(n_params, seen + total, 0.0, NONE)
     return np.where(E > max(switch_tokens, fresh), after, before)
 
 

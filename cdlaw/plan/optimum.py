@@ -18,6 +18,7 @@ import numpy as np
 
 from cdlaw.law import Law
 from cdlaw.plan.result import Allocation
+from cdlaw.strategies import NONE, REPETITION
 
 # The search for N spans tokens-per-parameter from 1e-6 to 1e10 (8 decades of N) on a grid
 # of 0.01 decade, so that no sane law has its optimum off the grid; Brent's method then
@@ -45,7 +46,7 @@ def planned_tokens(law: Law, strategy: str, budget_flops, n_params, unique_token
     a law whose loss rises with D′ (overfitting) never gets more derived tokens than its
     loss minimum at that (N, D): the rest of the budget is better left unspent."""
     fresh, derived = split_tokens(budget_flops, n_params, unique_tokens)
-    if law.form_decl.can_overfit and strategy != "none":
+    if law.form_decl.can_overfit and strategy != NONE:
         derived = np.minimum(derived, law.best_derived_tokens(n_params, fresh, strategy))
     return fresh, derived
 
@@ -101,7 +102,7 @@ def allocation(
     if 0 < derived < DERIVED_NOISE * fresh:  # the same FLOPs, all on fresh tokens
         n_params, derived = n_params * (fresh + derived) / fresh, 0.0
     loss = float(law.loss(n_params, fresh, derived, strategy))
-    label = "none" if derived == 0 else (strategy if strategy != "none" else "repetition")
+    label = NONE if derived == 0 else (strategy if strategy != NONE else REPETITION)
     return Allocation(rule, float(n_params), fresh, derived, label, loss)
 
 

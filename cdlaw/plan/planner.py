@@ -65,6 +65,7 @@ from cdlaw.plan.result import Allocation, Frontier, Plan
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
+from cdlaw.strategies import NONE, REPETITION
 
 FOUR_EPOCHS = 4.0
 
@@ -259,7 +260,7 @@ def _band(source: PlanningLaw, req: _Request, choice: _Choice) -> _Band:
     n_band, n_no_band = size_interval(source, n_band, best.n_params)
     optimism, optimism_note = judge_optimism(plan_optimism(own, source.law), best, source.law)
     ci, no_band, band_warnings = loss_interval(source, best, chosen, optimism, optimism_note)
-    if best.strategy == "none":  # no derived tokens: no strategy to decide
+    if best.strategy == NONE:  # no derived tokens: no strategy to decide
         shares = None
     return _Band(shares, n_band, n_no_band, optimism, optimism_note, ci, no_band, band_warnings)
 
@@ -360,12 +361,12 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
     repetition parameters, as the plan's own strategy).
     """
     law = source.law
-    s = "repetition" if "repetition" in law.strategies else chosen
+    s = REPETITION if REPETITION in law.strategies else chosen
     chinchilla_shaped = {"E", "A", "B", "alpha", "beta"} <= set(law.params)
     if chinchilla_shaped:
         n_naive = chinchilla_optimal_n_params(law, budget_flops)
     else:  # the same rule for any law: its optimum with every token counted as fresh
-        n_naive, _ = optimal_n_params(law, "none", budget_flops, math.inf)
+        n_naive, _ = optimal_n_params(law, NONE, budget_flops, math.inf)
     naive = allocation(law, s, budget_flops, n_naive, unique, "naive-chinchilla", True)
     # What the naive planner expects: every token counted as fresh.
     if chinchilla_shaped:
@@ -374,7 +375,7 @@ def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocat
             n_naive, naive.tokens_trained, p["E"], p["A"], p["B"], p["alpha"], p["beta"]
         )
     else:
-        believed = law.loss(n_naive, naive.tokens_trained, 0.0, "none")
+        believed = law.loss(n_naive, naive.tokens_trained, 0.0, NONE)
     naive = replace(naive, believed_loss=float(believed))
     # Four epochs at most: if Chinchilla wants more than 4U tokens, train on 4U and put the
     # rest of the budget into parameters.

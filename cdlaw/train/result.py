@@ -16,6 +16,7 @@ from pathlib import Path
 import cdlaw
 from cdlaw.config import RunConfig
 from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.strategies import PARAPHRASE
 
 # The columns every result row has, finished or failed (a trained run adds a few more:
 # paraphrase_passes, mlp_hidden, size, steps, flops_with_attention, precision, corpus_key).
@@ -86,7 +87,7 @@ def result_row(
     model, train = cfg.model, cfg.train
     info = stream_info or {}
     ratio = cfg.derived_tokens / cfg.fresh_tokens
-    paraphrase = cfg.strategy == "paraphrase"
+    paraphrase = cfg.strategy == PARAPHRASE
     row = {
         "run_id": cfg.run_id,
         "sweep": cfg.sweep,
