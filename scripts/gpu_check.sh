@@ -37,8 +37,8 @@ done
 
 # Packed runs against runs alone, on this machine's device (CUDA kernels need not be
 # bit for bit: a failure here is a finding to read, not necessarily a bug).
-echo "== tests/pack/test_pack_train.py"
-"$PYTHON" -m pytest -q -p no:cacheprovider tests/pack/test_pack_train.py > "$OUT/tests.txt" 2>&1 || status=1
+echo "== tests/train/test_pack_train.py"
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/train/test_pack_train.py > "$OUT/tests.txt" 2>&1 || status=1
 tail -n 3 "$OUT/tests.txt"
 echo "gpu check: logs in $OUT (status $status)"
 exit "$status"
