@@ -21,21 +21,10 @@ from cdlaw.sweep.spec import load_sweep
 # lands while it trains, short enough to finish should the rule let a third attempt through.
 SWEEP = """
 name = "deaths"
-[grid]
-size = ["20K"]
-fresh_tokens = [2048]
-strategy = ["repetition"]
-derived_ratio = [255]
-[data]
-vocab_size = 512
-val_tokens = 2048
-[model]
-seq_len = 32
-[train]
-batch_size = 8
-eval_every = 512
-log_every = 64
-checkpoint_every = 256
+grid = { size = ["20K"], fresh_tokens = [2048], strategy = ["repetition"], derived_ratio = [255] }
+data = { vocab_size = 512, val_tokens = 2048 }
+model = { seq_len = 32 }
+train = { batch_size = 8, eval_every = 512, log_every = 64, checkpoint_every = 256 }
 """
 
 
