@@ -4,6 +4,8 @@
     python benchmarks/bench_govern.py heldout  runs/demo   # curve prediction, held out
     python benchmarks/bench_govern.py select   runs/strategies --predict distill
                                                           # each calibration rule scored
+    python benchmarks/bench_govern.py heldout  runs/strategies --predict distill \
+        --seed-noise-from runs/demo                       # a one-seed sweep's own strategy
     python benchmarks/bench_govern.py regret   runs/demo   # online stopping vs baselines
     python benchmarks/bench_govern.py simulate runs/demo   # a known law: best stop found?
 
@@ -114,6 +116,9 @@ def held_out_rows(summary: pd.DataFrame, key) -> pd.DataFrame:
 # the published laws' annealing constants); empty: all.
 PREDICT_STRATEGIES: tuple[str, ...] = ()
 LAW_CACHE: Path | None = None  # --law-cache: held-out fits kept between the measurements
+# --seed-noise-from: a sweep with replicate one-epoch runs at the same sizes, for a sweep
+# trained at one seed (sweeps/strategies.toml shares the demo's corpus, grid and seed 0).
+SEED_NOISE_FROM: Path | None = None
 
 
 def fit_held_out_law(summary: pd.DataFrame, key):
@@ -305,7 +310,7 @@ def heldout(runs_dir: Path) -> dict:
             )
         print(f"  {key}: {time.time() - t0:.1f}s", file=sys.stderr)
     df = pd.DataFrame(rows)
-    noise = seed_noise(runs)
+    noise = seed_noise(read_runs(SEED_NOISE_FROM) if SEED_NOISE_FROM else runs)
     return {"rows": df, "seed_noise": noise}
 
 
@@ -463,7 +468,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 
 
 def main() -> None:
-    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES
+    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("relation", "heldout", "select", "regret", "simulate"))
     ap.add_argument("runs", type=Path)
@@ -471,6 +476,11 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     ap.add_argument("--law-cache", type=Path, help="keep the held-out fits in this JSON file")
+    ap.add_argument(
+        "--seed-noise-from",
+        type=Path,
+        help="heldout: the seed noise from this sweep's replicate one-epoch runs instead",
+    )
     ap.add_argument(
         "--predict",
         default="",
@@ -487,6 +497,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     LAW_CACHE = a.law_cache
+    SEED_NOISE_FROM = a.seed_noise_from
     CALIBRATION = a.calibration
     PREDICT_STRATEGIES = tuple(x for x in a.predict.split(",") if x)
     factors = tuple(float(x) for x in a.factors.split(","))
