@@ -116,7 +116,10 @@ def zipped_sweep(
     """A SweepConfig with one zipped entry per (size, D, strategy, r), each size with its own
     lr and weight decay (a size beyond the grid: the one every grid size has), the
     parent's other settings."""
-    sizes, ds, strategies, ratios = (tuple(c[i] for c in cells) for i in range(4))
+    sizes = tuple(c[0] for c in cells)
+    ds = tuple(c[1] for c in cells)
+    strategies = tuple(c[2] for c in cells)
+    ratios = tuple(c[3] for c in cells)
     hp = size_settings(parent)
     shared = one_setting(hp)
     hp = {**{z: shared for z in sizes if z not in hp and shared is not None}, **hp}

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy.stats import norm
 
 N_MOVE = math.log(1.1)  # "N* changes": it moves by more than 10%
@@ -120,7 +121,7 @@ def _after_each(cov: np.ndarray, noise_var: float, gap_mean: float, cand: np.nda
 def choose(
     ens: Ensemble,
     noise_sd: float,
-    cost: Callable[[list[int]], np.ndarray],
+    cost: Callable[[list[int]], npt.ArrayLike],
     max_runs: int | None = None,
     max_flops: float | None = None,
     first: tuple[int, ...] = (),
@@ -145,7 +146,7 @@ def choose(
 def greedy(
     ens: Ensemble,
     noise_sd: float,
-    cost: Callable[[list[int]], np.ndarray],
+    cost: Callable[[list[int]], npt.ArrayLike],
     max_runs: int | None = None,
     max_flops: float | None = None,
     per_flop: bool = True,

@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol
+from typing import Any, Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
@@ -44,7 +44,8 @@ class _Throttle:
     """Forward every event, but progress events of a run at most every `every` seconds."""
 
     def __init__(self, send: Callable[[Event], None], every: float = 0.5):
-        self.send, self.every, self.last = send, every, {}
+        self.send, self.every = send, every
+        self.last: dict[str, float] = {}  # run id -> when its last progress event went
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunProgress):
@@ -125,7 +126,13 @@ def _pool_task(task: RunTask | PackTask) -> Outcomes:
 def _with_exec(task: RunTask | PackTask, **changes) -> RunTask | PackTask:
     """The task with these ExecConfig fields changed (for each run of a pack)."""
     if isinstance(task, PackTask):
-        return dataclasses.replace(task, tasks=tuple(_with_exec(t, **changes) for t in task.tasks))
+        return dataclasses.replace(
+            task, tasks=tuple(_run_with_exec(t, **changes) for t in task.tasks)
+        )
+    return _run_with_exec(task, **changes)
+
+
+def _run_with_exec(task: RunTask, **changes) -> RunTask:
     return dataclasses.replace(task, exec_cfg=dataclasses.replace(task.exec_cfg, **changes))
 
 
@@ -278,7 +285,8 @@ class RayExecutor:
     def close(self) -> None:
         self.drain()
         with contextlib.suppress(Exception):
-            self.ray.kill(self._queue.actor)
+            actor: Any = self._queue.actor  # Ray types it as a union kill() does not take
+            self.ray.kill(actor)
         if self._started:
             self.ray.shutdown()
 

@@ -23,6 +23,7 @@ from cdlaw.strategies import BUILT_IN, NONE
 from cdlaw.sweep.values import same_number, sweep_number
 
 if TYPE_CHECKING:
+    from cdlaw.shapes import Shape
     from cdlaw.sweep.derived import Declared
 
 # The ratio axis may be written three ways; each maps to r = D′/D.
@@ -120,13 +121,13 @@ def grid_cells(sweep: SweepConfig):
     factors = [(g, list(zip(*(axes[a] for a in g), strict=True))) for g in sweep.zip_groups]
     factors += [((a,), [(v,) for v in vals]) for a, vals in axes.items() if a not in zipped]
     for combo in itertools.product(*(vals for _, vals in factors)):
-        point = {}
+        point: dict = {}
         for (names, _), values in zip(factors, combo, strict=True):
             point.update(zip(names, values, strict=True))
         strategy = point["strategy"]
         if shared_ratio:
             key = next(iter(ratio_keys))
-            ratio_values = (point[key],)
+            ratio_values: tuple[float, ...] = (point[key],)
         else:
             key, ratio_values = sweep.ratios[strategy]
         for value in ratio_values:
@@ -179,7 +180,7 @@ def expand(sweep: SweepConfig, vocab_size: int | None = None) -> list[RunConfig]
         data = dataclasses.replace(data, vocab_size=vocab_size)  # record the real vocabulary
     seq_len = sweep.model.get("seq_len", ModelConfig.seq_len)
     extra = {k: v for k, v in sweep.model.items() if k not in (*SHAPE_KEYS, "seq_len")}
-    shapes: dict[str, object] = {}
+    shapes: dict[str, Shape] = {}
     runs: dict[str, RunConfig] = {}
     for cell in sweep.cells():
         if cell.size not in shapes:

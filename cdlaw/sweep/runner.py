@@ -79,7 +79,7 @@ class SweepOutcome:
     """What a sweep did: per selected run its status, and the rebuilt summary."""
 
     plan: SweepPlan
-    statuses: dict[str, str]  # run_id -> done | diverged | failed (after this sweep)
+    statuses: dict[str, str | None]  # run_id -> done | diverged | failed; None: unfinished
     trained: list[str]  # run ids this process trained (finished or not)
     summary: object  # pandas DataFrame (summary.parquet)
     wall_seconds: float

@@ -180,11 +180,13 @@ class Scheduler:
     def _work(self, rid: str) -> float:
         """A run's own work: alone-seconds where every shape's step was measured, else FLOPs
         (only where runs fork: a simulated sweep has no forest)."""
-        cfg, forest = self.by_id[rid], self.forest
+        cfg, forest, packing = self.by_id[rid], self.forest, self.packing
+        assert forest is not None  # packs are sized only where runs fork
         if not self.timed:
             return forest.own_flops.get(rid, 0.0)
+        assert packing is not None  # timed: every shape's step was measured
         steps = forest.own_tokens.get(rid, 0) / (cfg.train.batch_size * cfg.model.seq_len)
-        return steps * self.packing.step_seconds[pack_key(cfg)]
+        return steps * packing.step_seconds[pack_key(cfg)]
 
     def _task(self, cfg: RunConfig) -> RunTask:
         """What a worker needs to train cfg: its folders, settings and forks."""

@@ -16,6 +16,7 @@ A strategy in grid.strategy is built in (repetition, paraphrase) or declared by 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Set as AbstractSet
 
 from cdlaw.config import unknown_key_message
 from cdlaw.errors import BadInput
@@ -90,7 +91,7 @@ def strategy_tables(grid: dict, axes: tuple[str, ...], strategies) -> tuple[str,
 
 
 def ratio_axes(
-    grid: dict, strategies: tuple[str, ...], zipped: set[str] = frozenset()
+    grid: dict, strategies: tuple[str, ...], zipped: AbstractSet[str] = frozenset()
 ) -> dict[str, tuple[str, tuple[float, ...]]]:
     """strategy -> (the ratio key as written, its values); r = value + RATIO_KEYS[key]."""
     if "passes" in grid:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 
 
 def _value(v) -> str:
@@ -35,7 +36,7 @@ def _table(lines: list[str], name: str, table: dict) -> None:
             _table(lines, f"{name}.{k}", v)
 
 
-def toml_text(doc: dict, header: list[str] = ()) -> str:
+def toml_text(doc: dict, header: Sequence[str] = ()) -> str:
     """The TOML text of `doc`, with `header` as comment lines on top."""
     lines = [f"# {h}".rstrip() for h in header]
     lines += [f"{k} = {_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]

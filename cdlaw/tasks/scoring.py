@@ -12,6 +12,7 @@ sees; the LM head runs on the continuation positions only.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +76,8 @@ def _batches(task: TaskTokens) -> list[np.ndarray]:
     tokens at most: a pure function of the task, so every run batches alike."""
     lengths = np.array([len(r) for r in task.rows])
     order = np.argsort(-lengths, kind="stable")
-    batches, current = [], []
+    batches: list[np.ndarray] = []
+    current: list[int] = []
     for r in order:
         if current and (len(current) + 1) * lengths[current[0]] > BATCH_TOKENS:
             batches.append(np.array(current))
@@ -139,5 +141,7 @@ def score_saved_model(model_dir, tasks: list[TaskTokens], device: str, precision
     dev = torch.device(resolve_device(device))
     with no_hf_progress():
         net = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    net = net.to(dev)
+    # transformers types .to() through a decorator that mypy reads as taking the model
+    loaded: Any = net
+    net = loaded.to(dev)
     return evaluate_tasks(net, tasks, autocast_dtype(precision, dev, net.config.hidden_size))

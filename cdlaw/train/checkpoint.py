@@ -109,8 +109,8 @@ def newest_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint | No
         if found
         else "the run restarts from step 0"
     )
-    for e, name, bad in damaged:
-        report_damage(f"{e}; {name}/ set aside as {bad}/: {then}")
+    for why, name, bad in damaged:
+        report_damage(f"{why}; {name}/ set aside as {bad}/: {then}")
     return found
 
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -173,7 +174,7 @@ class _Model:
     with --compile), its AdamW and where it computes."""
 
     net: torch.nn.Module
-    body: torch.nn.Module
+    body: Callable[..., Any]  # net.model, or what torch.compile made of it
     optimizer: torch.optim.Optimizer
     compute: Compute
 
@@ -220,7 +221,7 @@ class _Run:
             cfg.model.vocab_size,
         )
         n_targets = int((y != IGNORE).sum())
-        x, y = torch.from_numpy(x), torch.from_numpy(y)
+        inputs, targets = torch.from_numpy(x), torch.from_numpy(y)
         lr = lr_at(step, self.record.target.total_steps, train)
         for group in model.optimizer.param_groups:
             group["lr"] = lr
@@ -228,9 +229,9 @@ class _Run:
         if n_targets:
             micro_rows = self._micro_rows()
             device, amp = model.compute.device, model.compute.amp
-            for i in range(0, x.shape[0], micro_rows):
-                xb = x[i : i + micro_rows].to(device, non_blocking=True)
-                yb = y[i : i + micro_rows].to(device, non_blocking=True)
+            for i in range(0, inputs.shape[0], micro_rows):
+                xb = inputs[i : i + micro_rows].to(device, non_blocking=True)
+                yb = targets[i : i + micro_rows].to(device, non_blocking=True)
                 ce, z = lm_losses(model.net, xb, yb, amp, model.body)
                 ((ce + train.z_loss * z) / n_targets).backward()
                 self.interval_loss += ce.detach()

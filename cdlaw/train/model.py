@@ -12,6 +12,8 @@ attention: the same function, without the sliding-window mask machinery.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cdlaw.config import ModelConfig
 from cdlaw.shapes import count_params
 
@@ -23,7 +25,7 @@ def hf_config(model: ModelConfig):
     """The transformers Olmo3Config for this shape."""
     from transformers import Olmo3Config
 
-    common = dict(
+    common: dict[str, Any] = dict(
         vocab_size=model.vocab_size,
         hidden_size=model.d_model,
         intermediate_size=model.mlp_hidden,
@@ -43,8 +45,9 @@ def hf_config(model: ModelConfig):
         bos_token_id=None,
         eos_token_id=None,
     )
+    # transformers 5 reads rope_theta into rope_parameters; its signature no longer names it
+    common["rope_theta"] = model.rope_theta
     return Olmo3Config(
-        rope_theta=model.rope_theta,
         layer_types=["full_attention"] * model.n_layers,  # see the module docstring
         sliding_window=4096,  # OLMo 3's window; unused, as no layer is sliding_attention
         **common,

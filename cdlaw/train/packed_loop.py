@@ -92,8 +92,9 @@ def train_pack(
     if not runs:
         return {}
     _check_one_pack(runs)
-    results = {r.cfg.run_id: read_result(Path(r.run_dir)) for r in runs}
-    todo = [r for r in runs if results[r.cfg.run_id] is None]
+    found = {r.cfg.run_id: read_result(Path(r.run_dir)) for r in runs}
+    results: dict[str, dict] = {rid: row for rid, row in found.items() if row is not None}
+    todo = [r for r in runs if r.cfg.run_id not in results]
     checked = [(r, *check_run(r.cfg, Path(r.run_dir), r.stream, r.val_tokens)) for r in todo]
     if not todo:
         return results
@@ -125,7 +126,7 @@ def train_pack(
                     else ("stop_after_steps" if stop_after_steps == pack_steps else "pause")
                 )
                 raise RunInterrupted(pack_steps, reason)
-    return results
+    return {rid: results[rid] for rid in found if rid in results}  # in the order of `runs`
 
 
 def _check_one_pack(runs: list[PackedRun]) -> None:

@@ -14,6 +14,7 @@ Why a packed model's numbers are a model alone's: docs/packing.md, "The same run
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
@@ -109,7 +110,7 @@ class PackedModels:
             ]
             for k in range(K)
         ]
-        self.row_grads = [[self.params[n].grad[k] for n in self.net_order] for k in range(K)]
+        self.row_grads = [[self.grads_of[n][k] for n in self.net_order] for k in range(K)]
         self.row_steps = [self.steps[k] for k in range(K)]
 
     def load_from(self, k: int, net, optimizer) -> None:
@@ -228,7 +229,7 @@ class PackedModels:
         return torch.stack(totals)
 
     @torch.no_grad()
-    def adamw_step(self, lrs: list[float], idle: list[int] = ()) -> None:
+    def adamw_step(self, lrs: list[float], idle: Sequence[int] = ()) -> None:
         """One AdamW step of every model (lrs: K learning rates) by torch's fused AdamW
         kernel itself, on each model's parameter tensors as a run alone passes them (so the
         numbers are the same bit for bit): matrices with the run's weight decay, the input
@@ -242,13 +243,17 @@ class PackedModels:
         for (lr, decay), rows in calls.items():
             torch._foreach_add_([self.row_steps[k] for k in rows], 1)
             for group, wd in ((0, decay), (1, 0.0)):
-                tensors = [
+                params, grads, exp_avgs, exp_avg_sqs = (
                     [t for k in rows for t in self.row_groups[k][group][i]] for i in range(4)
-                ]
+                )
                 n = len(self.row_groups[rows[0]][group][0])
+                no_max_exp_avg_sqs: list[torch.Tensor] = []  # amsgrad is off
                 torch._fused_adamw_(
-                    *tensors,
-                    [],
+                    params,
+                    grads,
+                    exp_avgs,
+                    exp_avg_sqs,
+                    no_max_exp_avg_sqs,
                     [self.row_steps[k] for k in rows for _ in range(n)],
                     amsgrad=False,
                     lr=lr,

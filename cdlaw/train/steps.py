@@ -247,7 +247,8 @@ def autocast_dtype(
 def make_optimizer(net, train: TrainConfig, device: torch.device) -> torch.optim.AdamW:
     """AdamW with weight decay on the matrices only (not the input embedding, not norms)."""
     embedding = net.get_input_embeddings().weight
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in net.parameters():
         (decay if p.ndim >= 2 and p is not embedding else no_decay).append(p)
     groups = [

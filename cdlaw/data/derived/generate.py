@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Any
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.data.derived.prompts import (
@@ -234,7 +235,9 @@ class LocalModel:
                 f"{option} {str(model_dir)!r} has no chat template, so it gets plain prompts "
                 "ending in 'Rewritten text:', which a base model may not follow"
             )
-        self.lm = lm.to(device).eval()
+        # transformers types .to() through a decorator that mypy reads as taking the model
+        loaded: Any = lm
+        self.lm = loaded.to(device).eval()
         self.tokens, self.device, self.batch_size, self.chat = tok, device, batch_size, chat
 
     @property

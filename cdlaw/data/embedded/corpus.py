@@ -90,12 +90,14 @@ def prepare_embedded(data: DataConfig, cache_dir: Path, options) -> PreparedCorp
             w = cached_world(data.corpus_seed, options)
             if not (root / "meta.json").is_file():
                 if data.tokenizer == "bpe":
-                    texts = (
+                    train_texts = (
                         render.render(w, d)
                         for b in range(n_bpe_blocks)
                         for d in world.documents(w, b, world.TRAIN_STREAM)
                     )
-                    bpe = tokenizer.train_bpe(texts, data.vocab_size, alphabet=tokenizer.ASCII)
+                    bpe = tokenizer.train_bpe(
+                        train_texts, data.vocab_size, alphabet=tokenizer.ASCII
+                    )
                     save_tokenizer(root, bpe)
                 else:
                     shutil.copyfile(

@@ -291,7 +291,7 @@ def syllable_word(rng: np.random.Generator, lo: int, hi: int) -> str:
 
 def unique_names(rng, count: int, taken: set[str], make) -> list[str]:
     """`count` names from make(rng) not yet in `taken` (case-insensitive); adds them."""
-    out = []
+    out: list[str] = []
     while len(out) < count:
         name = make(rng)
         if name.lower() not in taken:

@@ -298,7 +298,7 @@ class _BlockJobs(Sequence):
     def __len__(self) -> int:
         return len(self.todo)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         b = self.todo[i]
         texts = str(self.spans.store.folder / "texts.bin")
         out = str(self.root / "train" / f"b{b:05d}.npy")
@@ -356,7 +356,8 @@ def _hold_out_for_bpe(data: DataConfig, docs: ShuffledDocs, where: str, fresh_to
             # Every token but a document's EOS holds a byte or more: fewer bytes never do.
             need, measured = math.ceil(val / 2), True
             continue
-        sample, size = [], 0
+        sample: list[str] = []
+        size = 0
         for t in docs.iter_from(reserve):
             if size >= BPE_SAMPLE_BYTES:
                 break

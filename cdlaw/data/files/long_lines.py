@@ -209,7 +209,8 @@ def _set_aside_line(f, end: int, text_column: str, text_path: Path) -> dict | No
     """Parse the JSON object line at f's position (to end): its text written to
     text_path, the row of its other values returned; None (nothing written) if it is no
     object with a string text."""
-    r, row, found = _Reader(f, end), {}, False
+    r, found = _Reader(f, end), False
+    row: dict = {}
     try:
         if not r.take(b"{"):
             return None

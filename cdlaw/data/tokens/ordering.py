@@ -106,7 +106,8 @@ class _StreamBuilder:
 
     def stream(self, info: dict) -> TokenStream:
         columns = [np.concatenate([p[i] for p in self.parts]) for i in range(4)]
-        return TokenStream.from_columns(self.arrays, *columns, info=info)
+        array, start, stop, derived = columns
+        return TokenStream.from_columns(self.arrays, array, start, stop, derived, info=info)
 
 
 def _sequences(n: int, seq_len: int) -> tuple[np.ndarray, np.ndarray]:
@@ -232,7 +233,9 @@ def _derived_stream(prepared, source: DerivedSource, blocks, fresh: _Concat, Dp:
     n_docs = docs_inside(blocks, D)
     if not sum(n_docs):
         raise BadInput(too_short_for_derived(D, blocks, source))
-    parts, lengths, have, passes_used = [], [], 0, 0.0
+    parts: list = []
+    lengths: list[int] = []
+    have, passes_used = 0, 0.0
     while have < Dp:  # each pass adds tokens (a pass lacking a document is refused)
         pass_parts = derived_pass_parts(prepared, blocks, n_docs, len(lengths) + 1, source)
         parts += pass_parts  # the whole pass: its order must not depend on D′

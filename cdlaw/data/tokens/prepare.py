@@ -168,7 +168,8 @@ def _block(
 
 def train_blocks(pc: PreparedCorpus, n_tokens: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """The training blocks that hold the first n_tokens tokens (BadInput if too few)."""
-    blocks, have = [], 0
+    blocks: list[tuple[np.ndarray, np.ndarray]] = []
+    have = 0
     while have < n_tokens:
         block = _block(pc, len(blocks))
         if block is None:  # a real corpus (the embedded one is unbounded), all of it read

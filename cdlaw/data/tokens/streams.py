@@ -9,6 +9,7 @@ table of segment offsets, not 60B tokens of memory.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +39,7 @@ class TokenStream:
     derived_tokens, and `info` (free-form facts the data layer wants logged, e.g. epochs).
     """
 
-    def __init__(self, segments: list[Segment] = (), info: dict | None = None):
+    def __init__(self, segments: Sequence[Segment] = (), info: dict | None = None):
         arrays: list[np.ndarray] = []
         index: dict[int, int] = {}
         rows = []
