@@ -41,7 +41,7 @@ def takes_group(param: str, cls: type, declarations: dict[str, Any]):
             group = cls(**{name: given.pop(name) for name in names})
             return command(**given, **{param: group})
 
-        with_group.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        with_group.__signature__ = own.replace(parameters=params)
         with_group.__annotations__ = {p.name: p.annotation for p in params}
         return with_group
 

@@ -116,8 +116,8 @@ class _ProgressBar:
             self.progress.start()
         if block.derived not in self.tasks:
             name = f"{block.derived} passes" if block.derived else "tokenising"
-            task = self.progress.add_task(name, total=documents, tokens=0, rate="")
-            self.tasks[block.derived] = _Task(task, time.monotonic())
+            task_id = self.progress.add_task(name, total=documents, tokens=0, rate="")
+            self.tasks[block.derived] = _Task(task_id, time.monotonic())
         self.seen = True
         if not block.derived:
             self.tokenised += not block.cached

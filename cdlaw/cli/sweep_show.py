@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 from cdlaw.cli import err, print_json, say
 from cdlaw.cli.progress_lines import ProgressLines
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 
 def duration(seconds: float) -> str:
@@ -219,9 +223,9 @@ class SweepDisplay:
         self.seen: dict[str, int] = {}
         self.finished: set[str] = set()
         self.total = 0
-        self.progress = None  # a rich Progress once the first run starts (live mode)
-        self.overall = None
-        self.tasks: dict[str, int] = {}
+        self.progress: Progress | None = None  # once the first run starts (live mode)
+        self.overall: TaskID | None = None
+        self.tasks: dict[str, TaskID] = {}
         self.started = time.monotonic()
         self.sweep_dir = ""
         # Runs finished before this sweep got to them are counted quietly, then said in one
@@ -335,11 +339,9 @@ class SweepDisplay:
             console=err,
         )
         self.overall = self.progress.add_task(
-            f"runs {len(self.finished)}/{self.total}",
-            total=sum(self.work.values()) or 1,
-            completed=self._work_done(),
-            stats="",
+            f"runs {len(self.finished)}/{self.total}", total=sum(self.work.values()) or 1, stats=""
         )
+        self._update_overall()  # the work already done, e.g. of runs a resumed sweep found
         self.progress.start()
 
     def _finish(self, rid: str) -> None:
@@ -358,7 +360,7 @@ class SweepDisplay:
         )
 
     def _update_overall(self) -> None:
-        if self.progress is not None:
+        if self.progress is not None and self.overall is not None:
             self.progress.update(
                 self.overall,
                 completed=self._work_done(),

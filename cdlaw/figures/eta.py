@@ -159,12 +159,12 @@ def eta_figure(law: Law, rows, fit: dict | None = None):
         ax.set_axis_off()
     drawn = derived[derived["strategy"].isin(strategies)]
     axes[0, 0].set_ylim(*eta_limits(drawn["empirical_eta"].to_numpy(), curves))
-    outside = []
+    marked = []
     for ax, s in zip(axes.flat, strategies, strict=False):
         pts = drawn[drawn["strategy"] == s]
         colours = cmap(norm(pts["tokens_per_param"].to_numpy()))
-        outside += [outliers.mark_outside(ax, pts["derived_ratio"], pts["empirical_eta"], colours)]
-    outside = np.concatenate(outside) if outside else np.array([])
+        marked += [outliers.mark_outside(ax, pts["derived_ratio"], pts["empirical_eta"], colours)]
+    outside = np.concatenate(marked) if marked else np.array([])
 
     sm = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
     cbar = fig.colorbar(sm, ax=axes[0, -1], location="right", pad=0.02)

@@ -10,6 +10,8 @@ some: a law that gives them no worth (chinchilla) never plans any.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cdlaw.figures import style
@@ -17,7 +19,7 @@ from cdlaw.laws import LAWS
 from cdlaw.strategies import NONE
 
 # "plan" is labelled with its law's name in the figure (plan_label).
-PLANS = {
+PLANS: dict[str, dict[str, Any]] = {
     "plan": {"label": "plan", "color": style.BLACK, "linestyle": "-", "marker": "o"},
     "naive": {
         "label": "naive Chinchilla plan",
@@ -168,11 +170,11 @@ def _model_size_range(ax_n, table: dict, fit: dict | None) -> bool:
     ax_n.set_ylim(*style.pad_log_range(np.concatenate([t["n_params"] for t in table.values()])))
     data_max = ((fit or {}).get("data_range") or {}).get("n_params")
     top = ax_n.get_ylim()[1]
-    shade = bool(data_max) and float(data_max[1]) < top
-    if shade:
-        ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
-        ax_n.set_ylim(top=top)
-    return shade
+    if not data_max or float(data_max[1]) >= top:
+        return False
+    ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
+    ax_n.set_ylim(top=top)
+    return True
 
 
 def _tick_axes(axes) -> None:
@@ -200,7 +202,7 @@ def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade:
     """The plan kinds drawn, the plan's strategies, the unique tokens and the shading."""
     from matplotlib.lines import Line2D
 
-    handles = [
+    handles: list[Any] = [
         Line2D(
             [],
             [],
@@ -274,7 +276,7 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         (ax_l, "predicted_loss"),
     )
     _plan_lines(panels, table, with_derived)
-    if with_derived:
+    if with_derived and plan is not None:
         _strategy_marks(panels, plan)
     if np.isfinite(U):
         ax_d.axhline(U, color="0.4", linewidth=1.0, linestyle=(0, (1, 1)))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,11 @@ from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws import LAWS
 from cdlaw.strategies import NONE
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cdlaw.tasks.links import Downstream
 
 
 @dataclass
@@ -32,13 +38,13 @@ class PlotInputs:
     fit: dict | None = None  # fit.json as a dict
     fit_path: Path | None = None  # the file `fit` was read from; None for none, or one made here
     law: Law | None = None
-    rows: object = None  # pandas DataFrame: one row per run, fit_rows columns (see prepare_rows)
-    summary: object = None  # pandas DataFrame: summary.parquet, or the table of runs as given
+    rows: pd.DataFrame | None = None  # one row per run, fit_rows columns (see prepare_rows)
+    summary: pd.DataFrame | None = None  # summary.parquet, or the table of runs as given
     metrics: dict = field(default_factory=dict)  # run_id -> metrics DataFrame
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
-    comparison_rows: object = None  # pandas DataFrame: compare_rows.parquet
-    downstream: object = None  # cdlaw.tasks.links.Downstream: downstream.json, task links
+    comparison_rows: pd.DataFrame | None = None  # compare_rows.parquet
+    downstream: Downstream | None = None  # downstream.json: the task links
 
     @property
     def out_dir(self) -> Path:
@@ -378,7 +384,7 @@ def load_inputs(
         )
 
     if fit_path is not None:
-        table = _read_fit(inputs, fit_path, table)
+        table = _read_fit(inputs, Path(fit_path), table)
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

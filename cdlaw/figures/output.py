@@ -16,11 +16,12 @@ import contextlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cdlaw.errors import BadInput
 
 # Type 42 (TrueType) fonts: matplotlib's default, Type 3, is refused by many publishers.
-FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
+FONT_RC: Any = {"pdf.fonttype": 42, "ps.fonttype": 42}  # Any: matplotlib types rc keys
 PNG_DPI = 150  # the default resolution of a PNG
 DPI_RANGE = (10.0, 2400.0)  # beyond this a figure is either unreadable or gigabytes
 

@@ -168,25 +168,31 @@ def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool =
     reason = why_not(kind, inputs)
     if reason is not None:
         raise BadInput(f"cannot draw the {kind!r} figure from {inputs.path}: {reason}")
+    law = inputs.law  # why_not has checked that what each kind draws is there
     if kind == "loss":
         from cdlaw.figures.loss import loss_figure
 
-        return loss_figure(inputs.law, inputs.rows, inputs.fit)
+        assert law is not None
+        return loss_figure(law, inputs.rows, inputs.fit)
     if kind == "eta":
         from cdlaw.figures.eta import eta_figure
 
-        return eta_figure(inputs.law, inputs.rows, inputs.fit)
+        assert law is not None
+        return eta_figure(law, inputs.rows, inputs.fit)
     if kind == "rstar":
         from cdlaw.figures.rstar import rstar_figure
 
-        return rstar_figure(inputs.law, inputs.rows, inputs.fit)
+        assert law is not None
+        return rstar_figure(law, inputs.rows, inputs.fit)
     if kind == "frontier":
         from cdlaw.figures.frontier import frontier_figure
 
         if inputs.frontier is None:
+            unique = _unique_tokens(inputs)
+            assert law is not None and unique is not None
             inputs.frontier = compute_frontier(
-                inputs.law,
-                _unique_tokens(inputs),
+                law,
+                unique,
                 budgets,
                 fit=inputs.fit,
                 extrapolate=extrapolate,
@@ -204,10 +210,12 @@ def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool =
     if kind == "compare":
         from cdlaw.figures.compare import compare_figure
 
+        assert inputs.comparison is not None
         return compare_figure(inputs.comparison, inputs.comparison_rows)
     if kind == "downstream":
         from cdlaw.figures.downstream import downstream_figure
 
+        assert inputs.summary is not None
         return downstream_figure(inputs.downstream, inputs.summary)
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 

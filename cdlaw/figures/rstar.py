@@ -10,6 +10,8 @@ tie.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cdlaw.figures import style
@@ -90,7 +92,7 @@ def _curve_key(strategies, n_refs, t_refs) -> list:
     holding its reference lines' styles side by side."""
     from matplotlib.lines import Line2D
 
-    handles = [
+    handles: list[Any] = [
         Line2D([], [], color=style.strategy_style(s, strategies)["color"], linewidth=2, label=s)
         for s in strategies
     ]
@@ -160,7 +162,7 @@ def _winner_panel(ax, law: Law, strategies, n_grid, t_grid, runs) -> tuple[dict,
         )
         for i, s in enumerate(strategies)
     }
-    handles = []
+    handles: list[Any] = []
     if runs is not None:
         ax.scatter(
             runs["n_params"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ BAND_STYLE = {
     "model-bound": {"facecolor": "#808080", "alpha": 0.30, "hatch": ".."},
 }
 # Distinct line styles for a handful of model sizes or plan kinds.
-LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2))]
+LINESTYLES: list[Any] = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2))]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 # Sequential and monotonic in lightness, so it reads in grey too; the palest yellow of
 # viridis is cut off because it vanishes on white.
@@ -281,6 +282,7 @@ def log_axis(ax, axis: str = "x", fmt=tokens) -> None:
     target = ax.xaxis if axis == "x" else ax.yaxis
     lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
     decades = float(np.log10(hi / lo)) if lo > 0 and hi > lo else 10.0
+    subs: tuple[float, ...]
     if decades < 0.6:
         subs = tuple(range(1, 10))
     elif decades < 1.6:

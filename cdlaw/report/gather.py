@@ -119,15 +119,18 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
     unique = "as given (--unique-tokens)" if unique_tokens else DEFAULT_UNIQUE
     why = "as given (--budget-flops)" if budget_flops else LARGEST_RUN
 
-    def note() -> str:
-        return (
-            f"C = {report.budget_flops:.3g} FLOPs is {why}; "
-            f"U = {format_number(report.unique_tokens)} unique tokens is {unique}"
-        )
-
     if report.budget_flops is None or report.unique_tokens is None:
         report.plan_note = "No plan: the sweep has no finished runs to size a budget from."
         return
+
+    def note() -> str:  # read when called: the budget may be lowered to the supported range
+        budget, unique_n = report.budget_flops, report.unique_tokens
+        assert budget is not None and unique_n is not None
+        return (
+            f"C = {budget:.3g} FLOPs is {why}; "
+            f"U = {format_number(unique_n)} unique tokens is {unique}"
+        )
+
     if inputs.law is None:
         report.plan_note, report.budget_note = "No plan without a fit.", note()
         return
@@ -190,7 +193,10 @@ def gather(
         """The runs as `cdlaw fit` reads them, checked (and any loss above ln V said) once
         for the fit and the links made here: a runs folder with its rounds, a table from
         the rows load_inputs read."""
-        return load_runs(path) if path.is_dir() else prepare_runs(inputs.summary, str(path))
+        if path.is_dir():
+            return load_runs(path)
+        assert inputs.summary is not None  # a table: load_inputs read it as the summary
+        return prepare_runs(inputs.summary, str(path))
 
     if inputs.fit is None:
         report.fit_note = _fit_now(path, inputs, runs)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -102,7 +103,7 @@ def _td(c, left: bool) -> str:
 def html_table(
     headers: list[str],
     rows: list[list],
-    left: set[int] = frozenset(),
+    left: AbstractSet[int] = frozenset(),
     cls=None,
     sortable: bool = False,
 ) -> str:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.files.block_tokens import Workers
@@ -26,6 +27,9 @@ from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.tasks.files import resolve_tasks, task_tokens_for
 from cdlaw.train.result import run_facts
+
+if TYPE_CHECKING:
+    from cdlaw.data.tokens.cache import PreparedCorpus
 
 ONLY_KEYS = (
     "run_id",
@@ -105,7 +109,7 @@ class SweepPlan:
     all_runs: list[RunConfig]  # every run of the sweep
     out: Path
     vocab_size: int
-    prepared: object = None  # the data layer's PreparedCorpus (when it was prepared)
+    prepared: PreparedCorpus | None = None  # the corpus, when it was prepared
     forest: Forest = field(default_factory=Forest)  # forks (share = true), over all_runs
     # a preview's (plan_sweep(preview=True)) notes: derived files not written yet
     notes: list[str] = field(default_factory=list)
