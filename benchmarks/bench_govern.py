@@ -80,28 +80,31 @@ def lr_schedule(run) -> np.ndarray:
 
 
 def families(runs: dict) -> list[dict]:
-    """One dict per trunk: trunk, branches (sorted by tokens), key (N, D, strategy)."""
+    """One dict per trunk: trunk, branches (sorted by tokens), key (N, D, strategy) — what
+    a held-out law leaves out, every seed of it — and name (N, D, strategy, seed)."""
     out = []
     for run in runs.values():
-        if run.strategy == "none" or run.seed != 0:
+        if run.strategy == "none":
             continue
         same = [
             r
             for r in runs.values()
             if r.n_params == run.n_params
             and r.fresh_tokens == run.fresh_tokens
-            and r.seed == 0
+            and r.seed == run.seed
             and r.strategy in (run.strategy, "none")
         ]
         if run.tokens == max(r.tokens for r in same):
+            key = (run.n_params, run.fresh_tokens, run.strategy)
             out.append(
                 {
-                    "key": (run.n_params, run.fresh_tokens, run.strategy),
+                    "key": key,
+                    "name": (*key, run.seed),
                     "trunk": run,
                     "branches": sorted(same, key=lambda r: r.tokens),
                 }
             )
-    return sorted(out, key=lambda f: f["key"])
+    return sorted(out, key=lambda f: f["name"])
 
 
 def held_out_rows(summary: pd.DataFrame, key) -> pd.DataFrame:
@@ -119,6 +122,7 @@ LAW_CACHE: Path | None = None  # --law-cache: held-out fits kept between the mea
 # --seed-noise-from: a sweep with replicate one-epoch runs at the same sizes, for a sweep
 # trained at one seed (sweeps/strategies.toml shares the demo's corpus, grid and seed 0).
 SEED_NOISE_FROM: Path | None = None
+LAW_FORM = "cd"  # --law: the form every held-out law is fitted with
 
 
 def fit_held_out_law(summary: pd.DataFrame, key):
@@ -129,7 +133,7 @@ def fit_held_out_law(summary: pd.DataFrame, key):
     cache = json.loads(LAW_CACHE.read_text()) if LAW_CACHE and LAW_CACHE.is_file() else {}
     if str(key) in cache:
         return Law.from_dict(cache[str(key)])
-    law = fit_law(held_out_rows(summary, key).reset_index(drop=True), bootstrap=0).law
+    law = fit_law(held_out_rows(summary, key).reset_index(drop=True), LAW_FORM, bootstrap=0).law
     if LAW_CACHE is not None:
         cache[str(key)] = law.to_dict()
         LAW_CACHE.write_text(json.dumps(cache))
@@ -218,9 +222,9 @@ def annealing_fits(fams, train_keys, bases, schedules, runs):
 
     rows = []
     for fam in fams:
-        if fam["key"] not in train_keys:
+        if fam["name"] not in train_keys:
             continue
-        base = bases[fam["key"]]
+        base = bases[fam["name"]]
         for b in fam["branches"]:
             lr = schedules[b.run_id]
             rows.append((base_loss(base, forward_area(lr)[-1]), b.loss, lr))
@@ -257,7 +261,7 @@ def heldout(runs_dir: Path) -> dict:
         tr = fam["trunk"]
         t, y = tr.stable_val()
         s1 = forward_area(schedules[tr.run_id])[(t / tr.batch_tokens).astype(int) - 1]
-        full_bases[fam["key"]] = fit_base(s1, y)
+        full_bases[fam["name"]] = fit_base(s1, y)
     rows = []
     for fam in fams:
         if PREDICT_STRATEGIES and fam["key"][2] not in PREDICT_STRATEGIES:
@@ -275,7 +279,7 @@ def heldout(runs_dir: Path) -> dict:
         lr_trunk = schedules[trunk.run_id]
         s1 = forward_area(lr_trunk)[(t / trunk.batch_tokens).astype(int) - 1]
         base = fit_base(s1, y)
-        train_keys = {k["key"] for k in fams if k["key"] != key}
+        train_keys = {k["name"] for k in fams if k["key"] != key}
         C, mpl = annealing_fits(fams, train_keys, full_bases, schedules, runs)
         offsets = rho * y - law_loss(law, n, d, s, t / (1 - f))
         for b in fam["branches"]:
@@ -300,6 +304,7 @@ def heldout(runs_dir: Path) -> dict:
                     "n_params": n,
                     "fresh_tokens": d,
                     "strategy": s,
+                    "seed": fam["name"][3],
                     "derived_ratio": round(b.derived_tokens / b.fresh_tokens),
                     "fork_tokens": fork,
                     "observed_to": half,
@@ -386,7 +391,7 @@ def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
     summary = load_runs(runs_dir)
     lam0 = demo_lambda(FitResult.read(runs_dir / "fit.json").law)
     fams = families(runs)
-    laws = {f["key"]: fit_held_out_law(summary, f["key"]) for f in fams}
+    laws = {key: fit_held_out_law(summary, key) for key in {f["key"] for f in fams}}
     rows = []
     for factor in factors:
         lam = lam0 * factor
@@ -403,6 +408,7 @@ def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
                     "lambda_factor": factor,
                     "lambda": lam,
                     "key": key,
+                    "seed": fam["name"][3],
                     "governor_r": ratios[g],
                     "best_r": ratios[int(J.argmin())],
                     "regret_governor": J[g] - best,
@@ -468,7 +474,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 
 
 def main() -> None:
-    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM
+    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM, LAW_FORM
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("relation", "heldout", "select", "regret", "simulate"))
     ap.add_argument("runs", type=Path)
@@ -476,6 +482,9 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.02)
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     ap.add_argument("--law-cache", type=Path, help="keep the held-out fits in this JSON file")
+    ap.add_argument(
+        "--law", default="cd", help="the form the held-out laws are fitted with (cdlaw fit --law)"
+    )
     ap.add_argument(
         "--seed-noise-from",
         type=Path,
@@ -497,6 +506,7 @@ def main() -> None:
     )
     a = ap.parse_args()
     LAW_CACHE = a.law_cache
+    LAW_FORM = a.law
     SEED_NOISE_FROM = a.seed_noise_from
     CALIBRATION = a.calibration
     PREDICT_STRATEGIES = tuple(x for x in a.predict.split(",") if x)
