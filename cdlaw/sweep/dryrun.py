@@ -24,6 +24,7 @@ from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
+from cdlaw.sweep.sweep_file import sweep_growth
 from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
 
@@ -218,7 +219,7 @@ def dry_run_sweep(
     notes += plan.notes
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
-        notes.append(f"{toml} holds a different sweep: running this one needs --restart")
+        notes.append(_sweep_file_note(toml, plan.sweep))
     rows = [
         {**run_facts(r), "state": run_state(plan.sweep_dir / r.run_id)["state"]} for r in plan.runs
     ]
@@ -286,6 +287,19 @@ def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -
             raise
         notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
         return "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+
+
+def _sweep_file_note(toml: Path, sweep) -> str:
+    """What running this sweep does to the other sweep file of its name in the runs folder."""
+    growth = sweep_growth(toml.read_text(), sweep)
+    if growth is None:
+        return f"{toml} holds a different sweep: running this one needs --restart"
+    if not growth.added:
+        return f"{toml} defines the same runs: running this one replaces it and keeps them"
+    return (
+        f"this sweep adds {growth.added} run(s) to the {growth.kept} of {toml}: running it "
+        "keeps them and replaces that file"
+    )
 
 
 def _plan_here(path: str | Path, out: Path, only: str | None) -> SweepPlan:

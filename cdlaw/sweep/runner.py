@@ -64,9 +64,10 @@ from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, choose_pack
 from cdlaw.sweep.scheduler import Scheduler
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import check_strategies
-from cdlaw.sweep.spec import load_sweep, same_runs
+from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
+from cdlaw.sweep.sweep_file import check_sweep_file, sweep_growth
 from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage
 from cdlaw.train.result import read_result, run_facts
@@ -116,7 +117,7 @@ def run_sweep(
     started = time.time()
     out = Path(out)
     sweep = load_sweep(path)  # parsed once, here
-    _check_sweep_file(sweep, out, options.restart)  # before any work
+    check_sweep_file(sweep, out, options.restart)  # before any work
     check_writable(out, sweep.name)
     device = _device(options)
     # Ray starts first: packs are sized on a worker, before anything is written
@@ -332,28 +333,13 @@ def _clean_up_on_bad_input(out: Path):
         raise
 
 
-def _check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
-    """runs/<sweep>/sweep.toml is never edited: a different sweep of that name needs restart."""
-    toml = out / sweep.name / "sweep.toml"
-    if toml.is_file() and not _same_sweep(toml.read_text(), sweep.text) and not restart:
-        raise BadInput(
-            f"{toml} holds a different sweep than {sweep.source}; keep the file as it was, "
-            "give the sweep another name, or pass --restart to delete its runs and start over"
-        )
-
-
-def _same_sweep(text: str, other: str) -> bool:
-    """The same sweep file, or one that differs only in [eval] (tasks change no run)."""
-    return text == other or same_runs(text, other)
-
-
 def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
-    """Copy the sweep file into runs/<sweep>/ (again when only its [eval] changed); with
-    restart, delete the old runs first."""
+    """Copy the sweep file into runs/<sweep>/ (again when it keeps every run of the copy
+    there: cdlaw.sweep.sweep_file); with restart, delete the old runs first."""
     sweep_dir = plan.sweep_dir
     toml = sweep_dir / "sweep.toml"
-    same = toml.is_file() and _same_sweep(toml.read_text(), plan.sweep.text)
-    _check_sweep_file(plan.sweep, plan.out, restart)
+    same = toml.is_file() and sweep_growth(toml.read_text(), plan.sweep) is not None
+    check_sweep_file(plan.sweep, plan.out, restart)
     ours = {r.run_id for r in plan.all_runs}
     orphans = [
         p.name

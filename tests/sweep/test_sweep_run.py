@@ -301,6 +301,15 @@ def test_runs_trained_on_other_tokens_are_refused_not_skipped(tiny, runs_root):
         results[0].write_text(texts[results[0]])
 
 
+def test_dry_run_says_a_sweep_that_adds_a_seed_keeps_the_runs(tiny, runs_root, one_thread):
+    path = runs_root.parent / "tiny-seeds.toml"
+    path.write_text(tiny["path"].read_text().replace("[data]", "seed = [0, 1]\n[data]"))
+    plan = dry_run_sweep(path, runs_root, SweepOptions(exec_cfg=one_thread), calibrate=False)
+    assert any("adds 6 run(s) to the 6" in note for note in plan.notes), plan.notes
+    assert sum(row["state"] == "done" for row in plan.rows) == 6
+    assert (tiny["dir"] / "sweep.toml").read_text() == tiny["path"].read_text()
+
+
 def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root, one_thread):
     path = runs_root.parent / "tiny-edited.toml"
     path.write_text(tiny["path"].read_text().replace("eval_every = 4", "eval_every = 8"))

@@ -1,0 +1,67 @@
+"""The copy of a sweep file in its runs folder, and which sweep files may run there.
+
+    check_sweep_file(sweep, Path("runs"), restart=False)   # BadInput if it may not
+    growth = sweep_growth(Path("runs/demo/sweep.toml").read_text(), sweep)
+
+`runs/<name>/sweep.toml` records the sweep its runs belong to. Another sweep file of that
+name may run there without `--restart` when it keeps every run of the copy: the same file,
+one that differs only in [eval] (no run id hashes it), or one that adds runs — another
+seed, size or ratio — and drops and changes none. Its finished runs are kept and the copy
+is replaced by the larger sweep. A file that drops or changes a run would leave run
+folders that are no run of the sweep, which summary.parquet would still gather.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cdlaw.errors import BadInput
+from cdlaw.shapes import OLMO3_VOCAB_SIZE
+from cdlaw.sweep.grid import SweepConfig
+from cdlaw.sweep.spec import parse_sweep, same_runs
+
+
+@dataclass(frozen=True)
+class SweepGrowth:
+    """How a sweep file that keeps every run of the copy in its runs folder relates to it."""
+
+    kept: int  # runs of the copy, every one a run of the new sweep
+    added: int  # runs of the new sweep that the copy does not define (0: the same runs)
+
+
+def sweep_growth(text: str, sweep: SweepConfig) -> SweepGrowth | None:
+    """`sweep` against the copy `text`: a SweepGrowth when it keeps every run of the copy,
+    None when it drops or changes one (or the copy no longer parses)."""
+    if text == sweep.text or same_runs(text, sweep.text):
+        return SweepGrowth(kept=0, added=0)
+    try:
+        old = _run_ids(parse_sweep(text, default_name=sweep.name))
+    except BadInput:
+        return None
+    new = _run_ids(sweep)
+    if not old <= new:
+        return None
+    return SweepGrowth(kept=len(old), added=len(new - old))
+
+
+def _run_ids(sweep: SweepConfig) -> set[str]:
+    """The sweep's run ids, for comparing two sweeps: a tokenizer file's vocabulary is not
+    read (a simulated sweep's file need not exist) but taken to be OLMo 3's. Its path is
+    in every run id, so two sweeps with the same path get the same vocabulary either way,
+    and two with different paths share no run."""
+    return {
+        r.run_id for r in sweep.runs(None if sweep.data.tokenizer == "bpe" else OLMO3_VOCAB_SIZE)
+    }
+
+
+def check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
+    """Refuse (BadInput) a sweep file that drops or changes runs of the copy in
+    out/<name>/, unless `restart`."""
+    toml = out / sweep.name / "sweep.toml"
+    if toml.is_file() and not restart and sweep_growth(toml.read_text(), sweep) is None:
+        raise BadInput(
+            f"{toml} holds a different sweep than {sweep.source}, and this one drops or "
+            "changes some of its runs; add runs without changing the others, give the sweep "
+            "another name, or pass --restart to delete its runs and start over"
+        )

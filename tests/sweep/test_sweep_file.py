@@ -1,0 +1,71 @@
+"""A runs folder's copy of its sweep file: a sweep that adds runs (a seed, a size) grows it
+in place and keeps every finished run; one that drops or changes a run is refused."""
+
+import pytest
+from test_simulate import QIN, SMALL
+
+from cdlaw.errors import BadInput
+from cdlaw.sweep.options import SweepOptions
+from cdlaw.sweep.runner import run_sweep
+from cdlaw.sweep.simulate import Simulation
+from cdlaw.sweep.spec import parse_sweep
+from cdlaw.sweep.sweep_file import SweepGrowth, sweep_growth
+
+SWEEP = SMALL.format(name="grow")  # 2 sizes × 1 D × (r = 0, and r = 4 per strategy): 6 runs
+TWO_SEEDS = SWEEP.replace("[data]", "seed = [0, 1]\n[data]")
+TWO_SIZES = SWEEP.replace('"olmo3_30M"]', '"olmo3_30M", "olmo3_60M"]')
+NO_PARAPHRASE = SWEEP.replace('["repetition", "paraphrase"]', '["repetition"]')
+OTHER_LR = SWEEP.replace("[data]", "lr = [1e-3]\n[data]")
+
+
+def simulate(root, text):
+    path = root / "grow.toml"
+    path.write_text(text)
+    options = SweepOptions(executor="simulate", simulation=Simulation(QIN, "qin2026"))
+    return run_sweep(path, root / "runs", options)
+
+
+def finished(root) -> dict:
+    """run id → its result.json text."""
+    return {p.parent.name: p.read_text() for p in (root / "runs" / "grow").glob("*/result.json")}
+
+
+@pytest.mark.parametrize(
+    ("text", "growth"),
+    [
+        (SWEEP, SweepGrowth(kept=0, added=0)),
+        (SWEEP.replace("[grid]", "# a comment\n[grid]"), SweepGrowth(kept=0, added=0)),
+        (SWEEP + "\n[eval]\ntasks = []\n", SweepGrowth(kept=0, added=0)),
+        (TWO_SEEDS, SweepGrowth(kept=6, added=6)),
+        (TWO_SIZES, SweepGrowth(kept=6, added=3)),
+        (NO_PARAPHRASE, None),  # drops the paraphrase run
+        (OTHER_LR, None),  # changes every run
+    ],
+)
+def test_sweep_growth_keeps_every_run_of_the_copy_or_is_none(text, growth):
+    assert sweep_growth(SWEEP, parse_sweep(text, default_name="grow")) == growth
+
+
+def test_a_copy_that_no_longer_parses_is_no_growth():
+    assert sweep_growth("[grid", parse_sweep(TWO_SEEDS, default_name="grow")) is None
+
+
+def test_a_sweep_that_adds_a_seed_keeps_the_finished_runs_and_replaces_the_copy(tmp_path):
+    assert simulate(tmp_path, SWEEP).exit_code == 0
+    before = finished(tmp_path)
+    assert len(before) == 6
+    outcome = simulate(tmp_path, TWO_SEEDS)
+    assert outcome.exit_code == 0 and set(outcome.statuses.values()) == {"done"}
+    after = finished(tmp_path)
+    assert len(after) == 12 and {k: after[k] for k in before} == before  # not run again
+    assert (tmp_path / "runs" / "grow" / "sweep.toml").read_text() == TWO_SEEDS
+
+
+@pytest.mark.parametrize("text", [NO_PARAPHRASE, OTHER_LR])
+def test_a_sweep_that_drops_or_changes_a_run_is_refused_and_nothing_moves(tmp_path, text):
+    assert simulate(tmp_path, SWEEP).exit_code == 0
+    before = finished(tmp_path)
+    with pytest.raises(BadInput, match=r"drops or changes some of its runs.*--restart"):
+        simulate(tmp_path, text)
+    assert finished(tmp_path) == before
+    assert (tmp_path / "runs" / "grow" / "sweep.toml").read_text() == SWEEP
