@@ -19,12 +19,13 @@ from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.errors import BadInput
 from cdlaw.strategies import NONE
 from cdlaw.sweep.executors import choose_jobs
+from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import run_state
-from cdlaw.sweep.sweep_file import sweep_growth
+from cdlaw.sweep.sweep_file import check_out_folder, sweep_growth
 from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
 
@@ -212,10 +213,12 @@ def dry_run_sweep(
     folder that is removed afterwards.
     """
     out = Path(out)
+    sweep = load_sweep(path)
+    check_out_folder(sweep, out)
     notes: list[str] = []
     exec_cfg = options.exec_cfg
     device = _calibration_device(exec_cfg, options.executor, notes)
-    plan = _plan_here(path, out, options.only)
+    plan = _plan_here(sweep, out, options.only)
     notes += plan.notes
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
@@ -302,7 +305,7 @@ def _sweep_file_note(toml: Path, sweep) -> str:
     )
 
 
-def _plan_here(path: str | Path, out: Path, only: str | None) -> SweepPlan:
+def _plan_here(sweep: SweepConfig, out: Path, only: str | None) -> SweepPlan:
     """plan_sweep with the corpus in out/.cache where that exists, else in a temporary
     folder removed afterwards."""
     import tempfile
@@ -311,7 +314,7 @@ def _plan_here(path: str | Path, out: Path, only: str | None) -> SweepPlan:
         cache = out / ".cache"
         if not cache.is_dir():
             cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
-        return plan_sweep(load_sweep(path), out, only, cache_dir=cache, preview=True)
+        return plan_sweep(sweep, out, only, cache_dir=cache, preview=True)
 
 
 @dataclass

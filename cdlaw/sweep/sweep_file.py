@@ -1,6 +1,6 @@
 """The copy of a sweep file in its runs folder, and which sweep files may run there.
 
-    check_sweep_file(sweep, Path("runs"), restart=False)   # BadInput if it may not
+    check_sweep_file(sweep, Path("runs"), restart=False)   # BadInput if it may not run there
     growth = sweep_growth(Path("runs/demo/sweep.toml").read_text(), sweep)
 
 `runs/<name>/sweep.toml` records the sweep its runs belong to. Another sweep file of that
@@ -55,9 +55,22 @@ def _run_ids(sweep: SweepConfig) -> set[str]:
     }
 
 
+def check_out_folder(sweep: SweepConfig, out: Path) -> None:
+    """Refuse (BadInput) an --out that is this sweep's own runs folder (`runs/demo` for the
+    sweep demo, where `cdlaw fit` reads it): its runs would go to runs/demo/demo and every
+    one be trained again. A sweep of another name may live inside it (`cdlaw next`'s
+    rounds: runs/demo/next-1)."""
+    if out.name == sweep.name and (out / "sweep.toml").is_file():
+        raise BadInput(
+            f"--out {str(out)!r} is the runs folder of the sweep {sweep.name!r} itself; "
+            f"give the folder that holds it, --out {str(out.parent)!r}, to resume it there"
+        )
+
+
 def check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
-    """Refuse (BadInput) a sweep file that drops or changes runs of the copy in
-    out/<name>/, unless `restart`."""
+    """Refuse (BadInput) an --out that is the sweep's own folder, and a sweep file that
+    drops or changes runs of the copy in out/<name>/ unless `restart`."""
+    check_out_folder(sweep, out)
     toml = out / sweep.name / "sweep.toml"
     if toml.is_file() and not restart and sweep_growth(toml.read_text(), sweep) is None:
         raise BadInput(

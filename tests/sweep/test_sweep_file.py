@@ -5,6 +5,7 @@ import pytest
 from test_simulate import QIN, SMALL
 
 from cdlaw.errors import BadInput
+from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
@@ -69,3 +70,19 @@ def test_a_sweep_that_drops_or_changes_a_run_is_refused_and_nothing_moves(tmp_pa
         simulate(tmp_path, text)
     assert finished(tmp_path) == before
     assert (tmp_path / "runs" / "grow" / "sweep.toml").read_text() == SWEEP
+
+
+def test_out_given_as_the_sweeps_own_folder_is_refused_before_anything_is_written(tmp_path):
+    """`--out runs/grow` for the sweep grow would train every run again in runs/grow/grow."""
+    assert simulate(tmp_path, SWEEP).exit_code == 0
+    path, own = tmp_path / "grow.toml", tmp_path / "runs" / "grow"
+    options = SweepOptions(executor="simulate", simulation=Simulation(QIN, "qin2026"))
+    for call in (lambda: run_sweep(path, own, options), lambda: dry_run_sweep(path, own)):
+        with pytest.raises(BadInput, match=r"runs folder of the sweep 'grow' itself.*--out"):
+            call()
+    assert not (own / "grow").exists()
+    # a sweep of another name may live inside it, as `cdlaw next`'s rounds do
+    inner = tmp_path / "inner.toml"
+    inner.write_text(SMALL.format(name="inner"))
+    assert run_sweep(inner, own, options).exit_code == 0
+    assert (own / "inner" / "summary.parquet").is_file()
