@@ -34,7 +34,7 @@ def sweep_growth(text: str, sweep: SweepConfig) -> SweepGrowth | None:
     """`sweep` against the copy `text`: a SweepGrowth when it keeps every run of the copy,
     None when it drops or changes one (or the copy no longer parses)."""
     if text == sweep.text or same_runs(text, sweep.text):
-        return SweepGrowth(kept=0, added=0)
+        return SweepGrowth(kept=len(_run_ids(sweep)), added=0)
     try:
         old = _run_ids(parse_sweep(text, default_name=sweep.name))
     except BadInput:
