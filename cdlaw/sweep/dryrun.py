@@ -292,7 +292,7 @@ def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -
         return "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
 
 
-def _sweep_file_note(toml: Path, sweep) -> str:
+def _sweep_file_note(toml: Path, sweep: SweepConfig) -> str:
     """What running this sweep does to the other sweep file of its name in the runs folder."""
     growth = sweep_growth(toml.read_text(), sweep)
     if growth is None:

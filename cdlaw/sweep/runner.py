@@ -67,7 +67,7 @@ from cdlaw.sweep.simulate import check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
-from cdlaw.sweep.sweep_file import check_sweep_file, sweep_growth
+from cdlaw.sweep.sweep_file import check_sweep_file
 from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage
 from cdlaw.train.result import read_result, run_facts
@@ -338,8 +338,7 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
     there: cdlaw.sweep.sweep_file); with restart, delete the old runs first."""
     sweep_dir = plan.sweep_dir
     toml = sweep_dir / "sweep.toml"
-    same = toml.is_file() and sweep_growth(toml.read_text(), plan.sweep) is not None
-    check_sweep_file(plan.sweep, plan.out, restart)
+    same = check_sweep_file(plan.sweep, plan.out, restart) is not None  # keeps every run
     ours = {r.run_id for r in plan.all_runs}
     orphans = [
         p.name

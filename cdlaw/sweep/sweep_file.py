@@ -1,7 +1,7 @@
 """The copy of a sweep file in its runs folder, and which sweep files may run there.
 
-    check_sweep_file(sweep, Path("runs"), restart=False)   # BadInput if it may not run there
-    growth = sweep_growth(Path("runs/demo/sweep.toml").read_text(), sweep)
+    growth = check_sweep_file(sweep, Path("runs"), restart=False)  # BadInput if it may not run
+    growth = sweep_growth(Path("runs/demo/sweep.toml").read_text(), sweep)  # no check
 
 `runs/<name>/sweep.toml` records the sweep its runs belong to. Another sweep file of that
 name may run there without `--restart` when it keeps every run of the copy: the same file,
@@ -67,14 +67,20 @@ def check_out_folder(sweep: SweepConfig, out: Path) -> None:
         )
 
 
-def check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> None:
+def check_sweep_file(sweep: SweepConfig, out: Path, restart: bool) -> SweepGrowth | None:
     """Refuse (BadInput) an --out that is the sweep's own folder, and a sweep file that
-    drops or changes runs of the copy in out/<name>/ unless `restart`."""
+    drops or changes runs of the copy in out/<name>/ unless `restart`. Returns the
+    sweep's growth over the copy; None where there is no copy, or (with `restart`) one
+    whose runs this sweep drops or changes."""
     check_out_folder(sweep, out)
     toml = out / sweep.name / "sweep.toml"
-    if toml.is_file() and not restart and sweep_growth(toml.read_text(), sweep) is None:
+    if not toml.is_file():
+        return None
+    growth = sweep_growth(toml.read_text(), sweep)
+    if growth is None and not restart:
         raise BadInput(
             f"{toml} holds a different sweep than {sweep.source}, and this one drops or "
             "changes some of its runs; add runs without changing the others, give the sweep "
             "another name, or pass --restart to delete its runs and start over"
         )
+    return growth

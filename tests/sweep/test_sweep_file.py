@@ -19,11 +19,15 @@ NO_PARAPHRASE = SWEEP.replace('["repetition", "paraphrase"]', '["repetition"]')
 OTHER_LR = SWEEP.replace("[data]", "lr = [1e-3]\n[data]")
 
 
-def simulate(root, text):
+def simulate(root, text, restart=False, only=None):
     path = root / "grow.toml"
     path.write_text(text)
-    options = SweepOptions(executor="simulate", simulation=Simulation(QIN, "qin2026"))
-    return run_sweep(path, root / "runs", options)
+    sim = Simulation(QIN, "qin2026")
+    return run_sweep(
+        path,
+        root / "runs",
+        SweepOptions(executor="simulate", simulation=sim, restart=restart, only=only),
+    )
 
 
 def finished(root) -> dict:
@@ -86,3 +90,15 @@ def test_out_given_as_the_sweeps_own_folder_is_refused_before_anything_is_writte
     inner.write_text(SMALL.format(name="inner"))
     assert run_sweep(inner, own, options).exit_code == 0
     assert (own / "inner" / "summary.parquet").is_file()
+
+
+def test_restart_with_a_sweep_that_drops_runs_deletes_every_old_run(tmp_path):
+    """A changed sweep's --restart clears the folder, even runs it keeps but --only leaves
+    out: they were trained as part of another sweep (docs/cli.md)."""
+    assert simulate(tmp_path, SWEEP).exit_code == 0
+    before = finished(tmp_path)
+    assert simulate(tmp_path, NO_PARAPHRASE, restart=True, only="strategy=none").exit_code == 0
+    after = finished(tmp_path)
+    assert len(before) == 6 and len(after) == 2  # the repetition runs it keeps are gone too
+    assert all('"strategy": "none"' in text for text in after.values())
+    assert (tmp_path / "runs" / "grow" / "sweep.toml").read_text() == NO_PARAPHRASE
