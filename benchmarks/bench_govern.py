@@ -263,13 +263,20 @@ def heldout(runs_dir: Path) -> dict:
         s1 = forward_area(schedules[tr.run_id])[(t / tr.batch_tokens).astype(int) - 1]
         full_bases[fam["name"]] = fit_base(s1, y)
     rows = []
+    held_out: dict = {}  # key -> (law, annealing constants): one fit for every seed of a family
     for fam in fams:
         if PREDICT_STRATEGIES and fam["key"][2] not in PREDICT_STRATEGIES:
             continue
         key, trunk = fam["key"], fam["trunk"]
         n, d, s = key
         t0 = time.time()
-        law = fit_held_out_law(summary, key)
+        if key not in held_out:
+            train_keys = {k["name"] for k in fams if k["key"] != key}
+            held_out[key] = (
+                fit_held_out_law(summary, key),
+                annealing_fits(fams, train_keys, full_bases, schedules, runs),
+            )
+        law, (C, mpl) = held_out[key]
         ids = set(held_out_rows(summary, key).run_id)
         train_pairs = pairs[pairs.run_id.isin(ids)]
         rho = ratio_by_lr(train_pairs, trunk.lr)
@@ -279,8 +286,6 @@ def heldout(runs_dir: Path) -> dict:
         lr_trunk = schedules[trunk.run_id]
         s1 = forward_area(lr_trunk)[(t / trunk.batch_tokens).astype(int) - 1]
         base = fit_base(s1, y)
-        train_keys = {k["name"] for k in fams if k["key"] != key}
-        C, mpl = annealing_fits(fams, train_keys, full_bases, schedules, runs)
         offsets = rho * y - law_loss(law, n, d, s, t / (1 - f))
         for b in fam["branches"]:
             lr = schedules[b.run_id]
