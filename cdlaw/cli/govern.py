@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,8 +32,10 @@ def govern(
     planned_tokens: str = typer.Option(None, "--planned-tokens", metavar=NUMBER, help="The tokens the run is scheduled for (default: its config, else C/6N)."),
     decay_frac: float = typer.Option(None, "--decay-frac", help="The cooldown's share of a run's tokens (default: its config, else 0.2)."),
     batch_tokens: str = typer.Option(None, "--batch-tokens", metavar=NUMBER, help="Tokens per step, when the log counts steps (batch size × sequence length)."),
-    loss_column: str = typer.Option(None, "--loss-column", help="The loss column to read (default: val_loss, eval_loss, loss, train_loss: the first there)."),
+    loss_column: str = typer.Option(None, "--loss-column", help="The loss column to read (default: the first with a number of val_loss, eval_loss, validation_loss, eval/loss, val/loss, validation/loss, loss, train_loss, train/loss, lm_loss)."),
+    lr_column: str = typer.Option(None, "--lr-column", help="The learning rate's column (default: lr, learning_rate, train/lr, train/learning_rate, optimizer/lr, optim/lr, lr-AdamW, lr-Adam, lr-SGD)."),
     vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse a loss more than 5% above ln V (default: the run's config)."),
+    extrapolate: bool = typer.Option(False, "--extrapolate", help="Govern a run (and plan a budget) beyond the extrapolation limit of the law's fitted range, with a warning."),
     cooldown_from: Path = typer.Option(None, "--cooldown-from", help="A runs folder of a WSD sweep with shared trunks: fit the stable-to-cooled ratio from its branches instead of the demo's."),
     figure: Path = typer.Option(None, "--figure", help="Also draw the curve, its predicted continuation and where G_t meets λ (.png, .pdf, .svg)."),
     watch: bool = typer.Option(False, "--watch", help="Re-read the log every --every seconds and decide again when it grows (Ctrl-C to stop)."),
@@ -57,8 +60,8 @@ def govern(
 
     request = _request(
         run, budget_flops, unique_tokens, law, n_params, fresh_tokens, strategy, planned_tokens,
-        decay_frac, batch_tokens, loss_column, vocab_size, cooldown_from, figure, watch, every,
-        reads,
+        decay_frac, batch_tokens, loss_column, lr_column, vocab_size, extrapolate, cooldown_from,
+        figure, watch, every, reads,
     )  # fmt: skip
     for decision in decisions(
         run, request.source, request.options, request.curve_options, request.watch,
@@ -81,22 +84,24 @@ class _Request:
 
 def _request(
     run, budget_flops, unique_tokens, law, n_params, fresh_tokens, strategy, planned_tokens,
-    decay_frac, batch_tokens, loss_column, vocab_size, cooldown_from, figure, watch, every,
-    reads,
+    decay_frac, batch_tokens, loss_column, lr_column, vocab_size, extrapolate, cooldown_from,
+    figure, watch, every, reads,
 ) -> _Request:  # fmt: skip
     """The command line as a _Request (BadInput naming the option at fault)."""
     from cdlaw.govern.cooldown import DEMO, fit_cooldown
     from cdlaw.govern.curve import CurveOptions
     from cdlaw.govern.decision import GovernOptions
     from cdlaw.govern.watch import Watch
+    from cdlaw.plan.requests import positive
     from cdlaw.plan.source import load_law
 
     def maybe(text, what):
-        return None if text is None else number(text, what)
+        return None if text is None else positive(number(text, what), what)
 
     curve_options = CurveOptions(
         batch_tokens=maybe(batch_tokens, "--batch-tokens"),
         loss_column=loss_column,
+        lr_column=lr_column,
         vocab_size=None if vocab_size is None else count(vocab_size, "--vocab-size"),
     )
     options = GovernOptions(
@@ -108,10 +113,15 @@ def _request(
         planned_tokens=maybe(planned_tokens, "--planned-tokens"),
         decay_frac=decay_frac,
         cooldown=DEMO if cooldown_from is None else fit_cooldown(cooldown_from),
+        extrapolate=extrapolate,
     )
     if figure is not None and figure.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise BadInput(f"--figure {figure} must end in .png, .pdf or .svg")
     n_reads = None if reads is None else count(reads, "--reads")
+    if not watch and reads is not None:
+        raise BadInput("--reads counts readings of --watch: give --watch too, or leave it out")
+    if watch and not (math.isfinite(every) and every >= 0):
+        raise BadInput(f"--every {every:g} must be a number of seconds ≥ 0, e.g. 60")
     source = load_law(law or str(_default_law(run)))
     return _Request(source, options, curve_options, Watch(watch, every, n_reads))
 

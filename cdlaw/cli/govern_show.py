@@ -60,7 +60,10 @@ def _panel(d) -> Panel:
     switch = next((o for o in d.options if o.name.startswith("switch to")), None)
     if switch is not None:
         t.add_row(escape(switch.name), _loss(switch))
-    if d.cross_tokens is None:
+    now = d.option("cool down now")
+    if now is not None and now.flops >= d.budget_flops:
+        cross = "the budget is spent"
+    elif d.cross_tokens is None:
         cross = "not before the budget is spent"
     elif d.cross_tokens <= d.tokens_now:
         cross = f"already: at {d.cross_tokens:.4g} tokens"
@@ -72,7 +75,7 @@ def _panel(d) -> Panel:
     t.add_row("G_t meets λ", cross)
     t.add_row(
         "calibration",
-        f"offset {d.offset:+.4f} ± {d.offset_se:.4f} nats; cooled = "
+        f"{escape(d.loss_column)} offset {d.offset:+.4f} ± {d.offset_se:.4f} nats; cooled = "
         f"{d.cooldown['ratio']:.4g} × stable ({escape(d.cooldown['source'])})",
     )
     t.add_row("why", escape(d.reasons[0]))

@@ -38,9 +38,39 @@ TOKEN_COLUMNS = (
     "consumed_tokens",
     "tokens_trained",
 )
-STEP_COLUMNS = ("step", "steps", "global_step", "iteration", "iter", "trainer/global_step")
-LOSS_COLUMNS = ("val_loss", "eval_loss", "validation_loss", "loss", "train_loss", "lm_loss")
-LR_COLUMNS = (*SPELLINGS["lr"], "train/lr", "optimizer/lr")  # a table's, then loggers
+# Loggers' spellings after the plain ones: Hugging Face's Trainer (train/global_step,
+# eval/loss, train/learning_rate), Lightning's LearningRateMonitor (lr-AdamW, lr-SGD, …).
+STEP_COLUMNS = (
+    "step",
+    "steps",
+    "global_step",
+    "iteration",
+    "iter",
+    "trainer/global_step",
+    "train/global_step",
+)
+LOSS_COLUMNS = (
+    "val_loss",
+    "eval_loss",
+    "validation_loss",
+    "eval/loss",
+    "val/loss",
+    "validation/loss",
+    "loss",
+    "train_loss",
+    "train/loss",
+    "lm_loss",
+)
+LR_COLUMNS = (
+    *SPELLINGS["lr"],
+    "train/lr",
+    "train/learning_rate",
+    "optimizer/lr",
+    "optim/lr",
+    "lr-adamw",
+    "lr-adam",
+    "lr-sgd",
+)
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3
 # The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)
@@ -59,6 +89,7 @@ class CurveOptions:
 
     batch_tokens: float | None = None  # tokens per optimizer step, when the log has steps
     loss_column: str | None = None  # force a column (e.g. train_loss)
+    lr_column: str | None = None  # force the learning rate's column
     vocab_size: int | None = None  # V, for the ln V check (default: a run folder's config)
 
 
@@ -78,6 +109,7 @@ class Curve:
     strategy: str | None = None
     planned_tokens: float | None = None  # D + D′ the run is scheduled for
     decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
+    warnings: tuple[str, ...] = ()  # what reading the log left out or assumed
 
     @property
     def stable(self) -> np.ndarray:
@@ -125,8 +157,23 @@ def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
             "give a run folder, a .csv/.parquet log, or a TensorBoard log folder"
         )
     else:
-        curve = _from_frame(read_table(path), str(path), options)
+        curve = _from_frame(_read_log(path), str(path), options)
     return check_curve(curve)
+
+
+def _read_log(path: Path) -> pd.DataFrame:
+    """A .csv/.tsv/.parquet log as read_table reads it, refused in a log's words."""
+    if path.suffix.lower() not in (".csv", ".tsv", ".parquet", ".pq"):
+        raise BadInput(
+            f"{path} is not a .csv, .tsv or .parquet log (got {path.suffix or 'no suffix'!r}): "
+            "give one of those, a cdlaw run folder, or a TensorBoard log folder"
+        )
+    if path.stat().st_size == 0:
+        raise BadInput(
+            f"{path} is empty: a log needs a header line (tokens or step, loss, lr) and a row "
+            "per evaluation"
+        )
+    return read_table(path)
 
 
 def _run_folder(path: Path, options: CurveOptions) -> Curve:
@@ -139,11 +186,17 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
         except (OSError, ValueError):
             config = {}
     name = str(path / "metrics.parquet")
+    fallback = None
     if options.loss_column is None and "val_loss" in frame.columns:
         val = replace(options, loss_column="val_loss", vocab_size=None)
-        options = replace(
-            options, loss_column="val_loss" if _calibrates(frame, name, val) else "train_loss"
-        )
+        if _calibrates(frame, name, val):
+            options = replace(options, loss_column="val_loss")
+        else:
+            options = replace(options, loss_column="train_loss")
+            fallback = (
+                f"too few validation losses in the stable phase yet: governed on the training "
+                f"loss (train_loss); --loss-column val_loss once it has {MIN_STABLE_POINTS}"
+            )
     train, data = config.get("train", {}), config.get("data", {})
     if options.vocab_size is None:
         options = replace(options, vocab_size=data.get("vocab_size"))
@@ -159,6 +212,7 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
             else None
         ),
         decay_frac=train.get("decay_frac") if train.get("schedule") == "wsd" else None,
+        warnings=curve.warnings + ((fallback,) if fallback else ()),
     )
 
 
@@ -192,18 +246,23 @@ def _numbers(frame: pd.DataFrame, col) -> np.ndarray:
 
 
 def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
-    """The curve in a table's columns; the rows keep their place in the file for messages."""
+    """The curve in a table's columns; the rows keep their place in the file for messages.
+    Rows before the first token (step 0) are dropped; the lr is carried forward to rows
+    that do not log it (a trainer's evaluation rows)."""
     where = "line" if frame.attrs.get("rows_are") == "line" else "row"
     loss_col = _column(frame, LOSS_COLUMNS, options.loss_column)
     if loss_col is None:
-        wanted = options.loss_column or " or ".join(LOSS_COLUMNS[:4])
+        wanted = options.loss_column or " or ".join(LOSS_COLUMNS)
         raise BadInput(
             f"{name} has no {wanted} column with a number in it; name the loss column "
             "(nats per token) with --loss-column"
         )
+    warnings = []
     token_col = _column(frame, TOKEN_COLUMNS)
     if token_col is not None:
         tokens = _numbers(frame, token_col)
+        if options.batch_tokens is not None:
+            warnings.append(f"--batch-tokens not used: the log counts tokens ({token_col!r})")
     else:
         step_col = _column(frame, STEP_COLUMNS)
         if step_col is None:
@@ -217,18 +276,20 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
                 "step with --batch-tokens (batch size × sequence length)"
             )
         tokens = _numbers(frame, step_col) * options.batch_tokens
+    lr = _learning_rate(frame, name, options)
     loss = _numbers(frame, loss_col)
-    lr_col = _column(frame, LR_COLUMNS)
-    lr = _numbers(frame, lr_col) if lr_col is not None else None
-    keep = np.isfinite(loss) & np.isfinite(tokens)
+    finite = np.isfinite(loss)
+    warnings += _unfinished(loss, tokens, str(loss_col))
+    keep = finite & np.isfinite(tokens) & (tokens != 0)  # step 0: before any training
     lines = np.asarray(frame.index)[keep]
     tokens, loss = tokens[keep], loss[keep]
     if lr is not None:
         lr = lr[keep]
-        if not np.isfinite(lr).all():
-            lr = pd.Series(lr).ffill().bfill().to_numpy(float)
     if len(tokens) == 0:
         raise BadInput(f"{name} has no row with both tokens and a finite {loss_col}")
+    if (tokens < 0).any():
+        i = int(np.argmax(tokens < 0))
+        raise BadInput(f"{name} {where} {lines[i]}: tokens must be positive, not {tokens[i]:g}")
     bad = np.flatnonzero(np.diff(tokens) <= 0)
     if len(bad):
         i = bad[0] + 1
@@ -236,9 +297,12 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
             f"{name} {where} {lines[i]}: tokens {tokens[i]:.6g} do not increase (previous "
             f"{tokens[i - 1]:.6g}); give one run's curve, in order, without restarts"
         )
-    if (tokens <= 0).any():
-        i = int(np.argmax(tokens <= 0))
-        raise BadInput(f"{name} {where} {lines[i]}: tokens must be positive, not {tokens[i]:g}")
+    if (loss <= 0).any():
+        i = int(np.argmax(loss <= 0))
+        raise BadInput(
+            f"{name} {where} {lines[i]}: loss {loss[i]:.4g} is not positive; give the "
+            "cross-entropy in nats per token"
+        )
     if options.vocab_size:
         limit = math.log(options.vocab_size)
         above = np.flatnonzero(loss > ABOVE_LN_V * limit)
@@ -249,18 +313,72 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
                 f"(V = {options.vocab_size}), worse than guessing: give nats per token, "
                 "not bits or a sum"
             )
-    return Curve(tokens=tokens, loss=loss, lr=lr, source=name, loss_column=str(loss_col))
+    return Curve(
+        tokens=tokens,
+        loss=loss,
+        lr=lr,
+        source=name,
+        loss_column=str(loss_col),
+        warnings=tuple(warnings),
+    )
+
+
+def _learning_rate(frame: pd.DataFrame, name: str, options: CurveOptions) -> np.ndarray | None:
+    """The lr on every row, carried forward (then back) to rows without one; None when
+    the log has no lr column (and --lr-column names none)."""
+    col = _column(frame, LR_COLUMNS, options.lr_column)
+    if col is None:
+        if options.lr_column is not None:
+            raise BadInput(
+                f"{name} has no {options.lr_column!r} column; --lr-column names the learning "
+                "rate's column, or leave it out"
+            )
+        return None
+    lr = _numbers(frame, col)
+    if not np.isfinite(lr).any():
+        raise BadInput(f"{name}'s {col!r} column has no number in it; it cannot be the lr")
+    return pd.Series(lr).ffill().bfill().to_numpy(float)
+
+
+# A log whose loss is at least this dense before its last finite value logs it at every
+# row: rows after that without one are a run that stopped making finite losses.
+DENSE = 0.9
+
+
+def _unfinished(loss: np.ndarray, tokens: np.ndarray, column: str) -> list[str]:
+    """A warning when the loss turns non-finite in the log's last rows (a diverged run) or
+    is infinite anywhere; those points are left out."""
+    out = []
+    finite = np.isfinite(loss)
+    if np.isinf(loss).any():
+        out.append(f"{int(np.isinf(loss).sum())} infinite {column} value(s) left out")
+    if finite.any():
+        last = int(np.flatnonzero(finite)[-1])
+        after = ~finite[last + 1 :] & np.isfinite(tokens[last + 1 :])
+        if after.any() and finite[: last + 1].mean() >= DENSE:
+            out.append(
+                f"the log's last {int(after.sum())} row(s) have no finite {column}: has the "
+                f"run diverged? Governed on the points up to {tokens[last]:.4g} tokens"
+            )
+    return out
 
 
 def check_curve(curve: Curve) -> Curve:
     """BadInput when the stable phase is too short to calibrate on; the curve otherwise."""
     stable = curve.stable
     n = len(curve.calibration_points()) if stable.any() else 0
+    if n < MIN_STABLE_POINTS and curve.cooling and stable.sum() < MIN_STABLE_POINTS:
+        raise BadInput(
+            f"{curve.source}: the learning rate leaves its peak after {int(stable.sum())} "
+            f"point(s): the governor needs a WSD run's stable phase at the peak lr (a cosine "
+            "schedule decays from its start), or a log of the lr if this one is not it"
+        )
     if n < MIN_STABLE_POINTS:
         raise BadInput(
             f"{curve.source}: only {n} {curve.loss_column} point(s) at the peak learning rate "
             f"in the last {1 - CALIBRATION_FROM:.0%} of the tokens seen; calibrating needs "
-            f"{MIN_STABLE_POINTS}: let the run go on, or log the loss more often"
+            f"{MIN_STABLE_POINTS}: let the run go on, log the loss more often, or govern a loss logged more "
+            "often (--loss-column)"
         )
     return curve
 

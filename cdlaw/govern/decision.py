@@ -24,6 +24,7 @@ class GovernOptions:
     planned_tokens: float | None = None  # the run's scheduled D + D′ (default: the budget's)
     decay_frac: float | None = None
     cooldown: Cooldown = DEMO
+    extrapolate: bool = False  # govern beyond the law's extrapolation limit (--extrapolate)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Decision:
     action: str  # one of ACTIONS
     reasons: tuple[str, ...]
     source: str
+    loss_column: str  # the log's column the run's curve was read from
     law: str
     n_params: float
     fresh_tokens: float
@@ -82,6 +84,7 @@ class Decision:
             for k in (
                 "action",
                 "source",
+                "loss_column",
                 "law",
                 "n_params",
                 "fresh_tokens",

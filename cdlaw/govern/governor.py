@@ -32,12 +32,20 @@ from cdlaw.govern.curve import Curve
 from cdlaw.govern.decision import Decision, GovernOptions, Option
 from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_loss
 from cdlaw.law import Law
-from cdlaw.plan.result import Plan
+from cdlaw.plan import EXTRAPOLATION_LIMIT
+from cdlaw.plan.checks import beyond_limit, extrapolated_text
+from cdlaw.plan.result import Allocation, Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
 GRID_POINTS = 400  # end points E on a log grid from the curve's start to the budget
+# A switch of strategy changes the run's data, so it is advised only when the law and at
+# least this share of its bootstrap laws score it better than staying (docs/govern.md).
+SWITCH_SUPPORT = 0.95
+# An offset larger than this share of the run's loss says the law does not describe the
+# run: its G_t is the law's slope, not the run's (a warning).
+LARGE_OFFSET = 0.1
 
 
 # ---------------------------------------------------------------------------------------
@@ -47,7 +55,7 @@ GRID_POINTS = 400  # end points E on a log grid from the curve's start to the bu
 
 def _resolve(curve: Curve, law: Law, options: GovernOptions):
     """(N, D, strategy, planned tokens, f, warnings) from the options, else the curve."""
-    warnings = []
+    warnings = list(curve.warnings)
     n = options.n_params or curve.n_params
     if not n:
         raise BadInput(
@@ -55,6 +63,11 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
             "parameters, e.g. 60K)"
         )
     fresh = options.fresh_tokens or curve.fresh_tokens or options.unique_tokens
+    if fresh > options.unique_tokens * (1 + 1e-9):
+        raise BadInput(
+            f"the run's fresh tokens D = {fresh:.4g} exceed --unique-tokens {options.unique_tokens:.4g}: "
+            "give the unique tokens the run draws from (or its D with --fresh-tokens)"
+        )
     strategy = options.strategy or curve.strategy or REPETITION
     if strategy == NONE:  # a one-epoch run that goes on past D repeats its tokens
         strategy = REPETITION
@@ -84,6 +97,7 @@ def govern(
     run = _frame(curve, source, options, budget_plan)
     cal = _calibrate(curve, source, options, run)
     ends = _endings(source.law, run, cal)
+    _check_losses(curve, run, cal, ends)
     gains = _gains(source.law, run, cal)
     action = _action(run, ends, gains)
     if curve.cooling:
@@ -144,6 +158,7 @@ class _Endings:
     k_grid: np.ndarray  # the law's cooled-down loss along the grid, + δ
     switch_to: str | None
     switch_best: Option | None
+    switch_support: float | None  # share of bootstrap laws scoring the switch better; None: none
 
 
 @dataclass
@@ -169,6 +184,23 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
         planned = e_budget
     if e_now >= e_budget:
         warnings.append("the budget is spent: a cooldown now already goes past it")
+    elif planned < e_now * (1 - 1e-9):
+        warnings.append(
+            f"the planned end, {planned:.4g} tokens, is behind the run (a cooldown now ends at "
+            f"{e_now:.4g}): it is shown for reference"
+        )
+    elif planned > e_budget * (1 + 1e-9):
+        warnings.append(
+            f"the planned end, {planned:.4g} tokens, needs {6 * n * planned:.3g} FLOPs, more "
+            f"than the budget {options.budget_flops:.3g}"
+        )
+    if not source.law.form_decl.uses_derived and t_now > fresh * (1 + 1e-9):
+        raise BadInput(
+            f"a {source.law.form} law gives tokens past D no value, and this run is past its "
+            f"D = {fresh:.4g} fresh tokens: govern it with a fit of the CD law (or a preset "
+            "such as qin2026)"
+        )
+    warnings += _range_check(source, options, n, fresh, strategy, max(planned, e_now))
     e_hi = max(e_budget, planned, e_now) * 1.0001
     e_lo = float(curve.tokens[0]) / (1 - f)
     grid = np.geomspace(e_lo, max(e_hi, e_lo * 1.01), GRID_POINTS)
@@ -182,6 +214,24 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
     )
 
 
+def _range_check(source, options, n, fresh, strategy, end) -> list[str]:
+    """The run's N, D/N and D′/D at its end against the law's fitted range: BadInput
+    beyond the extrapolation limit `cdlaw plan` applies, unless --extrapolate (then a
+    warning)."""
+    derived = max(end - fresh, 0.0)
+    run = Allocation("run", n, fresh, derived, strategy if derived else NONE, math.nan)
+    beyond = beyond_limit(source, run)
+    if not beyond:
+        return []
+    if options.extrapolate:
+        return [extrapolated_text(f"the run: {'; '.join(beyond)}")]
+    raise BadInput(
+        f"the run is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the range its "
+        f"law was fitted on ({'; '.join(beyond)}): give a law fitted on runs nearer it, or "
+        "pass --extrapolate to govern it anyway"
+    )
+
+
 def _calibrate(curve: Curve, source: PlanningLaw, options: GovernOptions, run: _Frame):
     """δ for the law and each bootstrap law, on the run's calibration points."""
     cooldown = options.cooldown.for_lr(None if curve.lr is None else float(np.nanmax(curve.lr)))
@@ -192,6 +242,28 @@ def _calibrate(curve: Curve, source: PlanningLaw, options: GovernOptions, run: _
     return _Calibration(cooldown, laws, offsets, delta, delta_se, widen)
 
 
+def _check_losses(curve: Curve, run: _Frame, cal: _Calibration, ends: _Endings) -> None:
+    """BadInput when the calibrated law predicts a loss ≤ 0 for this run at any end ahead
+    of it (the grid's and every option's); a warning when its offset is a large share of
+    the run's loss."""
+    ahead = run.grid >= run.e_now
+    k = np.concatenate([ends.k_grid[ahead], [o.loss for o in ends.options]])
+    if not np.isfinite(k).all() or k.min() <= 0:
+        at = float(np.nanmin(k)) if np.isfinite(k).any() else math.nan
+        raise BadInput(
+            f"the law calibrated to this run (offset {cal.delta:+.4g} nats) predicts a loss of "
+            f"{at:.4g} nats ahead of it, which no run can reach: it does not describe this "
+            "run; give a law fitted on runs like it"
+        )
+    now = float(curve.loss[curve.calibration_points()][-1])
+    if abs(cal.delta) > LARGE_OFFSET * now:
+        run.warnings.append(
+            f"the law misses this run's curve by {cal.delta:+.3g} nats ({abs(cal.delta) / now:.0%} "
+            "of its loss): G_t is the law's slope at this run, which a law this far off may "
+            "not share; a law fitted on runs like it is safer"
+        )
+
+
 def _option(name: str, fn, E, run: _Frame, cal: _Calibration) -> Option:
     """One way to end at E: the law's loss + δ, its band over the bootstrap laws (each
     with its own δ) widened by the calibration's and the ratio's spread."""
@@ -199,7 +271,9 @@ def _option(name: str, fn, E, run: _Frame, cal: _Calibration) -> Option:
     loss, lo, hi = vals[0], vals[0], vals[0]
     if len(vals) >= 3:
         lo, hi = np.percentile(vals[1:], [2.5, 97.5])
-    ci = (float(min(lo, loss) - cal.widen), float(max(hi, loss) + cal.widen))
+    # a loss is positive: the widened band stops at 0 (a law that puts the point there is
+    # refused by _check_losses)
+    ci = (max(float(min(lo, loss) - cal.widen), 0.0), float(max(hi, loss) + cal.widen))
     F = 6.0 * run.n * E
     return Option(name, float(E), loss, ci, F, loss + run.lam * F)
 
@@ -212,12 +286,15 @@ def _endings(law: Law, run: _Frame, cal: _Calibration) -> _Endings:
     k_grid = own(law)(grid) + cal.delta
     objective = k_grid + lam * 6.0 * n * grid
     best_i = int(np.flatnonzero(inside)[np.argmin(objective[inside])])
+    now = _option("cool down now", own, run.e_now, run, cal)
+    # the grid's first end ahead is a little past now: now itself, where that scores better
+    best_e = run.e_now if now.objective <= objective[best_i] else max(grid[best_i], run.e_now)
     options = [
-        _option("cool down now", own, run.e_now, run, cal),
+        now,
         _option("planned end", own, run.planned, run, cal),
-        _option("best stop", own, max(grid[best_i], run.e_now), run, cal),
+        _option("best stop", own, best_e, run, cal),
     ]
-    switch_to, switch_best = None, None
+    switch_to, switch_best, support = None, None, None
     if law.form == "cd":
         for other in (s for s in law.strategies if s != run.strategy):
             fn = _switched(other, n, run.fresh, run.strategy, run.t_now)
@@ -226,11 +303,29 @@ def _endings(law: Law, run: _Frame, cal: _Calibration) -> _Endings:
             o = _option(f"switch to {other}", fn, max(grid[i], run.e_now), run, cal)
             if switch_best is None or o.objective < switch_best.objective:
                 switch_to, switch_best = other, o
-        if switch_best is not None:
+        if switch_best is not None and switch_to is not None:
             options.append(switch_best)
+            support = _switch_support(switch_best, switch_to, options[2], run, cal)
     else:
         run.warnings.append(f"a {law.form} law cannot mix strategies: switching is not scored")
-    return _Endings(options, k_grid, switch_to, switch_best)
+    return _Endings(options, k_grid, switch_to, switch_best, support)
+
+
+def _switch_support(switch: Option, other: str, best: Option, run: _Frame, cal: _Calibration):
+    """The share of the bootstrap laws under which ending at switch.end_tokens on `other`
+    scores lower in loss + λ·FLOPs than the best stop on the run's own strategy and than
+    cooling down now (each law's offset cancels); None without bootstrap laws."""
+    if len(cal.laws) < 3:
+        return None
+    fn = _switched(other, run.n, run.fresh, run.strategy, run.t_now)
+    ends = np.array([run.e_now, best.end_tokens])
+    price = run.lam * 6.0 * run.n
+    wins = [
+        float(fn(lw)(switch.end_tokens)) + price * switch.end_tokens
+        < float(np.min(run.own(lw)(ends) + price * ends))
+        for lw in cal.laws[1:]
+    ]
+    return float(np.mean(wins))
 
 
 def _gains(law: Law, run: _Frame, cal: _Calibration) -> _Gains:
@@ -258,6 +353,7 @@ def _action(run: _Frame, ends: _Endings, gains: _Gains) -> str:
         switch_best is not None
         and switch_best.end_tokens > e_now * (1 + 1e-6)
         and switch_best.objective < min(best.objective, now.objective)
+        and (ends.switch_support is None or ends.switch_support >= SWITCH_SUPPORT)
     )
     if worth_switching:
         return "switch strategy"
@@ -266,10 +362,7 @@ def _action(run: _Frame, ends: _Endings, gains: _Gains) -> str:
 
 def _decision(curve, source, options, run: _Frame, cal: _Calibration, ends, gains, action):
     """The Decision, with its reasons and the curves of its figure."""
-    reasons = _reasons(
-        action, gains.now, run.lam, ends.options, ends.switch_to, ends.switch_best,
-        gains.cross_t, run.t_now, run.strategy, cal.delta,
-    )  # fmt: skip
+    reasons = _reasons(action, run, gains, ends, cal.delta)
     grid, k_grid = run.grid, ends.k_grid
     curve_out = {
         "observed_tokens": curve.tokens,
@@ -287,6 +380,7 @@ def _decision(curve, source, options, run: _Frame, cal: _Calibration, ends, gain
         action=action,
         reasons=tuple(reasons),
         source=curve.source,
+        loss_column=curve.loss_column,
         law=source.name,
         n_params=n,
         fresh_tokens=run.fresh,
@@ -318,7 +412,9 @@ def plan_budget(source: PlanningLaw, options: GovernOptions) -> Plan:
     """The plan at the budget: its λ(C) is the governor's threshold."""
     from cdlaw.plan.planner import plan
 
-    return plan(source, options.budget_flops, options.unique_tokens)
+    return plan(
+        source, options.budget_flops, options.unique_tokens, extrapolate=options.extrapolate
+    )
 
 
 def _switched(other: str, n: float, fresh: float, strategy: str, t_now: float):
@@ -335,7 +431,7 @@ def _grid_band(laws, offsets, own, grid, widen) -> dict:
         lo, hi = np.minimum(lo, vals[0]), np.maximum(hi, vals[0])
     else:
         lo = hi = vals[0]
-    return {"cooled_lo": lo - widen, "cooled_hi": hi + widen}
+    return {"cooled_lo": np.maximum(lo - widen, 0.0), "cooled_hi": hi + widen}
 
 
 def _crossing(grid, gains, lam, g_now, e_now, e_budget) -> float | None:
@@ -364,20 +460,29 @@ def _interp(grid, gains, lam, i) -> float:
     return float(math.exp(x0 + min(max(w, 0.0), 1.0) * (x1 - x0)))
 
 
-def _reasons(action, g, lam, opts, switch_to, switch_best, cross_t, t_now, strategy, delta):
+def _reasons(action: str, run: _Frame, gains: _Gains, ends: _Endings, delta: float):
     """The lines that explain the action: why first, then the numbers it rests on."""
-    now, planned, best = opts[0], opts[1], opts[2]
+    now, planned, best = ends.options[0], ends.options[1], ends.options[2]
+    g, lam, switch_to, switch_best = gains.now, run.lam, ends.switch_to, ends.switch_best
     ratio = g / lam if lam > 0 else math.inf
-    if action == "switch strategy":
+    spent = run.e_now >= run.e_budget
+    if action == "switch strategy" and switch_best is not None:
         why = (
             f"switching the rest of the tokens to {switch_to} scores {switch_best.objective:.4f} "
-            f"in loss + λ·FLOPs against {min(best.objective, now.objective):.4f} on {strategy}"
+            f"in loss + λ·FLOPs against {min(best.objective, now.objective):.4f} on {run.strategy}"
         )
-    elif action == "cool down now":
+    elif action == "cool down now" and spent:
+        why = (
+            f"the budget is spent: a cooldown now ends at {now.end_tokens:.4g} tokens, "
+            f"{now.flops:.3g} FLOPs of the {run.e_budget * 6.0 * run.n:.3g} budgeted"
+        )
+    elif action == "cool down now" and g < lam:
         why = (
             f"a FLOP here buys {ratio:.2g}× what it buys on the frontier: below λ(C), so the "
             "rest of the budget is worth more elsewhere"
         )
+    elif action == "cool down now":
+        why = "going on would not lower loss + λ·FLOPs within the budget"
     else:
         why = (
             f"a FLOP here still buys {ratio:.2g}× what it buys on the frontier: going on to "
@@ -389,16 +494,25 @@ def _reasons(action, g, lam, opts, switch_to, switch_best, cross_t, t_now, strat
         f"G_t = {g:.3g} nats/FLOP now; λ(C) = {lam:.3g}",
         f"cool down now: loss {now.loss:.4f}; at the planned end: {planned.loss:.4f}",
     ]
-    if cross_t is None:
+    if spent:
+        lines.append("G_t meets λ: the budget is spent")
+    elif gains.cross_t is None:
         lines.append("G_t stays above λ up to the budget")
-    elif cross_t <= t_now:
-        lines.append(f"G_t fell below λ at {cross_t:.4g} tokens (now {t_now:.4g})")
+    elif gains.cross_t <= run.t_now:
+        lines.append(f"G_t fell below λ at {gains.cross_t:.4g} tokens (now {run.t_now:.4g})")
     else:
-        lines.append(f"G_t will cross λ at {cross_t:.4g} tokens (now {t_now:.4g})")
+        lines.append(f"G_t will cross λ at {gains.cross_t:.4g} tokens (now {run.t_now:.4g})")
     if switch_best is not None:
         lines.append(
             f"switching the rest to {switch_to}: loss {switch_best.loss:.4f} at "
             f"{switch_best.end_tokens:.4g} tokens"
         )
+        better = min(best.objective, now.objective) - switch_best.objective
+        support = ends.switch_support
+        if action != "switch strategy" and better > 0 and support is not None:
+            lines.append(
+                f"switching scores {better:.4f} lower, but only {support:.0%} of the bootstrap "
+                f"laws agree (a switch needs {SWITCH_SUPPORT:.0%}): not worth a change of data"
+            )
     lines.append(f"the law calibrated to this run: offset {delta:+.4f} nats")
     return lines

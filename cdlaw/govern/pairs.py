@@ -68,6 +68,10 @@ class RunCurve:
 def read_runs(runs: Path) -> dict[str, RunCurve]:
     """Every done, WSD run of a runs folder with its metrics, by run_id."""
     summary = runs / "summary.parquet"
+    if not runs.is_dir():
+        raise BadInput(
+            f"{runs} does not exist; give the runs folder of a WSD sweep, e.g. runs/demo"
+        )
     if not summary.is_file():
         raise BadInput(
             f"{runs} has no summary.parquet: give the runs folder of a WSD sweep "

@@ -182,3 +182,81 @@ def test_a_run_folder_governs_its_validation_loss_once_it_can_calibrate_on_it(tm
     metrics.loc[metrics.index[:-2], "val_loss"] = np.nan  # evaluated twice so far
     metrics.to_parquet(folder / "metrics.parquet")
     assert read_curve(folder).loss_column == "train_loss"
+
+
+def test_bad_run_facts_and_options_are_refused_in_one_sentence(tmp_path, capsys):
+    good = planted_frame(np.linspace(2e8, 3e9, 30))
+    for option in ("--n-params", "--fresh-tokens", "--planned-tokens", "--batch-tokens"):
+        err = bad(tmp_path, capsys, good, option, "-5")
+        assert f"{option} must be a positive number" in err
+    assert "exceed --unique-tokens" in bad(tmp_path, capsys, good, "--unique-tokens", "1e8")
+    assert "--reads counts readings of --watch" in bad(tmp_path, capsys, good, "--reads", "3")
+    assert "--every nan" in bad(tmp_path, capsys, good, "--watch", "--every", "nan")
+    negative = good.copy()
+    negative.loc[12, "loss"] = -1.0
+    assert "line 14: loss -1 is not positive" in bad(tmp_path, capsys, negative)
+
+
+def test_a_run_beyond_the_laws_range_needs_extrapolate(tmp_path, capsys):
+    # qin2026 was fitted on 14M–190M parameters: 100K is 140× below, past the 30× limit
+    path = tmp_path / "small.csv"
+    planted_frame(np.linspace(2e8, 3e9, 30), n=100e3).to_csv(path, index=False)
+    small = [*RUN[2:], "--n-params", "100K"]
+    code, out, err = cli(capsys, path, *BUDGET, *small)
+    assert code == 2 and out == "" and "extrapolation limit" in err and "--extrapolate" in err
+    code, out, err = cli(capsys, path, *BUDGET, *small, "--extrapolate", "--json")
+    assert code == 0, err
+    assert any("extrapolated beyond" in w for w in json.loads(out)["warnings"])
+
+
+def test_a_law_that_predicts_no_loss_is_refused(tmp_path, capsys):
+    # a curve 100× below the law's: calibrated, the law goes below 0 ahead of it
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame["loss"] /= 100
+    assert "predicts a loss of" in bad(tmp_path, capsys, frame)
+
+
+def test_a_law_without_derived_tokens_cannot_govern_a_run_past_d(tmp_path, capsys):
+    law = [*BUDGET[:-1], "chinchilla-hoffmann"]
+    code, _, err = cli(capsys, planted_csv(tmp_path), *law, *RUN[:-2])
+    assert code == 2 and "gives tokens past D no value" in err
+
+
+def test_a_trainers_layout_governs_as_one_table(tmp_path, capsys):
+    """Evaluation rows without the lr (a trainer's layout), a step-0 evaluation and loggers'
+    column names give the decision the plain table gives."""
+    good = planted_frame(np.linspace(2e8, 3e9, 30))
+    plain = tmp_path / "plain.csv"
+    good.to_csv(plain, index=False)
+    steps = good.assign(step=good.tokens / 1000)
+    train = steps.assign(loss=np.nan)[["step", "lr"]].rename(columns={"lr": "train/learning_rate"})
+    evals = steps[["step", "loss"]].rename(columns={"loss": "eval/loss"})
+    split = pd.concat([train, evals]).sort_values("step", kind="stable")
+    first = pd.DataFrame({"step": [0], "eval/loss": [9.0], "train/learning_rate": [0.0]})
+    split = pd.concat([first, split]).rename(columns={"step": "train/global_step"})
+    split.to_csv(tmp_path / "split.csv", index=False)
+    _, want, _ = cli(capsys, plain, *BUDGET, *RUN, "--json")
+    code, got, err = cli(capsys, tmp_path / "split.csv", *BUDGET, *RUN, "--batch-tokens", "1000",
+                         "--json")  # fmt: skip
+    assert code == 0, err
+    want, got = json.loads(want), json.loads(got)
+    assert got["loss_column"] == "eval/loss"
+    for key in ("action", "gain_now", "offset", "tokens_now", "cross_tokens"):
+        assert got[key] == pytest.approx(want[key]), key
+
+
+def test_a_log_whose_loss_stops_being_finite_warns(tmp_path, capsys):
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame.loc[27:, "loss"] = np.nan
+    path = tmp_path / "diverged.csv"
+    frame.to_csv(path, index=False)
+    code, out, err = cli(capsys, path, *BUDGET, *RUN, "--json")
+    assert code == 0, err
+    assert any("has the run diverged" in w for w in json.loads(out)["warnings"])
+
+
+def test_a_cosine_log_is_told_the_governor_needs_a_stable_phase(tmp_path, capsys):
+    frame = planted_frame(np.linspace(2e8, 3e9, 30))
+    frame["lr"] = 1e-3 * np.cos(np.linspace(0, 1.4, 30))
+    err = bad(tmp_path, capsys, frame)
+    assert "needs a WSD run's stable phase" in err and "cosine" in err

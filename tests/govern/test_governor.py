@@ -100,3 +100,41 @@ def test_the_switched_loss_equals_the_own_strategy_before_the_switch_point():
     same = switched_loss(LAW, N, D, "repetition", "paraphrase", 3e9, E)
     assert np.allclose(same, law_loss(LAW, N, D, "repetition", E))
     assert math.isfinite(float(switched_loss(LAW, N, D, "repetition", "paraphrase", 3e9, 5e9)))
+
+
+def with_bootstrap(paraphrase_k: float, copies: int = 20):
+    """SOURCE with `copies` bootstrap laws, qin2026's except paraphrase's K."""
+    from dataclasses import replace
+
+    from cdlaw.law import Law
+
+    law = SOURCE.law
+    strategies = {s: dict(p) for s, p in law.strategies.items()}
+    strategies["paraphrase"]["K"] = paraphrase_k
+    other = Law(law.form, law.params, strategies, "a bootstrap refit")
+    return replace(SOURCE, bootstrap=(other,) * copies)
+
+
+def test_a_switch_is_advised_only_when_the_bootstrap_laws_back_it():
+    frame = planted_frame(np.linspace(1e9, 12e9, 40))  # as the saturated run above
+    curve = curve_of(frame)
+    options = GovernOptions(1e20, D, cooldown=RATIO)
+    backed = with_bootstrap(SOURCE.law.strategies["paraphrase"]["K"])
+    assert govern(curve, backed, options).action == "switch strategy"
+    # refits whose paraphrases saturate at once: the law alone would switch, they would not
+    doubted = govern(curve, with_bootstrap(1e-6), options)
+    assert doubted.action != "switch strategy" and doubted.switch_to is None
+    assert any("0% of the bootstrap laws agree" in r for r in doubted.reasons)
+
+
+def test_a_spent_budget_says_so_rather_than_blaming_the_gain():
+    frame = planted_frame(np.linspace(2e8, 3e9, 40))
+    d = decide(frame, 6 * N * 3e9, "paraphrase")  # the budget is spent before the cooldown
+    assert d.action == "cool down now" and d.reasons[0].startswith("the budget is spent")
+    assert "G_t meets λ: the budget is spent" in d.reasons
+
+
+def test_best_stop_is_now_itself_when_going_on_does_not_pay():
+    frame = planted_frame(np.linspace(2e8, 3e9, 40))
+    d = decide(frame, 1e18, "paraphrase")
+    assert d.option("best stop").end_tokens == d.option("cool down now").end_tokens
