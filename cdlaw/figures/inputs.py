@@ -334,6 +334,20 @@ def _read_fit(inputs: PlotInputs, fit_path: Path, table):
     return table
 
 
+def _refuse_stale_fit(inputs: PlotInputs, path: Path, fit_path: Path) -> None:
+    """BadInput when the fit is not of PATH's runs as they are now (cdlaw.fit.table.stale_fit):
+    a figure or report of it would show numbers of runs the folder no longer holds."""
+    from cdlaw.fit.io import FitResult
+    from cdlaw.fit.table import load_runs, stale_fit
+
+    if path.is_dir() and not (path / "summary.parquet").is_file():
+        return
+    assert inputs.fit is not None
+    why = stale_fit(load_runs(path), FitResult.from_dict(inputs.fit, str(fit_path)), path)
+    if why is not None:
+        raise BadInput(f"{fit_path}: {why}")
+
+
 def load_inputs(
     path: str | Path, fit_path: str | Path | None = None, need_fit: bool = True
 ) -> PlotInputs:
@@ -384,7 +398,10 @@ def load_inputs(
         )
 
     if fit_path is not None:
+        runs = table
         table = _read_fit(inputs, Path(fit_path), table)
+        if runs is not None:
+            _refuse_stale_fit(inputs, path, Path(fit_path))
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

@@ -62,6 +62,9 @@ class FitResult:
     regime_counts: dict[str, int]  # {regime: count} over the used rows (observed loss)
     warnings: list[str]  # every warning the fit printed
     rows: pd.DataFrame | None = field(default=None, repr=False)  # None when read from fit.json
+    # the fitted rows' digest (cdlaw.fit.table.rows_digest), by which report, plot and next
+    # tell a fit of the runs as they are from an older one; None: a file without one
+    rows_digest: str | None = None
 
     def to_dict(self) -> dict:
         d = self.law.to_dict()
@@ -90,6 +93,7 @@ class FitResult:
             "source": self.source,
             "warnings": list(self.warnings),
             "seed_noise": _part(self.seed_noise, None),
+            "rows_digest": self.rows_digest,
         }
 
     @classmethod
@@ -170,6 +174,7 @@ class FitResult:
             rstar=_read_part(RStarAtMedian, d, "rstar", where),
             regime_counts=_field(d, "regime_counts", dict, where),
             warnings=[str(w) for w in _field(d, "warnings", list, where)],
+            rows_digest=d["rows_digest"] if isinstance(d.get("rows_digest"), str) else None,
         )
 
     @classmethod

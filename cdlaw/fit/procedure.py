@@ -44,7 +44,7 @@ from cdlaw.fit.summary import (
     rows_table,
     rstar_at_median,
 )
-from cdlaw.fit.table import duplicate_rows, prepare_runs, seed_noise, select_cells
+from cdlaw.fit.table import duplicate_rows, prepare_runs, rows_digest, seed_noise, select_cells
 from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
@@ -255,6 +255,7 @@ def _result(t: _FitTable, search: _Search, boot: _Boot, method: str, delta: floa
         regime_counts={str(k): int(v) for k, v in table.loc[used, "regime"].value_counts().items()},
         warnings=warnings,
         rows=table,
+        rows_digest=rows_digest(cells),
     )
 
 

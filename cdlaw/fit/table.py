@@ -10,6 +10,7 @@ raises BadInput with one sentence naming the file, column and line (CSV) or row 
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -242,18 +243,44 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     return out
 
 
+# What a fit's rows digest covers: each cell's coordinates and loss. Losses to 12
+# significant digits, so that a mean of replicate seeds summed in another row order (a
+# summary rewritten) digests the same.
+DIGESTED = (*CELL, "loss")
+
+
+def rows_digest(cells: pd.DataFrame) -> str:
+    """A digest of the rows a fit was fitted on (select_cells' output): sha256 of each
+    row's N, D, D′, strategy and loss, in any row order. fit.json keeps it as
+    `rows_digest`; stale_fit compares the runs as they are now against it."""
+    cols = [c for c in DIGESTED if c in cells.columns]
+
+    def cell(v) -> str:
+        return f"{float(v):.12g}" if isinstance(v, (int, float, np.number)) else str(v)
+
+    lines = sorted(
+        "\t".join(cell(v) for v in row) for row in cells[cols].itertuples(index=False, name=None)
+    )
+    return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
 def stale_fit(df: pd.DataFrame, fit, path) -> str | None:
     """Why `fit` (a FitResult) is not a fit of the runs `df` of PATH as they are now, or
-    None: it fitted another number of rows than the table gives under the fit's own
-    --select (replicate seeds averaged by `--select mean` are one row)."""
+    None: under the fit's own --select (replicate seeds averaged by `--select mean` are one
+    row) the table gives another number of rows, or other rows (a run's loss or
+    coordinates changed, one retrained) than the fit's `rows_digest` records. A fit.json
+    without a digest (hand-written) is checked by its row count alone."""
     how = fit.select if fit.select in SELECT else "min"
-    rows = len(select_cells(df, how))
-    if rows == fit.n_rows:
-        return None
-    return (
-        f"the fit has {fit.n_rows} rows but {path} now gives {rows} (--select {how}): "
-        f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
-    )
+    cells = select_cells(df, how)
+    refit = f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
+    if len(cells) != fit.n_rows:
+        return f"the fit has {fit.n_rows} rows but {path} now gives {len(cells)} (--select {how}): {refit}"
+    if fit.rows_digest is not None and rows_digest(cells) != fit.rows_digest:
+        return (
+            f"the fit's {fit.n_rows} rows are not {path}'s runs as they are now (a loss or a "
+            f"run's coordinates changed since, e.g. a run retrained): {refit}"
+        )
+    return None
 
 
 def seed_noise(df: pd.DataFrame) -> SeedNoise | None:

@@ -277,13 +277,15 @@ def test_next_after_the_demo_fit_warns_nothing_and_counts_flops_as_the_dry_run(
     assert said and "as the law counts compute (6·N per token)" in out, out
     dry = dry_run_sweep(target, tmp_path / "runs", calibrate=False)
     assert f"{dry.flops:.3g}" == said.group(1)
-    # a fit of fewer rows than the table now gives is still stale
+    # a fit of fewer rows than the table now gives is stale: refused, nothing written
     fewer = tmp_path / "fewer.csv"
     fewer.write_text("\n".join(demo_fit.read_text().splitlines()[:-6]) + "\n")
     shutil.copy(demo_fit.with_name("demo.fit.json"), tmp_path / "fewer.fit.json")
-    code, _, err = cdlaw("next", fewer, "--grid", ROOT / "sweeps" / "demo.toml",
-                         "--budget-flops", "2e12", "--unique-tokens", "96K", "--runs", "1")  # fmt: skip
-    assert code == 0 and "refit it first (`cdlaw fit" in err and "--select mean" in err, err
+    code, out, err = cdlaw("next", fewer, "--grid", ROOT / "sweeps" / "demo.toml",
+                           "--budget-flops", "2e12", "--unique-tokens", "96K", "--runs", "1",
+                           "--out", tmp_path / "fewer.toml")  # fmt: skip
+    assert code == 2 and "refit it first (`cdlaw fit" in err and "--select mean" in err, err
+    assert out == "" and not (tmp_path / "fewer.toml").exists()
 
 
 def test_the_dry_run_says_when_sharing_saves_no_time():
@@ -352,3 +354,34 @@ def test_an_undetermined_shift_says_so_not_nan(tmp_path):
     said = lk.verdict()
     assert "± nan" not in said and "no strategy's shift exceeds" not in said, said
     assert "shift in loss of paraphrase" in said and _word(lk) == "undetermined"
+
+
+def test_a_fit_of_runs_that_changed_since_is_refused_by_report_plot_and_next(
+    cdlaw, demo_fit, tmp_path
+):
+    """One loss edited (a run retrained): the same row count, other rows. Every command
+    that reads the runs beside their fit says so in one sentence and writes nothing."""
+    edited = tmp_path / "edited.csv"
+    lines = demo_fit.read_text().splitlines()
+    header = lines[0].split(",")
+    cells = lines[5].split(",")
+    at = header.index("loss")
+    cells[at] = f"{float(cells[at]) + 0.05:.6f}"
+    edited.write_text("\n".join([*lines[:5], ",".join(cells), *lines[6:]]) + "\n")
+    shutil.copy(demo_fit.with_name("demo.fit.json"), tmp_path / "edited.fit.json")
+    shutil.copy(demo_fit.with_name("demo.fit_rows.parquet"), tmp_path / "edited.fit_rows.parquet")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for args in (
+        ("report", edited, "--out", tmp_path / "r.html"),
+        ("plot", edited, "--kind", "loss", "--out", tmp_path / "figs"),
+        ("next", edited, "--grid", ROOT / "sweeps" / "demo.toml", "--budget-flops", "2e12",
+         "--unique-tokens", "96K", "--runs", "1", "--out", tmp_path / "n.toml"),
+    ):  # fmt: skip
+        code, out, err = cdlaw(*args)
+        assert code == 2, (args[0], err)
+        assert "a loss or a run's coordinates changed since" in err and "refit it first" in err
+        assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    # the same file unedited is the fit's own: drawn as before
+    code, _, err = cdlaw("plot", demo_fit, "--kind", "loss", "--out", tmp_path / "ok")
+    assert code == 0, err

@@ -376,3 +376,16 @@ def test_simulated_losses_above_ln_v_are_flagged_when_read(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="cdlaw"):
         load_runs(tmp_path / "demo-seed")
     assert any("run(s) have a loss above ln V" in r.getMessage() for r in caplog.records)
+
+
+def test_the_rows_digest_is_of_the_rows_not_their_order():
+    from cdlaw.fit.table import rows_digest
+
+    cells = pd.DataFrame({"n_params": [1e6, 2e6], "fresh_tokens": [1e8, 1e8],
+                          "derived_tokens": [0.0, 3e8], "strategy": ["none", "paraphrase"],
+                          "loss": [3.1, 2.9]})  # fmt: skip
+    same = rows_digest(cells)
+    assert rows_digest(cells.iloc[::-1]) == same
+    assert rows_digest(cells.assign(loss=[3.1, 2.9 + 1e-15])) == same  # summed in another order
+    assert rows_digest(cells.assign(loss=[3.1, 2.91])) != same
+    assert rows_digest(cells.assign(strategy=["none", "repetition"])) != same
