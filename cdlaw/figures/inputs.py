@@ -334,18 +334,27 @@ def _read_fit(inputs: PlotInputs, fit_path: Path, table):
     return table
 
 
-def _refuse_stale_fit(inputs: PlotInputs, path: Path, fit_path: Path) -> None:
-    """BadInput when the fit is not of PATH's runs as they are now (cdlaw.fit.table.stale_fit):
-    a figure or report of it would show numbers of runs the folder no longer holds."""
+def _refuse_stale(inputs: PlotInputs, path: Path, fit_path: Path | None) -> None:
+    """BadInput when the fit at fit_path, or the task links read beside PATH, are not of
+    PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links): a
+    figure or report of them would show numbers of runs the folder no longer holds."""
     from cdlaw.fit.io import FitResult
     from cdlaw.fit.table import load_runs, stale_fit
+    from cdlaw.tasks.downstream_json import downstream_path, stale_links
 
-    if path.is_dir() and not (path / "summary.parquet").is_file():
+    if (fit_path is None and inputs.downstream is None) or (
+        path.is_dir() and not (path / "summary.parquet").is_file()
+    ):
         return
-    assert inputs.fit is not None
-    why = stale_fit(load_runs(path), FitResult.from_dict(inputs.fit, str(fit_path)), path)
-    if why is not None:
-        raise BadInput(f"{fit_path}: {why}")
+    runs = load_runs(path)
+    if fit_path is not None:
+        why = stale_fit(runs, FitResult.read(fit_path), path)
+        if why is not None:
+            raise BadInput(f"{fit_path}: {why}")
+    if inputs.downstream is not None:
+        why = stale_links(runs, inputs.downstream, downstream_path(path))
+        if why is not None:
+            raise BadInput(why)
 
 
 def load_inputs(
@@ -397,11 +406,10 @@ def load_inputs(
             ".csv/.parquet table or frontier .json"
         )
 
+    if table is not None:
+        _refuse_stale(inputs, path, None if fit_path is None else Path(fit_path))
     if fit_path is not None:
-        runs = table
         table = _read_fit(inputs, Path(fit_path), table)
-        if runs is not None:
-            _refuse_stale_fit(inputs, path, Path(fit_path))
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

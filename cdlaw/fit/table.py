@@ -249,11 +249,12 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
 DIGESTED = (*CELL, "loss")
 
 
-def rows_digest(cells: pd.DataFrame) -> str:
+def rows_digest(cells: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
     """A digest of the rows a fit was fitted on (select_cells' output): sha256 of each
-    row's N, D, D′, strategy and loss, in any row order. fit.json keeps it as
-    `rows_digest`; stale_fit compares the runs as they are now against it."""
-    cols = [c for c in DIGESTED if c in cells.columns]
+    row's N, D, D′, strategy and loss (and the `extra` columns: a task link's metrics), in
+    any row order. fit.json keeps it as `rows_digest`; stale_fit compares the runs as they
+    are now against it (downstream.json: cdlaw.tasks.downstream_json.stale_links)."""
+    cols = [c for c in (*DIGESTED, *extra) if c in cells.columns]
 
     def cell(v) -> str:
         return f"{float(v):.12g}" if isinstance(v, (int, float, np.number)) else str(v)

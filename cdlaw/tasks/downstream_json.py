@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS
@@ -227,6 +228,10 @@ class Downstream:
     warnings: list[str] = field(default_factory=list)
     # each accuracy's predictors of a model not trained (cdlaw.fit.predictors)
     predictors: list[TaskPredictors] = field(default_factory=list)
+    # the runs' digest (links_digest: the final rows' N, D, D′, strategy, loss and every
+    # task column), by which report and plot tell links of the runs as they are from older
+    # ones; None: a file without one
+    rows_digest: str | None = None
 
     def link(self, task: str | None = None) -> list[TaskLink]:
         """The links of one task (every link when None); BadInput naming the tasks there are."""
@@ -247,6 +252,7 @@ class Downstream:
             "skipped": self.skipped,
             "warnings": self.warnings,
             "predictors": [tp.to_dict() for tp in self.predictors],
+            "rows_digest": self.rows_digest,
         }
 
     def write(self, path: str | Path) -> Path:
@@ -282,7 +288,34 @@ class Downstream:
             dict(d.get("skipped") or {}),
             list(d.get("warnings") or []),
             predictors,
+            d["rows_digest"] if isinstance(d.get("rows_digest"), str) else None,
         )
+
+
+def links_digest(runs: pd.DataFrame) -> str:
+    """The digest of what task links are fitted on: the final runs (checkpoint rows left
+    out), each with its N, D, D′, strategy, loss and every task column."""
+    from cdlaw.fit.table import rows_digest
+    from cdlaw.tasks.columns import parse_column
+
+    if "checkpoint" in runs.columns:
+        runs = runs[~runs["checkpoint"].astype(bool)]
+    tasks = tuple(sorted(str(c) for c in runs.columns if parse_column(str(c))))
+    return rows_digest(runs, tasks)
+
+
+def stale_links(runs: pd.DataFrame, downstream: Downstream, where) -> str | None:
+    """Why `downstream` (read from `where`) is not of the runs `runs` as they are now (a
+    run's loss or a task metric changed since: a task file edited and the runs scored
+    again, a run retrained, one added or removed), or None; a file without a digest is
+    not checked."""
+    if downstream.rows_digest is None or links_digest(runs) == downstream.rows_digest:
+        return None
+    return (
+        f"{where} links other runs than {downstream.source} holds now (a loss or a task "
+        f"metric changed since, e.g. a task file edited): fit them again (`cdlaw downstream "
+        f"{downstream.source}`)"
+    )
 
 
 def _num(x) -> float:

@@ -36,7 +36,7 @@ from cdlaw.errors import BadInput
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link, refit_link
 from cdlaw.fit.predictors import fit_task_predictors, run_counts, run_ids
 from cdlaw.strategies import ordered
-from cdlaw.tasks.downstream_json import ALPHA, Collapse, Downstream, TaskLink
+from cdlaw.tasks.downstream_json import ALPHA, Collapse, Downstream, TaskLink, links_digest
 
 REPLICATE_KEYS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "lr", "weight_decay")
 
@@ -75,6 +75,7 @@ def fit_downstream(
         columns = chosen
     n_final = int((~runs["checkpoint"]).sum()) if "checkpoint" in runs.columns else len(runs)
     result = Downstream(source, n_final, list(ordered(runs["strategy"].astype(str))), [])
+    result.rows_digest = links_digest(runs)
     rng = np.random.default_rng(seed)
     for col, (name, metric) in columns.items():
         form = FORM_OF_METRIC.get(metric)

@@ -378,7 +378,7 @@ def test_a_fit_of_runs_that_changed_since_is_refused_by_report_plot_and_next(
          "--unique-tokens", "96K", "--runs", "1", "--out", tmp_path / "n.toml"),
     ):  # fmt: skip
         code, out, err = cdlaw(*args)
-        assert code == 2, (args[0], err)
+        assert code == 2 and out == "", (args[0], err)
         assert "a loss or a run's coordinates changed since" in err and "refit it first" in err
         assert len(err.strip().splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -215,11 +215,16 @@ def test_loss_of_a_chinchilla_table_shows_every_run_one_colour_per_size(tmp_path
 
 
 def test_loss_of_a_table_with_one_run_per_cell_draws_one_line_per_size(tmp_path):
+    import json
+
     import pandas as pd
 
-    csv, _ = plotdata.write_external(tmp_path)
+    csv, fit_path = plotdata.write_external(tmp_path)
     table = pd.read_csv(csv)
-    table[table["strategy"] == "none"].to_csv(csv, index=False)  # 4 sizes × 2 D, D′ = 0
+    table = table[table["strategy"] == "none"]  # 4 sizes × 2 D, D′ = 0
+    table.to_csv(csv, index=False)
+    fit = plotdata.fit_json(plotdata.fit_rows(table, LAW, None), LAW, None, str(csv))
+    fit_path.write_text(json.dumps(fit))  # the fit of the table as it is now
     fig = make_figure("loss", load_inputs(csv))
     _, lines, points = _sizes_figure_parts(fig)
     assert sorted(lines) == list(plotdata.SIZES)

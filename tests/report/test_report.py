@@ -369,3 +369,19 @@ def test_the_default_budget_is_found_without_the_bootstrap(report, runs, monkeyp
     )
     assert source.bootstrap and refits and set(refits) == {0}
     assert inside and found == report.budget_flops
+
+
+def test_links_of_runs_scored_again_since_are_refused(runs, tmp_path):
+    """A task file edited and the runs scored again: the downstream.json beside them links
+    the old metrics, and the report (as plot) says so instead of showing them."""
+    import shutil
+
+    copy = tmp_path / "runs"
+    shutil.copytree(runs, copy)
+    gather(copy)  # as written: the links are of these runs
+    summary = pd.read_parquet(copy / "summary.parquet")
+    column = next(c for c in summary.columns if c.startswith("task_") and c.endswith("_acc"))
+    summary.loc[summary.index[0], column] = 0.5 * summary.loc[summary.index[0], column]
+    summary.to_parquet(copy / "summary.parquet")
+    with pytest.raises(BadInput, match=r"links other runs than .* holds now"):
+        gather(copy)
