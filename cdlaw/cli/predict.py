@@ -32,6 +32,12 @@ def predict(
         "and its bootstrap, as their step 1.",
     ),
     task: str = typer.Option(None, "--task", help="This task only (e.g. hellaswag)."),
+    extrapolate: bool = typer.Option(
+        False,
+        "--extrapolate",
+        help="With --law: take its loss at a model beyond the extrapolation limit of its "
+        "fitted range (a warning instead of a refusal, as `cdlaw plan --extrapolate`).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print only the JSON on stdout."),
 ) -> None:
     """Predict each task's accuracy of one model (N, D, D′, strategy) with its 95% band, by
@@ -42,8 +48,11 @@ def predict(
     """
     from pathlib import Path
 
+    from cdlaw.cli import say
     from cdlaw.errors import BadInput
+    from cdlaw.plan.checks import check_model
     from cdlaw.plan.source import load_law
+    from cdlaw.tasks.downstream_json import Downstream
     from cdlaw.tasks.plan_metrics import forecast_tasks, read_predictors
 
     if not Path(downstream).is_file():
@@ -62,8 +71,13 @@ def predict(
     if N <= 0 or D <= 0 or Dp < 0:
         raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
     source = load_law(law) if law else None
-    strategy = strategy.strip().lower()
+    strategy = _strategy(strategy, Dp, Downstream.read(downstream).strategies, source)
+    warnings = []
+    if source is not None:
+        warnings = check_model(source, "the model", N, D, Dp, strategy, extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
+    for w in warnings:
+        say("warning", w)
     if json_out:
         print_json(
             {
@@ -77,6 +91,30 @@ def predict(
         )
         return
     _render(forecasts, N, D, Dp, strategy)
+
+
+def _strategy(text: str, derived: float, runs: list[str], source) -> str:
+    """--strategy checked: the strategy that made D′ > 0 (none for D′ = 0), one the
+    downstream runs or the law know (BadInput otherwise)."""
+    from cdlaw.errors import BadInput
+
+    strategy = text.strip().lower()
+    if derived == 0:
+        return NONE
+    if strategy == NONE:
+        raise BadInput(
+            f"--derived-tokens {derived:g} needs --strategy: how D′ was made "
+            f"({', '.join(s for s in runs if s != NONE) or 'repetition, paraphrase, …'})"
+        )
+    known = set(runs) | (set(source.law.strategies) if source is not None else set())
+    if strategy not in known or (source is not None and not source.law.knows_strategy(strategy)):
+        have = ", ".join(sorted(known - {NONE})) or "none"
+        raise BadInput(
+            f"--strategy {strategy!r} is not a strategy of the runs"
+            + (" or of the law" if source is not None else "")
+            + f" ({have}); give one of those"
+        )
+    return strategy
 
 
 def _render(forecasts, N, D, Dp, strategy: str) -> None:

@@ -55,11 +55,17 @@ def point(f: PredictorFit, N: float, T: float, loss: float | None, chance: float
 
 
 def samples(
-    f: PredictorFit, N: float, T: float, losses: np.ndarray | None = None, chance: float = 0.0
+    f: PredictorFit,
+    N: float,
+    T: float,
+    losses: np.ndarray | None = None,
+    chance: float = 0.0,
+    loss: float | None = None,
 ) -> np.ndarray:
     """The bootstrap's predictions at (N, T), within [chance, 1]: step 1 refit i (or
     `losses[i]`, a law's bootstrap, for the val-loss chains) through link refit i, cycled
-    to the longer."""
+    to the longer. A law's point `loss` without its bootstrap (a preset) is every refit's
+    step 1: the band is then the link's alone, around the loss the point is made from."""
     if f.name == "direct":
         c = _direct_link(f, N, T)
         if c is None or not c.bootstrap:
@@ -71,6 +77,8 @@ def samples(
         return np.array([])
     if losses is not None and c.x == "loss":
         xs = np.asarray(losses, float)
+    elif loss is not None and c.x == "loss":
+        xs = np.array([float(loss)])
     elif f.step1.bootstrap:
         xs = f.step1.values(np.array(f.step1.bootstrap), (N, T))[:, 0]
     else:
@@ -125,9 +133,12 @@ def forecast(
         value = point(f, n_params, tokens, loss, chance)
         if not np.isfinite(value):
             continue
-        s = samples(f, n_params, tokens, losses, chance)
+        s = samples(f, n_params, tokens, losses, chance, loss)
         s = s[np.isfinite(s)]
-        ci = tuple(map(float, np.percentile(s, [2.5, 97.5]))) if s.size >= 2 else None
+        ci = None
+        if s.size >= 2:  # a band holds its point, as the plan's does
+            lo, hi = np.percentile(s, [2.5, 97.5])
+            ci = (float(min(lo, value)), float(max(hi, value)))
         nf, cf = n_params / tp.n_max, 6 * n_params * tokens / tp.flops_max
         ci = _widened(ci, f, max(math.log10(nf), math.log10(cf), 0.0), chance)
         beyond = None

@@ -32,9 +32,8 @@ from cdlaw.govern.curve import Curve
 from cdlaw.govern.decision import Decision, GovernOptions, Option
 from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_loss
 from cdlaw.law import Law
-from cdlaw.plan import EXTRAPOLATION_LIMIT
-from cdlaw.plan.checks import beyond_limit, extrapolated_text
-from cdlaw.plan.result import Allocation, Plan
+from cdlaw.plan.checks import check_model
+from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
 
@@ -200,7 +199,10 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
             f"D = {fresh:.4g} fresh tokens: govern it with a fit of the CD law (or a preset "
             "such as qin2026)"
         )
-    warnings += _range_check(source, options, n, fresh, strategy, max(planned, e_now))
+    end = max(planned, e_now)  # the run's N, D/N and D′/D at its end, as the law sees them
+    warnings += check_model(
+        source, "the run", n, fresh, max(end - fresh, 0.0), strategy, options.extrapolate
+    )
     e_hi = max(e_budget, planned, e_now) * 1.0001
     e_lo = float(curve.tokens[0]) / (1 - f)
     grid = np.geomspace(e_lo, max(e_hi, e_lo * 1.01), GRID_POINTS)
@@ -211,24 +213,6 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
     lam = float(p.marginal_gain_per_flop)
     return _Frame(
         n, fresh, strategy, f, planned, p, lam, t_now, e_now, e_budget, grid, inside, warnings
-    )
-
-
-def _range_check(source, options, n, fresh, strategy, end) -> list[str]:
-    """The run's N, D/N and D′/D at its end against the law's fitted range: BadInput
-    beyond the extrapolation limit `cdlaw plan` applies, unless --extrapolate (then a
-    warning)."""
-    derived = max(end - fresh, 0.0)
-    run = Allocation("run", n, fresh, derived, strategy if derived else NONE, math.nan)
-    beyond = beyond_limit(source, run)
-    if not beyond:
-        return []
-    if options.extrapolate:
-        return [extrapolated_text(f"the run: {'; '.join(beyond)}")]
-    raise BadInput(
-        f"the run is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the range its "
-        f"law was fitted on ({'; '.join(beyond)}): give a law fitted on runs nearer it, or "
-        "pass --extrapolate to govern it anyway"
     )
 
 

@@ -321,6 +321,32 @@ def guard(
     return (), left_out
 
 
+def check_model(
+    source: PlanningLaw,
+    what: str,
+    n_params: float,
+    fresh: float,
+    derived: float,
+    strategy: str,
+    extrapolate: bool,
+) -> list[str]:
+    """guard() for one model rather than a plan: `what` ("the run", "the model") at (N, D,
+    D′, strategy) beyond the extrapolation limit of the law's fitted range raises BadInput
+    naming --extrapolate, as `cdlaw plan` refuses such a plan; with extrapolate, the
+    warning every command then says (empty inside the limit)."""
+    model = Allocation("model", n_params, fresh, derived, strategy if derived else NONE, math.nan)
+    beyond = beyond_limit(source, model)
+    if not beyond:
+        return []
+    if extrapolate:
+        return [extrapolated_text(f"{what}: {'; '.join(beyond)}")]
+    raise BadInput(
+        f"{what} is beyond the {EXTRAPOLATION_LIMIT:g}× extrapolation limit of the range its "
+        f"law was fitted on ({'; '.join(beyond)}): give a law fitted on runs nearer it, or "
+        "pass --extrapolate to use it anyway"
+    )
+
+
 def extrapolated_text(where: str) -> str:
     """The line every command says first of a plan made beyond the extrapolation limit with
     --extrapolate, `where` naming the coordinates (or budgets) past it."""

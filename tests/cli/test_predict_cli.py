@@ -84,6 +84,27 @@ def test_predict_plan_link_and_report_agree_and_bands_widen(cdlaw, ladder):
     [
         (["--n-params", "0", "--fresh-tokens", "1e9"], "--n-params"),
         (["--n-params", "1e9", "--fresh-tokens", "1e9", "--task", "nope"], "no task predictors"),
+        (
+            ["--n-params", "1e9", "--fresh-tokens", "1e9", "--derived-tokens", "1e9"],
+            "needs --strategy",
+        ),
+        (
+            [
+                "--n-params",
+                "1e9",
+                "--fresh-tokens",
+                "1e9",
+                "--derived-tokens",
+                "1e9",
+                "--strategy",
+                "bogus",
+            ],
+            "--strategy 'bogus' is not a strategy of the runs",
+        ),
+        (
+            ["--n-params", "1e13", "--fresh-tokens", "1e13", "--law", "chinchilla-hoffmann"],
+            "extrapolation limit",
+        ),
     ],
 )
 def test_predict_refuses_in_one_sentence(cdlaw, ladder, args, says):
@@ -92,6 +113,20 @@ def test_predict_refuses_in_one_sentence(cdlaw, ladder, args, says):
         "predict", "--downstream", ladder.with_name("ladder.downstream.json"), *args
     )
     assert code == 2 and says in err and err.count("\n") == 1 and out == ""
+
+
+def test_a_presets_loss_gives_a_band_around_its_own_point(cdlaw, ladder):
+    """A preset law has no bootstrap: the band is the link's refits at the preset's loss,
+    not the downstream runs' own step 1 (which gave a band that missed the point)."""
+    assert cdlaw("downstream", ladder, "--bootstrap", 20)[0] == 0
+    links = ladder.with_name("ladder.downstream.json")
+    for law in ("chinchilla-hoffmann", "chinchilla-besiroglu"):
+        code, out, err = cdlaw("predict", "--downstream", links, "--law", law, "--n-params",
+                               "1B", "--fresh-tokens", "20B", "--json")  # fmt: skip
+        assert code == 0, err
+        for f in json.loads(out)["tasks"]:
+            lo, hi = f["ci95"]
+            assert lo <= f["value"] <= hi and hi - lo < 0.2, (law, f)
 
 
 def test_a_bad_chance_is_refused(cdlaw, ladder):

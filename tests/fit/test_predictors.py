@@ -168,3 +168,23 @@ def test_a_sigmoid_with_its_floor_known_levels_off_at_one_at_most():
     y = 0.25 + 0.9 / (1 + np.exp(6.0 * (x - 1.0))) + rng.normal(0, 0.002, len(x))
     c = _fit_link(SIGMOID, x, y, np.arange(len(x)), 0.25, "loss", 20, rng, falling=True)
     assert max(a for a, *_ in [c.theta, *c.bootstrap]) <= 0.75 + 1e-12  # a + b ≤ 1
+
+
+def test_a_laws_loss_without_its_bootstrap_is_every_refits_step_one(planted):
+    """A preset law (no bootstrap) gives the val-loss chain its loss: the band is the
+    link's refits at that loss, around the point made from it, not the ladder's own step
+    1 refits (a band that missed the point by the two laws' difference)."""
+    N, T = 2.5e9, 5e10
+    own = forecast(planted, N, T, predictor="val-loss")
+    lower = forecast(planted, N, T, loss=0.8 * _step1_loss(planted, N, T),
+                     predictor="val-loss")  # fmt: skip
+    same = forecast(planted, N, T, loss=0.8 * _step1_loss(planted, N, T),
+                    losses=np.full(60, 0.8 * _step1_loss(planted, N, T)), predictor="val-loss")  # fmt: skip
+    assert lower.value != own.value
+    assert lower.ci95[0] <= lower.value <= lower.ci95[1]
+    assert lower.ci95 == pytest.approx(same.ci95)
+
+
+def _step1_loss(tp: TaskPredictors, N: float, T: float) -> float:
+    step1 = tp.fits["val-loss"].step1
+    return float(step1.values(np.array([step1.theta]), (N, T))[0, 0])
