@@ -95,8 +95,12 @@ def run_comparison(
 
     n_starts = count(starts, "--starts")
     laws = None if law == "all" else tuple(x.strip() for x in law.split(",") if x.strip())
+    from cdlaw.plan.requests import positive
+
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    budget = None if budget is None else positive(budget, "--budget-flops")
+    unique = None if unique is None else positive(unique, "--unique-tokens")
     if unique is not None and budget is None:
         raise BadInput("--unique-tokens goes with --budget-flops: give the budget to plan")
 

@@ -161,9 +161,14 @@ def frontier_budgets(lo: float, hi: float, points: int) -> np.ndarray:
     lo, hi = positive(lo, "--frontier-range start"), positive(hi, "--frontier-range end")
     if not hi > lo:
         raise BadInput(f"--frontier-range {lo:g}:{hi:g}: the end must exceed the start.")
-    if int(points) < 2:
+    return np.logspace(math.log10(lo), math.log10(hi), frontier_points(points))
+
+
+def frontier_points(points) -> int:
+    """--frontier-points as a count of at least 2 budgets (BadInput otherwise)."""
+    if int(points) != points or int(points) < 2:
         raise BadInput(f"--frontier-points {points}: need at least 2 budgets.")
-    return np.logspace(math.log10(lo), math.log10(hi), int(points))
+    return int(points)
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.checks import BeyondLimit
-from cdlaw.plan.planner import plan
+from cdlaw.plan.planner import frontier_points, plan
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 
 # Where supported_budgets looks for budgets a law can plan: 10^0 to 10^40 FLOPs, first at
@@ -29,7 +29,7 @@ def supported_budgets(
     points: int = 13,
     **options,
 ) -> np.ndarray | None:
-    """`points` log-spaced budgets spanning the range whose plans stay inside the
+    """`points` (≥ 2) log-spaced budgets spanning the range whose plans stay inside the
     extrapolation limit (the one guard, checks.guard), with a predicted loss below ln V
     where the runs' vocabulary is known (above it the law means nothing): the default of
     `cdlaw plan --frontier` and of the frontier figure. None for a law without a fitted
@@ -39,6 +39,7 @@ def supported_budgets(
     The scan plans without the bootstrap (its refits decide nothing here), so it costs
     about a hundred plain plans."""
     source = law if isinstance(law, PlanningLaw) else as_planning_law(law)
+    points = frontier_points(points)
     if source.data_range is None:
         return None
     probe = replace(source, bootstrap=())

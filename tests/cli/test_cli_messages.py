@@ -385,3 +385,18 @@ def test_a_fit_of_runs_that_changed_since_is_refused_by_report_plot_and_next(
     # the same file unedited is the fit's own: drawn as before
     code, _, err = cdlaw("plot", demo_fit, "--kind", "loss", "--out", tmp_path / "ok")
     assert code == 0, err
+
+
+def test_a_frontier_of_too_few_budgets_and_a_bad_compare_budget_are_refused(
+    cdlaw, demo_fit, tmp_path
+):
+    fit = demo_fit.with_name("demo.fit.json")
+    for points in ("0", "1"):  # the default range, found from the fit, as a given one
+        code, out, err = cdlaw("plan", "--law", fit, "--frontier", "--unique-tokens", "96K",
+                               "--frontier-points", points)  # fmt: skip
+        assert code == 2 and out == "" and "need at least 2 budgets" in err, err
+    for bad in (["--budget-flops", "-1"], ["--budget-flops", "1e12", "--unique-tokens", "0"]):
+        code, _, err = cdlaw("compare", demo_fit, "--law", "cd", *bad,
+                             "--out", tmp_path / "c.json")  # fmt: skip
+        assert code == 2 and "must be a positive number" in err, err
+        assert not (tmp_path / "c.json").exists()
