@@ -83,13 +83,17 @@ def sweep(
     from cdlaw.sweep.runner import run_sweep
 
     display = SweepDisplay(live=err.is_terminal and not json_out)
+    again = f"cdlaw sweep {sweep_file}" + ("" if out == Path("runs") else f" --out {out}")
     try:
         outcome = run_sweep(sweep_file, out, options, on_event=display)
     except SystemExit as e:  # SIGTERM: the runner let the runs checkpoint, then exits 143
         display.stop()
         if e.code == 128 + signal.SIGTERM:
-            again = f"cdlaw sweep {sweep_file}" + ("" if out == Path("runs") else f" --out {out}")
             err.print(display.stopped_line(again), highlight=False)
+        raise
+    except KeyboardInterrupt:  # Ctrl-C: the same kept runs and checkpoints, the same way on
+        display.stop()
+        err.print(display.stopped_line(again, "Ctrl-C"), highlight=False)
         raise
     finally:
         display.stop()

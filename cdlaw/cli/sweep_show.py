@@ -313,11 +313,11 @@ class SweepDisplay:
     def _count(self) -> str:
         return f"  [{len(self.finished)}/{self.total}]"
 
-    def stopped_line(self, again: str) -> str:
-        """What a sweep stopped by SIGTERM kept, and how to go on."""
+    def stopped_line(self, again: str, by: str = "SIGTERM") -> str:
+        """What a sweep stopped by a signal (`by`: SIGTERM, Ctrl-C) kept, and how to go on."""
         where = f" in {self.sweep_dir}" if self.sweep_dir else ""
         return (
-            f"stopped by SIGTERM: {len(self.finished)} of {self.total} runs are finished and "
+            f"stopped by {by}: {len(self.finished)} of {self.total} runs are finished and "
             f"kept{where}, and runs in progress resume from their last checkpoint; "
             f"`{again}` resumes the sweep"
         )

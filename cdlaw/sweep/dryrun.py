@@ -12,6 +12,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,8 +25,9 @@ from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import run_state
-from cdlaw.sweep.sweep_file import check_out_folder, sweep_growth
+from cdlaw.sweep.sweep_file import check_sweep_file, restart_text, run_folders, sweep_growth
 from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
 
@@ -208,23 +210,42 @@ def dry_run_sweep(
 ) -> DryRun:
     """Validate a sweep and estimate its time; writes nothing into the runs folder.
 
-    Of `options` it reads only, executor, jobs, exec_cfg and pack. The corpus is prepared
+    Of `options` it reads only restart, simulation, executor, jobs, exec_cfg and pack; it
+    refuses what the sweep would refuse (a sweep file that drops or changes runs, runs
+    trained on other inputs) unless restart, and counts the runs restart deletes as to do.
+    The corpus is prepared
     in the runs folder's cache when that exists (it is needed anyway), else in a temporary
     folder that is removed afterwards.
     """
     out = Path(out)
     sweep = load_sweep(path)
-    check_out_folder(sweep, out)
+    check_sweep_file(sweep, out, options.restart)  # as the sweep itself refuses it
     notes: list[str] = []
     exec_cfg = options.exec_cfg
     device = _calibration_device(exec_cfg, options.executor, notes)
-    plan = _plan_here(sweep, out, options.only)
+    check = None
+    if not options.restart:  # runs trained on other inputs: refused, as the sweep refuses them
+        check = partial(refuse_changed_runs, out / sweep.name, simulation=options.simulation)
+    plan = _plan_here(sweep, out, options.only, check)
     notes += plan.notes
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(_sweep_file_note(toml, plan.sweep))
+    doomed: set[str] = set()
+    if options.restart:
+        ids = {r.run_id for r in plan.all_runs}
+        folders = run_folders(plan.sweep, out, ids, {r.run_id for r in plan.runs})
+        doomed = {p.name for p in folders.doomed}
+        if doomed:
+            notes.append(f"--restart deletes {restart_text(folders, plan.sweep_dir)} first")
     rows = [
-        {**run_facts(r), "state": run_state(plan.sweep_dir / r.run_id)["state"]} for r in plan.runs
+        {
+            **run_facts(r),
+            "state": "pending"
+            if r.run_id in doomed
+            else run_state(plan.sweep_dir / r.run_id)["state"],
+        }
+        for r in plan.runs
     ]
     todo = [row for row in rows if row["state"] not in ("done", "diverged")]
     n_jobs, threads, _ = choose_jobs(device, len(todo), options.jobs, exec_cfg.threads)
@@ -295,8 +316,8 @@ def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -
 def _sweep_file_note(toml: Path, sweep: SweepConfig) -> str:
     """What running this sweep does to the other sweep file of its name in the runs folder."""
     growth = sweep_growth(toml.read_text(), sweep)
-    if growth is None:
-        return f"{toml} holds a different sweep: running this one needs --restart"
+    if growth is None:  # only with --restart (check_sweep_file refuses it otherwise)
+        return f"{toml} holds a different sweep, whose runs --restart deletes"
     if not growth.added:
         return f"{toml} defines the same runs: running this one replaces it and keeps them"
     return (
@@ -305,16 +326,16 @@ def _sweep_file_note(toml: Path, sweep: SweepConfig) -> str:
     )
 
 
-def _plan_here(sweep: SweepConfig, out: Path, only: str | None) -> SweepPlan:
-    """plan_sweep with the corpus in out/.cache where that exists, else in a temporary
-    folder removed afterwards."""
+def _plan_here(sweep: SweepConfig, out: Path, only: str | None, check_runs=None) -> SweepPlan:
+    """plan_sweep (check_runs: refuse_changed_runs, as the sweep's own) with the corpus in
+    out/.cache where that exists, else in a temporary folder removed afterwards."""
     import tempfile
 
     with contextlib.ExitStack() as stack:
         cache = out / ".cache"
         if not cache.is_dir():
             cache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cdlaw-cache-")))
-        return plan_sweep(sweep, out, only, cache_dir=cache, preview=True)
+        return plan_sweep(sweep, out, only, cache_dir=cache, preview=True, check_runs=check_runs)
 
 
 @dataclass

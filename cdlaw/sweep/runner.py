@@ -66,8 +66,8 @@ from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import check_strategies
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.stale import refuse_changed_runs
-from cdlaw.sweep.summary import RUN_ID_PATTERN, rebuild_summary
-from cdlaw.sweep.sweep_file import check_sweep_file
+from cdlaw.sweep.summary import rebuild_summary
+from cdlaw.sweep.sweep_file import check_sweep_file, restart_text, run_folders
 from cdlaw.sweep.worker import score_finished_runs
 from cdlaw.train.damage import name_finished_run_damage
 from cdlaw.train.result import read_result, run_facts
@@ -338,13 +338,10 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
     there: cdlaw.sweep.sweep_file); with restart, delete the old runs first."""
     sweep_dir = plan.sweep_dir
     toml = sweep_dir / "sweep.toml"
-    same = check_sweep_file(plan.sweep, plan.out, restart) is not None  # keeps every run
+    check_sweep_file(plan.sweep, plan.out, restart)
     ours = {r.run_id for r in plan.all_runs}
-    orphans = [
-        p.name
-        for p in sorted(sweep_dir.glob("*"))
-        if p.is_dir() and RUN_ID_PATTERN.match(p.name) and p.name not in ours
-    ]
+    folders = run_folders(plan.sweep, plan.out, ours, {r.run_id for r in plan.runs})
+    same, orphans = folders.same, folders.orphans
     if same and orphans and not restart:
         # summary.parquet gathers every run folder: runs of no run of this sweep would be
         # fitted with it (e.g. folders an older cdlaw named by another run identity).
@@ -354,14 +351,7 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
             "the sweep from scratch, or --out to train elsewhere"
         )
     if restart:
-        selected = {r.run_id for r in plan.runs}
-        doomed = [
-            p
-            for p in sorted(sweep_dir.glob("*"))
-            if p.is_dir()
-            and RUN_ID_PATTERN.match(p.name)
-            and (not same or p.name in selected or p.name in orphans)
-        ]
+        doomed = folders.doomed
         for p in doomed:
             holder = read_lock(p / LOCK_NAME)
             if holder is not None and not holder["stale"]:
@@ -372,6 +362,8 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
         for p in doomed:
             shutil.rmtree(p)
         (sweep_dir / "summary.parquet").unlink(missing_ok=True)
+        if doomed:
+            log.warning(f"--restart deleted {restart_text(folders, sweep_dir)}")
     if not (toml.is_file() and toml.read_text() == plan.sweep.text):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(toml, plan.sweep.text)

@@ -55,6 +55,43 @@ def _run_ids(sweep: SweepConfig) -> set[str]:
     }
 
 
+@dataclass(frozen=True)
+class RunFolders:
+    """What a sweep finds of its own in out/<name>/ before it claims the folder."""
+
+    same: bool  # the copy there keeps every run of this sweep's (or grows into it)
+    orphans: list[str]  # run folders there that are no run of this sweep
+    doomed: list[Path]  # what `--restart` deletes: every run folder when not `same`, else
+    # the selected runs' and the orphans
+
+
+def run_folders(sweep: SweepConfig, out: Path, all_ids: set[str], selected: set[str]) -> RunFolders:
+    """The run folders of out/<sweep.name>/ as `--restart` and the orphan check see them
+    (run_ids: every run of the sweep; selected: those --only keeps). `cdlaw sweep` deletes
+    `doomed` under --restart; `--dry-run --restart` counts them as runs to train."""
+    from cdlaw.sweep.summary import RUN_ID_PATTERN
+
+    sweep_dir = out / sweep.name
+    same = check_sweep_file(sweep, out, restart=True) is not None
+    folders = [
+        p for p in sorted(sweep_dir.glob("*")) if p.is_dir() and RUN_ID_PATTERN.match(p.name)
+    ]
+    orphans = [p.name for p in folders if p.name not in all_ids]
+    doomed = [p for p in folders if not same or p.name in selected or p.name in orphans]
+    return RunFolders(same, orphans, doomed)
+
+
+def restart_text(folders: RunFolders, sweep_dir: Path) -> str:
+    """What --restart deletes, in words: "N run folder(s) of DIR (why)"."""
+    if not folders.same:
+        why = "every one: the sweep file drops or changes runs of its copy there"
+    else:
+        why = "the selected runs'"
+        if folders.orphans:
+            why += f", and {len(folders.orphans)} of no run of this sweep"
+    return f"{len(folders.doomed)} run folder(s) of {sweep_dir} ({why})"
+
+
 def check_out_folder(sweep: SweepConfig, out: Path) -> None:
     """Refuse (BadInput) an --out that is this sweep's own runs folder (`runs/demo` for the
     sweep demo, where `cdlaw fit` reads it): its runs would go to runs/demo/demo and every

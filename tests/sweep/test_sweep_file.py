@@ -92,12 +92,15 @@ def test_out_given_as_the_sweeps_own_folder_is_refused_before_anything_is_writte
     assert (own / "inner" / "summary.parquet").is_file()
 
 
-def test_restart_with_a_sweep_that_drops_runs_deletes_every_old_run(tmp_path):
+def test_restart_with_a_sweep_that_drops_runs_deletes_every_old_run(tmp_path, caplog):
     """A changed sweep's --restart clears the folder, even runs it keeps but --only leaves
-    out: they were trained as part of another sweep (docs/cli.md)."""
+    out: they were trained as part of another sweep (docs/cli.md); and says so."""
     assert simulate(tmp_path, SWEEP).exit_code == 0
     before = finished(tmp_path)
-    assert simulate(tmp_path, NO_PARAPHRASE, restart=True, only="strategy=none").exit_code == 0
+    with caplog.at_level("WARNING", logger="cdlaw"):
+        assert simulate(tmp_path, NO_PARAPHRASE, restart=True, only="strategy=none").exit_code == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert any("--restart deleted 6 run folder(s)" in m and "every one" in m for m in said), said
     after = finished(tmp_path)
     assert len(before) == 6 and len(after) == 2  # the repetition runs it keeps are gone too
     assert all('"strategy": "none"' in text for text in after.values())

@@ -318,3 +318,38 @@ def test_a_different_sweep_file_under_the_same_name_is_refused(tiny, runs_root, 
     assert (tiny["dir"] / "sweep.toml").read_text() == tiny["path"].read_text()
     result = cdlaw("sweep", path, "--out", runs_root, cwd=runs_root)
     assert result.returncode == 2 and "--restart" in " ".join(result.stderr.split())
+
+
+def test_the_dry_run_refuses_what_the_sweep_refuses_and_counts_what_restart_retrains(
+    tiny, tmp_path, one_thread
+):
+    """--dry-run checks as the sweep does: a sweep file that changes runs, and runs trained
+    on other inputs, are refused without --restart; with it, the runs it deletes are to
+    train again (they showed as done, 0 s to do)."""
+    import shutil
+
+    root = tmp_path / "runs"
+    shutil.copytree(tiny["dir"], root / "tiny")
+    edited = tmp_path / "tiny-edited.toml"
+    edited.write_text(tiny["path"].read_text().replace("eval_every = 4", "eval_every = 8"))
+    with pytest.raises(BadInput, match="holds a different sweep"):
+        dry_run_sweep(edited, root, SweepOptions(exec_cfg=one_thread), calibrate=False)
+    plan = dry_run_sweep(
+        edited, root, SweepOptions(exec_cfg=one_thread, restart=True), calibrate=False
+    )
+    assert {row["state"] for row in plan.rows} == {"pending"}
+    assert any("--restart deletes 6 run folder(s)" in n for n in plan.notes), plan.notes
+    # one run's folder records another corpus: the sweep would refuse it, so does the preview
+    run = next(p for p in (root / "tiny").iterdir() if (p / "config.json").is_file())
+    config = json.loads((run / "config.json").read_text())
+    config["inputs"] = {"corpus_key": "0" * 20, "files": []}
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(BadInput, match="other tokens"):
+        dry_run_sweep(tiny["path"], root, SweepOptions(exec_cfg=one_thread), calibrate=False)
+    plan = dry_run_sweep(
+        tiny["path"],
+        root,
+        SweepOptions(exec_cfg=one_thread, restart=True, only=f"run_id={run.name}"),
+        calibrate=False,
+    )
+    assert [row["state"] for row in plan.rows] == ["pending"]
