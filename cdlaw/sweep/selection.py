@@ -50,7 +50,7 @@ _ONLY_TEXT_KEYS = ("run_id", "size", "strategy")
 _CLAUSE = re.compile(r"^\s*([A-Za-z_]+)\s*(<=|>=|==|!=|=|<|>)\s*(.+?)\s*$")
 
 
-def parse_only(expr: str):
+def parse_only(expr: str) -> "OnlyFilter":
     """`--only` as a predicate on run_facts(): comma-separated clauses, all must hold.
 
     A clause is `key OP value`, OP one of = == != < <= > >=; `=`/`!=` take alternatives
@@ -80,15 +80,35 @@ def parse_only(expr: str):
             wants = [sweep_number(v, f"--only {key}") for v in alternatives]
         clauses.append((key, op, wants))
 
-    def keep(facts: dict) -> bool:
-        for key, op, wants in clauses:
+    return OnlyFilter(tuple(clauses))
+
+
+def _same(key: str, have, want) -> bool:
+    """One --only value against a run's: numbers as numbers; a size as a number where both
+    read as one ('20K' is 20000, as [[exclude]] compares them), else as its name."""
+    if not isinstance(want, str):
+        return same_number(float(have), want)
+    if have == want:
+        return True
+    if key == "size":
+        try:
+            return same_number(sweep_number(have, "size"), sweep_number(want, "size"))
+        except BadInput:
+            return False
+    return False
+
+
+@dataclass(frozen=True)
+class OnlyFilter:
+    """--only parsed: (key, op, values) clauses, all of which a run must meet."""
+
+    clauses: tuple[tuple[str, str, list], ...]
+
+    def __call__(self, facts: dict) -> bool:
+        for key, op, wants in self.clauses:
             have = facts[key]
             if op in ("=", "!="):
-                hit = any(
-                    (have == w) if isinstance(w, str) else same_number(float(have), w)
-                    for w in wants
-                )
-                if hit != (op == "="):
+                if any(_same(key, have, w) for w in wants) != (op == "="):
                     return False
             else:
                 w = wants[0]
@@ -97,7 +117,20 @@ def parse_only(expr: str):
                     return False
         return True
 
-    return keep
+    def check(self, facts: list[dict]) -> None:
+        """BadInput naming an alternative of an = or != clause that no run of the sweep
+        has (a typo among `a|b` selected the others without a word)."""
+        for key, op, wants in self.clauses:
+            if op not in ("=", "!="):
+                continue
+            for w in wants:
+                if not any(_same(key, f[key], w) for f in facts):
+                    have = sorted({str(f[key]) for f in facts})
+                    shown = ", ".join(have[:8]) + (", …" if len(have) > 8 else "")
+                    raise BadInput(
+                        f"--only {key}{op}{w}: no run of the sweep has {key} {w} "
+                        f"(its values: {shown})"
+                    )
 
 
 @dataclass
@@ -200,8 +233,11 @@ def plan_sweep(
     return SweepPlan(sweep, selected, runs, out, vocab, prepared, forest, notes)
 
 
-def _select(runs: list[RunConfig], keep, only: str | None) -> list[RunConfig]:
-    selected = [r for r in runs if keep is None or keep(run_facts(r))]
+def _select(runs: list[RunConfig], keep: OnlyFilter | None, only: str | None) -> list[RunConfig]:
+    facts = [run_facts(r) for r in runs]
+    if keep is not None:
+        keep.check(facts)
+    selected = [r for r, f in zip(runs, facts, strict=True) if keep is None or keep(f)]
     if not selected:
         raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
     return selected

@@ -219,6 +219,16 @@ def test_only_filter():
         parse_only("n_params<many")
 
 
+def test_only_reads_sizes_as_numbers_and_names_an_alternative_no_run_has():
+    facts = [run_facts(r) for r in sweep().runs()]
+    named = [f for f in facts if parse_only("size=20K")(f)]
+    assert named and [f for f in facts if parse_only("size=20000")(f)] == named
+    assert [f for f in facts if parse_only("size=20k")(f)] == named
+    with pytest.raises(BadInput, match="strategy=paraphrse: no run of the sweep has strategy"):
+        parse_only("strategy=paraphrse|none").check(facts)
+    parse_only("strategy=paraphrase|none").check(facts)  # every alternative has runs
+
+
 # --- bad sweep files ----------------------------------------------------------------------
 
 
