@@ -288,6 +288,7 @@ def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE.
 
     Runs of one cell that differ only in `seed` (same lr and weight_decay) are replicates;
+    two runs of one seed (a cell trained by two sweeps) count once;
     their log losses scatter around the cell's mean by the training noise alone, which no
     law can fit. Returns the pooled standard deviation of log loss over such groups,
     sqrt(Σ (log L − cell mean)² / Σ (n − 1)), with the number of groups and runs, or None
@@ -297,6 +298,8 @@ def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     df = prepare_runs(df)
     df = df[~_duplicated(df)]  # an exact copy of a run is not another seed
     cols = [c for c in (*CELL, "lr", "weight_decay") if c in df.columns]
+    if "seed" in df.columns:  # one seed trained twice (two sweeps, two run ids): one run
+        df = df.drop_duplicates(subset=[*cols, "seed"])
     logs = np.log(df["loss"].to_numpy(float))
     groups = df.assign(_log=logs).groupby(cols, dropna=False, sort=False)["_log"]
     n = groups.transform("size").to_numpy()

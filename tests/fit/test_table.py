@@ -164,9 +164,12 @@ def test_exact_duplicate_rows_are_not_seed_replicates():
     doubled = pd.concat([df, df.iloc[[0, 5, 5, 7]]], ignore_index=True)  # 4 exact copies
     assert seed_noise(doubled) == seed_noise(df)
     assert duplicate_rows(df) == 0 and duplicate_rows(doubled) == 4
-    # a copy that differs in any column (here its run_id) is a run of its own
+    # a copy that differs in its run_id is a run of its own, but of the same seed (a cell
+    # two sweeps trained): not another replicate; under another seed it is one
     other = pd.concat([df, df.iloc[[5]].assign(run_id="z")], ignore_index=True)
-    assert duplicate_rows(other) == 0 and seed_noise(other) != seed_noise(df)
+    assert duplicate_rows(other) == 0 and seed_noise(other) == seed_noise(df)
+    reseeded = pd.concat([df, df.iloc[[5]].assign(run_id="z", seed=9)], ignore_index=True)
+    assert seed_noise(reseeded) != seed_noise(df)
     # a table of nothing but copies has no replicates at all
     assert seed_noise(pd.concat([runs(), runs()], ignore_index=True)) is None
 
