@@ -30,7 +30,9 @@ def supported_budgets(
     **options,
 ) -> np.ndarray | None:
     """`points` (≥ 2) log-spaced budgets spanning the range whose plans stay inside the
-    extrapolation limit (the one guard, checks.guard), with a predicted loss below ln V
+    extrapolation limit (the one guard, checks.guard) on the strategy the law prefers (not
+    on another the guard fell back to: the frontier would jump to it), with a predicted
+    loss below ln V
     where the runs' vocabulary is known (above it the law means nothing): the default of
     `cdlaw plan --frontier` and of the frontier figure. None for a law without a fitted
     range (muennighoff2023), for which nothing is limited. Options as for plan(), without
@@ -51,6 +53,10 @@ def supported_budgets(
             p = plan(probe, 10.0**log_c, unique_tokens, strategy, extrapolate=False, **options)
         except BeyondLimit:
             return False
+        if p.left_out:  # the guard left a strategy out: was it the one the law prefers?
+            free = plan(probe, 10.0**log_c, unique_tokens, strategy, extrapolate=True, **options)
+            if free.strategy != p.strategy:
+                return False  # a frontier would jump to a worse strategy here
         return uniform is None or p.predicted_loss <= uniform
 
     lo, hi, step = SUPPORT_SCAN

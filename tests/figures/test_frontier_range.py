@@ -25,3 +25,22 @@ def test_a_law_without_a_fitted_range_plans_around_its_largest_run():
     got = compute_frontier(bare, 1e9, largest_run_flops=1e20, fit=bare.to_dict())
     budgets = [r["budget_flops"] for r in got["rows"]]
     assert np.allclose(budgets, default_budgets(1e20))
+
+
+def test_the_default_range_ends_before_the_guard_would_swap_the_strategy():
+    """Past the budget where the law's preferred strategy leaves the fitted range, the
+    guard plans another one, and a frontier would jump up to it (the demo's fit: paraphrase
+    at 1.10 nats, then repetition at 443 epochs and 1.24): the default range ends before."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import load_law
+    from cdlaw.plan.support import supported_budgets
+
+    golden = Path(__file__).resolve().parents[1] / "fit" / "golden" / "demo-runs.fit.json"
+    source = load_law(str(golden))
+    probe = replace(source, bootstrap=())
+    for c in supported_budgets(source, 96_000):
+        guarded = plan(probe, c, 96_000, extrapolate=False)
+        assert guarded.strategy == plan(probe, c, 96_000, extrapolate=True).strategy, c
