@@ -200,9 +200,10 @@ def _cell_key(rec: dict) -> tuple:
     return (*(float(rec[k]) for k in CELL_KEYS), str(rec["strategy"]))
 
 
-def run_labels(rows, summary) -> list[str]:
-    """What names each fitted row: its run id; for a cell averaged over seeds (`cdlaw fit
-    --select mean`, whose run_id is empty) the ids of the runs averaged; else its row."""
+def run_labels(rows, summary, select: str = "mean") -> list[str]:
+    """What names each fitted row: its run id; for a cell of several runs without one (a
+    table without run ids, or `cdlaw fit --select mean`, whose run_id is empty) the ids of
+    its runs, as the fit's `select` reduced them ("mean of 2", "best of 2"); else its row."""
     runs: dict[tuple, list[str]] = {}
     if summary is not None and {*CELL_KEYS, "strategy", "run_id"} <= set(summary.columns):
         done = (
@@ -223,7 +224,8 @@ def run_labels(rows, summary) -> list[str]:
         n_in = rec.get("n_in_cell")  # absent from fits older than --select
         n = int(n_in) if n_in is not None and n_in == n_in else len(ids) or 1
         if n > 1:
-            out.append(f"mean of {n}: {', '.join(ids)}" if len(ids) == n else f"mean of {n} runs")
+            how = "best" if select == "min" else "mean"
+            out.append(f"{how} of {n}: {', '.join(ids)}" if len(ids) == n else f"{how} of {n} runs")
         else:
             out.append(ids[0] if len(ids) == 1 else f"row {rec.get('row_id')}")
     return out
@@ -258,7 +260,7 @@ def regimes_section(report: Report) -> str:
         "derived-gain share (observed)",
     ]
     body = []
-    ids = run_labels(rows, inputs.summary)
+    ids = run_labels(rows, inputs.summary, str((inputs.fit or {}).get("select") or "mean"))
     for i, (rid, rec) in enumerate(zip(ids, rows.to_dict("records"), strict=True)):
         body.append(
             [

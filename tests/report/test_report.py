@@ -385,3 +385,15 @@ def test_links_of_runs_scored_again_since_are_refused(runs, tmp_path):
     summary.to_parquet(copy / "summary.parquet")
     with pytest.raises(BadInput, match=r"links other runs than .* holds now"):
         gather(copy)
+
+
+def test_a_cell_of_several_runs_is_named_as_the_fit_reduced_it():
+    from cdlaw.report.sections import run_labels
+
+    cell = {"n_params": 1e6, "fresh_tokens": 1e8, "derived_tokens": 0.0, "strategy": "none"}
+    summary = pd.DataFrame(
+        [{**cell, "run_id": "a", "loss": 3.0}, {**cell, "run_id": "b", "loss": 3.1}]
+    )
+    rows = pd.DataFrame([{**cell, "row_id": 0, "n_in_cell": 2, "loss": 3.0}])
+    assert run_labels(rows, summary, "min") == ["best of 2: a, b"]  # --select min kept one
+    assert run_labels(rows, summary, "mean") == ["mean of 2: a, b"]
