@@ -132,7 +132,7 @@ def _render(comparison) -> None:
     from rich import box
     from rich.table import Table
 
-    from cdlaw.plan.checks import extrapolated_text
+    from cdlaw.plan.guard import extrapolated_text
     from cdlaw.units import format_number as fmt
 
     scores = sorted(comparison.scores, key=lambda s: s.heldout_rmse_log)

@@ -99,7 +99,7 @@ def _grid_path(runs: Path, grid: Path | None) -> Path:
 def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
     """The plan now and why each run was chosen (stdout, or JSON with --json), the
     warnings, and how to run the batch."""
-    from cdlaw.plan.checks import extrapolated_text
+    from cdlaw.plan.guard import extrapolated_text
 
     if batch.plan.extrapolated:
         say_extrapolated(extrapolated_text("; ".join(batch.plan.extrapolated)))

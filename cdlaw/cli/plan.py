@@ -183,7 +183,7 @@ REGIME_WHY = {
 def _render_plan(p) -> None:
     """The plan's panel, the same budget planned other ways, training cost, warnings."""
     if p.extrapolated:
-        from cdlaw.plan.checks import extrapolated_text
+        from cdlaw.plan.guard import extrapolated_text
 
         say_extrapolated(extrapolated_text("; ".join(p.extrapolated)), out)
     out.print(_plan_panel(p))

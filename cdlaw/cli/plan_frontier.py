@@ -66,7 +66,7 @@ def plan_frontier(source, frontier_range, points, unique, strategy, options, jso
 
 
 def render_frontier(plans, law: str, unique, strategy: str) -> None:
-    from cdlaw.plan.checks import frontier_extrapolated
+    from cdlaw.plan.guard import frontier_extrapolated
 
     line = frontier_extrapolated(plans)
     if line:

@@ -25,7 +25,7 @@ def gap_text(x: float, digits: int) -> str:
 
 def say_extrapolated(text: str, console: Console = err) -> None:
     """A plan made beyond the extrapolation limit with --extrapolate, said first in the
-    sentence cdlaw.plan.checks.extrapolated_text (or frontier_extrapolated) gives, its
+    sentence cdlaw.plan.guard.extrapolated_text (or frontier_extrapolated) gives, its
     first word in bold red: on stdout before `plan`'s own panel or table, on stderr for a
     command whose stdout holds another result (report, next, compare)."""
     rest = escape(text).removeprefix("extrapolated")

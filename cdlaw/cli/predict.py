@@ -50,7 +50,7 @@ def predict(
 
     from cdlaw.cli import say
     from cdlaw.errors import BadInput
-    from cdlaw.plan.checks import check_model
+    from cdlaw.plan.guard import check_model
     from cdlaw.plan.source import load_law
     from cdlaw.tasks.downstream_json import Downstream
     from cdlaw.tasks.plan_metrics import forecast_tasks, read_predictors
@@ -65,11 +65,7 @@ def predict(
             f"{downstream} holds no task predictors{f' for {task!r}' if task else ''}; "
             "write it again with `cdlaw downstream RUNS` (accuracy columns get predictors)"
         )
-    N = number(n_params, "--n-params")
-    D = number(fresh_tokens, "--fresh-tokens")
-    Dp = number(derived_tokens, "--derived-tokens")
-    if N <= 0 or D <= 0 or Dp < 0:
-        raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
+    N, D, Dp = _model(n_params, fresh_tokens, derived_tokens)
     source = load_law(law) if law else None
     strategy = _strategy(strategy, Dp, Downstream.read(downstream).strategies, source)
     warnings = []
@@ -91,6 +87,18 @@ def predict(
         )
         return
     _render(forecasts, N, D, Dp, strategy)
+
+
+def _model(n_params: str, fresh_tokens: str, derived_tokens: str) -> tuple[float, float, float]:
+    """(N, D, D′) from the command line: N and D positive, D′ ≥ 0 (BadInput otherwise)."""
+    from cdlaw.errors import BadInput
+
+    N = number(n_params, "--n-params")
+    D = number(fresh_tokens, "--fresh-tokens")
+    Dp = number(derived_tokens, "--derived-tokens")
+    if N <= 0 or D <= 0 or Dp < 0:
+        raise BadInput("--n-params and --fresh-tokens must be positive, --derived-tokens ≥ 0")
+    return N, D, Dp
 
 
 def _strategy(text: str, derived: float, runs: list[str], source) -> str:

@@ -61,7 +61,7 @@ def report(
 
     Example: cdlaw report runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
-    from cdlaw.plan.checks import extrapolated_text
+    from cdlaw.plan.guard import extrapolated_text
     from cdlaw.report.page import write_report
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")

@@ -27,7 +27,8 @@ from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
 from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
-from cdlaw.plan.checks import fitted_range, strategy_bounds
+from cdlaw.plan.checks import strategy_bounds
+from cdlaw.plan.guard import fitted_range
 from cdlaw.plan.planner import plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw

@@ -45,6 +45,9 @@ class PlotInputs:
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
     comparison_rows: pd.DataFrame | None = None  # compare_rows.parquet
     downstream: Downstream | None = None  # downstream.json: the task links
+    # the runs as `cdlaw fit` reads them (load_runs), where a fit or links beside them were
+    # checked against them; None: not read
+    runs: pd.DataFrame | None = None
 
     @property
     def out_dir(self) -> Path:
@@ -346,9 +349,10 @@ def _refuse_stale(inputs: PlotInputs, path: Path, fit_path: Path | None) -> None
         path.is_dir() and not (path / "summary.parquet").is_file()
     ):
         return
-    runs = load_runs(path)
-    if fit_path is not None:
-        why = stale_fit(runs, FitResult.read(fit_path), path)
+    fit = None if fit_path is None else FitResult.read(fit_path)  # a bad file: said first
+    runs = inputs.runs = load_runs(path)
+    if fit is not None:
+        why = stale_fit(runs, fit, path)
         if why is not None:
             raise BadInput(f"{fit_path}: {why}")
     if inputs.downstream is not None:

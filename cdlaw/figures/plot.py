@@ -21,7 +21,7 @@ from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
 from cdlaw.law import Law
-from cdlaw.plan.checks import frontier_extrapolated
+from cdlaw.plan.guard import frontier_extrapolated
 from cdlaw.plan.planner import frontier
 from cdlaw.plan.source import with_fitted_range
 from cdlaw.plan.support import supported_budgets

@@ -91,7 +91,7 @@ RANGE_COLUMNS = ("n_params", "fresh_tokens", "derived_ratio", "tokens_per_param"
 class DataRange:
     """[min, max] of each coordinate a plan is checked against, over the fitted rows, and
     per strategy the same over its own runs (a fit gives each strategy its derived ratios
-    [0, max]: the one-epoch runs anchor r = 0). fit.json "data_range"; cdlaw.plan.checks
+    [0, max]: the one-epoch runs anchor r = 0). fit.json "data_range"; cdlaw.plan.guard
     reads it in its to_dict() form. A coordinate is None where the file has no pair."""
 
     n_params: Bounds | None = None

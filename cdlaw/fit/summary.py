@@ -44,7 +44,7 @@ def data_range(rows: pd.DataFrame) -> DataRange:
     """[min, max] of each coordinate a plan is checked against, over the fitted rows, and
     per strategy the derived ratios its own runs reached ([0, max]: the one-epoch runs
     anchor r = 0). A plan of 47 repetition epochs extrapolates R* when only paraphrase
-    runs went past r = 7, whatever the table's largest r (cdlaw.plan.checks)."""
+    runs went past r = 7, whatever the table's largest r (cdlaw.plan.guard)."""
     bounds = {c: (float(rows[c].min()), float(rows[c].max())) for c in RANGE_COLUMNS}
     derived = rows[rows["derived_tokens"] > 0]
     per = {

@@ -30,9 +30,10 @@ from cdlaw.govern.curve import Curve
 # What the governor is asked and says: cdlaw.govern.decision; the law along the run:
 # cdlaw.govern.run_loss.
 from cdlaw.govern.decision import Decision, GovernOptions, Option
+from cdlaw.govern.reasons import reasons as explain
 from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_loss
 from cdlaw.law import Law
-from cdlaw.plan.checks import check_model
+from cdlaw.plan.guard import check_model
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
@@ -346,7 +347,11 @@ def _action(run: _Frame, ends: _Endings, gains: _Gains) -> str:
 
 def _decision(curve, source, options, run: _Frame, cal: _Calibration, ends, gains, action):
     """The Decision, with its reasons and the curves of its figure."""
-    reasons = _reasons(action, run, gains, ends, cal.delta)
+    switch = (ends.switch_to, ends.switch_best, ends.switch_support)
+    reasons = explain(
+        action, ends.options, gains.now, run.lam, gains.cross_t, run.t_now, run.strategy,
+        options.budget_flops, switch, cal.delta, SWITCH_SUPPORT,
+    )  # fmt: skip
     grid, k_grid = run.grid, ends.k_grid
     curve_out = {
         "observed_tokens": curve.tokens,
@@ -442,61 +447,3 @@ def _interp(grid, gains, lam, i) -> float:
         return float(grid[i])
     w = (g0 - lam) / (g0 - g1)
     return float(math.exp(x0 + min(max(w, 0.0), 1.0) * (x1 - x0)))
-
-
-def _reasons(action: str, run: _Frame, gains: _Gains, ends: _Endings, delta: float):
-    """The lines that explain the action: why first, then the numbers it rests on."""
-    now, planned, best = ends.options[0], ends.options[1], ends.options[2]
-    g, lam, switch_to, switch_best = gains.now, run.lam, ends.switch_to, ends.switch_best
-    ratio = g / lam if lam > 0 else math.inf
-    spent = run.e_now >= run.e_budget
-    if action == "switch strategy" and switch_best is not None:
-        why = (
-            f"switching the rest of the tokens to {switch_to} scores {switch_best.objective:.4f} "
-            f"in loss + λ·FLOPs against {min(best.objective, now.objective):.4f} on {run.strategy}"
-        )
-    elif action == "cool down now" and spent:
-        why = (
-            f"the budget is spent: a cooldown now ends at {now.end_tokens:.4g} tokens, "
-            f"{now.flops:.3g} FLOPs of the {run.e_budget * 6.0 * run.n:.3g} budgeted"
-        )
-    elif action == "cool down now" and g < lam:
-        why = (
-            f"a FLOP here buys {ratio:.2g}× what it buys on the frontier: below λ(C), so the "
-            "rest of the budget is worth more elsewhere"
-        )
-    elif action == "cool down now":
-        why = "going on would not lower loss + λ·FLOPs within the budget"
-    else:
-        why = (
-            f"a FLOP here still buys {ratio:.2g}× what it buys on the frontier: going on to "
-            f"{best.end_tokens:.4g} tokens lowers loss + λ·FLOPs by "
-            f"{now.objective - best.objective:.4f}"
-        )
-    lines = [
-        why,
-        f"G_t = {g:.3g} nats/FLOP now; λ(C) = {lam:.3g}",
-        f"cool down now: loss {now.loss:.4f}; at the planned end: {planned.loss:.4f}",
-    ]
-    if spent:
-        lines.append("G_t meets λ: the budget is spent")
-    elif gains.cross_t is None:
-        lines.append("G_t stays above λ up to the budget")
-    elif gains.cross_t <= run.t_now:
-        lines.append(f"G_t fell below λ at {gains.cross_t:.4g} tokens (now {run.t_now:.4g})")
-    else:
-        lines.append(f"G_t will cross λ at {gains.cross_t:.4g} tokens (now {run.t_now:.4g})")
-    if switch_best is not None:
-        lines.append(
-            f"switching the rest to {switch_to}: loss {switch_best.loss:.4f} at "
-            f"{switch_best.end_tokens:.4g} tokens"
-        )
-        better = min(best.objective, now.objective) - switch_best.objective
-        support = ends.switch_support
-        if action != "switch strategy" and better > 0 and support is not None:
-            lines.append(
-                f"switching scores {better:.4f} lower, but only {support:.0%} of the bootstrap "
-                f"laws agree (a switch needs {SWITCH_SUPPORT:.0%}): not worth a change of data"
-            )
-    lines.append(f"the law calibrated to this run: offset {delta:+.4f} nats")
-    return lines

@@ -1,6 +1,7 @@
 """Planning a budget with a law: where the law comes from (source), the optimum over N and
 strategy (planner), what a plan reports (result: Plan, Allocation, Frontier), checks on a
-plan (checks: the one guard, the bands), the budgets a law supports (support) and its
+plan (checks: the bands), where it leaves the fitted range (guard: the one guard), the
+budgets a law supports (support) and its
 memory and GPU cost (memory).
 """
 

@@ -233,7 +233,7 @@ def attach_plans(
     law whose plan is beyond the limit has that sentence as its error, and when every
     law's is, BeyondLimit is raised (nothing is written)."""
     from cdlaw.law import Law
-    from cdlaw.plan.checks import BeyondLimit
+    from cdlaw.plan.guard import BeyondLimit
     from cdlaw.plan.planner import plan
     from cdlaw.plan.source import PlanningLaw
 

@@ -33,21 +33,20 @@ from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws.chinchilla import chinchilla_loss
 
-# Checks on a chosen plan (its band, range warnings, law artifacts): cdlaw.plan.checks.
+# Checks on a chosen plan (its band, law artifacts): cdlaw.plan.checks; where it leaves
+# the fitted range, and the one guard: cdlaw.plan.guard.
 from cdlaw.plan.checks import (
-    BeyondLimit,
     decision_spread,
-    guard,
     judge_optimism,
     law_strategy,
     loss_interval,
     plan_optimism,
     prefers_fewer_fresh_tokens,
-    range_warnings,
     refit_plans,
     size_interval,
     unpinned_warnings,
 )
+from cdlaw.plan.guard import BeyondLimit, guard, range_warnings
 
 # The search for N at one strategy: cdlaw.plan.optimum.
 from cdlaw.plan.optimum import (

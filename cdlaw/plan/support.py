@@ -12,7 +12,7 @@ import numpy as np
 from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.plan import EXTRAPOLATION_LIMIT
-from cdlaw.plan.checks import BeyondLimit
+from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import frontier_points, plan
 from cdlaw.plan.source import PlanningLaw, as_planning_law
 

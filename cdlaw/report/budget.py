@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from cdlaw.figures.inputs import PlotInputs
-from cdlaw.plan.checks import range_warnings
+from cdlaw.plan.guard import range_warnings
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 

@@ -29,7 +29,7 @@ from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
-from cdlaw.plan.checks import BeyondLimit
+from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import load_law, with_fitted_range
 from cdlaw.report.budget import (
@@ -192,7 +192,9 @@ def gather(
     def runs() -> pd.DataFrame:
         """The runs as `cdlaw fit` reads them, checked (and any loss above ln V said) once
         for the fit and the links made here: a runs folder with its rounds, a table from
-        the rows load_inputs read."""
+        the rows load_inputs read (or the runs it checked the fit against)."""
+        if inputs.runs is not None:
+            return inputs.runs
         if path.is_dir():
             return load_runs(path)
         assert inputs.summary is not None  # a table: load_inputs read it as the summary

@@ -231,22 +231,7 @@ def dry_run_sweep(
     toml = plan.sweep_dir / "sweep.toml"
     if toml.is_file() and toml.read_text() != plan.sweep.text:
         notes.append(_sweep_file_note(toml, plan.sweep))
-    doomed: set[str] = set()
-    if options.restart:
-        ids = {r.run_id for r in plan.all_runs}
-        folders = run_folders(plan.sweep, out, ids, {r.run_id for r in plan.runs})
-        doomed = {p.name for p in folders.doomed}
-        if doomed:
-            notes.append(f"--restart deletes {restart_text(folders, plan.sweep_dir)} first")
-    rows = [
-        {
-            **run_facts(r),
-            "state": "pending"
-            if r.run_id in doomed
-            else run_state(plan.sweep_dir / r.run_id)["state"],
-        }
-        for r in plan.runs
-    ]
+    rows = _run_rows(plan, options.restart, notes)
     todo = [row for row in rows if row["state"] not in ("done", "diverged")]
     n_jobs, threads, _ = choose_jobs(device, len(todo), options.jobs, exec_cfg.threads)
     if options.executor == "ray":
@@ -311,6 +296,27 @@ def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -
             raise
         notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
         return "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+
+
+def _run_rows(plan: SweepPlan, restart: bool, notes: list[str]) -> list[dict]:
+    """One row per selected run: its facts and state, "pending" for a folder `restart`
+    deletes (and a note saying how many it deletes)."""
+    doomed: set[str] = set()
+    if restart:
+        ids = {r.run_id for r in plan.all_runs}
+        folders = run_folders(plan.sweep, plan.out, ids, {r.run_id for r in plan.runs})
+        doomed = {p.name for p in folders.doomed}
+        if doomed:
+            notes.append(f"--restart deletes {restart_text(folders, plan.sweep_dir)} first")
+    return [
+        {
+            **run_facts(r),
+            "state": "pending"
+            if r.run_id in doomed
+            else run_state(plan.sweep_dir / r.run_id)["state"],
+        }
+        for r in plan.runs
+    ]
 
 
 def _sweep_file_note(toml: Path, sweep: SweepConfig) -> str:

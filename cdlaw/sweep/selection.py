@@ -50,7 +50,7 @@ _ONLY_TEXT_KEYS = ("run_id", "size", "strategy")
 _CLAUSE = re.compile(r"^\s*([A-Za-z_]+)\s*(<=|>=|==|!=|=|<|>)\s*(.+?)\s*$")
 
 
-def parse_only(expr: str) -> "OnlyFilter":
+def parse_only(expr: str) -> OnlyFilter:
     """`--only` as a predicate on run_facts(): comma-separated clauses, all must hold.
 
     A clause is `key OP value`, OP one of = == != < <= > >=; `=`/`!=` take alternatives

@@ -12,7 +12,7 @@ from cdlaw.cli import main
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.law import PRESETS, Law
-from cdlaw.plan.checks import BeyondLimit
+from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 

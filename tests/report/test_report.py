@@ -23,7 +23,7 @@ from reportbrowser import CHROMIUM, open_in_chromium
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.plot import KINDS
-from cdlaw.plan.checks import range_warnings
+from cdlaw.plan.guard import range_warnings
 from cdlaw.plan.source import load_law
 from cdlaw.report.budget import STEP
 from cdlaw.report.gather import gather
