@@ -22,7 +22,7 @@ from cdlaw.strategies import NONE
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.options import SweepOptions
-from cdlaw.sweep.pack.size import by_size, choose_packing, measure_gains
+from cdlaw.sweep.pack.size import by_size, check_fits, choose_packing, measure_gains
 from cdlaw.sweep.selection import SweepPlan, plan_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.stale import refuse_changed_runs
@@ -240,6 +240,13 @@ def dry_run_sweep(
     pending_cfgs = [r for r in plan.runs if r.run_id in pending]
     calibration: list[dict] = []
     packed = _Packed()
+    try:  # what a local sweep refuses; a cluster's model may not fit here to be timed
+        check_fits(pending_cfgs, device)
+    except BadInput as e:
+        if options.executor == "local":
+            raise
+        notes.append(f"not timed here: {e}")
+        calibrate = False
     if calibrate and todo:  # the smallest and the largest model still to train
         probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
         by_cost = sorted(pending_cfgs, key=lambda r: run_facts(r)["flops_per_token"])

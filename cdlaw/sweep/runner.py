@@ -60,7 +60,7 @@ from cdlaw.sweep.locks import (
 )
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.pack.groups import Packing
-from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, choose_packing
+from cdlaw.sweep.pack.size import PackProbe, by_size, chain_seconds, check_fits, choose_packing
 from cdlaw.sweep.scheduler import Scheduler
 from cdlaw.sweep.selection import SweepPlan, check_writable, plan_sweep
 from cdlaw.sweep.simulate import check_strategies
@@ -233,6 +233,7 @@ def _plan_work(sweep: SweepConfig, out: Path, options: SweepOptions, device: str
         elif ray_ex is not None:
             n_jobs, threads = ray_ex.capacity, ray_ex.threads
         if options.executor == "local":
+            check_fits(todo, device)  # before a run is killed for memory
             exec_cfg = dataclasses.replace(exec_cfg, device=device, threads=threads)
         packing, probes = _choose_packing(
             todo, options.pack, exec_cfg, device, options.jobs, ray_ex

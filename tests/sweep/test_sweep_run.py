@@ -353,3 +353,19 @@ def test_the_dry_run_refuses_what_the_sweep_refuses_and_counts_what_restart_retr
         calibrate=False,
     )
     assert [row["state"] for row in plan.rows] == ["pending"]
+
+
+def test_a_model_too_big_for_the_machine_is_refused_before_anything(tmp_path):
+    """A size of "1T" is a valid name; its training needs ~21,700 GiB. The sweep and its
+    dry run (which would build it to time it) refuse it in one sentence, writing nothing;
+    workers were killed for memory, and the preview with them."""
+    repo = Path(__file__).resolve().parents[2]
+    huge = tmp_path / "huge.toml"
+    huge.write_text(
+        (repo / "sweeps" / "smoke.toml").read_text().replace('["20K", "60K"]', '["20K", "1T"]')
+    )
+    for extra in (["--dry-run"], []):
+        result = cdlaw("sweep", huge, "--out", tmp_path / "runs", *extra, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "the 1T model needs about" in result.stderr and "GiB" in result.stderr
+        assert not (tmp_path / "runs").exists()

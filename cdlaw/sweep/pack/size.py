@@ -76,6 +76,32 @@ def available_bytes(device: str) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def total_bytes(device: str) -> int:
+    """All the memory of `device`: the GPU's, or the host's physical memory."""
+    if device.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.device(device)).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(runs: list[RunConfig], device: str) -> None:
+    """BadInput naming the largest model among `runs` when training it alone needs more
+    memory (pack_bytes of one run) than `device` has in all: it could only be killed for
+    memory, after its corpus is prepared (a size of "1T" is a valid name)."""
+    if not runs:
+        return
+    worst = max(runs, key=lambda c: pack_bytes(c, 1))
+    need, have = pack_bytes(worst, 1), total_bytes(device)
+    if need > have:
+        raise BadInput(
+            f"the {_model_label(worst)} model needs about {need / GIB:,.1f} GiB to train "
+            f"(weights, gradients, AdamW state and one micro-batch's activations), more than "
+            f"the {have / GIB:,.1f} GiB of {device} here: train it where there is more "
+            "(--executor ray, a GPU), or leave that size out"
+        )
+
+
 def choose_packing(
     runs: list[RunConfig],
     pack: str | int,
