@@ -210,12 +210,10 @@ def dry_run_sweep(
 ) -> DryRun:
     """Validate a sweep and estimate its time; writes nothing into the runs folder.
 
-    Of `options` it reads only restart, simulation, executor, jobs, exec_cfg and pack; it
-    refuses what the sweep would refuse (a sweep file that drops or changes runs, runs
-    trained on other inputs) unless restart, and counts the runs restart deletes as to do.
-    The corpus is prepared
-    in the runs folder's cache when that exists (it is needed anyway), else in a temporary
-    folder that is removed afterwards.
+    Of `options` it reads only restart, simulation, executor, jobs, exec_cfg and pack. It
+    refuses what the sweep refuses (a changed sweep file, runs on other inputs) unless
+    restart, whose deleted runs it counts as to do. The corpus is prepared in the runs
+    folder's cache when that exists, else in a temporary folder removed afterwards.
     """
     out = Path(out)
     sweep = load_sweep(path)
@@ -240,13 +238,7 @@ def dry_run_sweep(
     pending_cfgs = [r for r in plan.runs if r.run_id in pending]
     calibration: list[dict] = []
     packed = _Packed()
-    try:  # what a local sweep refuses; a cluster's model may not fit here to be timed
-        check_fits(pending_cfgs, device)
-    except BadInput as e:
-        if options.executor == "local":
-            raise
-        notes.append(f"not timed here: {e}")
-        calibrate = False
+    calibrate = _fits_here(pending_cfgs, device, options.executor, notes) and calibrate
     if calibrate and todo:  # the smallest and the largest model still to train
         probe_exec = dataclasses.replace(exec_cfg, device=device, threads=threads)
         by_cost = sorted(pending_cfgs, key=lambda r: run_facts(r)["flops_per_token"])
@@ -303,6 +295,20 @@ def _calibration_device(exec_cfg: ExecConfig, executor: str, notes: list[str]) -
             raise
         notes.append("no GPU here: calibrated on this CPU; the cluster's GPUs will be faster")
         return "cpu"  # the cluster has the GPUs; the estimate can only measure this machine
+
+
+def _fits_here(runs: list[RunConfig], device: str, executor: str, notes: list[str]) -> bool:
+    """Whether the runs' largest model fits this device to be timed: a local sweep's
+    refusal (check_fits) is the dry run's too; a cluster's model that does not fit here is
+    not timed, with a note."""
+    try:
+        check_fits(runs, device)
+    except BadInput as e:
+        if executor == "local":
+            raise
+        notes.append(f"not timed here: {e}")
+        return False
+    return True
 
 
 def _run_rows(plan: SweepPlan, restart: bool, notes: list[str]) -> list[dict]:
