@@ -27,7 +27,8 @@ def status(
     json_out: bool = typer.Option(False, "--json", help="Print the rows as JSON on stdout."),
 ) -> None:
     """Show every run of a sweep: done, diverged, failed, running (locked by a live
-    process), partial (a checkpoint to resume from) or pending.
+    process), partial (a checkpoint to resume from) or pending; and which were trained on
+    inputs the sweep no longer reads (a corpus, tokenizer or derived file edited since).
 
     Example: cdlaw status runs/smoke
     """
@@ -72,6 +73,8 @@ def status(
             note = f"damaged: {', '.join(r['damaged'])} {note}".strip()
         if r.get("tokens_seen") is not None and r.get("tokens_trained"):
             note = f"{r['tokens_seen'] / r['tokens_trained']:.0%} {note}".strip()
+        if r.get("changed"):  # trained on inputs the sweep no longer reads
+            note = f"inputs changed: {'; '.join(r['changed'])} {note}".strip()
         loss = r.get("loss")
         table.add_row(
             r.get("sweep", ""),
@@ -95,3 +98,14 @@ def status(
     out.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
     if any(not r.get("planned", True) for r in rows):
         out.print("* not in the sweep's plan (a run folder from an older sweep file)")
+    changed = [r for r in rows if r.get("changed")]
+    if changed:
+        from cdlaw.cli import say
+
+        say(
+            "warning",
+            f"{len(changed)} run(s) were trained on other inputs than the sweep reads now "
+            f"(e.g. {changed[0]['run_id']}: {'; '.join(changed[0]['changed'])}): their losses, "
+            "and a fit of them, are of the old inputs; `cdlaw sweep SWEEP_FILE --restart` "
+            "retrains them",
+        )

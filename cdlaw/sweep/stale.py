@@ -34,6 +34,27 @@ def refuse_changed_runs(
     sweep_dir: Path, runs: list[RunConfig], simulation: Simulation | None = None
 ) -> None:
     """BadInput when a run of `runs` holds training on other inputs than it reads now."""
+    reasons, simulated = _changed(sweep_dir, runs, simulation)
+    if simulated:
+        raise BadInput(_simulated(sweep_dir, simulated, simulation))
+    if reasons:
+        raise BadInput(_message(sweep_dir, reasons))
+
+
+def changed_inputs(sweep_dir: Path, runs: list[RunConfig]) -> dict[str, list[str]]:
+    """{run_id: what changed} for the runs of `runs` (with their inputs now, as
+    RunInputsMaker.of gives them) that hold training on other inputs: what `cdlaw status`
+    marks, and the sweep refuses until --restart. Simulated runs are not checked."""
+    reasons, _ = _changed(sweep_dir, runs, None)
+    out: dict[str, list[str]] = {}
+    for what, rids in reasons.items():
+        for rid in rids:
+            out.setdefault(rid, []).append(what)
+    return out
+
+
+def _changed(sweep_dir: Path, runs: list[RunConfig], simulation: Simulation | None):
+    """({what changed: [run_id, …]}, [finished runs of another kind: simulated vs trained])."""
     from cdlaw.data.tokens.ordering import STREAM_ORDER_VERSION
 
     reasons: dict[str, list[str]] = {}  # what changed -> the runs it touches
@@ -55,10 +76,7 @@ def refuse_changed_runs(
                 said.append("the paraphrase order (stream order 1, before passes nested)")
         for what in said:
             reasons.setdefault(what, []).append(cfg.run_id)
-    if simulated:
-        raise BadInput(_simulated(sweep_dir, simulated, simulation))
-    if reasons:
-        raise BadInput(_message(sweep_dir, reasons))
+    return reasons, simulated
 
 
 def _changes(run_dir: Path, cfg: RunConfig, result: dict, finished: bool) -> list[str]:

@@ -126,8 +126,10 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
     sweep = load_sweep(sweep_dir / "sweep.toml")
     runs = sweep.runs(_known_vocab_size(sweep, sweep_dir))
     planned = {r.run_id for r in runs}
+    changed = _changed_inputs(sweep, sweep_dir, runs)
     rows = [
         {"sweep": sweep.name, **run_facts(cfg), **_state_row(sweep_dir / cfg.run_id)}
+        | ({"changed": changed[cfg.run_id]} if cfg.run_id in changed else {})
         for cfg in runs
     ]
     for run_dir in sorted(p for p in sweep_dir.iterdir() if RUN_ID_PATTERN.match(p.name)):
@@ -139,6 +141,22 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
             facts = {"run_id": run_dir.name}
         rows.append({"sweep": sweep.name, **facts, **_state_row(run_dir), "planned": False})
     return rows
+
+
+def _changed_inputs(sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]) -> dict:
+    """{run_id: what changed} for runs trained on other inputs than the sweep reads now
+    (cdlaw.sweep.stale); {} where the inputs cannot be read from here (a relative path
+    from another folder, a file gone): the sweep itself says so when it runs."""
+    from cdlaw.data.inputs import RunInputsMaker
+    from cdlaw.sweep.stale import changed_inputs
+
+    if not any((sweep_dir / r.run_id).is_dir() for r in runs):
+        return {}
+    try:
+        maker = RunInputsMaker(sweep.data, sweep.eval, sweep_dir.parent / ".cache")
+        return changed_inputs(sweep_dir, [maker.of(r) for r in runs])
+    except (BadInput, OSError):
+        return {}
 
 
 def _state_row(run_dir: Path) -> dict:

@@ -174,8 +174,17 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
     assert "--restart" in message and "--out" in message
     with pytest.raises(BadInput, match=r"rows\.jsonl changed"):
         sweep(root, one_thread)
+    # meanwhile `cdlaw status` says which finished run is of the old files
+    code, out, _ = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident", "--json")
+    marked = {r["strategy"]: r.get("changed") for r in json.loads(out)}
+    assert code == 0 and marked["none"] is None
+    assert marked["distill"] == ["[derived.distill] files 'der' (rows.jsonl changed)"]
+    code, _, err = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident")
+    assert code == 0 and "1 run(s) were trained on other inputs" in " ".join(err.split())
     sweep(root, one_thread, restart=True)
     pd.testing.assert_frame_equal(numbers(root), fresh_b)
+    code, out, _ = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident", "--json")
+    assert not any(r.get("changed") for r in json.loads(out))
 
 
 def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
