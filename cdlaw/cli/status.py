@@ -38,6 +38,11 @@ def status(
     if json_out:
         print_json(rows)
         return
+    _render(rows, runs_dir)
+
+
+def _render(rows: list[dict], runs_dir: Path) -> None:
+    """The rows as a table, their counts by state, and what is marked."""
     from rich.table import Table
 
     from cdlaw.units import format_number as fmt
