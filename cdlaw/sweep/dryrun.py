@@ -317,7 +317,8 @@ def _run_rows(plan: SweepPlan, restart: bool, notes: list[str]) -> list[dict]:
     doomed: set[str] = set()
     if restart:
         ids = {r.run_id for r in plan.all_runs}
-        folders = run_folders(plan.sweep, plan.out, ids, {r.run_id for r in plan.runs})
+        selected = {r.run_id for r in plan.runs}
+        folders = run_folders(plan.sweep, plan.out, ids, selected, restart=True)
         doomed = {p.name for p in folders.doomed}
         if doomed:
             notes.append(f"--restart deletes {restart_text(folders, plan.sweep_dir)} first")

@@ -339,9 +339,9 @@ def _claim_sweep_dir(plan: SweepPlan, restart: bool) -> None:
     there: cdlaw.sweep.sweep_file); with restart, delete the old runs first."""
     sweep_dir = plan.sweep_dir
     toml = sweep_dir / "sweep.toml"
-    check_sweep_file(plan.sweep, plan.out, restart)
     ours = {r.run_id for r in plan.all_runs}
-    folders = run_folders(plan.sweep, plan.out, ours, {r.run_id for r in plan.runs})
+    selected = {r.run_id for r in plan.runs}
+    folders = run_folders(plan.sweep, plan.out, ours, selected, restart)  # checks the file
     same, orphans = folders.same, folders.orphans
     if same and orphans and not restart:
         # summary.parquet gathers every run folder: runs of no run of this sweep would be

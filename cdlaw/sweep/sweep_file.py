@@ -65,14 +65,18 @@ class RunFolders:
     # the selected runs' and the orphans
 
 
-def run_folders(sweep: SweepConfig, out: Path, all_ids: set[str], selected: set[str]) -> RunFolders:
+def run_folders(
+    sweep: SweepConfig, out: Path, all_ids: set[str], selected: set[str], restart: bool
+) -> RunFolders:
     """The run folders of out/<sweep.name>/ as `--restart` and the orphan check see them
-    (run_ids: every run of the sweep; selected: those --only keeps). `cdlaw sweep` deletes
-    `doomed` under --restart; `--dry-run --restart` counts them as runs to train."""
+    (all_ids: every run of the sweep; selected: those --only keeps), after
+    check_sweep_file(sweep, out, restart): BadInput for a sweep file that drops or changes
+    runs without restart. `cdlaw sweep` deletes `doomed` under --restart; `--dry-run
+    --restart` counts them as runs to train."""
     from cdlaw.sweep.summary import RUN_ID_PATTERN
 
     sweep_dir = out / sweep.name
-    same = check_sweep_file(sweep, out, restart=True) is not None
+    same = check_sweep_file(sweep, out, restart) is not None
     folders = [
         p for p in sorted(sweep_dir.glob("*")) if p.is_dir() and RUN_ID_PATTERN.match(p.name)
     ]
