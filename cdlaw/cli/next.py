@@ -73,7 +73,7 @@ def next_runs(
     if target.suffix != ".toml":
         raise BadInput(f"--out {target} must name a .toml sweep file")
     name = target.stem
-    if (stale := stale_fit(table, fitted, runs)) is not None:
+    if (stale := stale_fit(table, fitted.to_dict(), runs)) is not None:
         raise BadInput(f"{fit_path}: {stale}")
     batch = next_batch(
         table, fitted, load_sweep(grid_path), c, u, max_runs=k, max_flops=f, name=name,

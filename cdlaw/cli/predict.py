@@ -53,13 +53,14 @@ def predict(
     from cdlaw.plan.guard import check_model
     from cdlaw.plan.source import load_law
     from cdlaw.tasks.downstream_json import Downstream
-    from cdlaw.tasks.plan_metrics import forecast_tasks, read_predictors
+    from cdlaw.tasks.plan_metrics import forecast_tasks, task_predictors
 
     if not Path(downstream).is_file():
         raise BadInput(
             f"--downstream {downstream} does not exist; write it with `cdlaw downstream RUNS`"
         )
-    predictors = read_predictors(downstream, task)
+    links = Downstream.read(downstream)
+    predictors = task_predictors(links, task)
     if not predictors:
         raise BadInput(
             f"{downstream} holds no task predictors{f' for {task!r}' if task else ''}; "
@@ -67,7 +68,7 @@ def predict(
         )
     N, D, Dp = _model(n_params, fresh_tokens, derived_tokens)
     source = load_law(law) if law else None
-    strategy = _strategy(strategy, Dp, Downstream.read(downstream).strategies, source)
+    strategy = _strategy(strategy, Dp, links.strategies, source)
     warnings = []
     if source is not None:
         warnings = check_model(source, "the model", N, D, Dp, strategy, extrapolate)

@@ -337,24 +337,22 @@ def _read_fit(inputs: PlotInputs, fit_path: Path, table):
     return table
 
 
-def _refuse_stale(inputs: PlotInputs, path: Path, fit_path: Path | None) -> None:
-    """BadInput when the fit at fit_path, or the task links read beside PATH, are not of
-    PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links): a
-    figure or report of them would show numbers of runs the folder no longer holds."""
-    from cdlaw.fit.io import FitResult
+def _refuse_stale(inputs: PlotInputs, path: Path) -> None:
+    """BadInput when the fit read (inputs.fit), or the task links read beside PATH, are not
+    of PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links):
+    a figure or report of them would show numbers of runs the folder no longer holds."""
     from cdlaw.fit.table import load_runs, stale_fit
     from cdlaw.tasks.downstream_json import downstream_path, stale_links
 
-    if (fit_path is None and inputs.downstream is None) or (
+    if (inputs.fit is None and inputs.downstream is None) or (
         path.is_dir() and not (path / "summary.parquet").is_file()
     ):
         return
-    fit = None if fit_path is None else FitResult.read(fit_path)  # a bad file: said first
     runs = inputs.runs = load_runs(path)
-    if fit is not None:
-        why = stale_fit(runs, fit, path)
+    if inputs.fit is not None:
+        why = stale_fit(runs, inputs.fit, path)
         if why is not None:
-            raise BadInput(f"{fit_path}: {why}")
+            raise BadInput(f"{inputs.fit_path}: {why}")
     if inputs.downstream is not None:
         why = stale_links(runs, inputs.downstream, downstream_path(path))
         if why is not None:
@@ -410,10 +408,11 @@ def load_inputs(
             ".csv/.parquet table or frontier .json"
         )
 
-    if table is not None:
-        _refuse_stale(inputs, path, None if fit_path is None else Path(fit_path))
+    runs_read = table is not None
     if fit_path is not None:
         table = _read_fit(inputs, Path(fit_path), table)
+    if runs_read:
+        _refuse_stale(inputs, path)
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

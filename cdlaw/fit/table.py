@@ -265,20 +265,26 @@ def rows_digest(cells: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
     return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def stale_fit(df: pd.DataFrame, fit, path) -> str | None:
-    """Why `fit` (a FitResult) is not a fit of the runs `df` of PATH as they are now, or
-    None: under the fit's own --select (replicate seeds averaged by `--select mean` are one
-    row) the table gives another number of rows, or other rows (a run's loss or
-    coordinates changed, one retrained) than the fit's `rows_digest` records. A fit.json
-    without a digest (hand-written) is checked by its row count alone."""
-    how = fit.select if fit.select in SELECT else "min"
-    cells = select_cells(df, how)
+def stale_fit(df: pd.DataFrame, fit: dict, path) -> str | None:
+    """Why `fit` (fit.json as a dict, or FitResult.to_dict()) is not a fit of the runs `df`
+    of PATH as they are now, or None: under the fit's own --select (replicate seeds
+    averaged by `--select mean` are one row) the table gives another number of rows
+    (`n_rows`), or other rows (a run's loss or coordinates changed, one retrained) than its
+    `rows_digest` records. A file without a digest is checked by its row count alone, one
+    without either (hand-written) not at all."""
+    n_rows, digest = fit.get("n_rows"), fit.get("rows_digest")
+    if not isinstance(n_rows, int):
+        return None
+    how = fit.get("select") if fit.get("select") in SELECT else "min"
+    cells = select_cells(df, str(how))
     refit = f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
-    if len(cells) != fit.n_rows:
-        return f"the fit has {fit.n_rows} rows but {path} now gives {len(cells)} (--select {how}): {refit}"
-    if fit.rows_digest is not None and rows_digest(cells) != fit.rows_digest:
+    if len(cells) != n_rows:
         return (
-            f"the fit's {fit.n_rows} rows are not {path}'s runs as they are now (a loss or a "
+            f"the fit has {n_rows} rows but {path} now gives {len(cells)} (--select {how}): {refit}"
+        )
+    if isinstance(digest, str) and rows_digest(cells) != digest:
+        return (
+            f"the fit's {n_rows} rows are not {path}'s runs as they are now (a loss or a "
             f"run's coordinates changed since, e.g. a run retrained): {refit}"
         )
     return None

@@ -163,7 +163,9 @@ def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
 
 def _read_log(path: Path) -> pd.DataFrame:
     """A .csv/.tsv/.parquet log as read_table reads it, refused in a log's words."""
-    if path.suffix.lower() not in (".csv", ".tsv", ".parquet", ".pq"):
+    from cdlaw.fit.table import TABLE_SUFFIXES
+
+    if path.suffix.lower() not in TABLE_SUFFIXES:
         raise BadInput(
             f"{path} is not a .csv, .tsv or .parquet log (got {path.suffix or 'no suffix'!r}): "
             "give one of those, a cdlaw run folder, or a TensorBoard log folder"

@@ -66,15 +66,11 @@ def read_links(
     if not Path(path).is_file():
         raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
     d = Downstream.read(path)
-    return d.link(task), _predictors(d, task)
+    return d.link(task), task_predictors(d, task)
 
 
-def read_predictors(path: str, task: str | None = None) -> list[TaskPredictors]:
+def task_predictors(d: Downstream, task: str | None = None) -> list[TaskPredictors]:
     """The task predictors of a downstream.json (one task's with `task`)."""
-    return _predictors(Downstream.read(path), task)
-
-
-def _predictors(d: Downstream, task: str | None) -> list[TaskPredictors]:
     return [tp for tp in d.predictors if task is None or task in (tp.task, tp.column)]
 
 

@@ -392,3 +392,13 @@ def test_the_rows_digest_is_of_the_rows_not_their_order():
     assert rows_digest(cells.assign(loss=[3.1, 2.9 + 1e-15])) == same  # summed in another order
     assert rows_digest(cells.assign(loss=[3.1, 2.91])) != same
     assert rows_digest(cells.assign(strategy=["none", "repetition"])) != same
+
+
+def test_a_hand_written_fit_is_not_called_stale():
+    """law, params and strategies are enough to plan with (docs/files.md): without n_rows
+    there is nothing to compare the runs with; with a count, the count is checked."""
+    from cdlaw.fit.table import stale_fit
+
+    df = runs()
+    assert stale_fit(df, {"law": "cd", "params": {}}, "t.csv") is None
+    assert "now gives" in stale_fit(df, {"n_rows": len(df) + 1}, "t.csv")
