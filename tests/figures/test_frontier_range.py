@@ -29,8 +29,8 @@ def test_a_law_without_a_fitted_range_plans_around_its_largest_run():
 
 def test_the_default_range_ends_before_the_guard_would_swap_the_strategy():
     """Past the budget where the law's preferred strategy leaves the fitted range, the
-    guard plans another one, and a frontier would jump up to it (the demo's fit: paraphrase
-    at 1.10 nats, then repetition at 443 epochs and 1.24): the default range ends before."""
+    guard plans another one, and a frontier would jump to it (this fit's old range ended at
+    3.5e13 FLOPs on repetition at 33 epochs after paraphrase at 1.5e13): it ends before."""
     from dataclasses import replace
     from pathlib import Path
 
