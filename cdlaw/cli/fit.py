@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import typer
 
@@ -92,7 +93,9 @@ def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dic
     """fit_path with a progress bar; the summary (or fit.json) is shown before any file is
     written, then where the files went, on stderr."""
     from cdlaw.fit.procedure import fit_path
+    from cdlaw.sweep.summary import old_inputs_warning
 
+    notes = tuple(w for w in [old_inputs_warning(Path(path))] if w)
     progress = _Progress()
 
     def show(result) -> None:
@@ -105,7 +108,7 @@ def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dic
 
     try:
         _, json_path, rows_path = fit_path(
-            path, out=out_path, before_write=show, progress=progress, **options
+            path, out=out_path, before_write=show, notes=notes, progress=progress, **options
         )
     finally:
         progress.close()

@@ -357,10 +357,16 @@ def _fit_warnings(at_bound, bootstrap: int, n_boot_ok: int, cells, prepared) -> 
 
 
 def fit_path(
-    path, out=None, before_write: Callable[[FitResult], None] | None = None, **options
+    path,
+    out=None,
+    before_write: Callable[[FitResult], None] | None = None,
+    notes: tuple[str, ...] = (),
+    **options,
 ) -> tuple[FitResult, Path, Path]:
     """Load PATH (runs folder or table), fit, write fit.json + fit_rows.parquet.
 
+    notes: warnings about PATH found outside the fit (cdlaw.sweep.summary.
+    old_inputs_warning), added to the result's.
     Everything is checked before anything is written; before_write(result) (the CLI's
     summary) runs before the files are written, so that a failure there writes nothing.
     Returns (result, json, rows paths).
@@ -372,6 +378,7 @@ def fit_path(
     df = load_runs(path)
     check_writable(json_path, rows_path)  # before the fit, which may take minutes
     result = fit_law(df, source=str(path), **options)
+    result.warnings.extend(notes)
     if before_write is not None:
         before_write(result)
     write_fit(result, json_path, rows_path)

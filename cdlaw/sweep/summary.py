@@ -143,6 +143,47 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
     return rows
 
 
+def changed_runs(sweep_dir: Path) -> dict[str, list[str]]:
+    """{run_id: what changed} for the runs of one sweep folder trained on other inputs than
+    its sweep.toml reads now (cdlaw.sweep.stale), as `cdlaw status` marks them; {} for a
+    folder without a readable sweep.toml or whose inputs cannot be read from here."""
+    toml = Path(sweep_dir) / "sweep.toml"
+    if not toml.is_file():
+        return {}
+    try:
+        sweep = load_sweep(toml)
+        runs = sweep.runs(_known_vocab_size(sweep, Path(sweep_dir)))
+    except (BadInput, OSError, ValueError):
+        return {}
+    return _changed_inputs(sweep, Path(sweep_dir), runs)
+
+
+def old_inputs_warning(path: Path) -> str | None:
+    """The warning for a runs folder (and the rounds inside it) whose summary.parquet holds
+    runs trained on other inputs than its sweep.toml reads now: a fit of it is of the old
+    inputs. None for a table file, or when every finished run is current."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_dir():
+        return None
+    folders = (path, *sorted(p.parent for p in path.glob("*/sweep.toml")))
+    changed = {rid: what for f in folders for rid, what in changed_runs(f).items()}
+    listed: list[str] = []  # the changed runs the summaries hold: the ones a fit reads
+    for folder in folders if changed else ():
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            ids = pq.read_table(folder / "summary.parquet", columns=["run_id"]).column(0)
+            listed += [str(rid) for rid in ids.to_pylist() if str(rid) in changed]
+    if not listed:
+        return None
+    return (
+        f"{len(listed)} of the runs fitted were trained on other inputs than {path}'s sweep "
+        f"reads now (e.g. {listed[0]}: {'; '.join(changed[listed[0]])}): this fit is of the "
+        f"old inputs; `cdlaw status {path}` names them, and `cdlaw sweep SWEEP_FILE "
+        "--restart` retrains them"
+    )
+
+
 def _changed_inputs(sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]) -> dict:
     """{run_id: what changed} for runs trained on other inputs than the sweep reads now
     (cdlaw.sweep.stale); {} where the inputs cannot be read from here (a relative path

@@ -181,10 +181,37 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
     assert marked["distill"] == ["[derived.distill] files 'der' (rows.jsonl changed)"]
     code, _, err = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident")
     assert code == 0 and "1 run(s) were trained on other inputs" in " ".join(err.split())
+    assert_fit_names_the_old_inputs(root, folder, monkeypatch, capsys)
     sweep(root, one_thread, restart=True)
     pd.testing.assert_frame_equal(numbers(root), fresh_b)
     code, out, _ = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident", "--json")
     assert not any(r.get("changed") for r in json.loads(out))
+
+
+def assert_fit_names_the_old_inputs(root: Path, folder: Path, monkeypatch, capsys) -> None:
+    """`cdlaw fit` of the folder warns that its fit is of the old inputs. Two tiny runs pin
+    no law, so the summary is, for this, a fittable table holding the stale run's id."""
+    from lawtables import make_table
+
+    summary = folder / "summary.parquet"
+    kept = summary.read_bytes()
+    stale = pd.read_parquet(summary).query("strategy == 'distill'")["run_id"].iloc[0]
+    table = make_table(n_derived=40).assign(status="done", run_id=lambda t: t.index.astype(str))
+    table.loc[table["derived_tokens"] > 0, "run_id"] = [stale] + [
+        f"other{i}" for i in range(int((table["derived_tokens"] > 0).sum()) - 1)
+    ]
+    table.to_parquet(summary)
+    try:
+        code, _, err = cdlaw_here(
+            monkeypatch, capsys, root, "fit", "runs/ident", "--starts", "8", "--out", "f.json"
+        )
+    finally:
+        summary.write_bytes(kept)
+    said = [w for w in json.loads((root / "f.json").read_text())["warnings"] if stale in w]
+    assert code == 0 and len(said) == 1, said
+    assert "this fit is of the old inputs" in " ".join(err.split())  # and the CLI says it
+    assert said[0].startswith("1 of the runs fitted were trained on other inputs"), said
+    assert "rows.jsonl changed" in said[0] and "this fit is of the old inputs" in said[0]
 
 
 def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
