@@ -193,7 +193,8 @@ def _render_plan(p) -> None:
     out.print(
         "naive: Chinchilla's optimum counting repeats as fresh"
         + (f" (it expects {p.naive.believed_loss:.4f})" if p.naive.believed_loss else "")
-        + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N",
+        + "; ≤ 4 epochs: the same, capped at 4 epochs, the rest spent on N"
+        + _beaten_note(p),
         highlight=False,
     )
     if p.memory:
@@ -255,10 +256,16 @@ def _plan_panel(p) -> Panel:
     )
     t.add_row(
         "marginal gain",
-        f"{p.marginal_gain_per_flop:.3g} nats/FLOP; {p.marginal_gain_per_doubling:.4f} nats if C doubles",
+        f"{_unsigned_zero(f'{p.marginal_gain_per_flop:.3g}')} nats/FLOP; "
+        f"{_unsigned_zero(f'{p.marginal_gain_per_doubling:.4f}')} nats if C doubles",
     )
     title = f"cdlaw plan · law {p.law} ({p.law_form})"
     return Panel(t, title=title, title_align="left", expand=False)
+
+
+def _unsigned_zero(text: str) -> str:
+    """A number that rounds to zero, shown without the sign of its rounding noise."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
 
 
 def _none(reason: str) -> str:
@@ -329,6 +336,21 @@ def _other_ways(p) -> Table:
             gap,
         )
     return c
+
+
+def _beaten_note(p) -> str:
+    """Why a baseline can beat the plan (a negative gap): it picks its own N and strategy,
+    which --n-params or --strategy took from the plan."""
+    beaten = [n for n, a in (("naive", p.naive), ("≤ 4 epochs", p.four_epoch)) if a.loss_gap < 0]
+    if not beaten:
+        return ""
+    held = [f"N at {fmt(p.best.n_params)}" for _ in [0] if p.n_params_fixed]
+    held += [f"the strategy {p.strategy_requested}"] * (p.strategy_requested != "auto")
+    return (
+        f"; {' and '.join(beaten)} beat{'s' * (len(beaten) == 1)} the plan (a negative gap): "
+        "the baselines choose their own N and repeat data, while this plan holds "
+        f"{' and '.join(held) or 'its constraints'}"
+    )
 
 
 def _render_memory(m: dict) -> None:

@@ -300,3 +300,31 @@ def test_help_shows_an_example():
     result = CliRunner().invoke(app, ["plan", "--help"])
     assert result.exit_code == 0
     assert "Example: cdlaw plan --budget-flops 1e21" in result.output
+
+
+def test_a_baseline_that_beats_a_held_n_says_why(monkeypatch, capsys):
+    """With N held far below its optimum, the naive plan and the four-epoch rule (which pick
+    their own N) beat the plan: the gap is negative, and the note says it is the held N."""
+    args = ["--budget-flops", "1e21", "--unique-tokens", "5B"]
+    code, out, _ = run(monkeypatch, capsys, *args, "--n-params", "20M", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["naive"]["loss_gap"] < 0 and got["four_epoch"]["loss_gap"] < 0
+    code, out, _ = run(monkeypatch, capsys, *args, "--n-params", "20M")
+    said = " ".join(out.split())
+    assert code == 0 and "naive and ≤ 4 epochs beat the plan (a negative gap)" in said
+    assert "this plan holds N at 20M" in said
+    code, out, _ = run(monkeypatch, capsys, *args)  # N planned: the plan is the best
+    assert code == 0 and "beat the plan" not in " ".join(out.split())
+
+
+def test_a_saturated_held_n_shows_a_zero_margin_without_its_rounding_sign(monkeypatch, capsys):
+    """The shipped demo fit with N held at 30K: 139 epochs of repetition, saturated, so a
+    FLOP more buys nothing: shown as 0, never as "-0"."""
+    from pathlib import Path
+
+    fit = Path(__file__).parents[1] / "fit" / "golden" / "demo-runs.fit.json"
+    code, out, _ = run(monkeypatch, capsys, "--budget-flops", "5e12", "--unique-tokens",
+                       "200K", "--law", str(fit), "--n-params", "30K")  # fmt: skip
+    said = " ".join(out.split())
+    assert code == 0 and "marginal gain 0 nats/FLOP; 0.0000 nats if C doubles" in said, said
+    assert "this plan holds N at 30K" in said
