@@ -297,8 +297,22 @@ def regimes_section(report: Report) -> str:
     classes = [str(r) for r in seen.regime]
     return (
         intro
-        + f"<p>By observed loss: {counts}.</p>"
+        + f"<p>By observed loss: {counts}.{_off_the_bands(seen.derived_gain_share)}</p>"
         + html_table(head, body, {0, 1, 6, 8}, classes, sortable=True)
+    )
+
+
+def _off_the_bands(share) -> str:
+    """A note for observed shares outside [0, 1]: runs the law's bands do not hold."""
+    below, above = int((share < 0).sum()), int((share > 1).sum())
+    if not (above or below):
+        return ""
+    parts = [f"{below} below 0 (a loss above the law's L_1ep)"] * bool(below)
+    parts += [f"{above} above 1 (a loss below the law's L_D, which no D′ reaches)"] * bool(above)
+    return (
+        f" Derived-gain shares outside [0, 1]: {' and '.join(parts)}; there the share "
+        "measures the law's miss of the run (its residual, in the residuals figure), not a "
+        "gain realised."
     )
 
 

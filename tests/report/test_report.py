@@ -397,3 +397,28 @@ def test_a_cell_of_several_runs_is_named_as_the_fit_reduced_it():
     rows = pd.DataFrame([{**cell, "row_id": 0, "n_in_cell": 2, "loss": 3.0}])
     assert run_labels(rows, summary, "min") == ["best of 2: a, b"]  # --select min kept one
     assert run_labels(rows, summary, "mean") == ["mean of 2: a, b"]
+
+
+def test_shares_outside_the_bands_are_named(report):
+    """A run whose observed loss is above the law's L_1ep has a derived-gain share below 0,
+    and one below L_D a share above 1: the regime table says what such a share means."""
+    from dataclasses import replace
+
+    from cdlaw.regimes import classify
+    from cdlaw.report.sections import regimes_section
+
+    rows = report.inputs.rows.copy()
+    t = classify(report.inputs.law, rows["n_params"], rows["fresh_tokens"],
+                 rows["derived_tokens"], rows["strategy"].to_numpy(object))  # fmt: skip
+    derived = (rows["derived_tokens"] > 0).to_numpy()
+    rows["loss"] = (t.loss_one_epoch + t.loss_data_floor) / 2  # every share ½ …
+    rows.loc[derived, "loss"] = t.loss_data_floor[derived] - 0.01  # … but these above 1
+    first = rows.index[~derived][0]
+    rows.loc[first, "loss"] = t.loss_one_epoch[~derived][0] + 0.01  # and one below 0
+    text = regimes_section(replace(report, inputs=replace(report.inputs, rows=rows)))
+    said = " ".join(re.sub("<[^>]+>", "", text).split())
+    assert f"1 below 0 (a loss above the law's L_1ep) and {derived.sum()} above 1" in said
+    rows.loc[:, "loss"] = (t.loss_one_epoch + t.loss_data_floor) / 2
+    rows.loc[~derived, "loss"] = t.loss_one_epoch[~derived]  # share 0: inside the bands
+    text = regimes_section(replace(report, inputs=replace(report.inputs, rows=rows)))
+    assert "outside [0, 1]" not in text
