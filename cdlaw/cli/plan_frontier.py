@@ -121,6 +121,11 @@ def render_frontier(plans, law: str, unique, strategy: str) -> None:
         "naive, ≤4 ep: their loss minus the plan's",
         highlight=False,
     )
+    # a warning of every budget (the law's: a stale fit, unreadable refits) is said once
+    every = [w for w in plans[0].warnings if all(w in p.warnings for p in plans)] if plans else []
+    for w in every:
+        say("warning", w)
     for p in plans:
         for w in p.warnings:
-            say(f"warning (C = {p.budget_flops:.3g})", w)
+            if w not in every:
+                say(f"warning (C = {p.budget_flops:.3g})", w)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from cdlaw.cli import NUMBER, app, number, out, print_json
@@ -46,11 +48,9 @@ def predict(
 
     Example: cdlaw predict --downstream runs/demo/downstream.json --n-params 7B --fresh-tokens 140B
     """
-    from pathlib import Path
 
     from cdlaw.cli import say
     from cdlaw.errors import BadInput
-    from cdlaw.plan.guard import check_model
     from cdlaw.plan.source import load_law
     from cdlaw.tasks.downstream_json import Downstream
     from cdlaw.tasks.plan_metrics import forecast_tasks, task_predictors
@@ -69,9 +69,7 @@ def predict(
     N, D, Dp = _model(n_params, fresh_tokens, derived_tokens)
     source = load_law(law) if law else None
     strategy = _strategy(strategy, Dp, links.strategies, source)
-    warnings = []
-    if source is not None:
-        warnings = check_model(source, "the model", N, D, Dp, strategy, extrapolate)
+    warnings = _warnings(downstream, links, source, (N, D, Dp, strategy), extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
     for w in warnings:
         say("warning", w)
@@ -84,10 +82,24 @@ def predict(
                 "strategy": strategy,
                 "law": law,
                 "tasks": [f.to_dict() for f in forecasts],
+                "warnings": warnings,
             }
         )
         return
     _render(forecasts, N, D, Dp, strategy)
+
+
+def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -> list[str]:
+    """Files older than the runs beside them first (their numbers are of other runs), then
+    the law's guard on the model (N, D, D′, strategy)."""
+    from cdlaw.plan.guard import check_model
+    from cdlaw.tasks.downstream_json import stale_links_file
+
+    warnings = [w for w in (stale_links_file(Path(downstream), links),) if w]
+    if source is not None:
+        warnings += filter(None, [source.stale])
+        warnings += check_model(source, "the model", *model, extrapolate)
+    return warnings
 
 
 def _model(n_params: str, fresh_tokens: str, derived_tokens: str) -> tuple[float, float, float]:

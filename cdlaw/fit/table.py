@@ -290,6 +290,32 @@ def stale_fit(df: pd.DataFrame, fit: dict, path) -> str | None:
     return None
 
 
+def runs_beside(made: Path, name: str) -> Path | None:
+    """The runs that a file cdlaw writes beside them (`name`: fit.json, downstream.json) was
+    made from: <runs>/NAME → the runs folder (with its summary.parquet), t.NAME → the table
+    t.csv (or .parquet, …) beside it; None for a file written elsewhere (--out)."""
+    made = Path(made)
+    if made.name == name:
+        return made.parent if (made.parent / "summary.parquet").is_file() else None
+    if not made.name.endswith("." + name):
+        return None
+    tables = [made.with_name(made.name[: -len(name) - 1] + s) for s in TABLE_SUFFIXES]
+    return next((t for t in tables if t.is_file()), None)
+
+
+def stale_fit_file(fit_json: Path, fit: dict) -> str | None:
+    """stale_fit for a fit.json against the runs it sits beside (runs_beside), as a warning
+    naming the file; None when it is current, elsewhere, or its runs cannot be read."""
+    runs = runs_beside(fit_json, "fit.json")
+    if runs is None:
+        return None
+    try:
+        why = stale_fit(load_runs(runs), fit, runs)
+    except BadInput:
+        return None  # the runs as they are cannot be read: nothing to compare with
+    return f"{fit_json}: {why}" if why else None
+
+
 def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE.
 

@@ -272,11 +272,14 @@ def _band(source: PlanningLaw, req: _Request, choice: _Choice) -> _Band:
 def _plan_warnings(
     source: PlanningLaw, req: _Request, choice: _Choice, band_warnings: list[str]
 ) -> list[str]:
-    """What a chosen plan warns of, in order: the law's notes, the fitted range, unpinned
-    parameters, strategies left out, the band, then the plan's own shape."""
+    """What a chosen plan warns of, in order: a fit older than its runs, the law's notes,
+    the fitted range, unpinned parameters, strategies left out, the band, then the plan's
+    own shape."""
     law, best, chosen = source.law, choice.best, choice.chosen
-    warnings = [*source.notes, *range_warnings(source, best), *unpinned_warnings(source, best),
-                *(f"{s} left out: {why}" for s, why in choice.left_out.items()), *band_warnings]  # fmt: skip
+    warnings = [*filter(None, [source.stale]), *source.notes]
+    warnings += [*range_warnings(source, best), *unpinned_warnings(source, best)]
+    warnings += [f"{s} left out: {why}" for s, why in choice.left_out.items()]
+    warnings += band_warnings
     if choice.on_edge:
         warnings.append(
             "the optimum sits on the edge of the search range (tokens per parameter "

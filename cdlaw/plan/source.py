@@ -9,12 +9,13 @@ cannot be used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
+from cdlaw.fit.table import stale_fit_file
 from cdlaw.law import PRESETS, Law
 
 # The range each published law was fitted on, where the paper states it, so a plan can
@@ -44,6 +45,7 @@ class PlanningLaw:
     bootstrap: tuple[Law, ...] = ()  # one law per bootstrap sample: the 95% band
     notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
     at_bound: tuple[str, ...] = ()  # the fit's parameters at a bound: what the runs left open
+    stale: str | None = None  # why the fit.json is not of the runs beside it as they are now
 
     def why_no_band(self) -> str | None:
         """Why a plan under this law has no 95% band, as a clause naming the fix; None when
@@ -82,7 +84,8 @@ def load_law(spec: str) -> PlanningLaw:
                 f"or a preset ({valid})."
             )
         raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
-    return PlanningLaw.of_fit(FitResult.read(path), str(path))
+    fit = FitResult.read(path)
+    return replace(PlanningLaw.of_fit(fit, str(path)), stale=stale_fit_file(path, fit.to_dict()))
 
 
 def as_planning_law(law: Law) -> PlanningLaw:

@@ -332,6 +332,20 @@ def _pair(x) -> tuple[float, float]:
 # ---------------------------------------------------------------------------------------
 
 
+def stale_links_file(path: Path, downstream: Downstream) -> str | None:
+    """stale_links for a downstream.json against the runs it sits beside (a runs folder's,
+    or t.downstream.json beside t.csv); None when current, elsewhere, or unreadable."""
+    from cdlaw.fit.table import load_runs, runs_beside
+
+    runs = runs_beside(Path(path), "downstream.json")
+    if runs is None:
+        return None
+    try:
+        return stale_links(load_runs(runs), downstream, path)
+    except BadInput:
+        return None  # the runs as they are cannot be read: nothing to compare with
+
+
 def downstream_path(path: str | Path, out: str | Path | None = None) -> Path:
     """<runs>/downstream.json for a runs folder, t.downstream.json beside a table t.csv."""
     if out is not None:

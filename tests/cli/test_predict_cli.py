@@ -184,3 +184,37 @@ def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, lad
                            "--fresh-tokens", "20B")  # fmt: skip
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80 and "chosen by the least" in out, out
+
+
+def test_files_older_than_their_runs_are_warned_of(cdlaw, ladder, tmp_path):
+    """A run of the ladder retrained since its fit.json and downstream.json were written:
+    predict and plan warn of each file, first, naming the refit; current files are quiet."""
+    import pandas as pd
+
+    copy = tmp_path / "copy" / "ladder.csv"
+    copy.parent.mkdir()
+    copy.write_bytes(ladder.read_bytes())
+    fit = fit_law(load_runs(copy), "chinchilla", bootstrap=4, n_starts=16, source=str(copy))
+    write_fit(fit, *output_paths(copy))
+    assert cdlaw("downstream", copy, "--bootstrap", 0)[0] == 0
+    links, law = copy.with_name("ladder.downstream.json"), copy.with_name("ladder.fit.json")
+    model = ["--n-params", "1B", "--fresh-tokens", "20B", "--extrapolate", "--json"]
+    plan = ["plan", "--law", law, "--budget-flops", "1e20", "--unique-tokens", "1e12", "--json"]
+    code, out, err = cdlaw("predict", "--downstream", links, "--law", law, *model)
+    assert code == 0 and json.loads(out)["warnings"] == [] and "warning" not in err, err
+    assert not any("refit" in w for w in json.loads(cdlaw(*plan)[1])["warnings"])
+    table = pd.read_csv(copy)
+    final = table.index[~table["checkpoint"].astype(bool)][-1]
+    table.loc[final, "loss"] += 0.05  # the largest run retrained: another loss, other scores
+    table.loc[final, "task_quiz_acc"] -= 0.01
+    table.to_csv(copy, index=False)
+    code, out, err = cdlaw("predict", "--downstream", links, "--law", law, *model)
+    said = json.loads(out)["warnings"]
+    assert code == 0 and len(said) == 2 and said == [" ".join(s.split()) for s in said]
+    assert said[0].startswith(f"{links} links other runs than") and "cdlaw downstream" in said[0]
+    assert said[1].startswith(f"{law}: the fit's") and "refit it first (`cdlaw fit" in said[1]
+    assert " ".join(err.split()).count("warning:") == 2
+    assert json.loads(cdlaw(*plan)[1])["warnings"][0] == said[1]
+    code, _, err = cdlaw("plan", "--law", law, "--frontier", "--unique-tokens", "1e12")
+    said = " ".join(err.split())
+    assert code == 0 and said.count("the fit's") == 1 and f"warning: {law}: the fit's" in said
