@@ -311,13 +311,16 @@ def check_derived_folders(
 ) -> tuple[list[str], set[str]]:
     """Each run of a declared strategy needs its folder of derived files: BadInput naming
     the folder and what writes it, before any corpus work. With missing_ok (a preview) a
-    folder not written yet is a note instead: (the notes, those folders)."""
+    folder not written yet (missing, or empty) is a note instead: (the notes, those
+    folders)."""
     from cdlaw.data.files.sources import paraphrase_files
 
     notes, missing = [], set()
     for folder, s in sorted({(r.derived_files, r.strategy) for r in runs if r.derived_files}):
         what = f"{sweep.source}: [derived.{s}] files {folder!r}"
-        if missing_ok and not Path(folder).expanduser().exists():
+        path = Path(folder).expanduser()
+        # not written yet: no folder, or one made ahead with nothing in it
+        if missing_ok and (not path.exists() or (path.is_dir() and not any(path.iterdir()))):
             n = sum(r.derived_files == folder for r in runs)
             notes.append(
                 f"{what} is not written yet: its {n} run(s) are listed, but the sweep trains "

@@ -317,6 +317,12 @@ def test_a_dry_run_previews_runs_whose_derived_files_are_not_written(tmp_path):
     assert not (tmp_path / "runs").exists()
     with pytest.raises(BadInput, match="is not a folder"):  # training it still needs them
         plan_sweep(load_sweep(sweep), tmp_path / "runs", cache_dir=tmp_path / "cache")
+    missing.mkdir(parents=True)  # made ahead, nothing in it yet: the same preview
+    dry = dry_run_sweep(sweep, tmp_path / "runs", calibrate=False)
+    assert any(f"{str(missing)!r} is not written yet" in n for n in dry.notes), dry.notes
+    (missing / "notes.txt").write_text("x")  # files, but no rows: refused as it is
+    with pytest.raises(BadInput, match="holds no .jsonl files of rows"):
+        dry_run_sweep(sweep, tmp_path / "runs", calibrate=False)
 
 
 def test_downstream_keeps_names_whole_at_80_columns_and_writes_beside_out(
