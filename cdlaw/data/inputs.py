@@ -172,13 +172,20 @@ def changed_tasks(
     recorded: RunInputs | None, now: RunInputs | None, recorded_eval: dict, now_eval: EvalConfig
 ) -> set[str]:
     """The task entries of now_eval whose recorded scores no longer hold: a task file whose
-    content changed, and every task when eval.max_items did (it decides the items)."""
+    content changed, and every task when eval.max_items did (it decides the items). A file
+    is matched to what was scored by its path, else by its name (its columns'): the same
+    name at a new path (another file, or the project moved) scored other content when the
+    hashes differ."""
+    from cdlaw.tasks.files import task_name
+
     if recorded is None or now is None:
         return set()  # not known: what was scored is taken as it is
     if recorded_eval.get("max_items", now_eval.max_items) != now_eval.max_items:
         return set(now_eval.tasks)
     old = recorded.tasks()
-    return {p for p, f in now.tasks().items() if p in old and old[p].sha256 != f.sha256}
+    by_name = {task_name(p): f for p, f in old.items()}
+    scored = {p: old.get(p) or by_name.get(task_name(p)) for p in now.tasks()}
+    return {p for p, f in now.tasks().items() if scored[p] and scored[p].sha256 != f.sha256}
 
 
 def stale_tasks(saved: dict, cfg: RunConfig) -> set[str]:

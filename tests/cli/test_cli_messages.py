@@ -321,7 +321,7 @@ def test_a_dry_run_previews_runs_whose_derived_files_are_not_written(tmp_path):
     dry = dry_run_sweep(sweep, tmp_path / "runs", calibrate=False)
     assert any(f"{str(missing)!r} is not written yet" in n for n in dry.notes), dry.notes
     (missing / "notes.txt").write_text("x")  # files, but no rows: refused as it is
-    with pytest.raises(BadInput, match="holds no .jsonl files of rows"):
+    with pytest.raises(BadInput, match=r"holds no \.jsonl files of rows"):
         dry_run_sweep(sweep, tmp_path / "runs", calibrate=False)
 
 

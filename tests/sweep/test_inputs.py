@@ -214,6 +214,29 @@ def assert_fit_names_the_old_inputs(root: Path, folder: Path, monkeypatch, capsy
     assert "rows.jsonl changed" in said[0] and "this fit is of the old inputs" in said[0]
 
 
+def test_a_task_file_of_the_same_name_at_a_new_path_is_scored_again(
+    tmp_path, monkeypatch, one_thread, fresh_b
+):
+    """[eval] pointed at another file of the same name (tasks_v2/quiz.jsonl, version B): its
+    columns are the old file's, so the runs are scored again, as for an edit in place."""
+    root = workdir(tmp_path / "w", "A", "A")
+    monkeypatch.chdir(root)
+    sweep(root, one_thread)
+    (root / "tasks_v2").mkdir()
+    (root / "tasks_v2" / "quiz.jsonl").write_text(quiz("B"))
+    toml = root / "s.toml"
+    toml.write_text(toml.read_text().replace("tasks/quiz.jsonl", "tasks_v2/quiz.jsonl"))
+    assert sweep(root, one_thread).trained == []
+    got, want = numbers(root), fresh_b
+    none = got["strategy"] == "none"
+    pd.testing.assert_frame_equal(got[none], want[want["strategy"] == "none"])
+    (root / "tasks" / "quiz.jsonl").write_text(quiz("B"))  # B at the old path too
+    toml.write_text(toml.read_text().replace("tasks_v2/quiz.jsonl", "tasks/quiz.jsonl"))
+    stamps = {p: p.stat().st_mtime_ns for p in (root / "runs").glob("*/*/result.json")}
+    sweep(root, one_thread)  # old path: nothing to score again
+    assert {p: p.stat().st_mtime_ns for p in (root / "runs").glob("*/*/result.json")} == stamps
+
+
 def test_a_killed_run_is_never_resumed_onto_edited_derived_files(
     tmp_path, monkeypatch, capsys, one_thread
 ):
