@@ -114,7 +114,7 @@ def plan(
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
-    links, predictors = read_links(link, task)
+    links, predictors, stale_links = read_links(link, task)
     source = load_law(law)
     options = how.planner_options(n_params)
     unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)
@@ -138,7 +138,7 @@ def plan(
     if links:
         from cdlaw.tasks.plan_metrics import with_tasks
 
-        result = with_tasks(result, source, links, predictors)
+        result = with_tasks(result, source, links, predictors, stale_links)
     if json_out:
         print_json(result.to_dict())
     else:

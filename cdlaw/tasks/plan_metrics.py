@@ -53,20 +53,23 @@ class TaskPrediction:
 
 def read_links(
     path: str | None, task: str | None = None
-) -> tuple[list[TaskLink], list[TaskPredictors]]:
+) -> tuple[list[TaskLink], list[TaskPredictors], str | None]:
     """The links and the task predictors of a downstream.json (`plan --link`; one task's with
-    `task`), read once; ([], []) for none. BadInput for a file that is missing or
-    unreadable, or a task it does not hold."""
+    `task`), read once, and why the file is not of the runs beside it as they are now
+    (stale_links_file; None: current); ([], [], None) for none. BadInput for a file that is
+    missing or unreadable, or a task it does not hold."""
     if path is None:
         if task is not None:
             raise BadInput("--task goes with --link: name the downstream.json to predict it with")
-        return [], []
+        return [], [], None
     from pathlib import Path
+
+    from cdlaw.tasks.downstream_json import stale_links_file
 
     if not Path(path).is_file():
         raise BadInput(f"--link {path} does not exist; write it with `cdlaw downstream RUNS`")
     d = Downstream.read(path)
-    return d.link(task), task_predictors(d, task)
+    return d.link(task), task_predictors(d, task), stale_links_file(Path(path), d)
 
 
 def task_predictors(d: Downstream, task: str | None = None) -> list[TaskPredictors]:
@@ -116,10 +119,12 @@ def with_tasks(
     source: PlanningLaw,
     links: list[TaskLink],
     predictors: list[TaskPredictors] | None = None,
+    stale: str | None = None,
 ) -> Plan:
     """The plan with its predicted task metrics (Plan.tasks) and a warning per link the
-    plan's loss lies outside of. An accuracy with predictors is forecast by them
-    (forecast_tasks, as `cdlaw predict` does); the rest through their links."""
+    plan's loss lies outside of, after `stale` (read_links: the file is older than its
+    runs). An accuracy with predictors is forecast by them (forecast_tasks, as `cdlaw
+    predict` does); the rest through their links."""
     best = plan.best
     s = law_strategy(best.strategy, plan.strategy)
     loss, losses = _law_at(source, best.n_params, best.fresh_tokens, best.derived_tokens, s)
@@ -138,7 +143,7 @@ def with_tasks(
     for p in preds:
         if p.beyond_runs:
             beyond.setdefault(p.beyond_runs, []).append(p.column)
-    notes = tuple(f"{', '.join(cols)}: {why}" for why, cols in beyond.items())
+    notes = (*filter(None, [stale]), *(f"{', '.join(cols)}: {why}" for why, cols in beyond.items()))
     notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)

@@ -215,6 +215,8 @@ def test_files_older_than_their_runs_are_warned_of(cdlaw, ladder, tmp_path):
     assert said[1].startswith(f"{law}: the fit's") and "refit it first (`cdlaw fit" in said[1]
     assert " ".join(err.split()).count("warning:") == 2
     assert json.loads(cdlaw(*plan)[1])["warnings"][0] == said[1]
+    linked = json.loads(cdlaw(*plan, "--link", links, "--extrapolate")[1])["warnings"]
+    assert said[0] in linked and said[1] in linked  # plan --link: both files
     code, _, err = cdlaw("plan", "--law", law, "--frontier", "--unique-tokens", "1e12")
     said = " ".join(err.split())
     assert code == 0 and said.count("the fit's") == 1 and f"warning: {law}: the fit's" in said
