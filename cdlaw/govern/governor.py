@@ -176,6 +176,8 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
     """Resolve the run (options, else its curve), plan the budget where p is None, and lay
     the grid of ends."""
     n, fresh, strategy, planned, f, warnings = _resolve(curve, source.law, options)
+    if source.stale:  # a fit.json older than the runs beside it: said first
+        warnings.insert(0, source.stale)
     p = p or plan_budget(source, options)
     t_now = curve.tokens_now
     e_now = t_now / (1 - f)

@@ -138,3 +138,15 @@ def test_best_stop_is_now_itself_when_going_on_does_not_pay():
     frame = planted_frame(np.linspace(2e8, 3e9, 40))
     d = decide(frame, 1e18, "paraphrase")
     assert d.option("best stop").end_tokens == d.option("cool down now").end_tokens
+
+
+def test_a_fit_older_than_its_runs_is_warned_of_first():
+    """A fit.json whose runs changed since (PlanningLaw.stale, as load_law finds it): the
+    decision's first warning, as plan's."""
+    from dataclasses import replace
+
+    frame = planted_frame(np.linspace(2e8, 1e9, 40))
+    stale = replace(SOURCE, stale="runs/x/fit.json: the fit has 3 rows but runs/x now gives 4")
+    d = govern(curve_of(frame), stale, GovernOptions(1e20, D, cooldown=RATIO))
+    assert d.warnings[0] == stale.stale
+    assert stale.stale not in decide(frame, 1e20).warnings
