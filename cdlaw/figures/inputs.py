@@ -413,6 +413,11 @@ def load_inputs(
         table = _read_fit(inputs, Path(fit_path), table)
     if runs_read:
         _refuse_stale(inputs, path)
+    elif fit_path is not None and inputs.fit is not None:  # a fit.json named alone
+        from cdlaw.fit.table import stale_fit_file
+
+        if (why := stale_fit_file(Path(fit_path), inputs.fit)) is not None:
+            raise BadInput(why)  # as a plot of the runs beside it refuses it
     if table is not None and len(table):
         missing = [c for c in REQUIRED if c not in table.columns]
         if missing:

@@ -286,6 +286,11 @@ def test_next_after_the_demo_fit_warns_nothing_and_counts_flops_as_the_dry_run(
                            "--out", tmp_path / "fewer.toml")  # fmt: skip
     assert code == 2 and "refit it first (`cdlaw fit" in err and "--select mean" in err, err
     assert out == "" and not (tmp_path / "fewer.toml").exists()
+    # and plot refuses it named alone as it does the table beside it
+    for shown in (fewer, tmp_path / "fewer.fit.json"):
+        code, _, err = cdlaw("plot", shown, "--kind", "residuals", "--out", tmp_path / "fig")
+        assert code == 2 and "refit it first (`cdlaw fit" in err, (shown, err)
+    assert not (tmp_path / "fig").exists()
 
 
 def test_the_dry_run_says_when_sharing_saves_no_time():
