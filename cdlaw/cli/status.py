@@ -43,6 +43,7 @@ def status(
 
 def _render(rows: list[dict], runs_dir: Path) -> None:
     """The rows as a table, their counts by state, and what is marked."""
+    from rich.markup import escape
     from rich.table import Table
 
     from cdlaw.units import format_number as fmt
@@ -94,7 +95,7 @@ def _render(rows: list[dict], runs_dir: Path) -> None:
             str(r.get("seed", "")),
             f"[{STATE_STYLE.get(state, '')}]{state}[/]" + ("" if r.get("planned", True) else " *"),
             f"{loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else "",
-            note,
+            escape(note),  # plain text: "[derived.distill]" is a setting, not markup
         )
     wide(out).print(table)
     counts: dict[str, int] = {}

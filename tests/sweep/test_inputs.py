@@ -179,8 +179,9 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
     marked = {r["strategy"]: r.get("changed") for r in json.loads(out)}
     assert code == 0 and marked["none"] is None
     assert marked["distill"] == ["[derived.distill] files 'der' (rows.jsonl changed)"]
-    code, _, err = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident")
+    code, out, err = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident")
     assert code == 0 and "1 run(s) were trained on other inputs" in " ".join(err.split())
+    assert "[derived.distill]" in out  # the table's note names the setting, not markup
     assert_fit_names_the_old_inputs(root, folder, monkeypatch, capsys)
     sweep(root, one_thread, restart=True)
     pd.testing.assert_frame_equal(numbers(root), fresh_b)
