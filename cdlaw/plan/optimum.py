@@ -117,7 +117,8 @@ def marginal_gain_per_flop(law, strategy, budget_flops, n_params, unique_tokens)
     h = MARGINAL_STEP
     up = budget_loss(law, strategy, budget_flops * (1 + h), n_params, unique_tokens)
     down = budget_loss(law, strategy, budget_flops * (1 - h), n_params, unique_tokens)
-    return float(-(up - down) / (2 * h * budget_flops))
+    drop = float(down - up)
+    return drop / (2 * h * budget_flops) if drop else 0.0  # saturated: 0, never -0.0
 
 
 def chinchilla_optimal_n_params(law: Law, budget_flops: float) -> float:

@@ -1,6 +1,7 @@
 """`cdlaw plan` from the command line: human and JSON output, frontier, exit codes."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -328,3 +329,8 @@ def test_a_saturated_held_n_shows_a_zero_margin_without_its_rounding_sign(monkey
     said = " ".join(out.split())
     assert code == 0 and "marginal gain 0 nats/FLOP; 0.0000 nats if C doubles" in said, said
     assert "this plan holds N at 30K" in said
+    code, out, _ = run(monkeypatch, capsys, "--budget-flops", "5e12", "--unique-tokens",
+                       "200K", "--law", str(fit), "--n-params", "30K", "--json")  # fmt: skip
+    got = json.loads(out)
+    for key in ("marginal_gain_per_flop", "marginal_gain_per_doubling"):
+        assert got[key] == 0 and math.copysign(1, got[key]) == 1, (key, got[key])
