@@ -159,7 +159,13 @@ def _strategies_differ(link: TaskLink, strategy: str) -> str | None:
         f"{link.column}: the strategies' runs do not share one link (F = {c.f:.3g}, "
         f"p = {c.p_value:.2g}; shifts in nats of loss vs {c.reference}: "
         + ", ".join(f"{s} {d:+.3g}" for s, d in c.shift.items() if s != c.reference)
-        + f"): the pooled link's prediction for this {strategy} plan is off by about its shift"
+        + (
+            f"): the pooled link mixes them, so its prediction for this {strategy} plan (the "
+            "reference, shift 0) is off by part of the others' shifts"
+            if strategy == c.reference
+            else f"): the pooled link's prediction for this {strategy} plan is off by about "
+            "its shift"
+        )
     )
 
 

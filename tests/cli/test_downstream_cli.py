@@ -88,7 +88,16 @@ def test_plot_plan_and_report_read_the_links(cdlaw, table):
     tasks = {t["column"]: t for t in plan["tasks"]}
     acc = tasks["task_quiz_acc"]
     assert acc["ci95"][0] < acc["value"] < acc["ci95"][1] and 0 < acc["value"] < 1
-    assert any("do not share one link" in w and "none +0" not in w for w in plan["warnings"])
+    apart = [w for w in plan["warnings"] if "do not share one link" in w]
+    assert apart and all("none +0" not in w for w in apart)
+    assert all(f"for this {plan['strategy']} plan is off by about its shift" in w for w in apart)
+    # fresh data without limit: a plan of strategy none, the links' reference
+    code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e19", "--link", links,
+                           "--json")  # fmt: skip
+    assert code == 0, err
+    apart = [w for w in json.loads(out)["warnings"] if "do not share one link" in w]
+    said = "for this none plan (the reference, shift 0) is off by part of the others' shifts"
+    assert apart and all(said in w for w in apart), apart
     code, out, _ = cdlaw("plan", "--law", fit, "--budget-flops", "1e19", "--link", links,
                          "--task", "quiz")  # fmt: skip
     assert code == 0 and "task metrics at the plan's loss" in out
