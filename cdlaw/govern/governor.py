@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cdlaw.errors import BadInput
+from cdlaw.govern.bands import grid_band, loss_floor, point_band
 from cdlaw.govern.cooldown import Cooldown
 from cdlaw.govern.curve import Curve
 
@@ -148,6 +149,7 @@ class _Calibration:
     delta: float
     delta_se: float
     widen: float
+    floor: float  # the least cooled-down loss the calibrated laws allow (govern.bands)
 
 
 @dataclass
@@ -226,7 +228,8 @@ def _calibrate(curve: Curve, source: PlanningLaw, options: GovernOptions, run: _
     offsets = [calibrate(run.own(lw), curve, cooldown, run.f) for lw in laws]
     delta, delta_se = offsets[0]
     widen = 1.96 * math.hypot(delta_se, cooldown.sd)
-    return _Calibration(cooldown, laws, offsets, delta, delta_se, widen)
+    floor = loss_floor(laws, offsets, run.n)
+    return _Calibration(cooldown, laws, offsets, delta, delta_se, widen, floor)
 
 
 def _check_losses(curve: Curve, run: _Frame, cal: _Calibration, ends: _Endings) -> None:
@@ -253,16 +256,11 @@ def _check_losses(curve: Curve, run: _Frame, cal: _Calibration, ends: _Endings) 
 
 def _option(name: str, fn, E, run: _Frame, cal: _Calibration) -> Option:
     """One way to end at E: the law's loss + δ, its band over the bootstrap laws (each
-    with its own δ) widened by the calibration's and the ratio's spread."""
+    with its own δ) widened by the calibration's and the ratio's spread (govern.bands)."""
     vals = [float(fn(lw)(E)) + d for lw, (d, _) in zip(cal.laws, cal.offsets, strict=True)]
-    loss, lo, hi = vals[0], vals[0], vals[0]
-    if len(vals) >= 3:
-        lo, hi = np.percentile(vals[1:], [2.5, 97.5])
-    # a loss is positive: the widened band stops at 0 (a law that puts the point there is
-    # refused by _check_losses)
-    ci = (max(float(min(lo, loss) - cal.widen), 0.0), float(max(hi, loss) + cal.widen))
     F = 6.0 * run.n * E
-    return Option(name, float(E), loss, ci, F, loss + run.lam * F)
+    ci = point_band(vals, cal.widen, cal.floor)
+    return Option(name, float(E), vals[0], ci, F, vals[0] + run.lam * F)
 
 
 def _endings(law: Law, run: _Frame, cal: _Calibration) -> _Endings:
@@ -364,7 +362,7 @@ def _decision(curve, source, options, run: _Frame, cal: _Calibration, ends, gain
         "stable_tokens": grid * (1 - run.f),
         "stable_loss": cal.cooldown.stable(k_grid),
         "gain": gains.grid,
-        **_grid_band(cal.laws, cal.offsets, run.own, grid, cal.widen),
+        **grid_band(cal.laws, cal.offsets, run.own, grid, cal.widen, cal.floor),
     }
     n = run.n
     return Decision(
@@ -411,18 +409,6 @@ def plan_budget(source: PlanningLaw, options: GovernOptions) -> Plan:
 def _switched(other: str, n: float, fresh: float, strategy: str, t_now: float):
     """law → (E → the loss if the run switches to `other` at t_now and ends at E)."""
     return lambda lw: lambda E: switched_loss(lw, n, fresh, strategy, other, t_now, E)
-
-
-def _grid_band(laws, offsets, own, grid, widen) -> dict:
-    """The cooled-down loss's 95% band along the grid (the law's own ± widen alone
-    without bootstrap laws)."""
-    vals = np.array([own(lw)(grid) + d for lw, (d, _) in zip(laws, offsets, strict=True)])
-    if len(vals) >= 3:
-        lo, hi = np.percentile(vals[1:], [2.5, 97.5], axis=0)
-        lo, hi = np.minimum(lo, vals[0]), np.maximum(hi, vals[0])
-    else:
-        lo = hi = vals[0]
-    return {"cooled_lo": np.maximum(lo - widen, 0.0), "cooled_hi": hi + widen}
 
 
 def _crossing(grid, gains, lam, g_now, e_now, e_budget) -> float | None:
