@@ -71,6 +71,7 @@ def predict(
     strategy = _strategy(strategy, Dp, links.strategies, source)
     warnings = _warnings(downstream, links, source, (N, D, Dp, strategy), extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
+    warnings += _far_beyond(forecasts) if source is None else []  # a law's guard said it
     for w in warnings:
         say("warning", w)
     if json_out:
@@ -100,6 +101,22 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
         warnings += filter(None, [source.stale])
         warnings += check_model(source, "the model", *model, extrapolate)
     return warnings
+
+
+def _far_beyond(forecasts) -> list[str]:
+    """Without --law no guard refuses a model: a warning when it lies beyond the limit a
+    plan is held to, in N or compute over the largest run the predictors were fitted to."""
+    from cdlaw.plan import EXTRAPOLATION_LIMIT
+
+    far = max((max(f.n_factor, f.flops_factor) for f in forecasts), default=0.0)
+    if far <= EXTRAPOLATION_LIMIT:
+        return []
+    return [
+        f"the model is {far:.3g}× the largest run in N or compute, beyond the "
+        f"{EXTRAPOLATION_LIMIT:g}× limit `--law` (and `cdlaw plan`) would refuse: the bands "
+        "widen by the held-out error per decade, but no run tested the predictors' form "
+        "this far out"
+    ]
 
 
 def _model(n_params: str, fresh_tokens: str, derived_tokens: str) -> tuple[float, float, float]:

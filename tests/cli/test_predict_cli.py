@@ -220,3 +220,16 @@ def test_files_older_than_their_runs_are_warned_of(cdlaw, ladder, tmp_path):
     code, _, err = cdlaw("plan", "--law", law, "--frontier", "--unique-tokens", "1e12")
     said = " ".join(err.split())
     assert code == 0 and said.count("the fit's") == 1 and f"warning: {law}: the fit's" in said
+
+
+def test_a_model_far_beyond_the_ladder_is_warned_of_without_a_law(cdlaw, ladder):
+    """No --law, so no guard refuses: beyond the 30× limit in N or compute it warns."""
+    assert cdlaw("downstream", ladder, "--bootstrap", 0)[0] == 0
+    links = ladder.with_name("ladder.downstream.json")
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1B",
+                           "--fresh-tokens", "20B", "--json")  # fmt: skip
+    assert code == 0 and json.loads(out)["warnings"] == [], err
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1T",
+                           "--fresh-tokens", "20T", "--json")  # fmt: skip
+    (said,) = json.loads(out)["warnings"]
+    assert code == 0 and "the largest run in N or compute, beyond the 30× limit" in said
