@@ -184,6 +184,29 @@ def old_inputs_warning(path: Path) -> str | None:
     )
 
 
+def gone_runs_warning(path: Path) -> str | None:
+    """The warning for a runs folder whose summary.parquet lists finished runs whose folders
+    are gone (deleted since the sweep wrote it): a fit of it fits runs the folder no longer
+    holds. None for a table file, or when every listed run has its folder."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not (path / "sweep.toml").is_file():
+        return None
+    gone: list[str] = []
+    for folder in (path, *sorted(p.parent for p in path.glob("*/sweep.toml"))):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            ids = pq.read_table(folder / "summary.parquet", columns=["run_id"]).column(0)
+            gone += [str(r) for r in ids.to_pylist() if not (folder / str(r)).is_dir()]
+    if not gone:
+        return None
+    return (
+        f"{len(gone)} run(s) in {path}'s summary.parquet have no run folder any more (e.g. "
+        f"{gone[0]}): they are fitted as the summary last saw them; `cdlaw sweep SWEEP_FILE` "
+        "rebuilds the summary (and trains them again)"
+    )
+
+
 def _changed_inputs(sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]) -> dict:
     """{run_id: what changed} for runs trained on other inputs than the sweep reads now
     (cdlaw.sweep.stale); {} where the inputs cannot be read from here (a relative path

@@ -208,7 +208,11 @@ def assert_fit_names_the_old_inputs(root: Path, folder: Path, monkeypatch, capsy
         )
     finally:
         summary.write_bytes(kept)
-    said = [w for w in json.loads((root / "f.json").read_text())["warnings"] if stale in w]
+    warnings = json.loads((root / "f.json").read_text())["warnings"]
+    # the table's other ids name no run folder: as if deleted since the summary was written
+    (gone,) = [w for w in warnings if "have no run folder any more" in w]
+    assert gone.startswith(f"{len(table) - 1} run(s) in runs/ident's summary.parquet"), gone
+    said = [w for w in warnings if stale in w]
     assert code == 0 and len(said) == 1, said
     assert "this fit is of the old inputs" in " ".join(err.split())  # and the CLI says it
     assert said[0].startswith("1 of the runs fitted were trained on other inputs"), said
