@@ -243,9 +243,11 @@ def _print_quality(d: dict) -> None:
         highlight=False,
     )
     if d["seed_noise"]:
+        from cdlaw.fit.findings import seed_noise_between
+
         sn = d["seed_noise"]
         out.print(
-            f"seed noise: log sd {sn['sd_log']:.5f} between replicate seeds "
+            f"seed noise: log sd {sn['sd_log']:.5f} {seed_noise_between(sn)} "
             f"({sn['n_runs']} runs in {sn['n_groups']} cells): no fit to single runs gets below it",
             highlight=False,
         )

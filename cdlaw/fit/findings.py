@@ -26,6 +26,9 @@ class SeedNoise:
     sd_log: float  # pooled standard deviation of log loss between replicate seeds
     n_groups: int  # cells with at least two replicate runs
     n_runs: int  # runs in those cells
+    # the table has a seed column (cdlaw's own runs do); False: the runs of one cell may
+    # differ in more than their seed (a published table of runs on several datasets)
+    seeds_named: bool = True
 
     def to_dict(self) -> dict:
         return _by_field(self)
@@ -33,8 +36,21 @@ class SeedNoise:
     @classmethod
     def from_dict(cls, d: dict, where: str) -> SeedNoise:
         return cls(
-            _num(d, "sd_log", where), _count(d, "n_groups", where), _count(d, "n_runs", where)
+            _num(d, "sd_log", where),
+            _count(d, "n_groups", where),
+            _count(d, "n_runs", where),
+            bool(d.get("seeds_named", True)),
         )
+
+
+def seed_noise_between(noise: dict) -> str:
+    """What fit.json's "seed_noise" (a dict) scatters between, in words."""
+    if noise.get("seeds_named", True):
+        return "between replicate seeds"
+    return (
+        "between runs of one cell (the table has no seed column: they may differ in more "
+        "than their seed, e.g. their data)"
+    )
 
 
 @dataclass(frozen=True)

@@ -341,7 +341,8 @@ def seed_noise(df: pd.DataFrame) -> SeedNoise | None:
     sizes = groups.size()
     sizes = sizes[sizes > 1]
     dof = int((sizes - 1).sum())
-    return SeedNoise(float(np.sqrt(np.sum(dev**2) / dof)), len(sizes), int(sizes.sum()))
+    sd = float(np.sqrt(np.sum(dev**2) / dof))
+    return SeedNoise(sd, len(sizes), int(sizes.sum()), "seed" in df.columns)
 
 
 def duplicate_rows(df: pd.DataFrame) -> int:

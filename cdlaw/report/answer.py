@@ -13,6 +13,7 @@ import html
 import json
 from pathlib import Path
 
+from cdlaw.fit.findings import seed_noise_between
 from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
@@ -42,7 +43,7 @@ def _noise(fit: dict, rmse) -> str:
             f"no seed noise to compare it with: the replicate seeds ({runs}) have identical losses"
         )
     ratio = f"{float(rmse) / sd:.2g}× " if rmse is not None else ""
-    return f"{ratio}the seed noise ({format_cell(sd)} between replicate seeds, {runs})"
+    return f"{ratio}the seed noise ({format_cell(sd)} {seed_noise_between(noise)}, {runs})"
 
 
 def fit_headline(report: Report) -> str:

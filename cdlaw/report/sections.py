@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from cdlaw.figures.inputs import PlotInputs
+from cdlaw.fit.findings import seed_noise_between
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.report.answer import holdout_beside
 from cdlaw.report.gather import Report
@@ -137,7 +138,7 @@ def fit_section(report: Report) -> str:
         ("rmse_log", fit.get("rmse_log")),
         (
             "seed noise (log sd)",
-            f"{format_cell(noise['sd_log'])} between replicate seeds ({noise['n_runs']} runs in "
+            f"{format_cell(noise['sd_log'])} {seed_noise_between(noise)} ({noise['n_runs']} runs in "
             f"{noise['n_groups']} cells): the floor under rmse_log"
             if (noise := fit.get("seed_noise"))
             else "no replicate seeds",

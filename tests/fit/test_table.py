@@ -402,3 +402,18 @@ def test_a_hand_written_fit_is_not_called_stale():
     df = runs()
     assert stale_fit(df, {"law": "cd", "params": {}}, "t.csv") is None
     assert "now gives" in stale_fit(df, {"n_rows": len(df) + 1}, "t.csv")
+
+
+def test_seed_noise_says_whether_the_table_names_its_seeds():
+    """Without a seed column the runs of a cell may differ in more than their seed (a
+    published table of runs on three datasets): the same scatter, said as such."""
+    from cdlaw.fit.findings import SeedNoise, seed_noise_between
+
+    df = replicated()
+    named, unnamed = seed_noise(df), seed_noise(df.drop(columns=["seed"]))
+    assert named.seeds_named and not unnamed.seeds_named
+    assert seed_noise_between(named.to_dict()) == "between replicate seeds"
+    assert "no seed column" in seed_noise_between(unnamed.to_dict())
+    assert SeedNoise.from_dict(unnamed.to_dict(), "fit.json") == unnamed
+    old = {"sd_log": 0.02, "n_groups": 3, "n_runs": 6}  # a fit.json of an older cdlaw
+    assert SeedNoise.from_dict(old, "fit.json").seeds_named
