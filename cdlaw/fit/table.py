@@ -277,7 +277,10 @@ def stale_fit(df: pd.DataFrame, fit: dict, path) -> str | None:
         return None
     how = fit.get("select") if fit.get("select") in SELECT else "min"
     cells = select_cells(df, str(how))
-    refit = f"refit it first (`cdlaw fit {path} --select {how} --bootstrap 50`)"
+    boot = fit.get("bootstrap")
+    again = f" --bootstrap {len(boot)}" if isinstance(boot, list) and boot else ""
+    law = f" --law {fit['law']}" if fit.get("law") not in (None, "cd") else ""
+    refit = f"refit it first (`cdlaw fit {path}{law} --select {how}{again}`)"
     if len(cells) != n_rows:
         return (
             f"the fit has {n_rows} rows but {path} now gives {len(cells)} (--select {how}): {refit}"

@@ -402,6 +402,12 @@ def test_a_hand_written_fit_is_not_called_stale():
     df = runs()
     assert stale_fit(df, {"law": "cd", "params": {}}, "t.csv") is None
     assert "now gives" in stale_fit(df, {"n_rows": len(df) + 1}, "t.csv")
+    # the refit it names is the fit's own: its law and its number of bootstrap refits
+    again = {"n_rows": len(df) + 1, "law": "chinchilla", "bootstrap": [[1.0]] * 3}
+    assert "(`cdlaw fit t.csv --law chinchilla --select min --bootstrap 3`)" in stale_fit(
+        df, again, "t.csv"
+    )
+    assert "(`cdlaw fit t.csv --select min`)" in stale_fit(df, {"n_rows": 1, "law": "cd"}, "t.csv")
 
 
 def test_seed_noise_says_whether_the_table_names_its_seeds():
