@@ -128,6 +128,12 @@ def _request(
 
 def _default_law(run: Path) -> Path:
     """The fit.json of the runs folder RUN sits in (BadInput naming --law otherwise)."""
+    if (run / "summary.parquet").is_file() and not (run / "metrics.parquet").is_file():
+        some = next((p.parent.name for p in sorted(run.glob("*/metrics.parquet"))), "<run_id>")
+        raise BadInput(
+            f"{run} is the runs folder of a sweep, not one run: give one of its run folders "
+            f"(e.g. {run / some}), or a run's log"
+        )
     for folder in (run.parent, run.parent.parent) if run.is_dir() else (run.parent,):
         if (folder / "fit.json").is_file():
             return folder / "fit.json"

@@ -260,3 +260,15 @@ def test_a_cosine_log_is_told_the_governor_needs_a_stable_phase(tmp_path, capsys
     frame["lr"] = 1e-3 * np.cos(np.linspace(0, 1.4, 30))
     err = bad(tmp_path, capsys, frame)
     assert "needs a WSD run's stable phase" in err and "cosine" in err
+
+
+def test_a_sweeps_runs_folder_is_told_to_name_one_run(tmp_path, capsys):
+    frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
+    runs = tmp_path / "runs"
+    write_run_folder(runs / "abc", frame, 100e6, 1e9, 4e9, "paraphrase")
+    pd.DataFrame({"run_id": ["abc"]}).to_parquet(runs / "summary.parquet")
+    (runs / "fit.json").write_text("{}")
+    code, out, err = cli(capsys, runs, "--budget-flops", "1e19", "--unique-tokens", "1e9")
+    said = " ".join(err.split())
+    assert code == 2 and out == "" and "is the runs folder of a sweep, not one run" in said
+    assert f"(e.g. {runs / 'abc'})" in said
