@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
@@ -103,6 +105,11 @@ def run_comparison(
     unique = None if unique is None else positive(unique, "--unique-tokens")
     if unique is not None and budget is None:
         raise BadInput("--unique-tokens goes with --budget-flops: give the budget to plan")
+
+    from cdlaw.sweep.summary import folder_warnings
+
+    for w in folder_warnings(Path(path)):  # laws of runs the folder no longer matches
+        say("warning", w)
 
     def show(comparison) -> None:
         if json_out:

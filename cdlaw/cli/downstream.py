@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cdlaw.cli import app, err, out, print_json
+from cdlaw.cli import app, err, out, print_json, say
 
 if TYPE_CHECKING:
     from cdlaw.tasks.links import PredictOptions
@@ -76,9 +76,12 @@ def _fit(request: _Request):
     from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
     from cdlaw.fit.table import load_runs
+    from cdlaw.sweep.summary import folder_warnings
     from cdlaw.tasks.links import fit_downstream
 
     path = request.path
+    for w in folder_warnings(Path(path)):  # links of runs the folder no longer matches
+        say("warning", w)
     runs = with_checkpoints(path, load_runs(path, checkpoints=True))
     result = fit_downstream(
         runs, request.task, request.bootstrap, request.seed, source=str(path),

@@ -93,9 +93,9 @@ def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dic
     """fit_path with a progress bar; the summary (or fit.json) is shown before any file is
     written, then where the files went, on stderr."""
     from cdlaw.fit.procedure import fit_path
-    from cdlaw.sweep.summary import gone_runs_warning, old_inputs_warning
+    from cdlaw.sweep.summary import folder_warnings
 
-    notes = tuple(w for w in (old_inputs_warning(Path(path)), gone_runs_warning(Path(path))) if w)
+    notes = tuple(folder_warnings(Path(path)))
     progress = _Progress()
 
     def show(result) -> None:

@@ -158,6 +158,13 @@ def changed_runs(sweep_dir: Path) -> dict[str, list[str]]:
     return _changed_inputs(sweep, Path(sweep_dir), runs)
 
 
+def folder_warnings(path: Path) -> list[str]:
+    """What a command that fits a runs folder warns of before it reads the summary: runs
+    trained on since-edited inputs (old_inputs_warning), and runs whose folders are gone
+    (gone_runs_warning). [] for a table file."""
+    return [w for w in (old_inputs_warning(path), gone_runs_warning(path)) if w]
+
+
 def old_inputs_warning(path: Path) -> str | None:
     """The warning for a runs folder (and the rounds inside it) whose summary.parquet holds
     runs trained on other inputs than its sweep.toml reads now: a fit of it is of the old

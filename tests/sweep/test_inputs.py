@@ -206,8 +206,11 @@ def assert_fit_names_the_old_inputs(root: Path, folder: Path, monkeypatch, capsy
         code, _, err = cdlaw_here(
             monkeypatch, capsys, root, "fit", "runs/ident", "--starts", "8", "--out", "f.json"
         )
+        compared = cdlaw_here(monkeypatch, capsys, root, "compare", "runs/ident", "--law",
+                              "chinchilla,cd", "--starts", "8", "--out", "c.json")  # fmt: skip
     finally:
         summary.write_bytes(kept)
+    assert compared[0] == 0 and "this fit is of the old inputs" in " ".join(compared[2].split())
     warnings = json.loads((root / "f.json").read_text())["warnings"]
     # the table's other ids name no run folder: as if deleted since the summary was written
     (gone,) = [w for w in warnings if "have no run folder any more" in w]
