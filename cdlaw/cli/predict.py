@@ -99,7 +99,8 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
     warnings = [w for w in (stale_links_file(Path(downstream), links),) if w]
     if source is not None:
         warnings += filter(None, [source.stale])
-        warnings += check_model(source, "the model", *model, extrapolate)
+        n, d, dp, strategy = model
+        warnings += check_model(source, "the model", n, d, dp, strategy, extrapolate)
     return warnings
 
 

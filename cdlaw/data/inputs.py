@@ -184,8 +184,12 @@ def changed_tasks(
         return set(now_eval.tasks)
     old = recorded.tasks()
     by_name = {task_name(p): f for p, f in old.items()}
-    scored = {p: old.get(p) or by_name.get(task_name(p)) for p in now.tasks()}
-    return {p for p, f in now.tasks().items() if scored[p] and scored[p].sha256 != f.sha256}
+    changed = set()
+    for p, f in now.tasks().items():
+        scored = old.get(p) or by_name.get(task_name(p))
+        if scored is not None and scored.sha256 != f.sha256:
+            changed.add(p)
+    return changed
 
 
 def stale_tasks(saved: dict, cfg: RunConfig) -> set[str]:
