@@ -366,7 +366,7 @@ def fit_path(
     """Load PATH (runs folder or table), fit, write fit.json + fit_rows.parquet.
 
     notes: warnings about PATH found outside the fit (cdlaw.sweep.summary.
-    old_inputs_warning), added to the result's.
+    folder_warnings), added to the result's.
     Everything is checked before anything is written; before_write(result) (the CLI's
     summary) runs before the files are written, so that a failure there writes nothing.
     Returns (result, json, rows paths).

@@ -159,59 +159,43 @@ def changed_runs(sweep_dir: Path) -> dict[str, list[str]]:
 
 
 def folder_warnings(path: Path) -> list[str]:
-    """What a command that fits a runs folder warns of before it reads the summary: runs
-    trained on since-edited inputs (old_inputs_warning), and runs whose folders are gone
-    (gone_runs_warning). [] for a table file."""
-    return [w for w in (old_inputs_warning(path), gone_runs_warning(path)) if w]
-
-
-def old_inputs_warning(path: Path) -> str | None:
-    """The warning for a runs folder (and the rounds inside it) whose summary.parquet holds
-    runs trained on other inputs than its sweep.toml reads now: a fit of it is of the old
-    inputs. None for a table file, or when every finished run is current."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.is_dir():
-        return None
-    folders = (path, *sorted(p.parent for p in path.glob("*/sweep.toml")))
-    changed = {rid: what for f in folders for rid, what in changed_runs(f).items()}
-    listed: list[str] = []  # the changed runs the summaries hold: the ones a fit reads
-    for folder in folders if changed else ():
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            ids = pq.read_table(folder / "summary.parquet", columns=["run_id"]).column(0)
-            listed += [str(rid) for rid in ids.to_pylist() if str(rid) in changed]
-    if not listed:
-        return None
-    return (
-        f"{len(listed)} of the runs fitted were trained on other inputs than {path}'s sweep "
-        f"reads now (e.g. {listed[0]}: {'; '.join(changed[listed[0]])}): this fit is of the "
-        f"old inputs; `cdlaw status {path}` names them, and `cdlaw sweep SWEEP_FILE "
-        "--restart` retrains them"
-    )
-
-
-def gone_runs_warning(path: Path) -> str | None:
-    """The warning for a runs folder whose summary.parquet lists finished runs whose folders
-    are gone (deleted since the sweep wrote it): a fit of it fits runs the folder no longer
-    holds. None for a table file, or when every listed run has its folder."""
-    import pyarrow.parquet as pq
-
+    """What a command that fits a runs folder (and the rounds inside it) warns of: the
+    runs its summaries list that were trained on inputs edited since (changed_runs), and
+    those whose folders are gone (summary.parquet is rebuilt only by a sweep). [] for a
+    table file, or a folder whose runs are all as listed."""
     path = Path(path)
     if not (path / "sweep.toml").is_file():
-        return None
-    gone: list[str] = []
-    for folder in (path, *sorted(p.parent for p in path.glob("*/sweep.toml"))):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            ids = pq.read_table(folder / "summary.parquet", columns=["run_id"]).column(0)
-            gone += [str(r) for r in ids.to_pylist() if not (folder / str(r)).is_dir()]
-    if not gone:
-        return None
-    return (
-        f"{len(gone)} run(s) in {path}'s summary.parquet have no run folder any more (e.g. "
-        f"{gone[0]}): they are fitted as the summary last saw them; `cdlaw sweep SWEEP_FILE` "
-        "rebuilds the summary (and trains them again)"
-    )
+        return []
+    folders = (path, *sorted(p.parent for p in path.glob("*/sweep.toml")))
+    listed = [(f, rid) for f in folders for rid in _summary_ids(f)]
+    changed = {rid: what for f in folders for rid, what in changed_runs(f).items()}
+    old = [rid for _, rid in listed if rid in changed]
+    gone = [rid for f, rid in listed if not (f / rid).is_dir()]
+    warnings = []
+    if old:
+        warnings.append(
+            f"{len(old)} of the runs fitted were trained on other inputs than {path}'s sweep "
+            f"reads now (e.g. {old[0]}: {'; '.join(changed[old[0]])}): this fit is of the old "
+            f"inputs; `cdlaw status {path}` names them, and `cdlaw sweep SWEEP_FILE "
+            "--restart` retrains them"
+        )
+    if gone:
+        warnings.append(
+            f"{len(gone)} run(s) in {path}'s summary.parquet have no run folder any more (e.g. "
+            f"{gone[0]}): they are fitted as the summary last saw them; `cdlaw sweep "
+            "SWEEP_FILE` rebuilds the summary (and trains them again)"
+        )
+    return warnings
+
+
+def _summary_ids(sweep_dir: Path) -> list[str]:
+    """The run ids a sweep folder's summary.parquet lists; [] without a readable one."""
+    import pyarrow.parquet as pq
+
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        table = pq.read_table(sweep_dir / "summary.parquet", columns=["run_id"])
+        return [str(rid) for rid in table.column(0).to_pylist()]
+    return []
 
 
 def _changed_inputs(sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]) -> dict:
