@@ -71,8 +71,10 @@ class PlanningLaw:
         return cls(name, fit.law, fit.data_range, tuple(samples), tuple(notes), at_bound)
 
 
-def load_law(spec: str) -> PlanningLaw:
-    """A preset name (`qin2026`, ...) or the path of a fit.json written by `cdlaw fit`."""
+def load_law(spec: str, check_runs: bool = True) -> PlanningLaw:
+    """A preset name (`qin2026`, ...) or the path of a fit.json written by `cdlaw fit`;
+    `stale` says when that fit is not of the runs beside it as they are now (unless not
+    check_runs: a caller that has refused a stale fit already)."""
     if spec in PRESETS:
         return PlanningLaw(spec, PRESETS[spec], PRESET_DATA_RANGE.get(spec))
     path = Path(spec)
@@ -85,7 +87,8 @@ def load_law(spec: str) -> PlanningLaw:
             )
         raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
     fit = FitResult.read(path)
-    return replace(PlanningLaw.of_fit(fit, str(path)), stale=stale_fit_file(path, fit.to_dict()))
+    stale = stale_fit_file(path, fit.to_dict()) if check_runs else None
+    return replace(PlanningLaw.of_fit(fit, str(path)), stale=stale)
 
 
 def as_planning_law(law: Law) -> PlanningLaw:

@@ -137,7 +137,7 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
     # The planner reads the fit.json itself when there is one, for the bootstrap 95% band;
     # a fit made for the report brings its data range, for the range warnings.
     if inputs.fit_path is not None:
-        source = load_law(str(inputs.fit_path))
+        source = load_law(str(inputs.fit_path), check_runs=False)  # load_inputs checked it
     else:
         source = with_fitted_range(inputs.law, inputs.fit, str(report.path))
     try:
