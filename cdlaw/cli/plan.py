@@ -344,10 +344,14 @@ def _beaten_note(p) -> str:
     beaten = [n for n, a in (("naive", p.naive), ("≤ 4 epochs", p.four_epoch)) if a.loss_gap < 0]
     if not beaten:
         return ""
-    held = [f"N at {fmt(p.best.n_params)}" for _ in [0] if p.n_params_fixed]
-    held += [f"the strategy {p.strategy_requested}"] * (p.strategy_requested != "auto")
+    held = []
+    if p.n_params_fixed:
+        held.append(f"N at {fmt(p.best.n_params)}")
+    if p.strategy_requested != "auto":
+        held.append(f"the strategy {p.strategy_requested}")
+    verb = "beats" if len(beaten) == 1 else "beat"
     return (
-        f"; {' and '.join(beaten)} beat{'s' * (len(beaten) == 1)} the plan (a negative gap): "
+        f"; {' and '.join(beaten)} {verb} the plan (a negative gap): "
         "the baselines choose their own N and repeat data, while this plan holds "
         f"{' and '.join(held) or 'its constraints'}"
     )

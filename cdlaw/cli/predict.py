@@ -96,9 +96,9 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
     from cdlaw.plan.guard import check_model
     from cdlaw.tasks.downstream_json import stale_links_file
 
-    warnings = [w for w in (stale_links_file(Path(downstream), links),) if w]
+    stale = [stale_links_file(Path(downstream), links), source and source.stale]
+    warnings = [w for w in stale if w]
     if source is not None:
-        warnings += filter(None, [source.stale])
         n, d, dp, strategy = model
         warnings += check_model(source, "the model", n, d, dp, strategy, extrapolate)
     return warnings

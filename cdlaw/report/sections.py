@@ -308,8 +308,11 @@ def _off_the_bands(share) -> str:
     below, above = int((share < 0).sum()), int((share > 1).sum())
     if not (above or below):
         return ""
-    parts = [f"{below} below 0 (a loss above the law's L_1ep)"] * bool(below)
-    parts += [f"{above} above 1 (a loss below the law's L_D, which no D′ reaches)"] * bool(above)
+    parts = []
+    if below:
+        parts.append(f"{below} below 0 (a loss above the law's L_1ep)")
+    if above:
+        parts.append(f"{above} above 1 (a loss below the law's L_D, which no D′ reaches)")
     return (
         f" Derived-gain shares outside [0, 1]: {' and '.join(parts)}; there the share "
         "measures the law's miss of the run (its residual, in the residuals figure), not a "
