@@ -43,7 +43,9 @@ RUN_COLUMNS = (
 
 def downstream_section(report: Report) -> str:
     """The task links: per task metric its link, fit against the seed noise and the
-    collapse test, with the metric the plan predicts; then the figure."""
+    collapse test, with the metric the plan predicts and what predicted it (an accuracy
+    with predictors is predicted by its chosen one, which may not be this link: plan
+    --link, `cdlaw predict`); then the figure."""
     e = html.escape
     result = report.inputs.downstream
     note = f'<p class="note">{e(report.downstream_note)}</p>'
@@ -51,7 +53,7 @@ def downstream_section(report: Report) -> str:
         return note
     predicted = {t["column"]: t for t in (report.plan or {}).get("tasks") or []}
     head = ["task", "metric", "link", "runs", "RMSE", "seed sd", "F", "p", "strategies",
-            "at the plan", "95% band"]  # fmt: skip
+            "at the plan", "predicted by", "95% band"]  # fmt: skip
     body = []
     for lk in result.links:
         c, t = lk.collapse, predicted.get(lk.column) or {}
@@ -64,6 +66,7 @@ def downstream_section(report: Report) -> str:
                 ("one curve" if c.collapses else "differ") if c else
                 ("—" if lk.follows_loss else "no trend"),
                 format_cell(t.get("value")),
+                _predicted_by(t),
                 f"{format_cell(band[0])} to {format_cell(band[1])}" if band else "—",
             ]
         )  # fmt: skip
@@ -72,10 +75,22 @@ def downstream_section(report: Report) -> str:
     )
     return (
         note
-        + html_table(head, body, {0, 1, 2, 8})
+        + html_table(head, body, {0, 1, 2, 8, 10})
         + f"<ul>{verdicts}</ul>"
         + figures_section(report, ("downstream",))
     )
+
+
+def _predicted_by(task: dict) -> str:
+    """Which predictor gave the plan's value: a chosen predictor (cdlaw.fit.predictors)
+    with its held-out error, or this row's link; "—" where the plan predicts none."""
+    if not task:
+        return "—"
+    name = task.get("predictor")
+    if not name:
+        return "this link"
+    err = task.get("heldout_error")
+    return f"{name} (held-out error {format_cell(err)})" if err is not None else str(name)
 
 
 def settings_section(path: Path) -> str:

@@ -58,6 +58,14 @@ def test_predict_plan_link_and_report_agree_and_bands_widen(cdlaw, ladder):
     shown = {t["column"]: t for t in report.plan["tasks"]}["task_quiz_acc"]  # its "at the plan"
     assert shown["predictor"] == planned["predictor"]
     assert shown["value"] == pytest.approx(planned["value"])
+    # the page's task row names that predictor beside the value, not only the link's formula
+    from cdlaw.report.sections import downstream_section
+    from cdlaw.report.tables import format_cell
+
+    row = downstream_section(report).split("<td")  # one row: task_quiz_acc's cells
+    cells = [c.split(">", 1)[1].split("</td")[0] for c in row[1:]]
+    at = cells.index(format_cell(planned["value"]))
+    assert cells[at + 1].startswith(f"{planned['predictor']} (held-out error ")
     code, out, err = cdlaw("predict", "--downstream", links, "--law", fit,
                            "--n-params", best["n_params"], "--fresh-tokens", best["fresh_tokens"],
                            "--derived-tokens", best["derived_tokens"], "--json")  # fmt: skip
