@@ -108,7 +108,7 @@ def run_comparison(
 
     from cdlaw.sweep.summary import folder_warnings
 
-    for w in folder_warnings(Path(path)):  # laws of runs the folder no longer matches
+    for w in folder_warnings(Path(path), "this comparison"):  # of runs no longer as they were
         say("warning", w)
 
     def show(comparison) -> None:

@@ -88,12 +88,12 @@ def _request(
     figure, watch, every, reads,
 ) -> _Request:  # fmt: skip
     """The command line as a _Request (BadInput naming the option at fault)."""
+    from cdlaw.cli.runs_now import checked_law
     from cdlaw.govern.cooldown import DEMO, fit_cooldown
     from cdlaw.govern.curve import CurveOptions
     from cdlaw.govern.decision import GovernOptions
     from cdlaw.govern.watch import Watch
     from cdlaw.plan.requests import positive
-    from cdlaw.plan.source import load_law
 
     def maybe(text, what):
         return None if text is None else positive(number(text, what), what)
@@ -122,7 +122,7 @@ def _request(
         raise BadInput("--reads counts readings of --watch: give --watch too, or leave it out")
     if watch and not (math.isfinite(every) and every >= 0):
         raise BadInput(f"--every {every:g} must be a number of seconds ≥ 0, e.g. 60")
-    source = load_law(law or str(_default_law(run)))
+    source = checked_law(law or str(_default_law(run)))
     return _Request(source, options, curve_options, Watch(watch, every, n_reads))
 
 

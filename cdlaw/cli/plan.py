@@ -108,14 +108,17 @@ def plan(
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
     Example: cdlaw plan --law runs/demo/fit.json --budget-flops 2e12 --unique-tokens 96K --link runs/demo/downstream.json
     """
+    from cdlaw.cli.runs_now import checked_law, runs_now_warnings
     from cdlaw.plan import planner
-    from cdlaw.plan.source import load_law
     from cdlaw.tasks.plan_metrics import read_links
 
     if link is not None and frontier:
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
     links, predictors, stale_links = read_links(link, task)
-    source = load_law(law)
+    stale_links = stale_links or "; ".join(
+        runs_now_warnings(link, "downstream.json", "these links")
+    )
+    source = checked_law(law)
     options = how.planner_options(n_params)
     unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)
     if frontier:

@@ -50,8 +50,8 @@ def predict(
     """
 
     from cdlaw.cli import say
+    from cdlaw.cli.runs_now import checked_law
     from cdlaw.errors import BadInput
-    from cdlaw.plan.source import load_law
     from cdlaw.tasks.downstream_json import Downstream
     from cdlaw.tasks.plan_metrics import forecast_tasks, task_predictors
 
@@ -67,7 +67,7 @@ def predict(
             "write it again with `cdlaw downstream RUNS` (accuracy columns get predictors)"
         )
     N, D, Dp = _model(n_params, fresh_tokens, derived_tokens)
-    source = load_law(law) if law else None
+    source = checked_law(law) if law else None
     strategy = _strategy(strategy, Dp, links.strategies, source)
     warnings = _warnings(downstream, links, source, (N, D, Dp, strategy), extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
@@ -93,10 +93,14 @@ def predict(
 def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -> list[str]:
     """Files older than the runs beside them first (their numbers are of other runs), then
     the law's guard on the model (N, D, D′, strategy)."""
+    from cdlaw.cli.runs_now import runs_now_warnings
     from cdlaw.plan.guard import check_model
     from cdlaw.tasks.downstream_json import stale_links_file
 
-    stale = [stale_links_file(Path(downstream), links), source and source.stale]
+    links_stale = stale_links_file(Path(downstream), links)
+    if links_stale is None:  # the runs are the ones linked: were they trained as they read now?
+        links_stale = "; ".join(runs_now_warnings(downstream, "downstream.json", "these links"))
+    stale = [links_stale, source and source.stale]
     warnings = [w for w in stale if w]
     if source is not None:
         n, d, dp, strategy = model

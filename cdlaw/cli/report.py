@@ -61,18 +61,14 @@ def report(
 
     Example: cdlaw report runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
-    from cdlaw.plan.guard import extrapolated_text
     from cdlaw.report.page import write_report
+    from cdlaw.sweep.summary import folder_warnings
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    written, report = write_report(path, out, budget, unique, fit, extrapolate)
-    if report.plan and report.plan["extrapolated"]:
-        say_extrapolated(extrapolated_text("; ".join(report.plan["extrapolated"])))
-    for w in report.plan["warnings"] if report.plan else ():
-        say("warning", f"the plan: {w}")
-    if report.plan is None and report.plan_note:
-        say("note", report.plan_note)
+    runs_warnings = tuple(folder_warnings(path, "this report")) if path.is_dir() else ()
+    written, report = write_report(path, out, budget, unique, fit, extrapolate, runs_warnings)
+    _say_warnings(report)
     err.print(f"wrote the report of {path}", highlight=False)
     if json_out:
         keys = ("strategy", "n_params", "fresh_tokens", "derived_tokens", "predicted_loss")
@@ -88,3 +84,17 @@ def report(
         )
     else:
         print(written)
+
+
+def _say_warnings(report) -> None:
+    """The plan's extrapolation and warnings (the runs folder's first), or without a plan
+    the runs folder's warnings and why there is none."""
+    from cdlaw.plan.guard import extrapolated_text
+
+    plan = report.plan
+    if plan and plan["extrapolated"]:
+        say_extrapolated(extrapolated_text("; ".join(plan["extrapolated"])))
+    for w in plan["warnings"] if plan else report.runs_warnings:
+        say("warning", f"the plan: {w}" if plan else w)
+    if plan is None and report.plan_note:
+        say("note", report.plan_note)

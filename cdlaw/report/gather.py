@@ -14,6 +14,7 @@ fresh-token count as unique tokens (cdlaw.report.budget). Any other budget:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import io
 import logging
@@ -62,6 +63,10 @@ class Report:
     budget_note: str = ""  # where the plan's budget and unique tokens came from
     figures: dict[str, str] = field(default_factory=dict)  # kind -> base64 PNG
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
+    # what the runs folder warns of (inputs edited since its runs trained, run folders
+    # deleted: cdlaw.sweep.summary.folder_warnings, which the command passes in); the plan
+    # warns of them first
+    runs_warnings: tuple[str, ...] = ()
 
 
 def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
@@ -140,6 +145,8 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
         source = load_law(str(inputs.fit_path), check_runs=False)  # load_inputs checked it
     else:
         source = with_fitted_range(inputs.law, inputs.fit, str(report.path))
+    if report.runs_warnings:
+        source = dataclasses.replace(source, stale="; ".join(report.runs_warnings))
     try:
         if budget_flops is None and compute is not None:
             report.budget_flops, inside = budget_inside_range(
@@ -171,9 +178,11 @@ def gather(
     unique_tokens: float | None = None,
     fit_path: str | Path | None = None,
     extrapolate: bool = False,
+    runs_warnings: tuple[str, ...] = (),
 ) -> Report:
     """Read the runs folder or table (and its fit: fit_path, or the one beside it, as `cdlaw
-    plot` finds it), fit if there is none, plan, and draw every figure it allows."""
+    plot` finds it), fit if there is none, plan, and draw every figure it allows;
+    `runs_warnings` (Report.runs_warnings) lead the plan's warnings."""
     from cdlaw.fit.table import TABLE_SUFFIXES
 
     path = Path(path)
@@ -186,7 +195,7 @@ def gather(
         if value is not None and not (math.isfinite(value) and value > 0):
             raise BadInput(f"{what} must be a positive number like 1e21 or 5e9, not {value:g}")
     inputs = load_inputs(path, fit_path, need_fit=False)
-    report = Report(path, inputs)
+    report = Report(path, inputs, runs_warnings=tuple(runs_warnings))
 
     @functools.cache
     def runs() -> pd.DataFrame:

@@ -99,9 +99,11 @@ def write_report(
     unique_tokens: float | None = None,
     fit_path: str | Path | None = None,
     extrapolate: bool = False,
+    runs_warnings: tuple[str, ...] = (),
 ) -> tuple[Path, Report]:
-    """Build the report of a runs folder or table and write it atomically to out (default
-    report_path); return the path and what the page was built from."""
+    """Build the report of a runs folder or table (gather; `runs_warnings` lead the plan's)
+    and write it atomically to out (default report_path); return the path and what the
+    page was built from."""
     from cdlaw.atomic import write_text_atomic
 
     target = Path(out) if out is not None else report_path(path)
@@ -109,5 +111,5 @@ def write_report(
         raise BadInput(
             f"--out {target} is a folder; give a file name such as {target / 'report.html'}"
         )
-    report = gather(path, budget_flops, unique_tokens, fit_path, extrapolate)
+    report = gather(path, budget_flops, unique_tokens, fit_path, extrapolate, runs_warnings)
     return write_text_atomic(target, render(report)), report

@@ -158,11 +158,12 @@ def changed_runs(sweep_dir: Path) -> dict[str, list[str]]:
     return _changed_inputs(sweep, Path(sweep_dir), runs)
 
 
-def folder_warnings(path: Path) -> list[str]:
-    """What a command that fits a runs folder (and the rounds inside it) warns of: the
-    runs its summaries list that were trained on inputs edited since (changed_runs), and
-    those whose folders are gone (summary.parquet is rebuilt only by a sweep). [] for a
-    table file, or a folder whose runs are all as listed."""
+def folder_warnings(path: Path, made: str = "this fit") -> list[str]:
+    """What a command that fits a runs folder (and the rounds inside it) warns of, and one
+    that reads what was fitted there (`made`: "this fit", "these links"): the runs its
+    summaries list that were trained on inputs edited since (changed_runs), and those
+    whose folders are gone (summary.parquet is rebuilt only by a sweep). [] for a table
+    file, or a folder whose runs are all as listed."""
     path = Path(path)
     if not (path / "sweep.toml").is_file():
         return []
@@ -175,14 +176,14 @@ def folder_warnings(path: Path) -> list[str]:
     if old:
         warnings.append(
             f"{len(old)} of the runs fitted were trained on other inputs than {path}'s sweep "
-            f"reads now (e.g. {old[0]}: {'; '.join(changed[old[0]])}): this fit is of the old "
+            f"reads now (e.g. {old[0]}: {'; '.join(changed[old[0]])}): {made} is of the old "
             f"inputs; `cdlaw status {path}` names them, and `cdlaw sweep SWEEP_FILE "
             "--restart` retrains them"
         )
     if gone:
         warnings.append(
             f"{len(gone)} run(s) in {path}'s summary.parquet have no run folder any more (e.g. "
-            f"{gone[0]}): they are fitted as the summary last saw them; `cdlaw sweep "
+            f"{gone[0]}): {made} has them as the summary last saw them; `cdlaw sweep "
             "SWEEP_FILE` rebuilds the summary (and trains them again)"
         )
     return warnings

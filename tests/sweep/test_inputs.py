@@ -208,9 +208,22 @@ def assert_fit_names_the_old_inputs(root: Path, folder: Path, monkeypatch, capsy
         )
         compared = cdlaw_here(monkeypatch, capsys, root, "compare", "runs/ident", "--law",
                               "chinchilla,cd", "--starts", "8", "--out", "c.json")  # fmt: skip
+        # a fit beside the runs, of them as they are listed: what reads it warns all the same
+        assert cdlaw_here(monkeypatch, capsys, root, "fit", "runs/ident", "--starts", "8")[0] == 0
+        planned = cdlaw_here(monkeypatch, capsys, root, "plan", "--law", "runs/ident/fit.json",
+                             "--budget-flops", "1e15", "--unique-tokens", "1e6", "--extrapolate",
+                             "--json")  # fmt: skip
+        reported = cdlaw_here(monkeypatch, capsys, root, "report", "runs/ident", "--budget-flops",
+                              "1e15", "--unique-tokens", "1e6", "--extrapolate")  # fmt: skip
     finally:
         summary.write_bytes(kept)
-    assert compared[0] == 0 and "this fit is of the old inputs" in " ".join(compared[2].split())
+    assert compared[0] == 0 and "this comparison is of the old" in " ".join(compared[2].split())
+    assert planned[0] == 0, planned[2]
+    (first, *_) = json.loads(planned[1])["warnings"]
+    assert "this fit (runs/ident/fit.json) is of the old inputs" in first, first
+    page = (root / "runs" / "ident" / "report.html").read_text()
+    assert reported[0] == 0 and "this report is of the old inputs" in " ".join(reported[2].split())
+    assert "warning: 1 of the runs fitted were trained on other inputs" in page
     warnings = json.loads((root / "f.json").read_text())["warnings"]
     # the table's other ids name no run folder: as if deleted since the summary was written
     (gone,) = [w for w in warnings if "have no run folder any more" in w]

@@ -1,0 +1,47 @@
+"""The runs behind a fit.json or downstream.json, as they are now: a command that reads one
+(plan, predict, govern, report) warns when the runs beside it were trained on inputs
+edited since, or their folders deleted (cdlaw.sweep.summary.folder_warnings).
+
+    warnings = runs_now_warnings("runs/demo/fit.json", "fit.json", "this fit")
+    source = checked_law("runs/demo/fit.json")   # load_law, its `stale` saying it too
+
+A file that no longer matches its runs' summary says so itself (stale_fit_file,
+stale_links_file); this is what it cannot see: the runs are the ones fitted, but what
+they trained on (a derived file, the corpus) has changed since. The check lives here
+because fit, plan and report may not read sweeps (the pipeline flows one way); the
+command composes both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from cdlaw.plan.source import PlanningLaw, load_law
+
+
+def runs_now_warnings(made: str | Path | None, name: str, what: str) -> list[str]:
+    """folder_warnings of the runs folder that `made` (a NAME written beside its runs:
+    fit.json, downstream.json) was made from, saying what of it is of the old inputs
+    (`what`: "this fit", "these links"); [] for a preset, a table of runs, or a file
+    written elsewhere."""
+    from cdlaw.fit.table import runs_beside
+    from cdlaw.sweep.summary import folder_warnings
+
+    if made is None or not Path(made).is_file():
+        return []
+    runs = runs_beside(Path(made), name)
+    if runs is None or not runs.is_dir():
+        return []
+    return folder_warnings(runs, f"{what} ({made})")
+
+
+def checked_law(spec: str) -> PlanningLaw:
+    """load_law(spec), its `stale` also saying when the fit's runs were trained on inputs
+    edited since or are gone (runs_now_warnings); a fit older than its runs says that
+    first, and refitting it brings this warning into the new fit.json."""
+    source = load_law(spec)
+    if source.stale is not None:
+        return source
+    found = runs_now_warnings(spec, "fit.json", "this fit")
+    return dataclasses.replace(source, stale="; ".join(found)) if found else source
