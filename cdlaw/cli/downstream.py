@@ -80,7 +80,9 @@ def _fit(request: _Request):
     from cdlaw.tasks.links import fit_downstream
 
     path = request.path
-    for w in folder_warnings(Path(path), "these links"):  # of runs no longer as they were
+    for w in folder_warnings(
+        Path(path), "this link file", tasks=True
+    ):  # of runs no longer as they were
         say("warning", w)
     runs = with_checkpoints(path, load_runs(path, checkpoints=True))
     result = fit_downstream(

@@ -116,7 +116,7 @@ def plan(
         raise BadInput("--link predicts task metrics for one plan: drop --frontier or --link")
     links, predictors, stale_links = read_links(link, task)
     stale_links = stale_links or "; ".join(
-        runs_now_warnings(link, "downstream.json", "these links")
+        runs_now_warnings(link, "downstream.json", "this link file")
     )
     source = checked_law(law)
     options = how.planner_options(n_params)

@@ -99,7 +99,7 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
 
     links_stale = stale_links_file(Path(downstream), links)
     if links_stale is None:  # the runs are the ones linked: were they trained as they read now?
-        links_stale = "; ".join(runs_now_warnings(downstream, "downstream.json", "these links"))
+        links_stale = "; ".join(runs_now_warnings(downstream, "downstream.json", "this link file"))
     stale = [links_stale, source and source.stale]
     warnings = [w for w in stale if w]
     if source is not None:

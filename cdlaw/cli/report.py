@@ -66,7 +66,7 @@ def report(
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
-    runs_warnings = tuple(folder_warnings(path, "this report")) if path.is_dir() else ()
+    runs_warnings = tuple(folder_warnings(path, "this report", tasks=True)) if path.is_dir() else ()
     written, report = write_report(path, out, budget, unique, fit, extrapolate, runs_warnings)
     _say_warnings(report)
     err.print(f"wrote the report of {path}", highlight=False)

@@ -1,6 +1,7 @@
 """The runs behind a fit.json or downstream.json, as they are now: a command that reads one
 (plan, predict, govern, report) warns when the runs beside it were trained on inputs
-edited since, or their folders deleted (cdlaw.sweep.summary.folder_warnings).
+edited since, or their folders deleted, and for task links when they were scored on task
+files edited since (cdlaw.sweep.summary.folder_warnings).
 
     warnings = runs_now_warnings("runs/demo/fit.json", "fit.json", "this fit")
     source = checked_law("runs/demo/fit.json")   # load_law, its `stale` saying it too
@@ -23,8 +24,8 @@ from cdlaw.plan.source import PlanningLaw, load_law
 def runs_now_warnings(made: str | Path | None, name: str, what: str) -> list[str]:
     """folder_warnings of the runs folder that `made` (a NAME written beside its runs:
     fit.json, downstream.json) was made from, saying what of it is of the old inputs
-    (`what`: "this fit", "these links"); [] for a preset, a table of runs, or a file
-    written elsewhere."""
+    (`what`: "this fit", "this link file"; a downstream.json's task scores too); [] for a
+    preset, a table of runs, or a file written elsewhere."""
     from cdlaw.fit.table import runs_beside
     from cdlaw.sweep.summary import folder_warnings
 
@@ -33,7 +34,7 @@ def runs_now_warnings(made: str | Path | None, name: str, what: str) -> list[str
     runs = runs_beside(Path(made), name)
     if runs is None or not runs.is_dir():
         return []
-    return folder_warnings(runs, f"{what} ({made})")
+    return folder_warnings(runs, f"{what} ({made})", tasks=name == "downstream.json")
 
 
 def checked_law(spec: str) -> PlanningLaw:

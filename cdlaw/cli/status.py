@@ -79,6 +79,8 @@ def _render(rows: list[dict], runs_dir: Path) -> None:
             note = f"damaged: {', '.join(r['damaged'])} {note}".strip()
         if r.get("tokens_seen") is not None and r.get("tokens_trained"):
             note = f"{r['tokens_seen'] / r['tokens_trained']:.0%} {note}".strip()
+        if r.get("rescore"):  # scored on task files edited since: the next sweep rescores
+            note = f"old task scores: {', '.join(r['rescore'])} {note}".strip()
         if r.get("changed"):  # trained on inputs the sweep no longer reads
             note = f"inputs changed: {'; '.join(r['changed'])} {note}".strip()
         loss = r.get("loss")
@@ -104,14 +106,29 @@ def _render(rows: list[dict], runs_dir: Path) -> None:
     out.print(", ".join(f"{n} {s}" for s, n in counts.items()), highlight=False)
     if any(not r.get("planned", True) for r in rows):
         out.print("* not in the sweep's plan (a run folder from an older sweep file)")
+    _warn_of_old_inputs(rows)
+
+
+def _warn_of_old_inputs(rows: list[dict]) -> None:
+    """A warning for the runs trained on inputs edited since, one for those scored on task
+    files edited since."""
+    from cdlaw.cli import say
+
     changed = [r for r in rows if r.get("changed")]
     if changed:
-        from cdlaw.cli import say
-
         say(
             "warning",
             f"{len(changed)} run(s) were trained on other inputs than the sweep reads now "
             f"(e.g. {changed[0]['run_id']}: {'; '.join(changed[0]['changed'])}): their losses, "
             "and a fit of them, are of the old inputs; `cdlaw sweep SWEEP_FILE --restart` "
             "retrains them",
+        )
+    rescore = [r for r in rows if r.get("rescore")]
+    if rescore:
+        say(
+            "warning",
+            f"{len(rescore)} run(s) were scored on task files edited since (e.g. "
+            f"{rescore[0]['run_id']}: {', '.join(rescore[0]['rescore'])}): their task scores, "
+            "and links of them, are of the old files; `cdlaw sweep SWEEP_FILE` scores them "
+            "again without training",
         )

@@ -126,10 +126,11 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
     sweep = load_sweep(sweep_dir / "sweep.toml")
     runs = sweep.runs(_known_vocab_size(sweep, sweep_dir))
     planned = {r.run_id for r in runs}
-    changed = _changed_inputs(sweep, sweep_dir, runs)
+    changed, rescore = _changed_inputs(sweep, sweep_dir, runs)
     rows = [
         {"sweep": sweep.name, **run_facts(cfg), **_state_row(sweep_dir / cfg.run_id)}
         | ({"changed": changed[cfg.run_id]} if cfg.run_id in changed else {})
+        | ({"rescore": rescore[cfg.run_id]} if cfg.run_id in rescore else {})
         for cfg in runs
     ]
     for run_dir in sorted(p for p in sweep_dir.iterdir() if RUN_ID_PATTERN.match(p.name)):
@@ -143,35 +144,43 @@ def _one_sweep_status(sweep_dir: Path) -> list[dict]:
     return rows
 
 
-def changed_runs(sweep_dir: Path) -> dict[str, list[str]]:
-    """{run_id: what changed} for the runs of one sweep folder trained on other inputs than
-    its sweep.toml reads now (cdlaw.sweep.stale), as `cdlaw status` marks them; {} for a
+def changed_runs(sweep_dir: Path) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """For the runs of one sweep folder, as `cdlaw status` marks them: ({run_id: what
+    changed} for runs trained on other inputs than its sweep.toml reads now
+    (cdlaw.sweep.stale), {run_id: [task, …]} for finished runs whose scores of those tasks
+    are of task files edited since, which the next sweep scores again); ({}, {}) for a
     folder without a readable sweep.toml or whose inputs cannot be read from here."""
     toml = Path(sweep_dir) / "sweep.toml"
     if not toml.is_file():
-        return {}
+        return {}, {}
     try:
         sweep = load_sweep(toml)
         runs = sweep.runs(_known_vocab_size(sweep, Path(sweep_dir)))
     except (BadInput, OSError, ValueError):
-        return {}
+        return {}, {}
     return _changed_inputs(sweep, Path(sweep_dir), runs)
 
 
-def folder_warnings(path: Path, made: str = "this fit") -> list[str]:
+def folder_warnings(path: Path, made: str = "this fit", tasks: bool = False) -> list[str]:
     """What a command that fits a runs folder (and the rounds inside it) warns of, and one
-    that reads what was fitted there (`made`: "this fit", "these links"): the runs its
+    that reads what was fitted there (`made`: "this fit", "this link file"): the runs its
     summaries list that were trained on inputs edited since (changed_runs), and those
-    whose folders are gone (summary.parquet is rebuilt only by a sweep). [] for a table
-    file, or a folder whose runs are all as listed."""
+    whose folders are gone (summary.parquet is rebuilt only by a sweep); with `tasks`
+    (what reads the task scores), the runs scored on task files edited since. [] for a
+    table file, or a folder whose runs are all as listed."""
     path = Path(path)
     if not (path / "sweep.toml").is_file():
         return []
     folders = (path, *sorted(p.parent for p in path.glob("*/sweep.toml")))
     listed = [(f, rid) for f in folders for rid in _summary_ids(f)]
-    changed = {rid: what for f in folders for rid, what in changed_runs(f).items()}
+    changed, rescore = {}, {}
+    for f in folders:
+        trained, scored = changed_runs(f)
+        changed.update(trained)
+        rescore.update(scored)
     old = [rid for _, rid in listed if rid in changed]
     gone = [rid for f, rid in listed if not (f / rid).is_dir()]
+    scored_old = [rid for _, rid in listed if rid in rescore] if tasks else []
     warnings = []
     if old:
         warnings.append(
@@ -186,6 +195,12 @@ def folder_warnings(path: Path, made: str = "this fit") -> list[str]:
             f"{gone[0]}): {made} has them as the summary last saw them; `cdlaw sweep "
             "SWEEP_FILE` rebuilds the summary (and trains them again)"
         )
+    if scored_old:
+        warnings.append(
+            f"{len(scored_old)} of the runs were scored on task files edited since (e.g. "
+            f"{scored_old[0]}: {', '.join(rescore[scored_old[0]])}): {made} is of the old "
+            f"tasks there; `cdlaw sweep SWEEP_FILE` scores them again (no training)"
+        )
     return warnings
 
 
@@ -199,20 +214,41 @@ def _summary_ids(sweep_dir: Path) -> list[str]:
     return []
 
 
-def _changed_inputs(sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]) -> dict:
-    """{run_id: what changed} for runs trained on other inputs than the sweep reads now
-    (cdlaw.sweep.stale); {} where the inputs cannot be read from here (a relative path
-    from another folder, a file gone): the sweep itself says so when it runs."""
+def _changed_inputs(
+    sweep: SweepConfig, sweep_dir: Path, runs: list[RunConfig]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """({run_id: what changed} for runs trained on other inputs than the sweep reads now
+    (cdlaw.sweep.stale), {run_id: [task, …]} for finished runs scored on task files edited
+    since); ({}, {}) where the inputs cannot be read from here (a relative path from
+    another folder, a file gone): the sweep itself says so when it runs."""
     from cdlaw.data.inputs import RunInputsMaker
     from cdlaw.sweep.stale import changed_inputs
 
     if not any((sweep_dir / r.run_id).is_dir() for r in runs):
-        return {}
+        return {}, {}
     try:
         maker = RunInputsMaker(sweep.data, sweep.eval, sweep_dir.parent / ".cache")
-        return changed_inputs(sweep_dir, [maker.of(r) for r in runs])
+        now = [maker.of(r) for r in runs]
+        return changed_inputs(sweep_dir, now), _old_scores(sweep_dir, now)
     except (BadInput, OSError):
-        return {}
+        return {}, {}
+
+
+def _old_scores(sweep_dir: Path, runs: list[RunConfig]) -> dict[str, list[str]]:
+    """{run_id: [task, …]} for the finished runs of `runs` (with their inputs now) whose
+    config.json records other task files (or eval.max_items) than they read now
+    (cdlaw.data.inputs.stale_tasks): their scores of those tasks are of the old files."""
+    from cdlaw.data.inputs import stale_tasks
+
+    out = {}
+    for cfg in runs:
+        run_dir = sweep_dir / cfg.run_id
+        if (read_result(run_dir) or {}).get("status") != "done":
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            if names := stale_tasks(json.loads((run_dir / "config.json").read_text()), cfg):
+                out[cfg.run_id] = sorted(names)
+    return out
 
 
 def _state_row(run_dir: Path) -> dict:

@@ -156,6 +156,19 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
     folder = root / "runs" / "ident"
     # the task file edited: both runs re-scored from model/, none trained, old scores gone
     (root / "tasks" / "quiz.jsonl").write_text(quiz("B"))
+    # until the next sweep the scores are of the old file: status marks them, and what
+    # links or reads the links says so
+    code, out, _ = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident", "--json")
+    assert code == 0 and [r.get("rescore") for r in json.loads(out)] == [["quiz"]] * 2
+    assert not any(r.get("changed") for r in json.loads(out))  # nothing to retrain
+    code, _, err = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident")
+    assert "2 run(s) were scored on task files edited since" in " ".join(err.split())
+    from cdlaw.sweep.summary import folder_warnings
+
+    assert folder_warnings(Path("runs/ident")) == []  # a fit of the losses: nothing to say
+    (said,) = folder_warnings(Path("runs/ident"), "this link file", tasks=True)
+    assert said.startswith("2 of the runs were scored on task files edited since"), said
+    assert "quiz): this link file is of the old tasks there" in said
     again = sweep(root, one_thread)
     assert again.trained == [] and again.exit_code == 0
     got = numbers(root)
@@ -165,6 +178,8 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
         assert not set(QUIZ) & set(pd.read_parquet(run).columns)
     stamps = {p: p.stat().st_mtime_ns for p in folder.glob("*/*.json")}
     assert sweep(root, one_thread).trained == []  # recorded: nothing to do a second time
+    code, out, _ = cdlaw_here(monkeypatch, capsys, root, "status", "runs/ident", "--json")
+    assert not any(r.get("rescore") for r in json.loads(out))  # scored again: current
     assert {p: p.stat().st_mtime_ns for p in folder.glob("*/*.json")} == stamps
     # the derived files edited (other text, same ids and passes): refused, then retrained
     (root / "der" / "rows.jsonl").write_text(derived_rows("B"))
