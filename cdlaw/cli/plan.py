@@ -303,7 +303,8 @@ def _task_table(p) -> Table:
     for col in ("task", "metric", "predicted", "95% band", "by"):
         t.add_column(col, justify="left" if col in ("task", "metric", "by") else "right")
     for x in p.tasks:
-        band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else "none"
+        none = "not determined" if (x["no_band_reason"] or "").startswith("not det") else "none"
+        band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else none
         t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band, x.get("predictor", "link"))
     return t
 

@@ -124,7 +124,9 @@ def with_tasks(
     """The plan with its predicted task metrics (Plan.tasks) and a warning per link the
     plan's loss lies outside of, after `stale` (read_links: the file is older than its
     runs). An accuracy with predictors is forecast by them (forecast_tasks, as `cdlaw
-    predict` does); the rest through their links."""
+    predict` does); the rest through their links. Where the plan's own loss band was
+    refused (not determined: its refits disagree, or the loss is above ln V), no task
+    metric gets a band either: one would rest on the losses the plan judged meaningless."""
     best = plan.best
     s = law_strategy(best.strategy, plan.strategy)
     loss, losses = _law_at(source, best.n_params, best.fresh_tokens, best.derived_tokens, s)
@@ -139,6 +141,10 @@ def with_tasks(
         for lk in links
     ]
     preds += list(by_column.values())  # an average over tasks has no link of its own
+    if plan.predicted_loss_ci95 is None and losses is not None:  # refused, not missing
+        said = (plan.no_band_reason or "").removeprefix("not determined: ")
+        why = f"not determined, as for the plan's loss: {said}"
+        preds = [dataclasses.replace(p, ci95=None, no_band_reason=why) for p in preds]
     beyond: dict[str, list[str]] = {}  # one warning per sentence, naming its columns
     for p in preds:
         if p.beyond_runs:

@@ -200,3 +200,29 @@ def test_compare_refuses_only_the_laws_whose_plan_is_beyond_the_limit():
         attach_plans(alone, C, U, rng, extrapolate=False)
     attach_plans(alone, C, U, rng, extrapolate=True)
     assert alone.scores[0].plan["extrapolated"]
+
+
+def test_task_metrics_get_no_band_where_the_plans_loss_band_was_refused():
+    """A loss above ln V has no band (not determined); a task metric linked to it got one
+    from the same refits' losses, a band resting on losses the plan called meaningless."""
+    from cdlaw.tasks.downstream_json import TaskLink
+    from cdlaw.tasks.plan_metrics import with_tasks
+
+    link = TaskLink(
+        "task_quiz_acc", "quiz", "acc", "sigmoid", {"a": 0.7, "L0": 2.0, "k": -4.0, "b": 0.25},
+        {}, 20, 0.01, None, 0, (1.5, 3.0), (0.3, 0.9), {}, None,
+        bootstrap=[[0.7, 2.0 + d, -4.0, 0.25] for d in (-0.05, 0.0, 0.05)],
+    )  # fmt: skip
+    banded = with_tasks(plan(fitted(15, 15, vocab=16, draws=spread(0.2)), C, U),
+                        fitted(15, 15, vocab=16, draws=spread(0.2)), [link])  # fmt: skip
+    (task,) = banded.tasks
+    assert task["ci95"] is not None and task["no_band_reason"] is None
+    src = fitted(15, 15, vocab=8, draws=spread(0.2))
+    refused = with_tasks(plan(src, C, U), src, [link])
+    (task,) = refused.tasks
+    assert task["ci95"] is None and task["value"] == pytest.approx(
+        float(link.predict(refused.predicted_loss))
+    )
+    assert task["no_band_reason"].startswith(
+        "not determined, as for the plan's loss: the predicted loss 2.265 is above ln V"
+    )
