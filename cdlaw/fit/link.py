@@ -176,10 +176,11 @@ def _bounds(form: LinkForm, L: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, n
             raise BadInput("bits per byte must be positive to fit its power-law link")
         # E below every observed value; K > 0 and κ in (0, 20]: BPB rises with the loss
         return np.array([0.0, 1e-12, 1e-3]), np.array([float(y.min()) * (1 - 1e-9), np.inf, 20.0])
-    # the fit's own parameters: a + b, L0, k, b; L0 within two spans of the runs' losses,
-    # |k|·span ≤ 50 (steeper is a step, which no run between could show)
+    # the fit's own parameters: a + b, L0, k, b; L0 within two spans of the runs' losses
+    # and ≥ 0 (the midpoint is a loss: a refit's 95% interval reached −0.2 nats on the
+    # demo), |k|·span ≤ 50 (steeper is a step, which no run between could show)
     return (
-        np.array([0.0, float(L.min()) - 2 * span, -50.0 / span, 0.0]),
+        np.array([0.0, max(float(L.min()) - 2 * span, 0.0), -50.0 / span, 0.0]),
         np.array([1.0, float(L.max()) + 2 * span, 0.0, 1.0]),
     )
 
