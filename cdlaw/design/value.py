@@ -18,10 +18,13 @@ residual scatter) shrinks the covariance of everything by the Kalman update
 (the ensemble Kalman filter's analysis step; Evensen 2003, Ocean Dynamics 53:343). How
 much a run is worth is how much that update lowers
 
-    value = ½·ln(Var(loss)/Var₀(loss)) + P(strategy flips) + ½·P(N* moves by > 10%)
+    value = ½·ln(Var(loss)/Var₀(loss)) + min(P(flip), 1 − P(flip)) + ½·P(N* moves by > 10%)
 
-with P(flip) = Φ(−|mean gap| / sd(gap)) and P(move) = 2Φ(−log 1.1 / sd(n)): the three
-ways the plan's decision can be wrong. The loss term is the information (nats, Gaussian)
+with P(flip) = Φ(−centre / sd(gap)), the chance the draws favour the rival (its centre
+placed so that it is, before any run, the plan's bootstrap share of refits choosing the
+rival: above ½ where most do), and P(move) = 2Φ(−log 1.1 / sd(n)): the three ways the plan's decision can
+be wrong. The strategy term is the chance that whichever strategy the evidence favours is
+wrong, so a run that settles the question either way is worth as much. The loss term is the information (nats, Gaussian)
 a run gives about the plan's loss, so each halving of its sd is worth the same; the
 variance ratio itself made later narrowings worth almost nothing (docs/next.md). A batch is
 chosen greedily by value gained per FLOP, each pick conditioning the ones after it, so a
@@ -52,7 +55,7 @@ class Ensemble:
 
     targets: np.ndarray
     candidates: np.ndarray
-    gap_mean: float  # the point law's gap (its sign is the decision)
+    gap_mean: float  # the gaps' centre (cdlaw.design.targets): > 0 keeps the plan's strategy
 
     def __post_init__(self):
         if self.targets.shape[0] != self.candidates.shape[0] or self.targets.shape[0] < 3:
@@ -65,7 +68,7 @@ class Uncertainty:
 
     loss_sd: float  # sd of the log loss at the plan: ≈ relative sd of the loss
     n_sd: float  # sd of log N*
-    flip: float  # chance the strategy decision is the other one
+    flip: float  # chance the draws favour the rival strategy (may exceed ½)
     n_move: float  # chance N* is off by more than 10%
 
     def value(self, loss_var0: float) -> float:
@@ -74,9 +77,10 @@ class Uncertainty:
 
 def plan_value(loss_var, flip, n_move, loss_var0: float):
     """What is still unknown about the plan (lower is better; broadcasts):
-    ½·ln(Var/Var₀) + P(flip) + ½·P(move), the loss term in nats of information."""
+    ½·ln(Var/Var₀) + min(P(flip), 1 − P(flip)) + ½·P(move), the loss term in nats of
+    information."""
     rel = np.maximum(np.asarray(loss_var) / loss_var0, MIN_REL) if loss_var0 > 0 else 1.0
-    return 0.5 * np.log(rel) + flip + N_WEIGHT * n_move
+    return 0.5 * np.log(rel) + np.minimum(flip, 1 - np.asarray(flip)) + N_WEIGHT * n_move
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ class Pick:
 def uncertainty(cov: np.ndarray, gap_mean: float) -> Uncertainty:
     """Uncertainty from the 3×3 target block of a covariance."""
     loss_sd, n_sd, gap_sd = (math.sqrt(max(float(cov[i, i]), 0.0)) for i in range(3))
-    flip = float(norm.cdf(-abs(gap_mean) / gap_sd)) if gap_sd > 0 else 0.0
+    flip = float(norm.cdf(-gap_mean / gap_sd)) if gap_sd > 0 else float(gap_mean < 0)
     n_move = float(2 * norm.cdf(-N_MOVE / n_sd)) if n_sd > 0 else 0.0
     return Uncertainty(loss_sd, n_sd, flip, n_move)
 
@@ -113,7 +117,7 @@ def _after_each(cov: np.ndarray, noise_var: float, gap_mean: float, cand: np.nda
     var = np.maximum(var, 0.0)
     loss_sd, n_sd, gap_sd = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
-        flip = np.where(gap_sd > 0, norm.cdf(-abs(gap_mean) / gap_sd), 0.0)
+        flip = np.where(gap_sd > 0, norm.cdf(-gap_mean / gap_sd), float(gap_mean < 0))
         move = np.where(n_sd > 0, 2 * norm.cdf(-N_MOVE / n_sd), 0.0)
     return loss_sd, n_sd, flip, move
 

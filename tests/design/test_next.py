@@ -105,6 +105,31 @@ def test_the_strategy_flip_chance_is_the_normal_tail_of_the_gap():
     assert u.n_move == pytest.approx(2 * 0.1704, abs=2e-3)  # 2Φ(−log 1.1 / 0.1)
 
 
+def test_most_draws_choosing_the_rival_is_a_flip_chance_above_half_and_a_risk_below():
+    cov = np.diag([1e-4, 1e-2, 0.02**2])
+    u = uncertainty(cov, gap_mean=-0.01)  # the draws lean to the rival
+    assert u.flip == pytest.approx(1 - 0.3085375, abs=1e-6)  # Φ(0.5)
+    # the value counts the risk of either answer being wrong: a run that settles it towards
+    # the rival is worth as much as one that settles it towards the plan
+    assert plan_value(1.0, u.flip, 0.0, 1.0) == pytest.approx(0.3085375, abs=1e-6)
+    assert plan_value(1.0, 0.999, 0.0, 1.0) == pytest.approx(0.001)
+
+
+def test_the_gaps_centre_puts_the_rivals_share_of_draws_in_its_tail():
+    """Skewed gaps (most just on the rival's side, a few far on the plan's): the normal with
+    their sd, centred on their mean, gives the rival less than half, against its 60%."""
+    from scipy.stats import norm
+
+    from cdlaw.design.targets import gap_centre
+
+    # 60% of the draws (gap < 0) choose the rival, by little; the mean is on the plan's side
+    gaps = np.concatenate([np.full(60, -0.001), np.linspace(0.001, 0.002, 26), np.full(14, 0.2)])
+    centre, sd = gap_centre(gaps), gaps.std(ddof=1)
+    assert norm.cdf(-centre / sd) == pytest.approx((gaps < 0).mean(), abs=1e-12)
+    assert norm.cdf(-gaps.mean() / sd) < 0.5 < (gaps < 0).mean()
+    assert gap_centre(np.full(5, 0.01)) == 0.01 and gap_centre(np.zeros(5)) == 0.0
+
+
 # ---------------------------------------------------------------------------------------
 # Sweep files of a batch.
 # ---------------------------------------------------------------------------------------
@@ -188,6 +213,15 @@ def test_a_batch_is_unrun_cells_whose_sweep_file_gives_exactly_them(seeded):
     # with only a run count, a batch costs at most what the runs so far cost
     spent = (6.0 * table["n_params"] * (table["fresh_tokens"] + table["derived_tokens"])).sum()
     assert batch.flops <= spent
+
+
+def test_the_flip_chance_before_any_run_is_the_plans_bootstrap_share(seeded):
+    _, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_runs=1)
+    p = plan(load_law(str(seeded[0] / "fit.json")), 1e21, 5e9)
+    assert p.strategy_share is not None and len(p.strategy_share) > 1
+    rival = 1 - p.strategy_share[p.strategy]
+    assert batch.picks[0].before.flip == pytest.approx(rival, abs=0.5 / FAST["bootstrap"])
 
 
 def test_a_flop_budget_is_kept(seeded):
