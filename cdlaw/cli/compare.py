@@ -173,6 +173,13 @@ def _render(comparison) -> None:
             plans.add_row(s.law, fmt(p["n_params"]), p["strategy"], fmt(p["derived_tokens"]),
                           p["uses"], f"{p['predicted_loss']:.4f}")  # fmt: skip
     out.print(plans)
+    naive = [s.law for s in scores if (s.plan or {}).get("repeats_counted_as_fresh")]
+    if naive:
+        out.print(
+            f"{', '.join(naive)}: fitted and planned with repeats counted as fresh tokens (no "
+            "derived-token term); its loss is what it expects, which repetition does not give",
+            highlight=False,
+        )
     for s in scores:
         if (s.plan or {}).get("beyond_limit"):
             say("warning", f"{s.law}: {s.plan['error']}")

@@ -27,6 +27,7 @@ import pandas as pd
 from cdlaw.atomic import check_writable, write_json_atomic, write_parquet_atomic
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
+from cdlaw.strategies import NONE, REPETITION
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
                "predicted", "largest"]  # fmt: skip
@@ -231,7 +232,10 @@ def attach_plans(
     """Each law's plan for the budget (cdlaw.plan.planner), or why it has none; under the
     rows' data_range, through the same guard as `cdlaw plan`: with extrapolate False a
     law whose plan is beyond the limit has that sentence as its error, and when every
-    law's is, BeyondLimit is raised (nothing is written)."""
+    law's is, BeyondLimit is raised (nothing is written). A law blind to derived tokens
+    was fitted with them counted as fresh, so it plans as it was fitted: its optimum with
+    every token fresh, the tokens past the unique ones repeated, and its predicted loss the
+    one it believes (`repeats_counted_as_fresh`; `cdlaw plan`'s naive baseline)."""
     from cdlaw.law import Law
     from cdlaw.plan.guard import BeyondLimit
     from cdlaw.plan.planner import plan
@@ -241,8 +245,11 @@ def attach_plans(
     for score in comparison.scores:
         law = Law.from_dict({"law": score.law, **score.params})
         source = PlanningLaw(comparison.source or score.law, law, data_range)
+        naive = not law.form_decl.uses_derived  # fitted naive (compare_laws): plans naive
         try:
-            p = plan(source, budget_flops, unique_tokens, extrapolate=extrapolate)
+            p = plan(
+                source, budget_flops, None if naive else unique_tokens, extrapolate=extrapolate
+            )
         except BeyondLimit as e:
             score.plan = {"error": str(e), "beyond_limit": True}
             beyond.append(e)
@@ -260,8 +267,23 @@ def attach_plans(
             "predicted_loss": best.predicted_loss,
             "extrapolated": list(p.extrapolated),
         }
+        if naive and unique_tokens is not None:
+            score.plan.update(_repeated(best.tokens_trained, unique_tokens))
     if beyond and len(beyond) == len(comparison.scores):
         raise beyond[0]
+
+
+def _repeated(tokens: float, unique_tokens: float) -> dict:
+    """A naive plan's tokens on `unique_tokens` unique ones: the rest are repeats."""
+    derived = max(tokens - unique_tokens, 0.0)
+    epochs = tokens / min(tokens, unique_tokens)
+    return {
+        "strategy": REPETITION if derived > 0 else NONE,
+        "derived_tokens": derived,
+        "epochs": epochs,
+        "uses": f"{epochs:.3g} epoch{'s' if epochs != 1 else ''}",
+        "repeats_counted_as_fresh": True,
+    }
 
 
 def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:

@@ -216,7 +216,11 @@ def test_plot_finds_the_comparison_beside_a_table(cdlaw, demo_fit, tmp_path):
                            "--budget-flops", "2e12", "--unique-tokens", "96K")  # fmt: skip
     assert code == 0, err
     plans = out[out.index("each law's plan") :]
-    assert "passes" in plans and "epochs" not in plans and "0.0052" not in plans, plans
+    cd = next(line for line in plans.splitlines() if line.strip().startswith("cd "))
+    assert "passes" in cd and "epochs" not in cd and "0.0052" not in plans, plans
+    chinchilla = next(line for line in plans.splitlines() if line.strip().startswith("chinch"))
+    assert "repetition" in chinchilla and "epochs" in chinchilla  # repeats counted as fresh
+    assert "chinchilla: fitted and planned with repeats counted as fresh" in plans
     code, out, err = cdlaw("plot", demo_fit, "--kind", "compare")
     assert code == 0 and out.strip().endswith("compare.png"), err
     bare = tmp_path / "bare.csv"  # compared, never fitted: the comparison is all it needs

@@ -90,7 +90,20 @@ def test_cli_writes_compare_json_and_rows_and_the_figure(table, tmp_path):
     written = json.loads((tmp_path / "runs.compare.json").read_text())
     assert printed == written and written["winner"] == "cd"
     plans = {s["law"]: s["plan"] for s in written["laws"]}
+    scores = {s["law"]: s["params"] for s in written["laws"]}
     assert plans["cd"]["n_params"] > 0 and plans["cd"]["strategy"] in ("repetition", "paraphrase")
+    # Chinchilla was fitted with repeats counted as fresh; it plans so too: its own optimum
+    # N for 1e21, every token past the 5e9 unique ones a repeat, the loss it believes
+    from cdlaw.law import Law
+    from cdlaw.plan.optimum import chinchilla_optimal_n_params
+
+    ch, law = plans["chinchilla"], Law.from_dict({"law": "chinchilla", **scores["chinchilla"]})
+    tokens = 1e21 / (6 * ch["n_params"])
+    assert ch["repeats_counted_as_fresh"] and ch["strategy"] == "repetition"
+    assert ch["n_params"] == pytest.approx(chinchilla_optimal_n_params(law, 1e21), rel=1e-3)
+    assert ch["derived_tokens"] == pytest.approx(tokens - 5e9, rel=1e-6)
+    assert ch["epochs"] == pytest.approx(tokens / 5e9, rel=1e-6)
+    assert ch["predicted_loss"] == pytest.approx(float(law.loss(ch["n_params"], tokens)), rel=1e-9)
     rows = pd.read_parquet(tmp_path / "runs.compare_rows.parquet")
     assert set(rows["law"]) == {"cd", "chinchilla"}
     r = cdlaw("plot", tmp_path / "runs.compare.json", "--kind", "compare", "--out", tmp_path / "f")
