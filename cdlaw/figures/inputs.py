@@ -44,6 +44,9 @@ class PlotInputs:
     frontier: dict | None = None  # frontier JSON, or computed by cdlaw.plan.planner
     comparison: dict | None = None  # compare.json (`cdlaw compare`)
     comparison_rows: pd.DataFrame | None = None  # compare_rows.parquet
+    # why the comparison is not of the runs as they are now (stale_fit); None: it is, or
+    # there are no runs to check it against
+    comparison_stale: str | None = None
     downstream: Downstream | None = None  # downstream.json: the task links
     # the runs as `cdlaw fit` reads them (load_runs), where a fit or links beside them were
     # checked against them; None: not read
@@ -340,15 +343,17 @@ def _read_fit(inputs: PlotInputs, fit_path: Path, table):
 def _refuse_stale(inputs: PlotInputs, path: Path) -> None:
     """BadInput when the fit read (inputs.fit), or the task links read beside PATH, are not
     of PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links):
-    a figure or report of them would show numbers of runs the folder no longer holds."""
+    a figure or report of them would show numbers of runs the folder no longer holds. A
+    comparison of other runs is not drawn (inputs.comparison_stale says why)."""
     from cdlaw.fit.table import load_runs, stale_fit
     from cdlaw.tasks.downstream_json import downstream_path, stale_links
 
-    if (inputs.fit is None and inputs.downstream is None) or (
-        path.is_dir() and not (path / "summary.parquet").is_file()
-    ):
+    read = (inputs.fit, inputs.downstream, inputs.comparison)
+    if all(x is None for x in read) or (path.is_dir() and not (path / "summary.parquet").is_file()):
         return
     runs = inputs.runs = load_runs(path)
+    if inputs.comparison is not None:
+        inputs.comparison_stale = stale_fit(runs, inputs.comparison, path, "comparison")
     if inputs.fit is not None:
         why = stale_fit(runs, inputs.fit, path)
         if why is not None:

@@ -78,6 +78,8 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
     if kind == "compare":
         if inputs.comparison is None:
             return "it needs a comparison of laws: run `cdlaw compare` on the runs first"
+        if inputs.comparison_stale is not None:
+            return inputs.comparison_stale
         return None
     if kind == "downstream":
         if inputs.downstream is None:

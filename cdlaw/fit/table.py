@@ -265,29 +265,33 @@ def rows_digest(cells: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
     return "sha256:" + hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def stale_fit(df: pd.DataFrame, fit: dict, path) -> str | None:
-    """Why `fit` (fit.json as a dict, or FitResult.to_dict()) is not a fit of the runs `df`
-    of PATH as they are now, or None: under the fit's own --select (replicate seeds
-    averaged by `--select mean` are one row) the table gives another number of rows
-    (`n_rows`), or other rows (a run's loss or coordinates changed, one retrained) than its
-    `rows_digest` records. A file without a digest is checked by its row count alone, one
-    without either (hand-written) not at all."""
+def stale_fit(df: pd.DataFrame, fit: dict, path, what: str = "fit") -> str | None:
+    """Why `fit` (fit.json as a dict, or FitResult.to_dict(); with what="comparison", a
+    compare.json) is not of the runs `df` of PATH as they are now, or None: under its own
+    --select (replicate seeds averaged by `--select mean` are one row) the table gives
+    another number of rows (`n_rows`), or other rows (a run's loss or coordinates changed,
+    one retrained) than its `rows_digest` records. A file without a digest is checked by
+    its row count alone, one without either (hand-written) not at all."""
     n_rows, digest = fit.get("n_rows"), fit.get("rows_digest")
     if not isinstance(n_rows, int):
         return None
-    how = fit.get("select") if fit.get("select") in SELECT else "min"
+    default = "mean" if what == "comparison" else "min"  # each command's own default
+    how = fit.get("select") if fit.get("select") in SELECT else default
     cells = select_cells(df, str(how))
     boot = fit.get("bootstrap")
     again = f" --bootstrap {len(boot)}" if isinstance(boot, list) and boot else ""
     law = f" --law {fit['law']}" if fit.get("law") not in (None, "cd") else ""
     refit = f"refit it first (`cdlaw fit {path}{law} --select {how}{again}`)"
+    if what == "comparison":
+        refit = f"compare them again (`cdlaw compare {path} --select {how}`)"
     if len(cells) != n_rows:
         return (
-            f"the fit has {n_rows} rows but {path} now gives {len(cells)} (--select {how}): {refit}"
+            f"the {what} has {n_rows} rows but {path} now gives {len(cells)} (--select {how}): "
+            f"{refit}"
         )
     if isinstance(digest, str) and rows_digest(cells) != digest:
         return (
-            f"the fit's {n_rows} rows are not {path}'s runs as they are now (a loss or a "
+            f"the {what}'s {n_rows} rows are not {path}'s runs as they are now (a loss or a "
             f"run's coordinates changed since, e.g. a run retrained): {refit}"
         )
     return None

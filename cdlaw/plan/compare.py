@@ -62,6 +62,10 @@ class Comparison:
     seed_noise: float | None  # log-RMSE floor of replicate seeds, when the table has them
     source: str
     rows: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    select: str = "mean"  # how the runs became rows (cdlaw.fit.table.select_cells)
+    # the compared rows' digest (cdlaw.fit.table.rows_digest), by which plot and report
+    # tell a comparison of runs since changed; None for one written before it was recorded
+    rows_digest: str | None = None
 
     @property
     def winner(self) -> str:
@@ -91,6 +95,8 @@ class Comparison:
             "source": self.source,
             "huber_delta": self.huber_delta,
             "n_rows": self.n_rows,
+            "select": self.select,
+            "rows_digest": self.rows_digest,
             "seed_noise": self.seed_noise,
             "winner": self.winner,
             "verdict": self.verdict(),
@@ -124,7 +130,7 @@ def compare_laws(
     """Fit every law (default: all known) to the same rows and score each; see the module doc."""
     from cdlaw.fit.procedure import fit_law
     from cdlaw.fit.summary import data_range
-    from cdlaw.fit.table import prepare_runs, seed_noise, select_cells
+    from cdlaw.fit.table import prepare_runs, rows_digest, seed_noise, select_cells
     from cdlaw.laws import LAWS
 
     names = tuple(laws or LAWS)
@@ -163,6 +169,8 @@ def compare_laws(
         floor,
         source,
         pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame(),
+        select,
+        rows_digest(cells),
     )
     if budget_flops is not None:
         attach_plans(comparison, budget_flops, unique_tokens, data_range(cells), extrapolate)

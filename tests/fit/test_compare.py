@@ -109,6 +109,12 @@ def test_cli_writes_compare_json_and_rows_and_the_figure(table, tmp_path):
     r = cdlaw("plot", tmp_path / "runs.compare.json", "--kind", "compare", "--out", tmp_path / "f")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "f" / "compare.png").stat().st_size > 10_000
+    assert written["select"] == "none" and written["rows_digest"].startswith("sha256:")
+    assert cdlaw("plot", path, "--kind", "compare", "--out", tmp_path / "g").returncode == 0
+    table.assign(loss=table["loss"] * 1.01).to_csv(path, index=False)  # a run retrained since
+    r = cdlaw("plot", path, "--kind", "compare", "--out", tmp_path / "h")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "the comparison's" in said and "cdlaw compare" in said, said
 
 
 def test_fit_law_all_is_the_comparison(table, tmp_path):
