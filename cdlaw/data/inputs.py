@@ -151,7 +151,13 @@ def training_changes(recorded: RunInputs, now: RunInputs) -> list[str]:
             continue  # the run id would differ: another run
         if new.sha256 != old.sha256:
             said.append(describe_change(old, new))
-    if not said and recorded.corpus_key and now.corpus_key != recorded.corpus_key:
+    # a key not known now (a local hf: folder not found from this folder) is no evidence
+    if (
+        not said
+        and recorded.corpus_key
+        and now.corpus_key
+        and now.corpus_key != recorded.corpus_key
+    ):
         said.append(OTHER_TOKENS)
     return said
 

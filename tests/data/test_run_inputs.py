@@ -12,7 +12,7 @@ import pytest
 from tinyrun import TRAIN_TOKENS, VAL_TOKENS, make_cfg
 
 from cdlaw.config import DataConfig, EvalConfig, RunConfig
-from cdlaw.data.inputs import RunInputsMaker, changed_tasks, training_changes
+from cdlaw.data.inputs import OTHER_TOKENS, RunInputsMaker, changed_tasks, training_changes
 from cdlaw.data.tokens.streams import array_stream
 from cdlaw.errors import BadInput
 
@@ -113,3 +113,16 @@ def test_a_run_is_never_resumed_onto_other_inputs(files, tmp_path):
     assert {p: p.stat().st_mtime_ns for p in run_dir.rglob("*")} == stamps
     result = train_run(recorded, run_dir, array_stream(TRAIN_TOKENS[:4_000]), VAL_TOKENS)
     assert result["status"] == "done"  # the inputs it started with: resumed
+
+
+def test_a_corpus_key_not_known_now_is_no_change(files):
+    """A local hf: folder not found from the folder a reader runs in gives no corpus_key
+    (""): that is not evidence of other tokens (cdlaw status from elsewhere said so)."""
+    import dataclasses
+
+    before = inputs_of(files / "cache")
+    assert before.corpus_key
+    unknown = dataclasses.replace(before, corpus_key="")
+    assert training_changes(before, unknown) == []
+    other = dataclasses.replace(before, corpus_key="another")
+    assert training_changes(before, other) == [OTHER_TOKENS]
