@@ -169,6 +169,9 @@ def test_finished_runs_edited_task_file_rescored_edited_derived_files_refused(
     (said,) = folder_warnings(Path("runs/ident"), "this link file", tasks=True)
     assert said.startswith("2 of the runs were scored on task files edited since"), said
     assert "quiz): this link file is of the old tasks there" in said
+    _, _, err = cdlaw_here(monkeypatch, capsys, root, "downstream", "runs/ident")
+    assert "this link file is of the old tasks there" in " ".join(err.split())  # said first
+    (root / "runs" / "ident" / "downstream.json").unlink(missing_ok=True)  # of the old tasks
     again = sweep(root, one_thread)
     assert again.trained == [] and again.exit_code == 0
     got = numbers(root)
