@@ -123,6 +123,7 @@ LAW_CACHE: Path | None = None  # --law-cache: held-out fits kept between the mea
 # trained at one seed (sweeps/strategies.toml shares the demo's corpus, grid and seed 0).
 SEED_NOISE_FROM: Path | None = None
 LAW_FORM = "cd"  # --law: the form every held-out law is fitted with
+BOOTSTRAP = 0  # --bootstrap: regret decides on the held-out laws' refits' mean J instead
 
 
 def fit_held_out_law(summary: pd.DataFrame, key):
@@ -370,16 +371,37 @@ def select_table(result: dict) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-def governor_stop(law, key, branches, lam) -> int:
+def governor_stop(law, key, branches, lam, draws=()) -> int:
     """The branch the governor ends at, deciding online: at each branch point, stop if the
-    law (fitted without this family) predicts no later branch with a lower L + λ·FLOPs."""
+    law (fitted without this family) predicts no later branch with a lower L + λ·FLOPs;
+    with `draws` (its bootstrap refits: --bootstrap), the mean of theirs, the decision that
+    minimises the expected L + λ·FLOPs."""
     n, d, s = key
     E = np.array([b.tokens for b in branches])
     pred = law_loss(law, n, d, s, E) + lam * 6 * n * E
+    if draws:
+        each = np.array([law_loss(b, n, d, s, E) for b in draws]) + lam * 6 * n * E
+        pred = each[np.isfinite(each).all(axis=1)].mean(axis=0)
     for i in range(len(branches)):
         if i == len(branches) - 1 or pred[i] <= pred[i + 1 :].min():
             return i
     return len(branches) - 1
+
+
+def held_out_draws(summary: pd.DataFrame, key) -> list:
+    """The bootstrap refits (BOOTSTRAP of them) of the law fitted without the family `key`,
+    kept in LAW_CACHE beside the point fits."""
+    from cdlaw.fit.io import FitResult
+    from cdlaw.fit.procedure import fit_law
+
+    name = f"{key} bootstrap {BOOTSTRAP}"
+    cache = json.loads(LAW_CACHE.read_text()) if LAW_CACHE and LAW_CACHE.is_file() else {}
+    if name not in cache:
+        rows = held_out_rows(summary, key).reset_index(drop=True)
+        cache[name] = fit_law(rows, LAW_FORM, bootstrap=BOOTSTRAP).to_dict()
+        if LAW_CACHE is not None:
+            LAW_CACHE.write_text(json.dumps(cache))
+    return FitResult.from_dict(cache[name]).bootstrap_laws()[0]
 
 
 def demo_lambda(law) -> float:
@@ -397,6 +419,7 @@ def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
     lam0 = demo_lambda(FitResult.read(runs_dir / "fit.json").law)
     fams = families(runs)
     laws = {key: fit_held_out_law(summary, key) for key in {f["key"] for f in fams}}
+    draws = {key: held_out_draws(summary, key) if BOOTSTRAP else [] for key in laws}
     rows = []
     for factor in factors:
         lam = lam0 * factor
@@ -406,7 +429,7 @@ def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
             J = np.array([b.loss + lam * 6 * n * b.tokens for b in br])
             ratios = [round(b.derived_tokens / b.fresh_tokens) for b in br]
             best = float(J.min())
-            g = governor_stop(laws[key], key, br, lam)
+            g = governor_stop(laws[key], key, br, lam, draws[key])
             four = ratios.index(3) if 3 in ratios else None
             rows.append(
                 {
@@ -479,7 +502,7 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 
 
 def main() -> None:
-    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM, LAW_FORM
+    global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM, LAW_FORM, BOOTSTRAP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("relation", "heldout", "select", "regret", "simulate"))
     ap.add_argument("runs", type=Path)
@@ -489,6 +512,12 @@ def main() -> None:
     ap.add_argument("--law-cache", type=Path, help="keep the held-out fits in this JSON file")
     ap.add_argument(
         "--law", default="cd", help="the form the held-out laws are fitted with (cdlaw fit --law)"
+    )
+    ap.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        help="regret: decide on the expected L + λ·FLOPs over this many refits of each law",
     )
     ap.add_argument(
         "--seed-noise-from",
@@ -512,6 +541,7 @@ def main() -> None:
     a = ap.parse_args()
     LAW_CACHE = a.law_cache
     LAW_FORM = a.law
+    BOOTSTRAP = a.bootstrap
     SEED_NOISE_FROM = a.seed_noise_from
     CALIBRATION = a.calibration
     PREDICT_STRATEGIES = tuple(x for x in a.predict.split(",") if x)
