@@ -71,7 +71,10 @@ def predict(
     strategy = _strategy(strategy, Dp, links.strategies, source)
     warnings = _warnings(downstream, links, source, (N, D, Dp, strategy), extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
-    warnings += _far_beyond(forecasts) if source is None else []  # a law's guard said it
+    if source is None:
+        warnings += _far_beyond(forecasts)  # with a law its guard said it
+    else:
+        warnings += _loss_beyond(forecasts, links, (N, D, Dp, strategy), source)
     for w in warnings:
         say("warning", w)
     if json_out:
@@ -106,6 +109,20 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
         n, d, dp, strategy = model
         warnings += check_model(source, "the model", n, d, dp, strategy, extrapolate)
     return warnings
+
+
+def _loss_beyond(forecasts, links, model: tuple, source) -> list[str]:
+    """The accuracies whose validation-loss chain reads the law's loss at the model beyond
+    the losses the runs reached (loss_beyond_links), one warning naming them."""
+    from cdlaw.strategies import NONE
+    from cdlaw.tasks.plan_metrics import loss_beyond_links
+
+    n, d, dp, strategy = model
+    loss = float(source.law.loss(n, d, dp, strategy if dp else NONE))
+    by: dict[str, list[str]] = {}
+    for column, why in loss_beyond_links(forecasts, links.links, loss, "the model's").items():
+        by.setdefault(why, []).append(column)
+    return [f"{', '.join(cols)}: {why}" for why, cols in by.items()]
 
 
 def _far_beyond(forecasts) -> list[str]:

@@ -149,10 +149,39 @@ def with_tasks(
     for p in preds:
         if p.beyond_runs:
             beyond.setdefault(p.beyond_runs, []).append(p.column)
+    for column, why in loss_beyond_links(preds, links, loss).items():
+        beyond.setdefault(why, []).append(column)
     notes = (*filter(None, [stale]), *(f"{', '.join(cols)}: {why}" for why, cols in beyond.items()))
     notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)
+
+
+def loss_beyond_links(
+    forecasts: list, links: list[TaskLink], loss: float | None, whose: str = "the plan's"
+) -> dict[str, str]:
+    """{column: why} for the accuracies forecast through a validation-loss chain (val-loss,
+    val-loss-exp) at a law's `loss` outside the losses their task's runs reached (the
+    column's link's loss_range, the same runs): their link is read beyond its data, as a
+    bits-per-byte link's is (predict_task); the N and compute factors do not show it when
+    the law puts a model inside the runs' sizes below every loss they reached."""
+    if loss is None:
+        return {}
+    ranges = {lk.column: lk.loss_range for lk in links}
+    out = {}
+    for f in forecasts:
+        if getattr(f, "predictor", None) in ("val-loss", "val-loss-exp") and f.column in ranges:
+            lo, hi = ranges[f.column]
+            if not lo <= loss <= hi:
+                out[f.column] = _outside(loss, lo, hi, whose)
+    return out
+
+
+def _outside(loss: float, lo: float, hi: float, whose: str = "the plan's") -> str:
+    return (
+        f"{whose} loss {loss:.4g} lies outside the runs' losses {lo:.4g}–{hi:.4g} "
+        "the links were fitted to: their metric there is an extrapolation"
+    )
 
 
 def _strategies_differ(link: TaskLink, strategy: str) -> str | None:
@@ -197,11 +226,6 @@ def predict_task(
             else "the link has no bootstrap refits; run `cdlaw downstream --bootstrap 200`"
         )
     lo_run, hi_run = link.loss_range
-    beyond = None
-    if not lo_run <= loss <= hi_run:
-        beyond = (
-            f"the plan's loss {loss:.4g} lies outside the runs' losses {lo_run:.4g}–{hi_run:.4g} "
-            "the links were fitted to: their metric there is an extrapolation"
-        )
+    beyond = None if lo_run <= loss <= hi_run else _outside(loss, lo_run, hi_run)
     value = float(link.predict(loss))
     return TaskPrediction(link.column, link.task, link.metric, value, ci, why, beyond)

@@ -226,3 +226,29 @@ def test_task_metrics_get_no_band_where_the_plans_loss_band_was_refused():
     assert task["no_band_reason"].startswith(
         "not determined, as for the plan's loss: the predicted loss 2.265 is above ln V"
     )
+
+
+def test_an_accuracy_read_through_the_loss_beyond_the_runs_losses_is_named():
+    """A model inside the runs' sizes and compute whose law loss is below every run's: the
+    val-loss chains read their link beyond its data (the N and compute factors say
+    nothing), the task-loss chain does not read the loss at all."""
+    from cdlaw.fit.forecast import Forecast
+    from cdlaw.tasks.downstream_json import TaskLink
+    from cdlaw.tasks.plan_metrics import loss_beyond_links
+
+    def link(column):
+        return TaskLink(column, "quiz", "acc", "sigmoid", {"a": 0.7, "L0": 2.0, "k": -4.0,
+                        "b": 0.25}, {}, 20, 0.01, None, 0, (1.265, 3.726), (0.3, 0.9), {},
+                        None)  # fmt: skip
+
+    def made_by(column, predictor):
+        return Forecast(column, "quiz", "acc", 0.5, None, predictor, "", 0.02, 0.7, 0.9, None)
+
+    got = [made_by("a", "val-loss"), made_by("b", "val-loss-exp"), made_by("c", "task-loss")]
+    links = [link("a"), link("b"), link("c")]
+    said = loss_beyond_links(got, links, 1.071)
+    assert set(said) == {"a", "b"} and said["a"].startswith(
+        "the plan's loss 1.071 lies outside the runs' losses 1.265–3.726"
+    )
+    assert loss_beyond_links(got, links, 2.0) == {} and loss_beyond_links(got, links, None) == {}
+    assert loss_beyond_links(got, links, 4.0, "the model's")["a"].startswith("the model's loss 4")
