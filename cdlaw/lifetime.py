@@ -8,11 +8,14 @@ command then waits for, and none holds memory.
   multiprocessing resource tracker exits by itself once the parent and the workers, which
   hold its pipe, are gone.
 - Processes started some other way, which start their own (a local Ray cluster: raylet,
-  GCS, dashboard and runtime-env agents, each in its own session), are handed to
-  `reap_with_me(pids)`: a small reaper process that keeps a list of them and all their
-  descendants, and stops every one when this process dies. `init_ray` starts Ray so.
+  GCS, dashboard and runtime-env agents), are handed to `reap_with_me(pids)`: a small
+  reaper process that keeps a list of them and all their descendants, and stops every one
+  when this process dies. `init_ray` starts its reaper before `ray.init`, in the mode that
+  watches for Ray's processes (`ray=True`): a kill -9 while Ray starts is reaped too, and
+  so are Ray's agents, which Ray's own fate-sharing orphans (the kernel kills raylet with
+  its driver; its agents, then children of init, lived on).
 
-    python -m cdlaw.lifetime PARENT_PID PID…    the reaper itself (started by reap_with_me)
+    python -m cdlaw.lifetime PARENT_PID [--ray] PID…    the reaper (started by reap_with_me)
 """
 
 from __future__ import annotations
@@ -50,12 +53,15 @@ def _watch(parent: int) -> None:
     os._exit(1)
 
 
-def reap_with_me(pids: list[int]) -> subprocess.Popen:
+def reap_with_me(pids: list[int], ray: bool = False) -> subprocess.Popen:
     """Start the reaper of `pids` (and their descendants, present and future): it stops
     them all (SIGTERM, then SIGKILL) when this process dies, and ends by itself when they
-    have all ended first."""
+    have all ended first. With `ray`, it also takes on every Ray process this process
+    starts (is_ray), and at the end the Ray processes of this process group that were
+    orphaned; it then lives as long as this process does."""
+    flag = ["--ray"] if ray else []
     return subprocess.Popen(
-        [sys.executable, "-m", "cdlaw.lifetime", str(os.getpid()), *map(str, pids)],
+        [sys.executable, "-m", "cdlaw.lifetime", str(os.getpid()), *flag, *map(str, pids)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -64,16 +70,22 @@ def reap_with_me(pids: list[int]) -> subprocess.Popen:
     )
 
 
-def _reap(parent: int, pids: list[int]) -> None:
-    """The reaper's loop: note the watched processes' descendants; stop them all when the
-    parent is gone."""
+def _reap(parent: int, pids: list[int], ray: bool = False) -> None:
+    """The reaper's loop: note the watched processes' descendants (with `ray`, the
+    parent's Ray processes too); stop them all when the parent is gone."""
     watched = {p: t for p in pids if (t := start_time(p)) is not None}
+    group = os.getpgid(parent) if ray else None
     while os.getppid() == parent:
-        if not _living(watched):
+        if ray:
+            _add_ray(watched, _descendants(parent))
+        elif not _living(watched):
             return  # they ended before cdlaw did: nothing to do
         _add_descendants(watched)
         time.sleep(POLL_SECONDS)
     _add_descendants(watched)  # any started since the last look, while their parents live
+    if group is not None:  # orphaned since the last look: children of init, in our group
+        _add_ray(watched, [p for p in _orphans() if _pgid(p) == group])
+        _add_descendants(watched)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in _living(watched):
             with contextlib.suppress(OSError):
@@ -96,6 +108,53 @@ def _add_descendants(watched: dict[int, int]) -> None:
         frontier = found
 
 
+def _add_ray(watched: dict[int, int], pids: list[int]) -> None:
+    for pid in pids:
+        if pid not in watched and is_ray(_argv(pid)) and (t := start_time(pid)) is not None:
+            watched[pid] = t
+
+
+def is_ray(argv: list[str]) -> bool:
+    """A Ray process's command line: a worker or agent named `ray::…`, or a program or
+    script under the ray package (raylet, gcs_server, dashboard, log_monitor, …)."""
+    return bool(argv) and (
+        argv[0].startswith("ray::") or any("-packages/ray/" in a for a in argv[:3])
+    )
+
+
+def _descendants(pid: int) -> list[int]:
+    out, frontier = [], [pid]
+    while frontier:
+        frontier = [kid for p in frontier for kid in _children(p)]
+        out += frontier
+    return out
+
+
+def _orphans() -> list[int]:
+    """The processes whose parent is init (pid 1)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == 1:
+                out.append(int(stat.parent.name))
+    return out
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
 def _living(watched: dict[int, int]) -> list[int]:
     return [pid for pid, t in watched.items() if start_time(pid) == t]
 
@@ -106,21 +165,10 @@ def init_ray(ray, address: str | None) -> bool:
     True when this call initialised Ray."""
     if ray.is_initialized():
         return False
+    # before ray.init: a kill -9 while Ray starts its processes must reap them too
+    reap_with_me([], ray=True)
     ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    if started := _ray_node_pids(ray):  # a local cluster of our own: it dies with us
-        reap_with_me(started)
     return True
-
-
-def _ray_node_pids(ray) -> list[int]:
-    """The processes `ray.init` started in this process for a local cluster (none when it
-    joined a running one)."""
-    pids = []
-    with contextlib.suppress(Exception):  # Ray's private layout: nothing known, nothing reaped
-        node = ray._private.worker._global_node
-        for infos in (getattr(node, "all_processes", None) or {}).values():
-            pids += [info.process.pid for info in infos if getattr(info, "process", None)]
-    return pids
 
 
 def start_time(pid: int) -> int | None:
@@ -143,4 +191,5 @@ def _children(pid: int) -> list[int]:
 
 
 if __name__ == "__main__":
-    _reap(int(sys.argv[1]), [int(p) for p in sys.argv[2:]])
+    rest = sys.argv[2:]
+    _reap(int(sys.argv[1]), [int(p) for p in rest if p != "--ray"], "--ray" in rest)

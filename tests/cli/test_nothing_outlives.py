@@ -142,3 +142,22 @@ def test_kill_9_of_cdlaw_prepare_on_its_own_ray_stops_ray(tmp_path):
     )  # fmt: skip
     kids = kill_when(proc, lambda lines: any("raylet" in line for line in lines))
     assert survivors(kids, 10.0) == []
+
+
+@pytest.mark.parametrize(
+    "argv, ray",
+    [
+        (["ray::DashboardAgent"], True),
+        (["/v/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet", "--x"], True),
+        (["/v/bin/python", "-u", "/v/lib/python3.11/site-packages/ray/dashboard/agent.py"], True),
+        (["/v/bin/python", "-m", "pytest", "-k", "ray", "tests/sweep/test_ray.py"], False),
+        (["/usr/bin/tee", "ray.log"], False),
+        ([], False),
+    ],
+)
+def test_the_reaper_knows_a_ray_process_by_its_command_line(argv, ray):
+    """What the reaper takes on in Ray mode (and, once cdlaw is gone, among the orphans of
+    its process group): never the test runner that shares the group, nor a pipe's tee."""
+    from cdlaw.lifetime import is_ray
+
+    assert is_ray(argv) is ray
