@@ -207,6 +207,9 @@ class RunInputs:
 
     corpus_key: str = ""  # cdlaw.data.tokens.prepare.corpus_key ("" when it cannot be known)
     files: tuple[InputFile, ...] = ()
+    # the folder the sweep ran in, which relative paths were read from (absolute; "" for a
+    # folder written before it was recorded): a reader elsewhere reads them there
+    workdir: str = ""
 
     def trained_on(self) -> tuple[InputFile, ...]:
         """The files that decide what the run trains on (all but the task files)."""

@@ -42,11 +42,29 @@ LISTED = (
 
 
 class RunInputsMaker:
-    """The inputs of a sweep's runs, each file hashed once (with the store in cache_dir)."""
+    """The inputs of a sweep's runs, each file hashed once (with the store in cache_dir).
 
-    def __init__(self, data: DataConfig, eval_cfg: EvalConfig, cache_dir: Path) -> None:
+    `workdir`: for a command that checks runs from another folder (cdlaw status, fit's
+    warnings), the folder their sweep read relative paths from (RunInputs.workdir): they
+    are read there, not in the current folder, where a file of the same name may be
+    another. None: the current folder, as a sweep reads them."""
+
+    def __init__(
+        self, data: DataConfig, eval_cfg: EvalConfig, cache_dir: Path, workdir: Path | None = None
+    ) -> None:
         from cdlaw.data.tokens.prepare import corpus_key
 
+        self.root = workdir
+        self.workdir = str(Path(workdir if workdir is not None else Path.cwd()).absolute())
+        if workdir is not None:
+            data = dataclasses.replace(
+                data,
+                corpus=self._at(data.corpus),
+                tokenizer=self._at(data.tokenizer),
+                paraphrases=self._at(data.paraphrases),
+            )
+            tasks = tuple(self._at(t) if t.endswith(".jsonl") else t for t in eval_cfg.tasks)
+            eval_cfg = dataclasses.replace(eval_cfg, tasks=tasks)
         self.hashes = FileHashes(cache_dir)
         self.data = data
         self.corpus_key = corpus_key(data, cache_dir) or ""
@@ -59,11 +77,19 @@ class RunInputsMaker:
         """cfg with `inputs`: the shared files and its own derived or paraphrase files."""
         own = []
         if cfg.derived_files:
-            own.append(self._folder(f"[derived.{cfg.strategy}] files", cfg.derived_files))
+            own.append(self._folder(f"[derived.{cfg.strategy}] files", self._at(cfg.derived_files)))
         elif cfg.strategy == PARAPHRASE and self.data.paraphrases:
             own.append(self._folder("data.paraphrases", self.data.paraphrases))
         files = self.shared[:1] + tuple(own) + self.shared[1:]
-        return dataclasses.replace(cfg, inputs=RunInputs(self.corpus_key, files))
+        return dataclasses.replace(cfg, inputs=RunInputs(self.corpus_key, files, self.workdir))
+
+    def _at(self, spec: str) -> str:
+        """A setting's relative path, read in `workdir` (as given without one, and for what
+        names no path: "", embedded, bpe, an hf: dataset, whose key names its spec)."""
+        plain = not spec or spec in ("embedded", "bpe") or spec.startswith("hf:")
+        if self.root is None or plain or Path(spec).expanduser().is_absolute():
+            return spec
+        return str(self.root / spec)
 
     def save(self) -> None:
         """Remember the hashes taken (the corpus's for its cache key too) in the store."""

@@ -220,18 +220,36 @@ def _changed_inputs(
     """({run_id: what changed} for runs trained on other inputs than the sweep reads now
     (cdlaw.sweep.stale), {run_id: [task, …]} for finished runs scored on task files edited
     since); ({}, {}) where the inputs cannot be read from here (a relative path from
-    another folder, a file gone): the sweep itself says so when it runs."""
+    another folder, a file gone): the sweep itself says so when it runs. Relative paths are
+    read in the folder the runs' sweep ran in (RunInputs.workdir), where recorded."""
     from cdlaw.data.inputs import RunInputsMaker
     from cdlaw.sweep.stale import changed_inputs
 
     if not any((sweep_dir / r.run_id).is_dir() for r in runs):
         return {}, {}
     try:
-        maker = RunInputsMaker(sweep.data, sweep.eval, sweep_dir.parent / ".cache")
+        cache, workdir = sweep_dir.parent / ".cache", _workdir(sweep_dir, runs)
+        maker = RunInputsMaker(sweep.data, sweep.eval, cache, workdir)
         now = [maker.of(r) for r in runs]
         return changed_inputs(sweep_dir, now), _old_scores(sweep_dir, now)
     except (BadInput, OSError):
         return {}, {}
+
+
+def _workdir(sweep_dir: Path, runs: list[RunConfig]) -> Path | None:
+    """The folder the runs' sweep read relative paths from, as the first run folder's
+    config.json records it (RunInputs.workdir), while the runs folder still lies in it;
+    None (the current folder, as the next sweep reads them) where none is recorded (an
+    older cdlaw's), or the project was moved or copied since (the folder is gone, or the
+    runs are no longer in it), or the runs were written outside it (--out elsewhere)."""
+    for cfg in runs:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            saved = json.loads((sweep_dir / cfg.run_id / "config.json").read_text())
+            if workdir := (saved.get("inputs") or {}).get("workdir"):
+                there = Path(workdir)
+                inside = sweep_dir.resolve().is_relative_to(there.resolve())
+                return there if there.is_dir() and inside else None
+    return None
 
 
 def _old_scores(sweep_dir: Path, runs: list[RunConfig]) -> dict[str, list[str]]:

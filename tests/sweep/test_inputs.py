@@ -459,3 +459,36 @@ def test_status_of_a_tokenizer_file_sweep_without_runs_prepares_nothing(tmp_path
     rows = sweep_status(tmp_path / "runs" / "tok")
     assert len(rows) == 1 and rows[0]["state"] == "pending", rows
     assert not (tmp_path / "runs" / ".cache").exists()
+
+
+def test_a_reader_in_another_folder_reads_relative_inputs_where_the_sweep_did(
+    plain_a, tmp_path, monkeypatch, capsys
+):
+    """`cdlaw status` of a project's runs from elsewhere: its relative derived and task
+    paths are read in the project (config.json's inputs.workdir), not beside the reader,
+    where files of the same names hold other rows."""
+    root, _ = copy_of(plain_a, tmp_path, monkeypatch)
+    folder = root / "runs" / "ident"
+    for config in folder.glob("*/config.json"):  # as if swept in the copy
+        saved = json.loads(config.read_text())
+        assert saved["inputs"]["workdir"] == str(plain_a)  # recorded by the sweep
+        config.write_text(
+            json.dumps({**saved, "inputs": {**saved["inputs"], "workdir": str(root)}})
+        )
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "der").mkdir(parents=True)
+    (elsewhere / "der" / "rows.jsonl").write_text(derived_rows("B"))  # same name, other rows
+
+    def marked() -> dict:
+        code, out, _ = cdlaw_here(monkeypatch, capsys, elsewhere, "status", folder, "--json")
+        assert code == 0
+        return {r["strategy"]: r.get("changed") for r in json.loads(out)}
+
+    assert marked() == {"none": None, "distill": None}  # the project's files are unchanged
+    (root / "der" / "rows.jsonl").write_text(derived_rows("B"))  # the project's own, edited
+    assert marked()["distill"] == ["[derived.distill] files 'der' (rows.jsonl changed)"]
+    # the project moved: read in the folder the reader is in, as the next sweep there would
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    code, out, _ = cdlaw_here(monkeypatch, capsys, moved, "status", "runs/ident", "--json")
+    assert code == 0 and {r["strategy"]: r.get("changed") for r in json.loads(out)}["distill"]
