@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import math
 import time
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
@@ -41,6 +42,7 @@ from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
+DEAD_LOCK_WAIT_S = 10.0  # how long a dead worker's lock may look held (see record_failure)
 
 
 class Scheduler:
@@ -240,8 +242,12 @@ class Scheduler:
             self.deaths[cfg.run_id] = self.deaths.get(cfg.run_id, 0) + 1
             if self.deaths[cfg.run_id] >= 2:
                 what = "the worker died twice" if died else "it failed twice outside training"
-                _record_failure(self.plan, cfg, self.exec_cfg, f"{what}: {reason}")
-                self.emit(RunEnded(cfg.run_id, "failed"))
+                error = f"{what}: {reason}"
+                if record_failure(self.plan.sweep_dir / cfg.run_id, cfg, self.exec_cfg, error):
+                    self.emit(RunEnded(cfg.run_id, "failed"))
+                else:  # another process holds it now: its outcome is that process's
+                    holder = read_lock(self.plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
+                    self.emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
             else:
                 self.emit(RunRetried(cfg.run_id, reason))
                 self.rank[cfg.run_id] = -1
@@ -286,11 +292,23 @@ def remove_unneeded_forks(plan: SweepPlan, finished: set[str]) -> list[str]:
     return removed
 
 
-def _record_failure(plan: SweepPlan, cfg: RunConfig, exec_cfg: ExecConfig, error: str) -> None:
-    run_dir = plan.sweep_dir / cfg.run_id
+def record_failure(run_dir: Path, cfg: RunConfig, exec_cfg: ExecConfig, error: str) -> bool:
+    """Write the run's failed result.json under its lock, unless a result is there already;
+    False when another process holds the lock.
+
+    The pool reports a worker dead once its pipe closes, which the kernel does before the
+    process becomes a zombie: for a moment its lock still names a live pid, so the lock is
+    tried again for up to `DEAD_LOCK_WAIT_S`. A lock held longer is another process's
+    (a second sweep took the run), and its outcome is that process's to write.
+    """
     lock = RunLock(run_dir / LOCK_NAME)
-    if lock.acquire():  # the dead worker's lock is stale (its pid is gone)
-        with lock:
-            if read_result(run_dir) is None:
-                row = result_row(cfg, status="failed", device=exec_cfg.device, error=str(error))
-                write_json_atomic(run_dir / "result.json", row)
+    deadline = time.monotonic() + DEAD_LOCK_WAIT_S
+    while not lock.acquire():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    with lock:
+        if read_result(run_dir) is None:
+            row = result_row(cfg, status="failed", device=exec_cfg.device, error=str(error))
+            write_json_atomic(run_dir / "result.json", row)
+    return True

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cdlaw.config import ExecConfig
+from cdlaw.sweep import scheduler
+from cdlaw.sweep.locks import LOCK_NAME
+from cdlaw.sweep.scheduler import record_failure
 from cdlaw.sweep.spec import load_sweep
 
 # One run of 2,048 steps (2K fresh tokens repeated 256 times): long enough that a kill
@@ -89,3 +94,38 @@ def test_a_run_whose_worker_dies_twice_is_recorded_as_failed(runs_root, tmp_path
     assert attempt_pids(run_dir) == killed  # no third attempt
     summary = pd.read_parquet(runs_root / "deaths" / "summary.parquet")
     assert list(summary.status) == ["failed"]
+
+
+def test_a_dead_workers_lock_that_still_looks_held_is_waited_out(tmp_path):
+    """The pool hears of a death when the worker's pipe closes, a moment before the kernel
+    makes it a zombie: the failure is written once its lock goes stale, not dropped."""
+    path = tmp_path / "deaths.toml"
+    path.write_text(SWEEP)
+    (run,) = load_sweep(path).runs()
+    run_dir = tmp_path / run.run_id
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    run_dir.mkdir()
+    lock = {"pid": holder.pid, "host": socket.gethostname(), "token": "dead", "started": 0}
+    (run_dir / LOCK_NAME).write_text(json.dumps(lock))
+    try:
+        assert record_failure(run_dir, run, ExecConfig(), "the worker died twice: killed")
+    finally:
+        holder.wait()
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed"
+    assert not (run_dir / LOCK_NAME).exists()
+
+
+def test_a_live_processs_lock_is_not_taken_to_record_a_failure(tmp_path, monkeypatch):
+    """A lock that stays held belongs to another sweep that took the run: no result."""
+    monkeypatch.setattr(scheduler, "DEAD_LOCK_WAIT_S", 0.2)
+    path = tmp_path / "deaths.toml"
+    path.write_text(SWEEP)
+    (run,) = load_sweep(path).runs()
+    run_dir = tmp_path / run.run_id
+    run_dir.mkdir()
+    lock = {"pid": os.getpid(), "host": socket.gethostname(), "token": "live", "started": 0}
+    (run_dir / LOCK_NAME).write_text(json.dumps(lock))
+    assert not record_failure(run_dir, run, ExecConfig(), "the worker died twice: killed")
+    assert not (run_dir / "result.json").exists()
+    assert json.loads((run_dir / LOCK_NAME).read_text())["token"] == "live"
