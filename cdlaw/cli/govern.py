@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +34,7 @@ def govern(
     batch_tokens: str = typer.Option(None, "--batch-tokens", metavar=NUMBER, help="Tokens per step, when the log counts steps (batch size × sequence length)."),
     loss_column: str = typer.Option(None, "--loss-column", help="The loss column to read (default: the first with a number of val_loss, eval_loss, validation_loss, eval/loss, val/loss, validation/loss, loss, train_loss, train/loss, lm_loss)."),
     lr_column: str = typer.Option(None, "--lr-column", help="The learning rate's column (default: lr, learning_rate, train/lr, train/learning_rate, optimizer/lr, optim/lr, lr-AdamW, lr-Adam, lr-SGD)."),
-    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse a loss more than 5% above ln V (default: the run's config)."),
+    vocab_size: str = typer.Option(None, "--vocab-size", metavar=NUMBER, help="V: refuse a loss more than 5% above ln V (default: the run's config, else the law's runs')."),
     extrapolate: bool = typer.Option(False, "--extrapolate", help="Govern a run (and plan a budget) beyond the extrapolation limit of the law's fitted range, with a warning."),
     cooldown_from: Path = typer.Option(None, "--cooldown-from", help="A runs folder of a WSD sweep with shared trunks: fit the stable-to-cooled ratio from its branches instead of the demo's."),
     figure: Path = typer.Option(None, "--figure", help="Also draw the curve, its predicted continuation and where G_t meets λ (.png, .pdf, .svg)."),
@@ -123,6 +123,8 @@ def _request(
     if watch and not (math.isfinite(every) and every >= 0):
         raise BadInput(f"--every {every:g} must be a number of seconds ≥ 0, e.g. 60")
     source = checked_law(law or str(_default_law(run)))
+    if source.data_range is not None:
+        curve_options = replace(curve_options, law_vocab_size=source.data_range.vocab_size)
     return _Request(source, options, curve_options, Watch(watch, every, n_reads))
 
 

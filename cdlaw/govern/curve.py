@@ -91,6 +91,9 @@ class CurveOptions:
     loss_column: str | None = None  # force a column (e.g. train_loss)
     lr_column: str | None = None  # force the learning rate's column
     vocab_size: int | None = None  # V, for the ln V check (default: a run folder's config)
+    # V of the law's fitted runs, where the fit records one: the check's V for a log that
+    # does not say its own (the law's losses, and so the run's, are over that vocabulary)
+    law_vocab_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
     name = str(path / "metrics.parquet")
     fallback = None
     if options.loss_column is None and "val_loss" in frame.columns:
-        val = replace(options, loss_column="val_loss", vocab_size=None)
+        val = replace(options, loss_column="val_loss", vocab_size=None, law_vocab_size=None)
         if _calibrates(frame, name, val):
             options = replace(options, loss_column="val_loss")
         else:
@@ -305,16 +308,7 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
             f"{name} {where} {lines[i]}: loss {loss[i]:.4g} is not positive; give the "
             "cross-entropy in nats per token"
         )
-    if options.vocab_size:
-        limit = math.log(options.vocab_size)
-        above = np.flatnonzero(loss > ABOVE_LN_V * limit)
-        if len(above):
-            i = above[0]
-            raise BadInput(
-                f"{name} {where} {lines[i]}: loss {loss[i]:.4g} is above ln V = {limit:.4g} "
-                f"(V = {options.vocab_size}), worse than guessing: give nats per token, "
-                "not bits or a sum"
-            )
+    _check_vocabulary(loss, lines, f"{name} {where}", options)
     return Curve(
         tokens=tokens,
         loss=loss,
@@ -323,6 +317,22 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
         loss_column=str(loss_col),
         warnings=tuple(warnings),
     )
+
+
+def _check_vocabulary(loss: np.ndarray, lines: np.ndarray, at: str, options: CurveOptions) -> None:
+    """BadInput at the first loss more than 5% above ln V: not nats per token of a run over
+    V tokens (V: --vocab-size or the run's config, else the law's runs')."""
+    vocab = options.vocab_size or options.law_vocab_size
+    if not vocab:
+        return
+    above = np.flatnonzero(loss > ABOVE_LN_V * math.log(vocab))
+    if len(above):
+        i = above[0]
+        whose = "" if options.vocab_size else ", the law's runs'; --vocab-size gives the run's own"
+        raise BadInput(
+            f"{at} {lines[i]}: loss {loss[i]:.4g} is above ln V = {math.log(vocab):.4g} "
+            f"(V = {vocab}{whose}), worse than guessing: give nats per token, not bits or a sum"
+        )
 
 
 def _learning_rate(frame: pd.DataFrame, name: str, options: CurveOptions) -> np.ndarray | None:

@@ -3,6 +3,7 @@ input it refuses in one sentence with exit code 2."""
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 from plantedcurves import planted_frame, write_run_folder
 
 from cdlaw.cli import main
+from cdlaw.fit.io import FitResult
 from cdlaw.govern.cooldown import DEMO
 
 BUDGET = ["--budget-flops", "1e19", "--unique-tokens", "1e9", "--law", "qin2026"]
@@ -272,3 +274,23 @@ def test_a_sweeps_runs_folder_is_told_to_name_one_run(tmp_path, capsys):
     said = " ".join(err.split())
     assert code == 2 and out == "" and "is the runs folder of a sweep, not one run" in said
     assert f"(e.g. {runs / 'abc'})" in said
+
+
+def test_a_log_that_does_not_say_its_vocabulary_is_checked_against_the_laws(tmp_path, capsys):
+    """A foreign log governed by a fit whose runs had V = 512: a loss above ln 512 is not
+    nats per token of a run that law describes, and is refused unless --vocab-size says
+    the run's own V."""
+    law = Path(__file__).parents[1] / "fit" / "golden" / "demo-runs.fit.json"
+    frame = planted_frame(
+        np.linspace(2e5, 6e5, 20), n=60e3, fresh=96e3, law=FitResult.read(law).law
+    )
+    frame.loc[6, "loss"] = 7.0  # above 1.05 · ln 512 = 6.55, below 1.05 · ln 50K
+    path = tmp_path / "log.csv"
+    frame.to_csv(path, index=False)
+    run = ["--n-params", "60K", "--fresh-tokens", "96K", "--law", law]
+    budget = ["--budget-flops", "2e12", "--unique-tokens", "96K"]
+    code, out, err = cli(capsys, path, *run, *budget)
+    assert code == 2 and out == "", err
+    assert "ln V = 6.238" in err and "the law's runs'" in err and "line 8" in err
+    code, _, err = cli(capsys, path, *run, *budget, "--vocab-size", "50K")
+    assert "ln V" not in err
