@@ -27,8 +27,8 @@ from cdlaw.units import parse_number, plain
 # (docs/files.md). The first is cdlaw's own; a table's column is renamed to it.
 SPELLINGS = {
     "n_params": ("n_params", "params", "parameters", "n"),
-    "fresh_tokens": ("fresh_tokens", "unique_tokens", "d"),
-    "derived_tokens": ("derived_tokens", "d_prime", "dprime", "d'", "d′"),
+    "fresh_tokens": ("fresh_tokens", "unique_tokens", "d", "d_tokens"),
+    "derived_tokens": ("derived_tokens", "d_prime", "dprime", "d'", "d′", "d_prime_tokens"),
     "strategy": ("strategy",),
     "loss": ("loss",),
     "lr": ("lr", "learning_rate"),
@@ -36,6 +36,11 @@ SPELLINGS = {
     "seed": ("seed",),
     "status": ("status",),
 }
+# The loss under a validation loss's names, read only where the table has no `loss`
+# column (a table may log both, and its `loss` is the one it means).
+VALIDATION_LOSS = ("val_loss", "validation_loss", "eval_loss")
+# Words in a column's values that say it holds each run's strategy (under another name).
+STRATEGY_WORDS = ("repetition", "repeat", "repeated", "paraphrase", "paraphrases")
 # Columns that give D′ when the table has none, kept under their own names: every token
 # trained (D + D′, whatever the strategy), or passes over D (D′ = (epochs − 1)·D, which
 # only repetition means). With a D′ column too, they must agree with it.
@@ -103,6 +108,10 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         df = df.set_axis(np.arange(1, len(df) + 1), axis=0)
         df.attrs["rows_are"] = "row"
     found = {key: _columns_named(df, key, names, name) for key, names in SPELLINGS.items()}
+    if found["loss"] is None:
+        found["loss"] = _columns_named(df, "loss", VALIDATION_LOSS, name)
+    if found["strategy"] is None:
+        _no_strategy_elsewhere(df, name)
     sources = {
         "tokens": _columns_named(df, "tokens (D + D′)", TOKENS, name),
         "epochs": _columns_named(df, "epochs", EPOCHS, name),
@@ -156,6 +165,22 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     if found["derived_tokens"] is None:
         df.attrs["spelled"]["derived_tokens"] = f"D′ = {how}"
     return df
+
+
+def _no_strategy_elsewhere(df: pd.DataFrame, name: str) -> None:
+    """BadInput when a table without a strategy column holds the runs' strategies in
+    another (the CD paper's release calls it `source`): read as repetition, its
+    paraphrase runs would be fitted as repeats without a word."""
+    for col in df.columns:
+        if pd.api.types.is_numeric_dtype(df[col]):  # numbers and booleans name no strategy
+            continue
+        values = set(df[col].dropna().astype(str).str.strip().str.lower())
+        if values & set(STRATEGY_WORDS):
+            shown = ", ".join(sorted(values)[:4]) + (", …" if len(values) > 4 else "")
+            raise BadInput(
+                f"{name} has no strategy column, but its column {str(col)!r} names strategies "
+                f"({shown}): rename it strategy, or every run with D′ > 0 is read as repetition"
+            )
 
 
 def _near_misses(df: pd.DataFrame, missing: list[str]) -> str:

@@ -128,7 +128,9 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
-    bad = ~strategy.map(lambda s: s == NONE or is_name(s)).to_numpy(bool)
+    # A run without derived tokens is strategy none whatever its label (1epoch, fresh, …).
+    fresh_only = (df["derived_tokens"] == 0).to_numpy()
+    bad = ~strategy.map(lambda s: s == NONE or is_name(s)).to_numpy(bool) & ~fresh_only
     if bad.any():
         raise BadInput(
             f"{name} {where(df, bad)}: strategy {plain(df['strategy'][bad].iloc[0])} is neither "

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from shapedtables import PUBLISHED
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.table import duplicate_rows, load_runs, prepare_runs, seed_noise, select_cells
@@ -240,6 +241,10 @@ SAME_RUNS = {
         columns=["derived_tokens", "strategy"]
     ),
     "no strategy": _C.drop(columns="strategy"),
+    # the CD paper's release (qin2026_triple_compact.csv): its names, its label for D′ = 0
+    "the CD paper's": _C.assign(strategy=["1epoch", "repetition", "repetition", "1epoch"]).set_axis(
+        ["N_params", "D_tokens", "D_prime_tokens", "strategy", "val_loss"], axis=1
+    ),
     "70M and 1.4B as text": _C.assign(
         n_params=["70M", "70M", "70m", "160M"], fresh_tokens=["1.4B", "1.4B", "1.4e9", "3.2B"]
     ),
@@ -423,3 +428,40 @@ def test_seed_noise_says_whether_the_table_names_its_seeds():
     assert SeedNoise.from_dict(unnamed.to_dict(), "fit.json") == unnamed
     old = {"sd_log": 0.02, "n_groups": 3, "n_runs": 6}  # a fit.json of an older cdlaw
     assert SeedNoise.from_dict(old, "fit.json").seeds_named
+
+
+def test_a_strategy_column_under_another_name_is_refused_not_read_as_repetition():
+    """The CD paper's release names its strategies in `source`: without a strategy column
+    its paraphrase runs would be fitted as repeats, so the table is refused, naming it."""
+    table = canonical().rename(columns={"strategy": "source"})
+    table.loc[2, "source"] = "paraphrase"
+    with pytest.raises(BadInput, match=r"its column 'source' names strategies \(none, para"):
+        prepare_runs(table, "t.csv")
+    # a text column that names no strategy (a dataset) is no reason to refuse
+    read = prepare_runs(canonical().drop(columns="strategy").assign(dataset="c4"), "t.csv")
+    assert list(read.strategy) == ["none", "repetition", "repetition", "none"]
+
+
+def test_a_validation_loss_is_the_loss_only_where_no_column_is_called_loss():
+    table = canonical().assign(val_loss=[9.0, 9.0, 9.0, 9.0])
+    assert list(prepare_runs(table, "t.csv").loss) == [3.1, 2.9, 2.8, 2.7]
+    table = canonical().rename(columns={"loss": "Validation_Loss"})
+    assert list(prepare_runs(table, "t.csv").loss) == [3.1, 2.9, 2.8, 2.7]
+
+
+def test_a_derived_run_still_needs_a_strategy_name():
+    table = canonical().assign(strategy=["1epoch", "2epochs", "repetition", "none"])
+    with pytest.raises(BadInput, match=r"row 2: strategy '2epochs' is neither none"):
+        prepare_runs(table, "t.csv")
+
+
+def test_the_cd_papers_released_table_reads_once_its_strategy_column_is_named():
+    path = PUBLISHED / "qin2026_triple_compact.csv"
+    if not path.exists():
+        pytest.skip("the published tables (../shared/data/published) are not here")
+    with pytest.raises(BadInput, match="its column 'source' names strategies"):
+        load_runs(path)
+    raw = pd.read_csv(path)
+    runs = prepare_runs(raw.rename(columns={"source": "strategy"}), path.name)
+    assert len(runs) == 370 and set(runs.strategy) == {"none", "repeat", "paraphrase"}
+    assert (runs.fresh_tokens == raw.D_tokens).all() and (runs.loss == raw.val_loss).all()
