@@ -44,7 +44,14 @@ from cdlaw.fit.summary import (
     rows_table,
     rstar_at_median,
 )
-from cdlaw.fit.table import duplicate_rows, prepare_runs, rows_digest, seed_noise, select_cells
+from cdlaw.fit.table import (
+    duplicate_rows,
+    mixed_cells,
+    prepare_runs,
+    rows_digest,
+    seed_noise,
+    select_cells,
+)
 from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
@@ -168,7 +175,7 @@ def _fit_table(df, form: LawForm, method, holdout_largest, naive, select, source
     cells = select_cells(prepared, select)
     source = source or cells.attrs.get("source", "")
     check_columns(cells, form, source or "the table")
-    warnings = _duplicate_warnings(prepared)
+    warnings = _duplicate_warnings(prepared) + mixed_cells(prepared, select)
 
     N, Dp = (cells[c].to_numpy(float) for c in ("n_params", "derived_tokens"))
     heldout = np.zeros(len(cells), bool)

@@ -29,7 +29,7 @@ from cdlaw.fit.columns import (
 )
 from cdlaw.fit.findings import SeedNoise
 from cdlaw.strategies import NAME_RULE, NONE, is_name
-from cdlaw.units import plain
+from cdlaw.units import format_number, plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
@@ -210,7 +210,8 @@ def above_uniform(df: pd.DataFrame, name: str) -> str | None:
 
 
 def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
-    """Reduce rows that differ only in lr / weight_decay / seed to one per cell (docs/files.md).
+    """Reduce each cell's rows (replicates: they should differ only in lr / weight_decay /
+    seed; mixed_cells says when they do not) to one (docs/files.md).
 
     "min" keeps the run with the lowest loss (the best hyperparameters, as the papers do);
     "mean" averages the losses (the row keeps the first row_id of its cell, and columns
@@ -243,6 +244,49 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     out.attrs.update(attrs)
     out.attrs["select"] = how
     return out
+
+
+# Text columns that may differ between replicate runs of one setup: which run, where it
+# forked from, which sweep (or round) trained it, and how it was executed.
+RUN_RECORD_COLUMNS = (
+    "run_id", "fork_parent", "sweep", "status", "error", "device", "precision", "host",
+    "cdlaw_version",
+)  # fmt: skip
+
+
+def mixed_cells(df: pd.DataFrame, how: str) -> list[str]:
+    """A warning when --select `how` (min, mean) reduces cells whose runs differ in a text
+    column beyond lr, weight decay and seed (a `dataset`, a `tokenizer`): they are then
+    not replicates of one setup, and the lowest (or mean) loss mixes setups. Columns that
+    record a run (RUN_RECORD_COLUMNS) or name each row apart (an id) do not count. []
+    for --select none, or cells of one setup."""
+    if how == KEEP_EVERY_RUN:
+        return []
+    df = prepare_runs(df)
+    text = [
+        c
+        for c in df.columns
+        if c not in (*CELL, *RUN_RECORD_COLUMNS)
+        and not pd.api.types.is_numeric_dtype(df[c])
+        and df[c].nunique(dropna=False) < len(df)
+    ]
+    groups = df.groupby(list(CELL), sort=False)
+    for col in text:
+        counts = groups[col].nunique(dropna=False)
+        mixed = counts[counts > 1]
+        if len(mixed):
+            key = mixed.index[0]
+            n, d, dp, strategy = key
+            values = sorted(map(str, groups.get_group(key)[col].unique()))
+            cell = f"N {format_number(float(n))}, D {format_number(float(d))}, D′ "
+            cell += f"{format_number(float(dp))}, {strategy}"
+            return [
+                f"--select {how} reduced {len(df)} runs to {groups.ngroups} cells of (N, D, D′, "
+                f"strategy), but the runs of {len(mixed)} cell(s) differ in {col!r} too (e.g. "
+                f"{cell}: {', '.join(values[:3])}): if they are not replicates of one setup, "
+                "fit each setup on its own (or --select none)"
+            ]
+    return []
 
 
 # What a fit's rows digest covers: each cell's coordinates and loss. Losses to 12

@@ -6,7 +6,15 @@ import pytest
 from shapedtables import PUBLISHED
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.table import duplicate_rows, load_runs, prepare_runs, seed_noise, select_cells
+from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.table import (
+    duplicate_rows,
+    load_runs,
+    mixed_cells,
+    prepare_runs,
+    seed_noise,
+    select_cells,
+)
 
 
 def runs(**over):
@@ -465,3 +473,32 @@ def test_the_cd_papers_released_table_reads_once_its_strategy_column_is_named():
     runs = prepare_runs(raw.rename(columns={"source": "strategy"}), path.name)
     assert len(runs) == 370 and set(runs.strategy) == {"none", "repeat", "paraphrase"}
     assert (runs.fresh_tokens == raw.D_tokens).all() and (runs.loss == raw.val_loss).all()
+
+
+def two_datasets():
+    """Every cell of canonical() trained on two datasets (a Gadre et al.-style table)."""
+    table = pd.concat([canonical().assign(dataset="c4"), canonical().assign(dataset="rpj")])
+    return table.assign(loss=table.loss + np.where(table.dataset == "c4", 0.0, 0.3))
+
+
+def test_select_warns_when_a_cells_runs_differ_in_their_setup():
+    (warning,) = mixed_cells(two_datasets(), "min")
+    assert "reduced 8 runs to 4 cells" in warning and "differ in 'dataset'" in warning
+    assert "(e.g. N 70M, D 1.4B, D′ 0, none: c4, rpj)" in warning
+    assert mixed_cells(two_datasets(), "none") == []
+    # seeds, and what records each run (its id, its trunk, its sweep), are replicates' own
+    seeds = pd.concat([canonical().assign(seed=s, run_id=[f"{s}{i}" for i in range(4)],
+                                          fork_parent=f"t{s}", sweep=f"round-{s}")
+                       for s in (0, 1)])  # fmt: skip
+    assert mixed_cells(seeds, "min") == []
+    assert mixed_cells(seeds.assign(name=[f"m{i}" for i in range(8)]), "mean") == []
+
+
+def test_a_fit_of_mixed_setups_says_so():
+    N, D = (a.ravel() for a in np.meshgrid([1e7, 3e7, 1e8, 3e8], [1e9, 3e9, 1e10]))
+    loss = 1.7 + 400 / N**0.34 + 400 / D**0.28
+    table = pd.concat([pd.DataFrame({"n_params": N, "fresh_tokens": D, "derived_tokens": 0.0,
+                                     "loss": loss + shift, "dataset": name})
+                       for name, shift in (("c4", 0.0), ("rpj", 0.2))])  # fmt: skip
+    fit = fit_law(table, "chinchilla", n_starts=16)
+    assert any("differ in 'dataset'" in w for w in fit.warnings)
