@@ -247,10 +247,11 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
 
 
 # Text columns that may differ between replicate runs of one setup: which run, where it
-# forked from, which sweep (or round) trained it, and how it was executed.
+# forked from, which sweep (or round) trained it, how it was executed, and the size's
+# label ("20K" and "20000" are one shape).
 RUN_RECORD_COLUMNS = (
     "run_id", "fork_parent", "sweep", "status", "error", "device", "precision", "host",
-    "cdlaw_version",
+    "cdlaw_version", "size",
 )  # fmt: skip
 
 

@@ -492,6 +492,8 @@ def test_select_warns_when_a_cells_runs_differ_in_their_setup():
                        for s in (0, 1)])  # fmt: skip
     assert mixed_cells(seeds, "min") == []
     assert mixed_cells(seeds.assign(name=[f"m{i}" for i in range(8)]), "mean") == []
+    labels = ["70M", "70M", "70M", "160M", "7e7", "70M", "70M", "1.6e8"]  # one shape each
+    assert mixed_cells(seeds.assign(size=labels), "min") == []
 
 
 def test_a_fit_of_mixed_setups_says_so():
