@@ -303,7 +303,8 @@ class SweepDisplay:
             loss_s = f" loss {loss:.4f}" if isinstance(loss, float) and math.isfinite(loss) else ""
             self._say(f"{event.status} {self._label(event.run_id)}{loss_s}{self._count()}")
         elif isinstance(event, ev.RunLocked):
-            self._say(f"waiting: {event.run_id} is held by pid {event.pid} on {event.host}")
+            held = f"{event.run_id} is held by pid {event.pid} on {event.host}"
+            self._say(f"waiting: {held}" if event.waits else f"left: {held}, whose run it is now")
         elif isinstance(event, ev.RunRetried):
             self._say(f"retry: {event.run_id} stopped ({event.reason}); it resumes")
 

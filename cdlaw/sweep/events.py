@@ -68,11 +68,13 @@ class RunEnded:
 
 @dataclass(frozen=True)
 class RunLocked:
-    """Another process holds the run's lock: this sweep waits for it."""
+    """Another process holds the run's lock: this sweep waits for it, or (`waits` False:
+    the run's worker died twice and another process took it meanwhile) leaves it to it."""
 
     run_id: str
     pid: int | None
     host: str | None
+    waits: bool = True
 
 
 @dataclass(frozen=True)

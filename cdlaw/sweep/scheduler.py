@@ -247,7 +247,8 @@ class Scheduler:
                     self.emit(RunEnded(cfg.run_id, "failed"))
                 else:  # another process holds it now: its outcome is that process's
                     holder = read_lock(self.plan.sweep_dir / cfg.run_id / LOCK_NAME) or {}
-                    self.emit(RunLocked(cfg.run_id, holder.get("pid"), holder.get("host")))
+                    pid, host = holder.get("pid"), holder.get("host")
+                    self.emit(RunLocked(cfg.run_id, pid, host, waits=False))
             else:
                 self.emit(RunRetried(cfg.run_id, reason))
                 self.rank[cfg.run_id] = -1

@@ -143,3 +143,18 @@ def test_sigterm_says_what_was_saved_and_how_to_resume(runs_root, write_sweep):
     assert last.startswith("stopped by SIGTERM: ") and "Traceback" not in rest
     assert f"in {runs_root / 'sigterm'}" in last and "resume from their last checkpoint" in last
     assert f"`cdlaw sweep {path} --out {runs_root}` resumes the sweep" in last
+
+
+def test_a_run_left_to_the_process_that_took_it_is_not_said_to_be_waited_for(capsys):
+    """A run whose worker died twice while another sweep took its lock is that sweep's."""
+    from cdlaw.cli.sweep_show import SweepDisplay
+    from cdlaw.sweep import events as ev
+
+    display = SweepDisplay(live=False)
+    display(ev.RunLocked("c", 2, "host"))
+    display(ev.RunLocked("d", 3, "host", waits=False))
+    display.stop()
+    out = capsys.readouterr().err
+    assert "waiting: c is held by pid 2 on host" in out
+    assert "left: d is held by pid 3 on host, whose run it is now" in out
+    assert "waiting: d" not in out
