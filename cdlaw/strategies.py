@@ -9,7 +9,8 @@ or a table carries is as good: a fit gives it its own K, ρ, σ.
 A name is lowercase: a letter, then letters, digits, `_` or `-`, at most 40 characters
 (`self-distill`, `qa_synthetic`). It names columns, fit.json keys ("<name>.rho") and
 folders, so nothing else is allowed. `none` and `auto` are taken (D′ = 0, and the plan's
-"choose for me").
+"choose for me"), and so are `repeat`, `repeated`, `repeats` and `repetitions`: tables
+write repetition so, and read them as repetition.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ PARAPHRASE = "paraphrase"
 BUILT_IN = (REPETITION, PARAPHRASE)  # need no declaration; listed first wherever names are
 # train on the fresh tokens only, once or again: their epochs say what D′ is, no files needed
 FRESH_ONLY = (NONE, REPETITION)
-RESERVED = (NONE, "auto")
+# How tables write repetition (the CD paper's release: "repeat"): read as repetition
+# (canonical), and so not a name a declared strategy may take.
+REPETITION_SPELLINGS = ("repeat", "repeated", "repeats", "repetitions")
+RESERVED = (NONE, "auto", *REPETITION_SPELLINGS)
 NAME_RULE = "a lowercase letter then up to 39 lowercase letters, digits, '_' or '-'"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
@@ -43,9 +47,17 @@ def check_name(name, where: str) -> str:
         why = "'none' is the strategy of runs without derived tokens"
     elif name == "auto":
         why = "'auto' is the plan's choice among the strategies"
+    elif name in REPETITION_SPELLINGS:
+        why = f"{name!r} is how tables write {REPETITION}: name it {REPETITION}"
     else:
         why = f"a strategy's name is {NAME_RULE}"
     raise BadInput(f"{where} {name!r} cannot name a derived strategy: {why}")
+
+
+def canonical(label: str) -> str:
+    """A table's strategy label (lowercase) as cdlaw names it: repetition for each of
+    REPETITION_SPELLINGS, any other label as it is."""
+    return REPETITION if label in REPETITION_SPELLINGS else label
 
 
 def files_command(strategy: str) -> str:

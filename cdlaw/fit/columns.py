@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION
+from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION, canonical
 from cdlaw.units import parse_number, plain
 
 # The names a table may give each column, compared ignoring case and surrounding spaces
@@ -212,7 +212,7 @@ def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, nam
     D = df["fresh_tokens"].to_numpy(float)
     fresh, tokens, epochs = found["fresh_tokens"], sources["tokens"], sources["epochs"]
     strategy = (
-        df["strategy"].astype(str).str.strip().str.lower().to_numpy()
+        df["strategy"].astype(str).str.strip().str.lower().map(canonical).to_numpy()
         if "strategy" in df.columns
         else np.full(len(df), REPETITION)
     )

@@ -30,7 +30,7 @@ from cdlaw.fit.findings import (
     SeedNoise,
 )
 from cdlaw.laws import LAWS
-from cdlaw.strategies import NAME_RULE, is_name
+from cdlaw.strategies import NAME_RULE, REPETITION_SPELLINGS, is_name
 from cdlaw.units import plain
 
 
@@ -334,6 +334,11 @@ def _check_domain(law: lawlib.Law, where: str) -> None:
         if name in form.positive and value <= 0:
             raise BadInput(f"{where}: parameter {name} = {value:g} must be > 0.")
     for strategy, params in law.strategies.items():
+        if strategy in REPETITION_SPELLINGS:
+            raise BadInput(
+                f'{where}: strategy {strategy!r} in "strategies" is how tables write '
+                "repetition, which a fit now names so: fit the table again."
+            )
         if not is_name(strategy):
             raise BadInput(
                 f'{where}: strategy {strategy!r} in "strategies" is not a derived strategy\'s '

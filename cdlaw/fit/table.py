@@ -28,7 +28,7 @@ from cdlaw.fit.columns import (
     where,
 )
 from cdlaw.fit.findings import SeedNoise
-from cdlaw.strategies import NAME_RULE, NONE, is_name
+from cdlaw.strategies import NAME_RULE, NONE, canonical, is_name
 from cdlaw.units import format_number, plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
@@ -126,7 +126,7 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
     _check_task_metrics(df, name)
     above_uniform(df, name)  # said once, here, as the table is read
 
-    strategy = df["strategy"].astype(str).str.strip().str.lower()
+    strategy = df["strategy"].astype(str).str.strip().str.lower().map(canonical)
     strategy[df["strategy"].isna()] = "nan"
     # A run without derived tokens is strategy none whatever its label (1epoch, fresh, …).
     fresh_only = (df["derived_tokens"] == 0).to_numpy()

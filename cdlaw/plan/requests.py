@@ -8,7 +8,7 @@ import math
 
 from cdlaw.errors import BadInput
 from cdlaw.plan.source import PlanningLaw
-from cdlaw.strategies import NAME_RULE, NONE, REPETITION, is_name
+from cdlaw.strategies import NAME_RULE, NONE, REPETITION, canonical, is_name
 from cdlaw.units import plain
 
 
@@ -46,7 +46,7 @@ def check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu) -> None
 def strategies_to_try(source: PlanningLaw, strategy: str) -> list[str]:
     """The strategies to plan for `--strategy` (auto: every one the law has; "none" for a
     law whose derived tokens are worth nothing), or BadInput saying what may be asked."""
-    law = source.law
+    law, strategy = source.law, canonical(strategy)
     if strategy == NONE:
         counts_any = law.form_decl.uses_derived and not law.form_decl.strategy_params
         if not law.strategies and not counts_any:

@@ -64,6 +64,10 @@ BAD = [
         {**edited(), "strategies": {"Shuffle!": QIN.strategies["repetition"]}},
         ("strategy 'Shuffle!'", "is not a derived strategy's name (a lowercase letter"),
     ),
+    (
+        {**edited(), "strategies": {"repeat": QIN.strategies["repetition"]}},
+        ("strategy 'repeat'", "is how tables write repetition", "fit the table again"),
+    ),
     ({**edited(), "data_range": {"n_params": ["big", 1e9]}}, ('"data_range" n_params',)),
     ({**edited(), "dropped": [3, "x"]}, ('"dropped" must be a list of row numbers',)),
     ({**edited(), "n_rows": 2.5}, ('"n_rows" must be a whole number, not 2.5',)),

@@ -249,8 +249,12 @@ SAME_RUNS = {
         columns=["derived_tokens", "strategy"]
     ),
     "no strategy": _C.drop(columns="strategy"),
+    "epochs of runs labelled repeat": _C.assign(
+        epochs=1 + _C.derived_tokens / _C.fresh_tokens,
+        strategy=["none", "repeat", "repeats", "none"],
+    ).drop(columns="derived_tokens"),
     # the CD paper's release (qin2026_triple_compact.csv): its names, its label for D′ = 0
-    "the CD paper's": _C.assign(strategy=["1epoch", "repetition", "repetition", "1epoch"]).set_axis(
+    "the CD paper's": _C.assign(strategy=["1epoch", "repeat", "Repeat", "1epoch"]).set_axis(
         ["N_params", "D_tokens", "D_prime_tokens", "strategy", "val_loss"], axis=1
     ),
     "70M and 1.4B as text": _C.assign(
@@ -471,7 +475,7 @@ def test_the_cd_papers_released_table_reads_once_its_strategy_column_is_named():
         load_runs(path)
     raw = pd.read_csv(path)
     runs = prepare_runs(raw.rename(columns={"source": "strategy"}), path.name)
-    assert len(runs) == 370 and set(runs.strategy) == {"none", "repeat", "paraphrase"}
+    assert len(runs) == 370 and set(runs.strategy) == {"none", "repetition", "paraphrase"}
     assert (runs.fresh_tokens == raw.D_tokens).all() and (runs.loss == raw.val_loss).all()
 
 

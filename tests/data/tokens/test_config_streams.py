@@ -33,8 +33,10 @@ def test_fixed_choices_are_checked_by_name():
         from_dict(TrainConfig, {"schedule": "linear"}, "train")
     with pytest.raises(BadInput, match="'Repeat!' cannot name a derived strategy: a strat"):
         run(strategy="Repeat!")
-    with pytest.raises(BadInput, match=r"strategy 'repeat' with derived_files='': .*declare"):
-        run(strategy="repeat")  # a name of its own reads its own files
+    with pytest.raises(BadInput, match=r"strategy 'reword' with derived_files='': .*declare"):
+        run(strategy="reword")  # a name of its own reads its own files
+    with pytest.raises(BadInput, match=r"'repeat' is how tables write repetition: name it rep"):
+        run(strategy="repeat")  # a table's spelling of repetition is no name of its own
 
 
 def test_derived_files_enter_the_run_id_only_when_set():
