@@ -99,7 +99,7 @@ class NextBatch:
 def _reason(c: Candidate, p: Pick, check: str = "") -> str:
     b, a = p.before, p.after
     r = c.run.derived_tokens / c.run.fresh_tokens
-    what = f"{c.run.model.size} {c.run.strategy} D={plain(c.run.fresh_tokens)} r={r:.3g}"
+    what = f"{c.run.model.size} {c.run.strategy} D={format_number(c.run.fresh_tokens)} r={r:.3g}"
     origin = f"{c.origin}; {check}" if check else c.origin
     parts = [f"plan-loss sd {b.loss_sd:.2%} → {a.loss_sd:.2%}"]
     if b.flip > 0.005 or a.flip > 0.005:
@@ -172,6 +172,21 @@ def check_limits(max_runs: int | None, max_flops: float | None) -> tuple[int | N
     return max_runs, max_flops
 
 
+def affordable(cands: list[Candidate], budget_flops: float) -> tuple[list[Candidate], int]:
+    """The candidates that cost no more than the budget they would plan, and how many did:
+    a run dearer than the budget is no experiment, since the plan itself could be trained
+    with its FLOPs. BadInput when none is left."""
+    kept = [c for c in cands if c.flops <= budget_flops]
+    if not kept:
+        cheapest = min(c.flops for c in cands)
+        raise BadInput(
+            f"every candidate run costs more than the budget ({budget_flops:.3g} FLOPs; the "
+            f"cheapest {cheapest:.3g}): train the plan itself, or give a sweep file of "
+            "smaller runs with --grid"
+        )
+    return kept, len(cands) - len(kept)
+
+
 def trained_flops(table: pd.DataFrame) -> float:
     """FLOPs a table's runs trained themselves, 6·N per token, a branch's shared prefix
     counted by its trunk only (fork_step · batch_tokens, where the table records them)."""
@@ -214,6 +229,7 @@ def next_batch(
     cands = candidates(parent, vocab, done_cells(table), current.candidates)
     if not cands:
         raise BadInput("every candidate run is already in the table: widen the sweep's grid")
+    cands, too_dear = affordable(cands, budget_flops)
     ens, dropped = _ensemble(fit, draws, current, budget_flops, unique_tokens, cands)
     cheapest = min(c.flops for c in cands)
     if max_flops is not None and cheapest > max_flops:
@@ -237,6 +253,11 @@ def next_batch(
         first=() if check is None else (check,),
     )
     warnings = _warnings(dropped, check, check_why)
+    if too_dear:
+        warnings.append(
+            f"{too_dear} candidate run(s) would cost more than the budget itself "
+            f"({budget_flops:.3g} FLOPs) and were left out: with those FLOPs, train the plan"
+        )
     if not picks:
         raise BadInput(
             "no candidate run would narrow the plan's uncertainty (the bootstrap refits agree "

@@ -230,6 +230,16 @@ def test_a_flop_budget_is_kept(seeded):
     assert 0 < batch.flops <= 3e18
 
 
+def test_no_run_dearer_than_the_budget_it_plans_is_chosen(seeded):
+    _, table, fit = seeded
+    budget = 3e18
+    batch = next_batch(table, fit, load_sweep(GRID), budget, 5e9, max_runs=4)
+    assert batch.chosen and max(c.flops for c in batch.chosen) <= budget
+    assert any("cost more than the budget itself (3e+18 FLOPs)" in w for w in batch.warnings)
+    with pytest.raises(BadInput, match=r"every candidate run costs more than the budget \(1e\+14"):
+        next_batch(table, fit, load_sweep(GRID), 1e14, 5e9, max_runs=4)
+
+
 def test_a_plan_beyond_its_strategys_runs_gets_the_cheapest_run_at_its_ratio_first(seeded):
     # The seed's paraphrase runs stop at r = 4 and the plan for 1e20 wants r ≈ 7: the
     # refits all extrapolate the same way, so the batch must start with a run that tests it.
