@@ -100,6 +100,9 @@ class TaskLink:
     # test; p ≥ ALPHA: the metric does not follow the loss beyond its noise
     trend_f: float = math.nan
     trend_p_value: float = math.nan
+    # the runs name their seeds (cdlaw's own do); False: seed_sd is the scatter between
+    # runs of one cell, which may differ in more than their seed (a published table)
+    seeds_named: bool = True
 
     @property
     def follows_loss(self) -> bool:
@@ -125,9 +128,14 @@ class TaskLink:
 
     def verdict(self) -> str:
         """One sentence: the fit against the seed noise, and the collapse test."""
+        scatter = (
+            "a rerun with another seed scatters by"
+            if self.seeds_named
+            else "runs of one cell (no seed column: they may differ in more than their seed) "
+            "scatter by"
+        )
         noise = (
-            f"the link predicts a run within RMSE {self.rmse:.3g}, a rerun with another seed "
-            f"scatters by {self.seed_sd:.3g}"
+            f"the link predicts a run within RMSE {self.rmse:.3g}, {scatter} {self.seed_sd:.3g}"
             if self.seed_sd
             else f"RMSE {self.rmse:.3g} (no replicate seeds to compare with)"
         )
@@ -169,6 +177,7 @@ class TaskLink:
             "rmse": self.rmse,
             "seed_sd": self.seed_sd,
             "seed_groups": self.seed_groups,
+            "seeds_named": self.seeds_named,
             "loss_range": list(self.loss_range),
             "metric_range": list(self.metric_range),
             "per_strategy": self.per_strategy,
@@ -208,6 +217,7 @@ class TaskLink:
                 bootstrap=[[float(x) for x in b] for b in d.get("bootstrap") or []],
                 trend_f=_num(d.get("trend_f")),
                 trend_p_value=_num(d.get("trend_p_value")),
+                seeds_named=bool(d.get("seeds_named", True)),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise BadInput(

@@ -152,6 +152,7 @@ def _task_link(col, name, metric, form_name, rows, n_boot, rng) -> TaskLink:
         bootstrap=boot.tolist(),
         trend_f=trend[0],
         trend_p_value=trend[1],
+        seeds_named="seed" in final.columns,
     )
 
 

@@ -67,6 +67,15 @@ def test_the_seed_noise_is_the_scatter_between_replicate_seeds():
     pairs = none.groupby(["n_params", "fresh_tokens"])["task_quiz_acc"]
     want = np.sqrt((pairs.var(ddof=1)).mean())  # pairs: the pooled variance is their mean
     assert lk.seed_sd == pytest.approx(want) and lk.seed_groups == 10
+    assert lk.seeds_named and "a rerun with another seed scatters by" in lk.verdict()
+
+
+def test_a_table_without_seeds_does_not_call_its_scatter_a_seeds():
+    """Gadre et al.'s cells hold runs on three datasets, and name no seed."""
+    df = prepare_runs(planted_runs()).drop(columns="seed")
+    lk = {x.metric: x for x in fit_downstream(df, n_boot=0).links}["acc"]
+    assert not lk.seeds_named and lk.seed_sd is not None
+    assert "another seed" not in lk.verdict() and "runs of one cell (no seed column" in lk.verdict()
 
 
 def test_any_strategy_names_and_references_work():
