@@ -189,3 +189,5 @@ def _render(comparison) -> None:
     for name, why in comparison.skipped.items():
         out.print(f"not fitted: {name}: {why}", highlight=False)
     out.print(comparison.verdict(), highlight=False)
+    for w in comparison.warnings:
+        say("warning", w)

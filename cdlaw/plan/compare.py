@@ -66,6 +66,7 @@ class Comparison:
     # the compared rows' digest (cdlaw.fit.table.rows_digest), by which plot and report
     # tell a comparison of runs since changed; None for one written before it was recorded
     rows_digest: str | None = None
+    warnings: list[str] = field(default_factory=list)  # of the rows (cdlaw.fit.table.mixed_cells)
 
     @property
     def winner(self) -> str:
@@ -102,6 +103,7 @@ class Comparison:
             "verdict": self.verdict(),
             "laws": [s.to_dict() for s in self.scores],
             "skipped": self.skipped,
+            "warnings": self.warnings,
         }
 
 
@@ -130,7 +132,7 @@ def compare_laws(
     """Fit every law (default: all known) to the same rows and score each; see the module doc."""
     from cdlaw.fit.procedure import fit_law
     from cdlaw.fit.summary import data_range
-    from cdlaw.fit.table import prepare_runs, rows_digest, seed_noise, select_cells
+    from cdlaw.fit.table import mixed_cells, prepare_runs, rows_digest, seed_noise, select_cells
     from cdlaw.laws import LAWS
 
     names = tuple(laws or LAWS)
@@ -171,6 +173,7 @@ def compare_laws(
         pd.concat(predicted, ignore_index=True) if predicted else pd.DataFrame(),
         select,
         rows_digest(cells),
+        mixed_cells(prepared, select),
     )
     if budget_flops is not None:
         attach_plans(comparison, budget_flops, unique_tokens, data_range(cells), extrapolate)

@@ -150,3 +150,12 @@ def test_the_terminal_tables_fit_an_80_column_terminal(table, monkeypatch):
     tables = text.splitlines()[:-1]  # the verdict after them is a sentence that wraps
     assert "…" not in text and max(map(len, tables)) <= 80
     assert "muennighoff" in text and "predicted loss" in text and "paraphrase" in text
+
+
+def test_a_comparison_of_cells_that_mix_setups_says_so(table):
+    """--select mean reduces each cell's runs; runs on two datasets are not replicates."""
+    mixed = pd.concat([table.assign(dataset="c4"), table.assign(dataset="rpj")])
+    comparison = compare_laws(mixed, laws=("chinchilla",), n_starts=16, select="mean")
+    (warning,) = comparison.warnings
+    assert "differ in 'dataset'" in warning and comparison.to_dict()["warnings"] == [warning]
+    assert compare_laws(table, laws=("chinchilla",), n_starts=16).warnings == []
