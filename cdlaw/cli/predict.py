@@ -203,11 +203,9 @@ def _render(forecasts, N, D, Dp, strategy: str) -> None:
             "-" if f.heldout_error is None else f"{f.heldout_error:.4f}",
         )
     out.print(table)
-    import textwrap
+    from cdlaw.cli.predictor_table import print_chosen_by
 
-    for by in sorted({f.chosen_by for f in forecasts}):
-        for line in textwrap.wrap(f"chosen by {by}", max(out.width, 60), subsequent_indent="  "):
-            out.print(line, highlight=False)
+    print_chosen_by([(f"{f.task} {f.metric}", f.chosen_by) for f in forecasts])
     where: dict[str | None, list[str]] = {}
     for f in forecasts:
         where.setdefault(f.beyond_runs, []).append(f"{f.task} {f.metric}")

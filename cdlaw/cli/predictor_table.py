@@ -100,11 +100,7 @@ def render_predictors(predictors) -> None:
         chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
         table.add_row(f"{tp.task} {tp.metric}", chance, *cells)
     out.print(table)
-    import textwrap
-
-    for by in sorted({tp.chosen_by for tp in predictors}):
-        for line in textwrap.wrap(f"* chosen by {by}", max(out.width, 60), subsequent_indent="  "):
-            out.print(line, highlight=False)
+    print_chosen_by([(f"{tp.task} {tp.metric}", tp.chosen_by) for tp in predictors], "* ")
     runs, evals = max(tp.n_runs for tp in predictors), max(tp.n_evals for tp in predictors)
     kept = ", checkpoints included" if evals > runs else "; no checkpoint rows"
     out.print(f"links (step 2) fitted to {evals} evaluations of {runs} runs{kept}", highlight=False)
@@ -116,3 +112,20 @@ def render_predictors(predictors) -> None:
     for (p, why), names in sorted(reasons.items()):
         which = "every task" if len(names) == len(predictors) > 1 else ", ".join(names)
         out.print(f"n/a {p} ({which}): {why}", highlight=False)
+
+
+def print_chosen_by(rows: list[tuple[str, str]], mark: str = "") -> None:
+    """How each row's predictor was chosen, one wrapped line per way: the way most rows
+    share alone, every other way with the rows it applies to, so that no line leaves the
+    reader to guess which tasks it is about. `rows`: (task metric, chosen_by)."""
+    import textwrap
+
+    ways: dict[str, list[str]] = {}
+    for name, by in rows:
+        ways.setdefault(by, []).append(name)
+    common = max(ways, key=lambda by: len(ways[by]))
+    for by, names in sorted(ways.items()):
+        which = "" if by == common else f" ({', '.join(names)})"
+        text = f"{mark}chosen by {by}{which}"
+        for line in textwrap.wrap(text, max(out.width, 60), subsequent_indent="  "):
+            out.print(line, highlight=False)

@@ -241,3 +241,15 @@ def test_a_model_far_beyond_the_ladder_is_warned_of_without_a_law(cdlaw, ladder)
                            "--fresh-tokens", "20T", "--json")  # fmt: skip
     (said,) = json.loads(out)["warnings"]
     assert code == 0 and "the largest run in N or compute, beyond the 30× limit" in said
+
+
+def test_each_way_a_predictor_was_chosen_names_the_tasks_it_is_about(capsys):
+    from cdlaw.cli.predictor_table import print_chosen_by
+
+    print_chosen_by([("a acc", "least error"), ("b acc", "least error"),
+                     ("c acc", "least error, among those that level off")], "* ")  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "* chosen by least error",
+        "* chosen by least error, among those that level off (c acc)",
+    ]
