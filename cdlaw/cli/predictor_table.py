@@ -40,11 +40,13 @@ def predict_options(
 
 def task_file_chance(path: str | Path) -> dict[str, float]:
     """{task: chance} of the .jsonl task files a runs folder's sweep.toml names in [eval]
-    (paths relative to the working directory, as the sweep read them): the mean over the
-    items scored (eval.max_items) of 1/(their choices), 0 for a cloze. Files that cannot be
-    read are left to the built-in names or a fitted floor."""
+    (relative paths read in the folder the sweep ran in, where its runs record it, else
+    the current one): the mean over the items scored (eval.max_items) of 1/(their
+    choices), 0 for a cloze. Files that cannot be read are left to the built-in names or a
+    fitted floor."""
     import tomllib
 
+    from cdlaw.sweep.summary import sweep_workdir
     from cdlaw.tasks.chance import chance_of_items
     from cdlaw.tasks.files import read_task_file
 
@@ -56,12 +58,13 @@ def task_file_chance(path: str | Path) -> dict[str, float]:
     except (OSError, ValueError):
         return {}
     top = int(ev.get("max_items") or 0)
+    root = sweep_workdir(Path(path)) or Path()
     out = {}
     for entry in ev.get("tasks") or []:
         if not str(entry).endswith(".jsonl"):
             continue
         try:
-            task = read_task_file(Path(entry))
+            task = read_task_file(root / Path(entry).expanduser())
         except (BadInput, OSError):
             continue
         out[task.name] = chance_of_items(task.items[:top] if top else task.items)

@@ -228,7 +228,7 @@ def _changed_inputs(
     if not any((sweep_dir / r.run_id).is_dir() for r in runs):
         return {}, {}
     try:
-        cache, workdir = sweep_dir.parent / ".cache", _workdir(sweep_dir, runs)
+        cache, workdir = sweep_dir.parent / ".cache", sweep_workdir(sweep_dir)
         maker = RunInputsMaker(sweep.data, sweep.eval, cache, workdir)
         now = [maker.of(r) for r in runs]
         return changed_inputs(sweep_dir, now), _old_scores(sweep_dir, now)
@@ -236,18 +236,18 @@ def _changed_inputs(
         return {}, {}
 
 
-def _workdir(sweep_dir: Path, runs: list[RunConfig]) -> Path | None:
-    """The folder the runs' sweep read relative paths from, as the first run folder's
-    config.json records it (RunInputs.workdir), while the runs folder still lies in it;
+def sweep_workdir(sweep_dir: Path) -> Path | None:
+    """The folder a runs folder's sweep read relative paths from, as its run folders'
+    config.json record it (RunInputs.workdir), while the runs folder still lies in it;
     None (the current folder, as the next sweep reads them) where none is recorded (an
     older cdlaw's), or the project was moved or copied since (the folder is gone, or the
     runs are no longer in it), or the runs were written outside it (--out elsewhere)."""
-    for cfg in runs:
+    for config in sorted(Path(sweep_dir).glob("*/config.json")):
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            saved = json.loads((sweep_dir / cfg.run_id / "config.json").read_text())
-            if workdir := (saved.get("inputs") or {}).get("workdir"):
+            workdir = (json.loads(config.read_text()).get("inputs") or {}).get("workdir")
+            if workdir:
                 there = Path(workdir)
-                inside = sweep_dir.resolve().is_relative_to(there.resolve())
+                inside = Path(sweep_dir).resolve().is_relative_to(there.resolve())
                 return there if there.is_dir() and inside else None
     return None
 

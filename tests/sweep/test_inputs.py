@@ -492,3 +492,13 @@ def test_a_reader_in_another_folder_reads_relative_inputs_where_the_sweep_did(
     root.rename(moved)
     code, out, _ = cdlaw_here(monkeypatch, capsys, moved, "status", "runs/ident", "--json")
     assert code == 0 and {r["strategy"]: r.get("changed") for r in json.loads(out)}["distill"]
+
+
+def test_task_chance_levels_are_read_where_the_sweep_ran(tmp_path, monkeypatch, one_thread):
+    """`cdlaw downstream RUNS` from another folder finds the sweep's relative task files."""
+    from cdlaw.cli.predictor_table import task_file_chance
+
+    root = swept(workdir(tmp_path / "w", "A", "A"), one_thread)
+    monkeypatch.chdir(tmp_path)  # no tasks/quiz.jsonl here
+    chance = task_file_chance(root / "runs" / "ident")
+    assert chance == {"quiz": pytest.approx(1 / 3)}
