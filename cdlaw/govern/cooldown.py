@@ -19,9 +19,14 @@ another setup (lr, batch, decay) should fit its own from its own sweep (`cdlaw g
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from cdlaw.units import format_number
+
+NEAR_N = 2.0  # a run within this factor of the pairs' sizes is one the ratio was measured near
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class Cooldown:
     # (peak lr, ρ, sd, pairs) for each lr of the sweep with at least 3 pairs
     by_lr: tuple[tuple[float, float, float, int], ...] = ()
     lr: float | None = None  # the peak lr this relation is for (None: every lr)
+    # the smallest and largest N of the runs it was fitted on (None: not recorded)
+    n_params: tuple[float, float] | None = None
 
     def for_lr(self, lr: float | None) -> Cooldown:
         """The relation at a run's peak lr: that lr's ρ when the sweep trained at it (within
@@ -43,8 +50,30 @@ class Cooldown:
             return self
         for at, ratio, sd, n in self.by_lr:
             if abs(at - lr) <= 0.01 * at:
-                return Cooldown(ratio, sd, self.source, n, self.by_lr, at)
+                return Cooldown(ratio, sd, self.source, n, self.by_lr, at, self.n_params)
         return self
+
+    def unlike(self, n_params: float, lr: float | None) -> list[str]:
+        """Warnings for a run unlike the runs the relation was measured on: N more than
+        NEAR_N× beyond their sizes, or a peak lr none of them trained at (the sweep's ρ
+        then stands in). ρ is a setup's (lr, batch, decay): it says nothing of another."""
+        said = []
+        lo, hi = self.n_params or (math.nan, math.nan)
+        if not lo / NEAR_N <= n_params <= hi * NEAR_N:
+            said.append(
+                f"the stable-to-cooled ratio {self.ratio:.4g} was measured on runs of "
+                f"{format_number(lo)}–{format_number(hi)} parameters ({self.source}) and this "
+                f"run has {format_number(n_params)}: "
+                "its cooldown may drop the loss by another share; --cooldown-from a WSD "
+                "sweep of your own setup measures it"
+            )
+        known = [at for at, *_ in self.by_lr]
+        if lr is not None and known and self.lr is None:
+            said.append(
+                f"the run's peak lr {lr:.3g} is none of those the ratio was measured at "
+                f"({', '.join(f'{at:g}' for at in known)}): the whole sweep's ρ is used"
+            )
+        return said
 
     def cooled(self, stable_loss):
         """K for a stable-phase loss S (broadcasts)."""
@@ -61,6 +90,7 @@ class Cooldown:
             "source": self.source,
             "pairs": self.pairs,
             "lr": self.lr,
+            "n_params": None if self.n_params is None else list(self.n_params),
         }
 
 
@@ -82,6 +112,7 @@ DEMO = Cooldown(
     source="sweeps/demo.toml",
     pairs=54,
     by_lr=((0.01, 0.8172, 0.0397, 18), (0.02, 0.8079, 0.0296, 18), (0.03, 0.8482, 0.0789, 18)),
+    n_params=(26328.0, 200400.0),
 )
 
 
@@ -107,4 +138,6 @@ def fit_cooldown(runs_dir) -> Cooldown:
         if len(group) >= 3:
             r, s = fit_ratio(group["stable"], group["cooled"])
             by_lr.append((float(lr), r, s, len(group)))
-    return Cooldown(ratio, sd, str(runs_dir), len(pairs), tuple(by_lr))
+    sizes = pairs["n_params"].to_numpy(float)
+    size_range = (float(sizes.min()), float(sizes.max()))
+    return Cooldown(ratio, sd, str(runs_dir), len(pairs), tuple(by_lr), None, size_range)

@@ -223,7 +223,9 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
 
 def _calibrate(curve: Curve, source: PlanningLaw, options: GovernOptions, run: _Frame):
     """δ for the law and each bootstrap law, on the run's calibration points."""
-    cooldown = options.cooldown.for_lr(None if curve.lr is None else float(np.nanmax(curve.lr)))
+    peak_lr = None if curve.lr is None else float(np.nanmax(curve.lr))
+    cooldown = options.cooldown.for_lr(peak_lr)
+    run.warnings += cooldown.unlike(run.n, peak_lr)
     laws = [source.law, *source.bootstrap]
     offsets = [calibrate(run.own(lw), curve, cooldown, run.f) for lw in laws]
     delta, delta_se = offsets[0]

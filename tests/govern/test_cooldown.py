@@ -41,3 +41,22 @@ def test_a_trunks_warmup_is_no_stable_phase_however_it_is_given(tmp_path):
                                                warmup_frac=0.15))  # fmt: skip
     assert "run015" not in set(pairs["run_id"])
     assert (pairs["cooled"] / pairs["stable"]).to_numpy() == pytest.approx(0.8)
+
+
+def test_a_run_unlike_the_ratios_runs_is_warned_of():
+    """The demo's ρ is its tiny runs' at lr 0.01–0.03: a 100M run at 3e-4 is not one."""
+    assert DEMO.for_lr(0.02).unlike(60e3, 0.02) == []
+    assert DEMO.unlike(350e3, None) == []  # within 2× of its largest
+    (size, lr) = DEMO.for_lr(3e-4).unlike(100e6, 3e-4)
+    assert "measured on runs of 26.3K–200K parameters" in size and "has 100M" in size
+    assert "peak lr 0.0003 is none of those the ratio was measured at (0.01, 0.02, 0.03)" in lr
+    assert DEMO.unlike(10e3, None)  # more than 2× below its smallest
+
+
+def test_a_fitted_ratio_records_its_runs_sizes(tmp_path):
+    cooldown = fit_cooldown(write_planted_sweep(tmp_path / "runs"))
+    assert cooldown.n_params is not None and cooldown.to_dict()["n_params"] == list(
+        cooldown.n_params
+    )
+    n = cooldown.n_params[0]
+    assert cooldown.unlike(n, None) == [] and cooldown.unlike(100 * n, None)

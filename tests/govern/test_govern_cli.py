@@ -70,6 +70,9 @@ def test_a_run_folder_says_what_the_run_is(tmp_path, capsys):
     assert (d["n_params"], d["fresh_tokens"], d["strategy"]) == (100e6, 1e9, "paraphrase")
     assert d["options"][1]["end_tokens"] == 5e9  # its planned D + D′
     assert d["offset"] == pytest.approx(0.02, abs=1e-6)
+    # the demo's ratio, measured on 26K–200K-parameter runs at lr 0.01–0.03, says so
+    assert any("measured on runs of 26.3K–200K parameters" in w for w in d["warnings"])
+    assert d["cooldown"]["n_params"] == [26328.0, 200400.0]
 
 
 def test_watch_decides_once_per_new_point(tmp_path, capsys):
