@@ -342,7 +342,9 @@ def _fit_warnings(at_bound, bootstrap: int, n_boot_ok: int, cells, prepared) -> 
         warnings.append(
             "parameters at a bound or outside the start grid: "
             + ", ".join(at_bound)
-            + " (a bound means the data cannot pin it; outside the grid, widen --starts)"
+            + " (a bound means the data cannot pin it; outside the start grid, the search left "
+            "the ranges its starts cover, so a minimum further out was never started near: "
+            "its bootstrap interval says how firm it is)"
         )
     warnings.append(
         "E, A and alpha trade off against each other; E + A/N^alpha at the table's sizes "
