@@ -17,7 +17,7 @@ from cdlaw.fit.findings import seed_noise_between
 from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
-from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION
+from cdlaw.strategies import NONE, REPETITION
 from cdlaw.units import format_number
 
 
@@ -129,8 +129,8 @@ def plan_answer(report: Report) -> str:
         f"nats/token{band}, <b>{e(str(p['regime']))}</b>.</p>"
     )
     lead += _decision_note(p)
-    head = ["plan", "strategy", "N", "D", "D′", "epochs", "passes (D′/D)",
-            "predicted loss", "loss above the CD plan"]  # fmt: skip
+    head = ["plan", "strategy", "N", "D", "D′", "uses", "predicted loss",
+            "loss above the CD plan"]  # fmt: skip
     # the plan, the best plan of each other strategy (closest first), and the two baselines
     others = sorted(
         ((a.get("loss_gap") or 0.0, s, a) for s, a in (p.get("candidates") or {}).items()
@@ -142,7 +142,6 @@ def plan_answer(report: Report) -> str:
     body = []
     for name, a in rows:
         strategy = a.get("strategy", "—")
-        passes = a.get("derived_ratio") if strategy not in FRESH_ONLY else 0.0
         body.append(
             [
                 name,
@@ -150,8 +149,7 @@ def plan_answer(report: Report) -> str:
                 cell(a["n_params"], "n_params"),
                 cell(a["fresh_tokens"], "fresh_tokens"),
                 cell(a["derived_tokens"], "derived_tokens"),
-                cell(a.get("epochs")),
-                cell(passes),
+                _uses(a),
                 cell(a["predicted_loss"]),
                 _gap(a) if name != "CD law" else "—",
             ]
@@ -196,3 +194,14 @@ def _decision_note(p: dict) -> str:
     if not parts:
         return ""
     return f'<p class="note">Each bootstrap refit planning for itself: {"; ".join(parts)}.</p>'
+
+
+def _uses(a: dict) -> str:
+    """How an allocation makes its D′, as `cdlaw plan` says it: "4.82 epochs" of
+    repetition, "2.54 passes" (D′/D) of any other strategy, "1 epoch" without D′."""
+    strategy, ratio = a.get("strategy"), a.get("derived_ratio")
+    if strategy == NONE or not ratio:
+        return "1 epoch"
+    if strategy == REPETITION:
+        return f"{format_cell(a.get('epochs'))} epochs"
+    return f"{format_cell(ratio)} passes"

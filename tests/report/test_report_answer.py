@@ -199,3 +199,15 @@ def test_the_plan_says_how_often_the_refits_own_plans_agree():
     assert f"their own predictions {format_cell(abs(p['optimism']))} nats {side}" in note
     assert _decision_note({**p, "strategy_share": None, "n_params_ci95": None,
                            "optimism": None}) == ""  # fmt: skip
+
+
+def test_the_plans_table_says_how_each_makes_its_derived_tokens_as_plan_does(page, report):
+    """One `uses` column, as `cdlaw plan` prints it: epochs of repetition, passes of any
+    other strategy; no repetition row with "0 passes" beside its epochs."""
+    _, text = page
+    table = text[text.index("loss above the CD plan") - 600 :].split("</table>")[0]
+    assert ">uses<" in table
+    p = report.plan
+    want = f"{format_cell(p['epochs'])} epochs" if p["strategy"] == "repetition" else "passes"
+    assert want in table and ">4 epochs<" in table  # the four-epoch rule's row
+    assert "passes (D′/D)" not in table
