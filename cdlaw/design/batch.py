@@ -187,6 +187,43 @@ def affordable(cands: list[Candidate], budget_flops: float) -> tuple[list[Candid
     return kept, len(cands) - len(kept)
 
 
+def below_uniform(
+    cands: list[Candidate], fit: FitResult, vocab: int
+) -> tuple[list[Candidate], int]:
+    """The candidates where the fitted law predicts a loss below ln V, and how many it did
+    not: above a uniform guess's loss the law describes no run (a tiny model on a sliver of
+    its tokens), so what the refits say of such a run is no guide. BadInput when none is
+    left."""
+    uniform = math.log(vocab)
+    kept = [c for c in cands if fit.law.loss(*c.cell) <= uniform]
+    if not kept:
+        raise BadInput(
+            f"the law predicts a loss above ln V = {uniform:.4g} for every candidate run: "
+            "give a sweep file whose grid lies where the runs were fitted, with --grid"
+        )
+    return kept, len(cands) - len(kept)
+
+
+def _usable(cands, budget_flops: float, fit: FitResult, vocab: int):
+    """The candidates worth weighing (affordable, below_uniform), and a warning for each
+    kind left out."""
+    cands, too_dear = affordable(cands, budget_flops)
+    cands, past_meaning = below_uniform(cands, fit, vocab)
+    said = []
+    if past_meaning:
+        said.append(
+            f"{past_meaning} candidate run(s) were left out where the law predicts a loss "
+            f"above ln V = {math.log(vocab):.4g} (a uniform guess over {vocab} tokens): it is "
+            "past where it means anything there, as `cdlaw plan` says of such a plan"
+        )
+    if too_dear:
+        said.append(
+            f"{too_dear} candidate run(s) would cost more than the budget itself "
+            f"({budget_flops:.3g} FLOPs) and were left out: with those FLOPs, train the plan"
+        )
+    return cands, said
+
+
 def trained_flops(table: pd.DataFrame) -> float:
     """FLOPs a table's runs trained themselves, 6·N per token, a branch's shared prefix
     counted by its trunk only (fork_step · batch_tokens, where the table records them)."""
@@ -229,7 +266,7 @@ def next_batch(
     cands = candidates(parent, vocab, done_cells(table), current.candidates)
     if not cands:
         raise BadInput("every candidate run is already in the table: widen the sweep's grid")
-    cands, too_dear = affordable(cands, budget_flops)
+    cands, left_out = _usable(cands, budget_flops, fit, vocab)
     ens, dropped = _ensemble(fit, draws, current, budget_flops, unique_tokens, cands)
     cheapest = min(c.flops for c in cands)
     if max_flops is not None and cheapest > max_flops:
@@ -252,12 +289,7 @@ def next_batch(
         max_flops=max_flops,
         first=() if check is None else (check,),
     )
-    warnings = _warnings(dropped, check, check_why)
-    if too_dear:
-        warnings.append(
-            f"{too_dear} candidate run(s) would cost more than the budget itself "
-            f"({budget_flops:.3g} FLOPs) and were left out: with those FLOPs, train the plan"
-        )
+    warnings = _warnings(dropped, check, check_why) + left_out
     if not picks:
         raise BadInput(
             "no candidate run would narrow the plan's uncertainty (the bootstrap refits agree "

@@ -16,7 +16,7 @@ from cdlaw.design.batch import next_batch
 from cdlaw.design.value import Ensemble, choose, ensemble_covariance, plan_value, uncertainty
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
-from cdlaw.fit.io import write_fit
+from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.law import PRESETS
@@ -453,7 +453,10 @@ def test_cli_adapt_runs_its_rounds(tmp_path):
 
 
 def test_a_grid_that_zips_lr_with_size_gives_each_picked_run_its_own_lr(tmp_path):
-    run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, SIMULATED)
+    # drawn from the demo's own fit: the CD paper's law scores these tiny models above ln V
+    law = FitResult.read(ROOT / "tests" / "fit" / "golden" / "demo-runs.fit.json").law
+    demo_law = SweepOptions(executor="simulate", simulation=Simulation(law, "demo", noise=0.02))
+    run_sweep(ROOT / "sweeps" / "demo-seed.toml", tmp_path, demo_law)
     table = load_runs(tmp_path / "demo-seed")
     fit = fit_law(table, "cd", **FAST)
     demo = load_sweep(ROOT / "sweeps" / "demo.toml")
@@ -564,3 +567,13 @@ def test_a_batch_of_a_grid_with_data_paraphrases_declares_them_the_one_way(caplo
     batch = batch_sweep_text(grid, "qin2026-grid", chosen, [])  # parsed back: the same ids
     assert "paraphrases =" not in batch and '[derived.paraphrase]\nfiles = "/path' in batch
     assert caplog.messages == []  # no deprecation note on the batch it wrote
+
+
+def test_no_run_is_chosen_where_the_law_predicts_worse_than_guessing(seeded):
+    """The plan's cells scaled down to 14M at its few tokens per parameter would score
+    above ln V under the law: past where it means anything, they are left out."""
+    _, table, fit = seeded
+    batch = next_batch(table, fit, load_sweep(GRID), 1e21, 5e9, max_runs=6)
+    uniform = math.log(100278)
+    assert all(fit.law.loss(*c.cell) <= uniform for c in batch.chosen)
+    assert any("above ln V = 11.52" in w for w in batch.warnings), batch.warnings
