@@ -108,7 +108,7 @@ def plan(
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
     Example: cdlaw plan --law runs/demo/fit.json --budget-flops 2e12 --unique-tokens 96K --link runs/demo/downstream.json
     """
-    from cdlaw.cli.runs_now import checked_law, runs_now_warnings
+    from cdlaw.cli.runs_now import checked_law, links_of_other_runs, runs_now_warnings
     from cdlaw.plan import planner
     from cdlaw.tasks.plan_metrics import read_links
 
@@ -118,6 +118,8 @@ def plan(
     stale_links = stale_links or "; ".join(
         runs_now_warnings(link, "downstream.json", "this link file")
     )
+    other = links_of_other_runs(law, link) if law else None
+    stale_links = "; ".join(filter(None, [stale_links, other])) or None
     source = checked_law(law)
     options = how.planner_options(n_params)
     unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)

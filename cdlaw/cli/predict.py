@@ -96,14 +96,15 @@ def predict(
 def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -> list[str]:
     """Files older than the runs beside them first (their numbers are of other runs), then
     the law's guard on the model (N, D, D′, strategy)."""
-    from cdlaw.cli.runs_now import runs_now_warnings
+    from cdlaw.cli.runs_now import links_of_other_runs, runs_now_warnings
     from cdlaw.plan.guard import check_model
     from cdlaw.tasks.downstream_json import stale_links_file
 
     links_stale = stale_links_file(Path(downstream), links)
     if links_stale is None:  # the runs are the ones linked: were they trained as they read now?
         links_stale = "; ".join(runs_now_warnings(downstream, "downstream.json", "this link file"))
-    stale = [links_stale, source and source.stale]
+    other = None if source is None else links_of_other_runs(source.name, downstream)
+    stale = [links_stale, source and source.stale, other]
     warnings = [w for w in stale if w]
     if source is not None:
         n, d, dp, strategy = model

@@ -46,3 +46,24 @@ def checked_law(spec: str) -> PlanningLaw:
         return source
     found = runs_now_warnings(spec, "fit.json", "this fit")
     return dataclasses.replace(source, stale="; ".join(found)) if found else source
+
+
+def links_of_other_runs(law: str, link: str | Path | None) -> str | None:
+    """A warning when a fit.json and a downstream.json were made from different runs (each
+    found beside its file: runs_beside): a link reads the validation loss of its own runs,
+    which may be another set's (another corpus or tokenizer) than the law's. None when
+    both are of the same runs, or either lies elsewhere (a preset, a file written with
+    --out), where nothing says whose they are."""
+    from cdlaw.fit.table import runs_beside
+
+    if link is None or not Path(law).is_file():
+        return None
+    fitted = runs_beside(Path(law), "fit.json")
+    linked = runs_beside(Path(link), "downstream.json")
+    if fitted is None or linked is None or fitted.resolve() == linked.resolve():
+        return None
+    return (
+        f"the links ({link}) were fitted to the runs of {linked} and the law ({law}) to "
+        f"those of {fitted}: a link reads its own runs' validation loss, so the task metrics "
+        "mean something at this loss only if both measured it on one validation set"
+    )
