@@ -165,16 +165,21 @@ def _label_axes(axes) -> None:
 
 
 def _model_size_range(ax_n, table: dict, fit: dict | None) -> bool:
-    """Fit N*'s axis to every plan; shade the sizes beyond the largest fitted run, where
-    the plan extrapolates. Returns whether it shaded any."""
+    """Fit N*'s axis to every plan; shade the sizes outside the fitted runs' (above the
+    largest, below the smallest), where the plan extrapolates. Returns whether it shaded
+    any."""
     ax_n.set_ylim(*style.pad_log_range(np.concatenate([t["n_params"] for t in table.values()])))
-    data_max = ((fit or {}).get("data_range") or {}).get("n_params")
-    top = ax_n.get_ylim()[1]
-    if not data_max or float(data_max[1]) >= top:
+    fitted = ((fit or {}).get("data_range") or {}).get("n_params")
+    bottom, top = ax_n.get_ylim()
+    if not fitted:
         return False
-    ax_n.axhspan(float(data_max[1]), top, color="0.9", zorder=0, linewidth=0)
-    ax_n.set_ylim(top=top)
-    return True
+    lo, hi = float(fitted[0]), float(fitted[1])
+    if hi < top:
+        ax_n.axhspan(hi, top, color="0.9", zorder=0, linewidth=0)
+    if lo > bottom:
+        ax_n.axhspan(bottom, lo, color="0.9", zorder=0, linewidth=0)
+    ax_n.set_ylim(bottom, top)
+    return hi < top or lo > bottom
 
 
 def _tick_axes(axes) -> None:
@@ -241,7 +246,7 @@ def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade:
     if shade:
         from matplotlib.patches import Patch
 
-        handles.append(Patch(facecolor="0.9", label="N beyond the largest fitted run"))
+        handles.append(Patch(facecolor="0.9", label="N outside the fitted runs' sizes"))
     return handles
 
 

@@ -196,3 +196,19 @@ def test_curves_axis_names_both_losses(inputs):
     (train,) = fig.findobj(lambda a: a.get_gid() == f"train:{run_id}")
     np.testing.assert_allclose(train.get_ydata(), m["train_loss"])
     assert train.get_alpha() < 0.5
+
+
+def test_frontier_shades_model_sizes_outside_the_fitted_runs_both_ways(inputs):
+    """A plan below the smallest fitted size extrapolates as one above the largest does."""
+    from matplotlib.patches import Polygon, Rectangle
+
+    fig = make_figure("frontier", inputs)
+    ax_n = next(ax for ax in fig.axes if ax.axison)
+    lo, hi = inputs.fit["data_range"]["n_params"]
+    spans = [p.get_extents().transformed(ax_n.transData.inverted()) for p in ax_n.patches
+             if isinstance(p, (Polygon, Rectangle))]  # fmt: skip
+    shaded = [(b.y0, b.y1) for b in spans]
+    n = np.concatenate([line.get_ydata() for line in ax_n.get_lines()])
+    for value in n[(n < lo * 0.99) | (n > hi * 1.01)]:
+        assert any(y0 <= value <= y1 for y0, y1 in shaded), (value, shaded)
+    assert (n < lo).any() or (n > hi).any()  # the test draws some plan outside
