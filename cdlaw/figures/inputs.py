@@ -345,13 +345,15 @@ def _refuse_stale(inputs: PlotInputs, path: Path) -> None:
     of PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links):
     a figure or report of them would show numbers of runs the folder no longer holds. A
     comparison of other runs is not drawn (inputs.comparison_stale says why)."""
-    from cdlaw.fit.table import load_runs, stale_fit
+    from cdlaw.fit.table import load_runs, prepare_runs, stale_fit
     from cdlaw.tasks.downstream_json import downstream_path, stale_links
 
     read = (inputs.fit, inputs.downstream, inputs.comparison)
     if all(x is None for x in read) or (path.is_dir() and not (path / "summary.parquet").is_file()):
         return
-    runs = inputs.runs = load_runs(path)
+    # a table was read already (inputs.summary): prepared as it is, not read a second time
+    table = inputs.summary if not path.is_dir() and inputs.summary is not None else None
+    runs = inputs.runs = load_runs(path) if table is None else prepare_runs(table, str(path))
     if inputs.comparison is not None:
         inputs.comparison_stale = stale_fit(runs, inputs.comparison, path, "comparison")
     if inputs.fit is not None:

@@ -766,3 +766,20 @@ def test_downstream_draws_every_strategy_in_its_own_colour_with_the_pooled_link(
     lk = result.links[0]
     np.testing.assert_allclose(pooled.get_ydata(), lk.predict(pooled.get_xdata()))
     assert by_gid(ax, "band") and "strategies differ" in ax.get_title()
+
+
+def test_a_table_is_read_once_and_says_so_once(tmp_path, caplog):
+    """A table under other column names, with its fit beside it: one line on how it was
+    read, not one per reading (the figures and the check of the fit against it)."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    table = pd.read_csv(root / "examples" / "demo-runs.csv").rename(columns={"n_params": "params"})
+    table.to_csv(tmp_path / "t.csv", index=False)
+    shutil.copy(root / "tests" / "fit" / "golden" / "demo-runs.fit.json", tmp_path / "t.fit.json")
+    caplog.set_level("INFO", logger="cdlaw.table")
+    inputs = load_inputs(tmp_path / "t.csv")
+    assert inputs.runs is not None and len(inputs.runs) == 72
+    reads = [r for r in caplog.records if r.getMessage().startswith("read ")]
+    assert len(reads) == 1 and "N ← params" in reads[0].getMessage()
