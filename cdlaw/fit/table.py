@@ -126,8 +126,9 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
     _check_task_metrics(df, name)
     above_uniform(df, name)  # said once, here, as the table is read
 
-    strategy = df["strategy"].astype(str).str.strip().str.lower().map(canonical)
+    strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
+    strategy = strategy.map(canonical)  # after the fill: a blank cell is no spelling
     # A run without derived tokens is strategy none whatever its label (1epoch, fresh, …).
     fresh_only = (df["derived_tokens"] == 0).to_numpy()
     bad = ~strategy.map(lambda s: s == NONE or is_name(s)).to_numpy(bool) & ~fresh_only

@@ -508,3 +508,10 @@ def test_a_fit_of_mixed_setups_says_so():
                        for name, shift in (("c4", 0.0), ("rpj", 0.2))])  # fmt: skip
     fit = fit_law(table, "chinchilla", n_starts=16)
     assert any("differ in 'dataset'" in w for w in fit.warnings)
+
+
+def test_a_blank_strategy_of_a_one_epoch_run_is_none():
+    """A column of blank cells (pandas reads them as NaN) is no spelling of a strategy."""
+    table = canonical().assign(strategy=None)
+    table = table[table.derived_tokens == 0]
+    assert list(prepare_runs(table).strategy) == ["none", "none"]
