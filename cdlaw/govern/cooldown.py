@@ -58,7 +58,7 @@ class Cooldown:
         NEAR_N× beyond their sizes, or a peak lr none of them trained at (the sweep's ρ
         then stands in). ρ is a setup's (lr, batch, decay): it says nothing of another."""
         said = []
-        lo, hi = self.n_params or (math.nan, math.nan)
+        lo, hi = self.n_params or (0.0, math.inf)  # sizes not recorded: nothing to compare
         if not lo / NEAR_N <= n_params <= hi * NEAR_N:
             said.append(
                 f"the stable-to-cooled ratio {self.ratio:.4g} was measured on runs of "

@@ -4,7 +4,7 @@ import pytest
 from plantedcurves import write_planted_sweep
 
 from cdlaw.errors import BadInput
-from cdlaw.govern.cooldown import DEMO, fit_cooldown
+from cdlaw.govern.cooldown import DEMO, Cooldown, fit_cooldown
 from cdlaw.govern.pairs import cooldown_pairs
 
 
@@ -51,6 +51,8 @@ def test_a_run_unlike_the_ratios_runs_is_warned_of():
     assert "measured on runs of 26.3K–200K parameters" in size and "has 100M" in size
     assert "peak lr 0.0003 is none of those the ratio was measured at (0.01, 0.02, 0.03)" in lr
     assert DEMO.unlike(10e3, None)  # more than 2× below its smallest
+    # a ratio that does not record its runs' sizes (or lrs) says nothing of them
+    assert Cooldown(0.8, 0.0, "planted").unlike(100e6, 3e-4) == []
 
 
 def test_a_fitted_ratio_records_its_runs_sizes(tmp_path):
