@@ -118,8 +118,7 @@ def plan(
     stale_links = stale_links or "; ".join(
         runs_now_warnings(link, "downstream.json", "this link file")
     )
-    other = links_of_other_runs(law, link) if law else None
-    stale_links = "; ".join(filter(None, [stale_links, other])) or None
+    stale_links = "; ".join(filter(None, [stale_links, links_of_other_runs(law, link)]))
     source = checked_law(law)
     options = how.planner_options(n_params)
     unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)

@@ -20,7 +20,14 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.strategies import FRESH_ONLY, NONE, REPETITION, canonical
+from cdlaw.strategies import (
+    FRESH_ONLY,
+    NONE,
+    PARAPHRASE,
+    REPETITION,
+    REPETITION_SPELLINGS,
+    canonical,
+)
 from cdlaw.units import parse_number, plain
 
 # The names a table may give each column, compared ignoring case and surrounding spaces
@@ -40,7 +47,7 @@ SPELLINGS = {
 # column (a table may log both, and its `loss` is the one it means).
 VALIDATION_LOSS = ("val_loss", "validation_loss", "eval_loss")
 # Words in a column's values that say it holds each run's strategy (under another name).
-STRATEGY_WORDS = ("repetition", "repeat", "repeated", "paraphrase", "paraphrases")
+STRATEGY_WORDS = (REPETITION, *REPETITION_SPELLINGS, PARAPHRASE, "paraphrases")
 # Columns that give D′ when the table has none, kept under their own names: every token
 # trained (D + D′, whatever the strategy), or passes over D (D′ = (epochs − 1)·D, which
 # only repetition means). With a D′ column too, they must agree with it.
