@@ -33,7 +33,7 @@ from cdlaw.units import parse_number, plain
 # The names a table may give each column, compared ignoring case and surrounding spaces
 # (docs/files.md). The first is cdlaw's own; a table's column is renamed to it.
 SPELLINGS = {
-    "n_params": ("n_params", "params", "parameters", "n"),
+    "n_params": ("n_params", "params", "parameters", "n", "model_size", "model size"),
     "fresh_tokens": ("fresh_tokens", "unique_tokens", "d", "d_tokens"),
     "derived_tokens": ("derived_tokens", "d_prime", "dprime", "d'", "d′", "d_prime_tokens"),
     "strategy": ("strategy",),
@@ -56,6 +56,9 @@ EPOCHS = ("epochs",)
 # A row that is an intermediate evaluation of a run (its N, D, D′ the run's own; its loss
 # and task metrics at that point): the law fits final rows only, the task links every row.
 CHECKPOINT = ("checkpoint", "is_checkpoint")
+# Training compute, which gives D = C / (6N) for a one-epoch table without tokens (the
+# Chinchilla figure's runs as Besiroglu et al. 2024 extracted them: size, FLOPs, loss).
+FLOPS = ("flops", "training_flops", "training flop", "training flops", "train_flops")
 AGREE = 0.01  # relative tolerance of that agreement: tables print rounded epochs
 SYMBOL = {"n_params": "N", "fresh_tokens": "D", "derived_tokens": "D′"}
 NUMERIC = ("n_params", "fresh_tokens", "derived_tokens", "loss")
@@ -123,6 +126,7 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         "tokens": _columns_named(df, "tokens (D + D′)", TOKENS, name),
         "epochs": _columns_named(df, "epochs", EPOCHS, name),
     }
+    found |= _tokens_from_flops(df, found, sources, name)
     df = df.rename(columns={col: key for key, col in found.items() if col not in (None, key)})
     missing = [k for k in ("n_params", "fresh_tokens") if found[k] is None]
     if found["derived_tokens"] is None and not any(sources.values()):
@@ -188,6 +192,36 @@ def _no_strategy_elsewhere(df: pd.DataFrame, name: str) -> None:
                 f"{name} has no strategy column, but its column {str(col)!r} names strategies "
                 f"({shown}): rename it strategy, or every run with D′ > 0 is read as repetition"
             )
+
+
+def _tokens_from_flops(df: pd.DataFrame, found: dict, sources: dict, name: str) -> dict:
+    """Fill in D = C / (6N) and D′ = 0 from a table's training FLOPs C when it gives N and
+    no tokens (neither D, D′, tokens nor epochs): C = 6ND holds for one pass over fresh
+    data, as Chinchilla's and Besiroglu et al.'s readings of its runs assume. Returns how
+    D and D′ were read ({} when not so), for the note; BadInput when a row names a derived
+    strategy, whose FLOPs do not say its D′."""
+    flops, n = _columns_named(df, "training FLOPs", FLOPS, name), found["n_params"]
+    given = [found["fresh_tokens"], found["derived_tokens"], *sources.values()]
+    if flops is None or n is None or any(col is not None for col in given):
+        return {}
+    if "strategy" in df.columns:
+        labels = df["strategy"].fillna("").astype(str).str.strip().str.lower().map(canonical)
+        derived = (~labels.isin((NONE, ""))).to_numpy() & finished(df).to_numpy()
+        if derived.any():
+            raise BadInput(
+                f"{name} {where(df, derived)}: {flops} gives D = C / (6N) only for one-epoch "
+                f"runs, and this run is {plain(df['strategy'][derived].iloc[0])}; give its "
+                "fresh and derived tokens in fresh_tokens and derived_tokens columns"
+            )
+    done = finished(df).to_numpy()
+    N = _numeric(df, n, n, name, done)
+    C = _numeric(df, flops, flops, name, done)
+    df["fresh_tokens"] = C / (6 * N)
+    df["derived_tokens"] = 0.0
+    return {
+        "fresh_tokens": f"{flops} / (6 · {n})",
+        "derived_tokens": "0 (no tokens given: every token of C = 6ND fresh)",
+    }
 
 
 def _near_misses(df: pd.DataFrame, missing: list[str]) -> str:

@@ -1,5 +1,7 @@
 """Loading and checking run tables (docs/files.md): every bad table is one clear BadInput."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -515,3 +517,32 @@ def test_a_blank_strategy_of_a_one_epoch_run_is_none():
     table = canonical().assign(strategy=None)
     table = table[table.derived_tokens == 0]
     assert list(prepare_runs(table).strategy) == ["none", "none"]
+
+
+def test_a_one_epoch_table_of_flops_reads_d_as_c_over_6n():
+    """Chinchilla's runs as published: size, training FLOPs and loss, no tokens."""
+    table = pd.DataFrame({"Model Size": [7e7, 4e8], "Training FLOP": ["8.4e17", 2.4e19],
+                          "loss": [3.1, 2.7]})  # fmt: skip
+    runs = prepare_runs(table, "t.csv")
+    assert np.allclose(runs.fresh_tokens, [2e9, 1e10]) and (runs.derived_tokens == 0).all()
+    assert list(runs.strategy) == ["none", "none"] and list(runs.n_params) == [7e7, 4e8]
+    # where the table gives D, FLOPs are carried through, never read over it
+    given = prepare_runs(table.assign(D=[1e9, 1e9], derived_tokens=0.0), "t.csv")
+    assert (given.fresh_tokens == 1e9).all()
+    with pytest.raises(BadInput, match=r"row 2: Training FLOP must be a number"):
+        prepare_runs(table.assign(**{"Training FLOP": ["8.4e17", "lots"]}), "t.csv")
+    with pytest.raises(BadInput, match=r"row 2: flops gives D = C / \(6N\) only for one-epoch"):
+        prepare_runs(table.rename(columns={"Training FLOP": "flops"})
+                     .assign(strategy=["none", "paraphrase"]), "t.csv")  # fmt: skip
+
+
+def test_chinchillas_published_runs_read_as_the_shipped_table():
+    path = PUBLISHED / "chinchilla_svg.csv"
+    if not path.exists():
+        pytest.skip("the published tables (../shared/data/published) are not here")
+    runs = load_runs(path)
+    shipped = load_runs(Path(__file__).parents[2] / "examples" / "chinchilla-besiroglu.csv")
+    assert len(runs) == len(shipped) == 245
+    assert np.allclose(runs.n_params, shipped.n_params, rtol=1e-9)
+    assert np.allclose(runs.fresh_tokens, shipped.fresh_tokens, rtol=1e-8)
+    assert np.allclose(runs.loss, shipped.loss, rtol=1e-9)
