@@ -14,6 +14,7 @@ from cdlaw.cli import NUMBER, app, number, out, print_json, say
 from cdlaw.cli.option_groups import takes_group
 from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
 from cdlaw.errors import BadInput
+from cdlaw.laws import get_law_form
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
 
@@ -184,6 +185,13 @@ REGIME_WHY = {
 }
 
 
+def _regime_why(p) -> str:
+    """REGIME_WHY, but for a law that gives derived tokens no value: nothing saturated."""
+    if p.regime == "data-bound" and not get_law_form(p.law_form).uses_derived:
+        return f"a {p.law_form} law gives derived tokens no value; more fresh data would help"
+    return REGIME_WHY[p.regime]
+
+
 def _render_plan(p) -> None:
     """The plan's panel, the same budget planned other ways, training cost, warnings."""
     if p.extrapolated:
@@ -251,7 +259,7 @@ def _plan_panel(p) -> Panel:
         )
     t.add_row(
         "regime",
-        f"[magenta]{p.regime}[/]: {REGIME_WHY[p.regime]}\n"
+        f"[magenta]{p.regime}[/]: {_regime_why(p)}\n"
         f"L_1ep {p.loss_one_epoch:.4f} · L_D {p.loss_data_floor:.4f} · L_N {p.loss_model_floor:.4f}\n"
         f"derived gain realised {p.derived_gain_share:.3f} "
         f"{_vs(p.derived_gain_share, p.saturation)} saturation {p.saturation:g}\n"

@@ -303,6 +303,12 @@ def _plan_warnings(
         )
     if not law.form_decl.uses_derived and best.derived_tokens > 0:
         warnings.append(f"a {law.form} law gives derived tokens no value; they only spend FLOPs")
+    elif not law.form_decl.uses_derived and best.fresh_tokens >= (1 - 1e-6) * req.unique:
+        warnings.append(
+            f"a {law.form} law gives derived tokens no value, so this plan stops at one epoch "
+            "of U and scores the other ways' repeats as worth nothing; to weigh repeats, fit "
+            "a law that has them (--law cd or muennighoff) on runs that repeat"
+        )
     return warnings
 
 

@@ -93,6 +93,21 @@ def test_chinchilla_presets_match_the_closed_form(name, C):
     assert p.naive.loss_gap == pytest.approx(0, abs=1e-12)
 
 
+def test_a_law_without_derived_tokens_says_it_cannot_weigh_repeats():
+    """Capped by U, a Chinchilla law plans one epoch and scores repeats as worthless: the
+    plan says why, rather than calling the derived tokens saturated."""
+    law = PRESETS["chinchilla-hoffmann"]
+    capped = plan(law, 1e24, 1e11)
+    assert capped.fresh_tokens == pytest.approx(1e11) and capped.derived_tokens == 0
+    assert capped.naive.derived_tokens > 0  # the repeats it scores at no value
+    assert any("gives derived tokens no value, so this plan stops at one epoch" in w
+               for w in capped.warnings)  # fmt: skip
+    free = plan(law, 1e24, 1e14)  # U does not bind: nothing to say
+    assert not any("derived tokens no value" in w for w in free.warnings)
+    cd = plan(QIN, 1e24, 1e11)  # a law that weighs repeats plans them
+    assert not any("derived tokens no value" in w for w in cd.warnings)
+
+
 @pytest.mark.parametrize("headroom", [1.0, 1.5, 1e3])
 def test_cd_plan_with_enough_data_is_the_chinchilla_plan(headroom):
     C = 1e21

@@ -334,3 +334,13 @@ def test_a_saturated_held_n_shows_a_zero_margin_without_its_rounding_sign(monkey
     got = json.loads(out)
     for key in ("marginal_gain_per_flop", "marginal_gain_per_doubling"):
         assert got[key] == 0 and math.copysign(1, got[key]) == 1, (key, got[key])
+
+
+def test_a_law_without_derived_tokens_is_not_said_to_saturate_them(monkeypatch, capsys):
+    args = ("--law", "chinchilla-hoffmann", "--budget-flops", "1e24", "--unique-tokens", "1e11")
+    code, out, err = run(monkeypatch, capsys, *args, "--extrapolate")
+    assert code == 0 and "data-bound" in out
+    words = " ".join(out.replace("│", " ").split())
+    assert "a chinchilla law gives derived tokens no value; more fresh data" in words
+    assert "derived tokens are saturated" not in words
+    assert "stops at one epoch of U" in " ".join(err.split())
