@@ -7,6 +7,7 @@
     python benchmarks/bench_govern.py heldout  runs/strategies --predict distill \
         --seed-noise-from runs/demo                       # a one-seed sweep's own strategy
     python benchmarks/bench_govern.py regret   runs/demo   # online stopping vs baselines
+    python benchmarks/bench_govern.py gains    runs/demo   # last step's gain, R* refitted
     python benchmarks/bench_govern.py simulate runs/demo   # a known law: best stop found?
 
 A family is one trunk (the longest run of a model size, D and strategy, seed 0) with its
@@ -29,6 +30,8 @@ there (the branch's cooled loss) or goes on; its L + λ·FLOPs against the hinds
 branch, beside the four-epoch rule (r = 3) and always the largest r, for λ at ½, 1 and 2×
 the demo plan's (C = 2e12, U = 96K); mean regrets in nats, their ratios and their
 difference.
+gains: per trunk, its last branch step's gain measured, by the held-out law, and by the law
+with R* (and an offset) refitted on the trunk's branches cooled before that step.
 simulate: losses drawn from the full fit with the simulate executor's noise (sweeps/demo's
 runs), the law refitted per seed, the governor's stop against the truth's best branch.
 """
@@ -447,6 +450,50 @@ def regret(runs_dir: Path, factors=LAMBDA_FACTORS) -> dict:
     return {"rows": pd.DataFrame(rows), "lambda0": lam0}
 
 
+def last_gains(runs_dir: Path) -> pd.DataFrame:
+    """Per trunk, the gain of its last branch step (r = 7 → 15 on the demo): measured, by
+    the held-out law, and by that law with R* refitted to this trunk (with an offset) on
+    the branches cooled before the last decision point (r = 0, 1, 3): whether the trunk's
+    own cooled branches tell when it stops paying."""
+    from scipy.optimize import least_squares
+
+    from cdlaw.fit.io import FitResult
+    from cdlaw.fit.table import load_runs
+
+    runs, summary = read_runs(runs_dir), load_runs(runs_dir)
+    lam0 = demo_lambda(FitResult.read(runs_dir / "fit.json").law)
+    rows = []
+    for fam in families(runs):
+        (n, d, s), br = fam["key"], fam["branches"]
+        law = fit_held_out_law(summary, fam["key"])
+        p = law.params
+        E, L = np.array([b.tokens for b in br]), np.array([b.loss for b in br])
+
+        def curve(rstar, E=E, d=d, n=n, p=p):
+            r = (E - d) / d
+            eta = np.where(r > 0, rstar / np.maximum(r, 1e-12) * -np.expm1(-r / rstar), 1.0)
+            return p["E"] + p["A"] / n ** p["alpha"] + p["B"] / (d + eta * (E - d)) ** p["beta"]
+
+        k = len(br) - 2  # the last decision point: the branches before it are known
+        r0 = float(law.rstar(n, d, s))
+        fit = least_squares(
+            lambda x, L=L, k=k: (curve(np.exp(x[1])) + x[0] - L)[:k], [0.0, np.log(r0)]
+        )
+        refit = curve(np.exp(fit.x[1]))
+        rows.append(
+            {
+                "trunk": fam["name"],
+                "measured": L[k] - L[k + 1],
+                "law": float(np.diff(law_loss(law, n, d, s, E[k:]))[0] * -1),
+                "rstar_law": r0,
+                "rstar_refit": float(np.exp(fit.x[1])),
+                "refit": refit[k] - refit[k + 1],
+                "cost_at_lambda0": lam0 * 6 * n * (E[k + 1] - E[k]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -> dict:
     """Each seed: the demo's 72 runs drawn from the full fit (simulate executor, noise), the
     law refitted on them, and for every trunk and λ the governor's stop vs the truth's."""
@@ -504,7 +551,9 @@ def simulate(runs_dir: Path, seeds: int, noise: float, factors=LAMBDA_FACTORS) -
 def main() -> None:
     global LAW_CACHE, CALIBRATION, PREDICT_STRATEGIES, SEED_NOISE_FROM, LAW_FORM, BOOTSTRAP
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("relation", "heldout", "select", "regret", "simulate"))
+    ap.add_argument(
+        "what", choices=("relation", "heldout", "select", "regret", "gains", "simulate")
+    )
     ap.add_argument("runs", type=Path)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--noise", type=float, default=0.02)
@@ -550,6 +599,9 @@ def main() -> None:
     if a.what == "relation":
         for name, err in relation(a.runs).items():
             print(f"{name:>13}: mean |error| {err:.4f} nats")
+        return
+    if a.what == "gains":
+        print(last_gains(a.runs).to_string(float_format=lambda x: f"{x:.3g}"))
         return
     if a.what in ("heldout", "select"):
         res = heldout(a.runs)
