@@ -130,14 +130,15 @@ def plan_answer(report: Report) -> str:
     )
     lead += _decision_note(p)
     head = ["plan", "strategy", "N", "D", "D′", "uses", "predicted loss",
-            "loss above the CD plan"]  # fmt: skip
+            "loss above the plan"]  # fmt: skip
     # the plan, the best plan of each other strategy (closest first), and the two baselines
     others = sorted(
         ((a.get("loss_gap") or 0.0, s, a) for s, a in (p.get("candidates") or {}).items()
          if s != p["strategy"] and (a.get("loss_gap") or 0.0) > 0),
         key=lambda t: t[0],
     )  # fmt: skip
-    rows = [("CD law", p), *((f"best {s}", a) for _, s, a in others),
+    mine = f"plan ({p.get('law_form', 'cd')} law)"  # the law that planned it, whichever
+    rows = [(mine, p), *((f"best {s}", a) for _, s, a in others),
             ("naive Chinchilla", p["naive"]), ("four-epoch rule", p["four_epoch"])]  # fmt: skip
     body = []
     for name, a in rows:
@@ -151,7 +152,7 @@ def plan_answer(report: Report) -> str:
                 cell(a["derived_tokens"], "derived_tokens"),
                 _uses(a),
                 cell(a["predicted_loss"]),
-                _gap(a) if name != "CD law" else "—",
+                _gap(a) if name != mine else "—",
             ]
         )
     details = (

@@ -70,25 +70,27 @@ class Report:
 
 
 def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
-    """No fit: fit `runs()` (gather's runs table) in memory with cdlaw's defaults, and say
-    how to save a fit."""
-    how = f"create one with `cdlaw fit {path}`, then run `cdlaw report {path}` again"
+    """No fit: fit `runs()` (gather's runs table) in memory with cdlaw's defaults (the
+    chinchilla law where no run has derived tokens, the cd law's own advice), and say how
+    to save a fit."""
+    table = runs()
+    law = "cd" if (table["derived_tokens"] > 0).any() else "chinchilla"
+    command = f"cdlaw fit {path}" + (" --law chinchilla" if law == "chinchilla" else "")
+    how = f"create one with `{command}`, then run `cdlaw report {path}` again"
     none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
     log.info(
-        f"{none.lower()} yet: fitting the runs for this report (not saved; `cdlaw fit {path}` saves one)"
+        f"{none.lower()} yet: fitting the runs for this report (not saved; `{command}` saves one)"
     )
     try:
-        result = fit_law(runs(), source=str(path))
+        result = fit_law(table, law, source=str(path))
     except BadInput as e:
         return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict()
     inputs.fit = fit
     inputs.law = result.law
     inputs.rows = prepare_rows(result.rows, inputs.law, fit)
-    return (
-        f"{none}: this fit was made for the report with cdlaw's defaults "
-        f"and not saved; {how.replace('create one', 'save it')}."
-    )
+    made = "cdlaw's defaults" if law == "cd" else "the chinchilla law (no run has derived tokens)"
+    return f"{none}: this fit was made for the report with {made} and not saved; {how.replace('create one', 'save it')}."
 
 
 def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:

@@ -15,6 +15,7 @@ import math
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import plotdata
@@ -270,7 +271,7 @@ def test_default_plan_is_the_largest_budget_inside_the_fitted_range(report, runs
         in text
     )
     assert f"{report.plan['predicted_loss']:.4g}" in text
-    for name in ("CD law", "naive Chinchilla", "four-epoch rule"):
+    for name in ("plan (cd law)", "naive Chinchilla", "four-epoch rule"):
         assert f'<td class="l">{name}</td>' in text
 
 
@@ -422,3 +423,18 @@ def test_shares_outside_the_bands_are_named(report):
     rows.loc[~derived, "loss"] = t.loss_one_epoch[~derived]  # share 0: inside the bands
     text = regimes_section(replace(report, inputs=replace(report.inputs, rows=rows)))
     assert "outside [0, 1]" not in text
+
+
+def test_a_table_without_derived_tokens_is_fitted_with_the_chinchilla_law(tmp_path):
+    """The cd law has nothing to fit on one-epoch runs and says to use --law chinchilla;
+    the report's own fit does so, names the command that saves it, and labels its plan by
+    the law that made it."""
+    csv = tmp_path / "chinchilla.csv"
+    table = pd.read_csv(Path(__file__).parents[2] / "examples" / "chinchilla-besiroglu.csv")
+    table.iloc[::3].to_csv(csv, index=False)
+    report = gather(csv)
+    assert report.inputs.fit["law"] == "chinchilla", report.fit_note
+    assert f"save it with `cdlaw fit {csv} --law chinchilla`" in report.fit_note
+    assert {"loss", "frontier"} <= set(report.figures) and report.plan is not None
+    text = render(report)
+    assert '<td class="l">plan (chinchilla law)</td>' in text and "CD law" not in text

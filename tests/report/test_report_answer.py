@@ -205,7 +205,7 @@ def test_the_plans_table_says_how_each_makes_its_derived_tokens_as_plan_does(pag
     """One `uses` column, as `cdlaw plan` prints it: epochs of repetition, passes of any
     other strategy; no repetition row with "0 passes" beside its epochs."""
     _, text = page
-    table = text[text.index("loss above the CD plan") - 600 :].split("</table>")[0]
+    table = text[text.index("loss above the plan") - 600 :].split("</table>")[0]
     assert ">uses<" in table
     p = report.plan
     want = f"{format_cell(p['epochs'])} epochs" if p["strategy"] == "repetition" else "passes"
