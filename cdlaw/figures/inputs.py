@@ -48,8 +48,8 @@ class PlotInputs:
     # there are no runs to check it against
     comparison_stale: str | None = None
     downstream: Downstream | None = None  # downstream.json: the task links
-    # the runs as `cdlaw fit` reads them (load_runs), where a fit or links beside them were
-    # checked against them; None: not read
+    # the runs as `cdlaw fit` reads them (load_runs), where they were read: to check a fit
+    # or links beside them, or (cdlaw report) to fit them; None: not read
     runs: pd.DataFrame | None = None
 
     @property
@@ -406,8 +406,8 @@ def load_inputs(
         fit_path = fit_path or fit_beside(path)
         if fit_path is None and need_fit:
             raise BadInput(
-                f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`) "
-                "or name the fit with --fit FIT.json"
+                f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`, with "
+                "--law chinchilla if no run has derived tokens) or name the fit with --fit FIT.json"
             )
     else:
         raise BadInput(

@@ -204,12 +204,12 @@ def gather(
         """The runs as `cdlaw fit` reads them, checked (and any loss above ln V said) once
         for the fit and the links made here: a runs folder with its rounds, a table from
         the rows load_inputs read (or the runs it checked the fit against)."""
-        if inputs.runs is not None:
-            return inputs.runs
-        if path.is_dir():
-            return load_runs(path)
-        assert inputs.summary is not None  # a table: load_inputs read it as the summary
-        return prepare_runs(inputs.summary, str(path))
+        if inputs.runs is None and path.is_dir():
+            inputs.runs = load_runs(path)
+        elif inputs.runs is None:
+            assert inputs.summary is not None  # a table: load_inputs read it as the summary
+            inputs.runs = prepare_runs(inputs.summary, str(path))
+        return inputs.runs
 
     if inputs.fit is None:
         report.fit_note = _fit_now(path, inputs, runs)

@@ -438,3 +438,9 @@ def test_a_table_without_derived_tokens_is_fitted_with_the_chinchilla_law(tmp_pa
     assert {"loss", "frontier"} <= set(report.figures) and report.plan is not None
     text = render(report)
     assert '<td class="l">plan (chinchilla law)</td>' in text and "CD law" not in text
+    few = tmp_path / "few.csv"  # too few to fit: every advice names the law that would
+    table.iloc[:2].to_csv(few, index=False)
+    report = gather(few)
+    assert report.inputs.fit is None and "cannot be fitted yet" in report.fit_note
+    assert f"`cdlaw fit {few} --law chinchilla`" in report.fit_note
+    assert f"run `cdlaw fit {few} --law chinchilla` first" in report.skipped["loss"]
