@@ -19,6 +19,10 @@ from cdlaw.laws.form import LawForm
 from cdlaw.units import plain
 
 METHODS = ("joint", "staged")
+# Fewer parameters or fresh tokens than this in any run means the table gives N or D in
+# other units (millions, billions): no model or run is that small. A power law fits such
+# numbers as well, but its A, B and every plan read from it are off by the unit's power.
+SMALLEST_PLAUSIBLE = 1000.0
 
 
 def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
@@ -108,4 +112,20 @@ def check_identifiable(
             f"the table has {len(rows)} usable rows but {what} with these strategies has "
             f"{n_params} parameters; a fit needs at least {n_params + 2} rows"
         )
+    return warnings
+
+
+def unit_warnings(rows: pd.DataFrame) -> list[str]:
+    """Warnings when the smallest N or D is below SMALLEST_PLAUSIBLE: a table that gives N
+    in millions or D in billions (57.3 for 57.3M) fits without complaint, but its
+    constants and plans are then in those units, not in parameters and tokens."""
+    warnings = []
+    for col, what, unit in (("n_params", "N", "parameters"), ("fresh_tokens", "D", "tokens")):
+        smallest = float(rows[col].min()) if len(rows) else np.inf
+        if smallest < SMALLEST_PLAUSIBLE:
+            warnings.append(
+                f"{what} is as small as {smallest:g} {unit}, which no run is: if the table "
+                f"gives {col} in millions or billions, write them as counts (or as 57M, "
+                "1.4B), since the fitted A and B and every plan are in the table's units"
+            )
     return warnings

@@ -29,7 +29,13 @@ from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
-from cdlaw.fit.checks import check_columns, check_identifiable, check_options, fixed_values
+from cdlaw.fit.checks import (
+    check_columns,
+    check_identifiable,
+    check_options,
+    fixed_values,
+    unit_warnings,
+)
 from cdlaw.fit.findings import Holdout, OptimizerReport, SeedNoise
 from cdlaw.fit.io import FitResult, output_paths, write_fit
 from cdlaw.fit.problem import Problem, build_problem
@@ -188,6 +194,7 @@ def _fit_table(df, form: LawForm, method, holdout_largest, naive, select, source
     strategies = _fitted_strategies(rows, form, source)
     names = form.fit_vector_names(strategies)
     warnings += check_identifiable(rows, form, method, strategies, len(names))
+    warnings += unit_warnings(rows)
     return _FitTable(
         form, prepared, noise, cells, source, heldout, form_ok, rows, strategies, names,
         naive, select, warnings,

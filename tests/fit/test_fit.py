@@ -471,3 +471,20 @@ def test_refits_start_once_from_each_distinct_minimum():
     cands = np.array([best, other, other + 1e-5, best + 1e-5])
     sol = Solution(best, 0.0, True, "", cands, 4, 4)
     assert boot_starts(sol).tolist() == [best.tolist(), other.tolist()]
+
+
+def test_n_or_d_in_millions_is_fitted_with_a_warning():
+    """A power law fits 57.3 (for 57.3M) as well as the count, so the fit cannot refuse
+    it; it says the constants are then in the table's units."""
+    N, D = (a.ravel() for a in np.meshgrid([1e7, 3e7, 1e8, 3e8], [1e9, 3e9, 1e10]))
+    table = pd.DataFrame({"n_params": N, "fresh_tokens": D, "derived_tokens": 0.0,
+                          "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28})  # fmt: skip
+    counted = fit_law(table, "chinchilla", n_starts=16)
+    assert not any("which no run is" in w for w in counted.warnings)
+    millions = fit_law(table.assign(n_params=N / 1e6), "chinchilla", n_starts=16)
+    (said,) = [w for w in millions.warnings if "which no run is" in w]
+    assert said.startswith("N is as small as 10 parameters") and "n_params in millions" in said
+    billions = fit_law(table.assign(fresh_tokens=D / 1e9), "chinchilla", n_starts=16)
+    assert any(w.startswith("D is as small as 1 tokens") for w in billions.warnings)
+    # the exponents do not see the unit; only A (or B) does
+    assert millions.law.params["alpha"] == pytest.approx(counted.law.params["alpha"], rel=1e-3)
