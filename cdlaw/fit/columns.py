@@ -238,11 +238,17 @@ def _near_misses(df: pd.DataFrame, missing: list[str]) -> str:
         )
         if len(spelling) > 2  # n, d, d' would match any short name
     }
-    guesses = []
+    guesses, total = [], None
     for col in map(str, df.columns):
+        if col.strip().lower() in TOKENS:
+            total = col  # every token trained, spelt as it should be
+            continue
         near = difflib.get_close_matches(col.strip().lower(), spellings, n=1, cutoff=0.8)
         if near:
             guesses.append(f"is {col!r} {spellings[near[0]]} misspelt?")
+    if not guesses and total is not None and "fresh_tokens" in missing:
+        # the usual published table (params, tokens, loss): one-epoch runs, D = their tokens
+        return f" (if the runs are one epoch, their {total!r} is D: rename it fresh_tokens)"
     return f" ({' '.join(guesses)} rename it)" if guesses else ""
 
 

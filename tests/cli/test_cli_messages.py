@@ -415,3 +415,13 @@ def test_a_frontier_of_too_few_budgets_and_a_bad_compare_budget_are_refused(
                              "--out", tmp_path / "c.json")  # fmt: skip
         assert code == 2 and "must be a positive number" in err, err
         assert not (tmp_path / "c.json").exists()
+
+
+def test_a_table_of_params_tokens_and_loss_is_told_where_d_is(cdlaw, tmp_path):
+    """The usual published table of one-epoch runs names its tokens `tokens`, which cdlaw
+    reads as every token trained: the refusal says they are D for one-epoch runs."""
+    table = tmp_path / "t.csv"
+    table.write_text("params,Tokens,loss\n1e8,2e9,3.0\n2e8,4e9,2.8\n")
+    code, _, err = cdlaw("fit", table, "--law", "chinchilla")
+    assert code == 2 and "lacks the column(s) fresh_tokens (if the runs are one epoch, their " \
+        "'Tokens' is D: rename it fresh_tokens)" in " ".join(err.split()), err  # fmt: skip
