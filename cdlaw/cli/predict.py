@@ -116,6 +116,7 @@ def _loss_beyond(forecasts, links, model: tuple, source) -> list[str]:
     """The accuracies whose validation-loss chain reads the law's loss at the model beyond
     the losses the runs reached (loss_beyond_links), one warning naming them."""
     from cdlaw.strategies import NONE
+    from cdlaw.tasks.columns import columns_text
     from cdlaw.tasks.plan_metrics import loss_beyond_links
 
     n, d, dp, strategy = model
@@ -123,7 +124,7 @@ def _loss_beyond(forecasts, links, model: tuple, source) -> list[str]:
     by: dict[str, list[str]] = {}
     for column, why in loss_beyond_links(forecasts, links.links, loss, "the model's").items():
         by.setdefault(why, []).append(column)
-    return [f"{', '.join(cols)}: {why}" for why, cols in by.items()]
+    return [f"{columns_text(cols, len(forecasts))}: {why}" for why, cols in by.items()]
 
 
 def _far_beyond(forecasts) -> list[str]:

@@ -67,6 +67,7 @@ from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.strategies import NONE, REPETITION
 
 FOUR_EPOCHS = 4.0
+GAP_NOISE = 1e-9  # nats: a loss gap below this is float noise between equal allocations
 
 
 def plan(
@@ -364,7 +365,10 @@ def _assemble(
 
 
 def _with_gap(a: Allocation, best_loss: float) -> Allocation:
-    return replace(a, loss_gap=a.predicted_loss - best_loss)
+    """The allocation with its loss_gap to the plan; a baseline that is the plan itself
+    (the same N and split, reached another way) differs by float noise, and gets 0."""
+    gap = a.predicted_loss - best_loss
+    return replace(a, loss_gap=0.0 if abs(gap) < GAP_NOISE else gap)
 
 
 def _baselines(source, chosen, budget_flops, unique, best_loss) -> tuple[Allocation, Allocation]:

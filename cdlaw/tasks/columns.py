@@ -47,3 +47,17 @@ def task_columns(columns) -> dict[str, list[str]]:
         if parsed is not None:
             out.setdefault(parsed[0], []).append(parsed[1])
     return out
+
+
+SHOWN = 6  # columns a message names before it counts the rest
+
+
+def columns_text(named: list[str], of: int) -> str:
+    """Columns for a warning that applies to `named` of `of` predicted metrics: "every
+    metric (47)" when it is all of many, else the first SHOWN and how many more, so that a
+    warning on Gadre et al.'s 46 tasks stays a line."""
+    if len(named) == of and of > SHOWN:
+        return f"every metric ({of})"
+    if len(named) > SHOWN:
+        return f"{', '.join(named[:SHOWN])} and {len(named) - SHOWN} more"
+    return ", ".join(named)

@@ -32,6 +32,7 @@ from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
+from cdlaw.tasks.columns import columns_text
 from cdlaw.tasks.downstream_json import Downstream, TaskLink
 
 
@@ -151,7 +152,8 @@ def with_tasks(
             beyond.setdefault(p.beyond_runs, []).append(p.column)
     for column, why in loss_beyond_links(preds, links, loss).items():
         beyond.setdefault(why, []).append(column)
-    notes = (*filter(None, [stale]), *(f"{', '.join(cols)}: {why}" for why, cols in beyond.items()))
+    said = (f"{columns_text(cols, len(preds))}: {why}" for why, cols in beyond.items())
+    notes = (*filter(None, [stale]), *said)
     notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)

@@ -316,6 +316,14 @@ def test_a_baseline_that_beats_a_held_n_says_why(monkeypatch, capsys):
     assert "this plan holds N at 20M" in said
     code, out, _ = run(monkeypatch, capsys, *args)  # N planned: the plan is the best
     assert code == 0 and "beat the plan" not in " ".join(out.split())
+    # a baseline that is the plan (a Chinchilla law, U not binding) ties it exactly, never
+    # "beats" it by float noise (it was 4e-16 below)
+    tie = ["--law", "chinchilla-hoffmann", "--budget-flops", "1e22", "--unique-tokens", "1T"]
+    code, out, _ = run(monkeypatch, capsys, *tie, "--json")
+    got = json.loads(out)
+    assert got["naive"]["loss_gap"] == 0.0 and got["four_epoch"]["loss_gap"] == 0.0
+    code, out, _ = run(monkeypatch, capsys, *tie)
+    assert code == 0 and "beat the plan" not in " ".join(out.split())
 
 
 def test_a_saturated_held_n_shows_a_zero_margin_without_its_rounding_sign(monkeypatch, capsys):

@@ -11,7 +11,7 @@ from cdlaw.config import DataConfig, EvalConfig
 from cdlaw.data.embedded import render, world
 from cdlaw.data.embedded.corpus import cached_world
 from cdlaw.errors import BadInput
-from cdlaw.tasks.columns import column, parse_column, task_columns
+from cdlaw.tasks.columns import column, columns_text, parse_column, task_columns
 from cdlaw.tasks.files import (
     BUILTIN_ITEMS,
     CLOZE_TEMPLATE,
@@ -203,3 +203,13 @@ def test_only_task_columns_are_read_as_tasks():
     assert parse_column("task_x_perplexity") is None
     cols = ["loss", "task_a_bpb", "task_a_acc", "task_b_acc_norm"]
     assert task_columns(cols) == {"a": ["bpb", "acc"], "b": ["acc_norm"]}
+
+
+def test_a_warning_names_few_columns_and_counts_many():
+    cols = [f"task_t{i}_acc" for i in range(47)]
+    assert columns_text(cols, 47) == "every metric (47)"
+    assert columns_text(cols[:40], 47) == (
+        "task_t0_acc, task_t1_acc, task_t2_acc, task_t3_acc, task_t4_acc, task_t5_acc and 34 more"
+    )
+    assert columns_text(cols[:2], 2) == "task_t0_acc, task_t1_acc"  # few: each named
+    assert columns_text(cols[:3], 47) == "task_t0_acc, task_t1_acc, task_t2_acc"
