@@ -253,3 +253,21 @@ def test_each_way_a_predictor_was_chosen_names_the_tasks_it_is_about(capsys):
         "* chosen by least error",
         "* chosen by least error, among those that level off (c acc)",
     ]
+
+
+def test_a_long_task_name_gives_way_to_the_band_within_80_columns(cdlaw, tmp_path):
+    """Gadre et al.'s task names run to 40 characters: the name is cut, never the band."""
+    long = "bigbench_conceptual_combinations_and_more"
+    table = two_step()
+    table.columns = [c.replace("task_quiz_", f"task_{long}_") for c in table.columns]
+    path = tmp_path / "long.csv"
+    table.to_csv(path, index=False)
+    fit = fit_law(load_runs(path), "chinchilla", bootstrap=8, n_starts=64, source=str(path))
+    write_fit(fit, *output_paths(path))
+    assert cdlaw("downstream", path, "--holdout-largest", "--bootstrap", 10)[0] == 0
+    code, out, err = cdlaw("predict", "--downstream", path.with_name("long.downstream.json"),
+                           "--n-params", "1B", "--fresh-tokens", "20B")  # fmt: skip
+    assert code == 0, err
+    assert max(map(len, out.splitlines())) <= 80, out
+    row = next(line for line in out.splitlines() if line.strip().startswith("bigbench_"))
+    assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4}$", row.rstrip()), row
