@@ -129,35 +129,27 @@ def _word(lk) -> str:
 def _render(result) -> None:
     """A table of links (fit against seed noise, collapse test), then each link with its
     numbers and its verdict in one sentence."""
-    from rich import box
-    from rich.table import Table
+    from cdlaw.cli.narrow_table import narrow_table
 
-    table = Table(
-        title=f"{result.n_runs} runs of {result.source}; strategies: {', '.join(result.strategies)}",
-        title_justify="left",
-        box=box.SIMPLE,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    # Each cell whole on one line, within 80 columns for the built-in tasks (the link's
+    # Each cell whole on one line, within 80 columns (a long task name is cut; the link's
     # form is in its equation below the table). A link is fitted to every evaluation:
     # each run's end and its checkpoints.
-    for c in ("task", "metric", "evals", "RMSE", "seed sd", "F", "p", "strategies"):
-        table.add_column(
-            c, justify="left" if c in ("task", "metric", "strategies") else "right", no_wrap=True
-        )
-    for lk in result.links:
-        c = lk.collapse
-        table.add_row(
+    rows = [
+        [
             lk.task,
             lk.metric,
             str(lk.n_runs),
             f"{lk.rmse:.3g}",
             "-" if lk.seed_sd is None else f"{lk.seed_sd:.3g}",
-            "-" if c is None else f"{c.f:.3g}",
-            "-" if c is None else f"{c.p_value:.2g}",
+            "-" if lk.collapse is None else f"{lk.collapse.f:.3g}",
+            "-" if lk.collapse is None else f"{lk.collapse.p_value:.2g}",
             _word(lk),
-        )
+        ]
+        for lk in result.links
+    ]
+    headers = ["task", "metric", "evals", "RMSE", "seed sd", "F", "p", "strategies"]
+    title = f"{result.n_runs} runs of {result.source}; strategies: {', '.join(result.strategies)}"
+    table = narrow_table(headers, rows, left=(0, 1, 7), title=title, title_justify="left")
     out.print(table)
     import textwrap
 
@@ -165,7 +157,10 @@ def _render(result) -> None:
     # pipe), indented under their equation.
     width = max(out.width, 60)
     for lk in result.links:
-        out.print(f"{lk.column} = {lk.equation()}", highlight=False)
+        equation = f"{lk.column} = {lk.equation()}"
+        if len(equation) > width:  # a long task name: the equation on a line of its own
+            equation = f"{lk.column} =\n    {lk.equation()}"
+        out.print(equation, highlight=False)
         for line in textwrap.wrap(lk.verdict(), width, initial_indent="  ",
                                   subsequent_indent="    "):  # fmt: skip
             out.print(line, highlight=False)

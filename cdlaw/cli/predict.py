@@ -183,9 +183,7 @@ def _render(forecasts, N, D, Dp, strategy: str) -> None:
     """A table, one row per task: the prediction, its band, the predictor and its held-out
     error; then how each was chosen and how far beyond the runs each extrapolates (one
     line when every task says the same). Within 80 columns for the built-in tasks."""
-    from rich import box
-    from rich.table import Table
-
+    from cdlaw.cli.narrow_table import narrow_table
     from cdlaw.units import format_number
 
     out.print(
@@ -193,26 +191,19 @@ def _render(forecasts, N, D, Dp, strategy: str) -> None:
         + (f" ({strategy}):" if Dp else ":"),
         highlight=False,
     )
-    table = Table(box=box.SIMPLE, pad_edge=False, collapse_padding=True)
     held_out = any(f.heldout_error is not None for f in forecasts)
-    # the numbers keep their width; a long task name is what gives way (at 80 columns)
-    numbers = [9, 15, max(len(f.predictor) for f in forecasts)] + [14] * held_out
-    room = out.width - sum(numbers) - 2 * (len(numbers) + 1)  # each column pads 1 a side
-    table.add_column("task", no_wrap=True, overflow="ellipsis", max_width=max(16, room))
-    table.add_column("predicted", justify="right", no_wrap=True, min_width=numbers[0])
-    table.add_column("95% band", justify="right", no_wrap=True, min_width=numbers[1])
-    table.add_column("by", no_wrap=True, min_width=numbers[2])
-    if held_out:
-        table.add_column("held-out error", justify="right", no_wrap=True, min_width=14)
-    for f in forecasts:
-        error = "-" if f.heldout_error is None else f"{f.heldout_error:.4f}"
-        table.add_row(
+    rows = [
+        [
             f"{f.task} {f.metric}",
             f"{f.value:.4f}",
             f"{f.ci95[0]:.4f} – {f.ci95[1]:.4f}" if f.ci95 else "no band",
             f.predictor,
-            *([error] if held_out else []),
-        )
+            *(["-" if f.heldout_error is None else f"{f.heldout_error:.4f}"] if held_out else []),
+        ]
+        for f in forecasts
+    ]
+    headers = ["task", "predicted", "95% band", "by", *(["held-out error"] if held_out else [])]
+    table = narrow_table(headers, rows, left=(0, 3))
     out.print(table)
     from cdlaw.cli.predictor_table import print_chosen_by
 

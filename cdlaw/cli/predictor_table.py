@@ -78,9 +78,7 @@ def render_predictors(predictors) -> None:
     predictor is n/a. Within 80 columns for the built-in tasks."""
     if not predictors:
         return
-    from rich import box
-    from rich.table import Table
-
+    from cdlaw.cli.narrow_table import narrow_table
     from cdlaw.fit.predictor_fits import PREDICTORS
 
     held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
@@ -90,9 +88,7 @@ def render_predictors(predictors) -> None:
         else "task predictors (no held-out check: --holdout-largest makes one)",
         highlight=False,
     )
-    table = Table(box=box.SIMPLE, pad_edge=False, collapse_padding=True)
-    for c in ("task", "chance", *PREDICTORS):
-        table.add_column(c, justify="left" if c == "task" else "right", no_wrap=True)
+    rows = []
     for tp in predictors:
         cells = []
         for p in PREDICTORS:
@@ -101,7 +97,8 @@ def render_predictors(predictors) -> None:
             value = "n/a" if not f.ok else "fitted" if e is None else f"{e:.4f}"
             cells.append(value + ("*" if p == tp.chosen else " "))
         chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
-        table.add_row(f"{tp.task} {tp.metric}", chance, *cells)
+        rows.append([f"{tp.task} {tp.metric}", chance, *cells])
+    table = narrow_table(["task", "chance", *PREDICTORS], rows)
     out.print(table)
     print_chosen_by([(f"{tp.task} {tp.metric}", tp.chosen_by) for tp in predictors], "* ")
     runs, evals = max(tp.n_runs for tp in predictors), max(tp.n_evals for tp in predictors)

@@ -152,8 +152,8 @@ def with_tasks(
             beyond.setdefault(p.beyond_runs, []).append(p.column)
     for column, why in loss_beyond_links(preds, links, loss).items():
         beyond.setdefault(why, []).append(column)
-    said = (f"{columns_text(cols, len(preds))}: {why}" for why, cols in beyond.items())
-    notes = (*filter(None, [stale]), *said)
+    named = (f"{columns_text(cols, len(preds))}: {why}" for why, cols in beyond.items())
+    notes = (*filter(None, [stale]), *named)
     notes += tuple(w for lk in links if (w := _strategies_differ(lk, plan.strategy)))
     tasks = tuple(p.to_dict() for p in preds)
     return dataclasses.replace(plan, tasks=tasks, warnings=plan.warnings + notes)
