@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 from cdlaw.errors import BadInput
 
 SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+# Commas a number may hold: groups of three digits (1,000,000 or 1,500.5), nothing else
+THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?([eE][+-]?\d+)?")
 
 
 def parse_number(text: str | float | int, what: str = "number") -> float:
@@ -23,10 +26,18 @@ def parse_number(text: str | float | int, what: str = "number") -> float:
         except OverflowError:  # an integer beyond a float
             value = math.inf
     else:
-        s = str(text).strip().replace("_", "").replace(",", "")
+        s = str(text).strip().replace("_", "")
         scale = 1.0
         if s and s[-1].upper() in SUFFIXES:
             scale, s = SUFFIXES[s[-1].upper()], s[:-1]
+        if "," in s:
+            # a thousands separator (1,000,000) only: 3,5 is a decimal comma, not 35
+            if not THOUSANDS.fullmatch(s):
+                raise BadInput(
+                    f"{what} must be a number like 1e21, 2.5e9, 25M or 3B, not {plain(text)} "
+                    "(a decimal comma? write 3.5, not 3,5)"
+                )
+            s = s.replace(",", "")
         try:
             value = float(s) * scale
         except (ValueError, OverflowError):

@@ -75,6 +75,8 @@ def read_table(file: Path) -> pd.DataFrame:
     try:
         if suffix in (".csv", ".tsv"):
             df = pd.read_csv(file, sep="\t" if suffix == ".tsv" else ",", skip_blank_lines=False)
+            if len(df.columns) == 1 and ";" in str(df.columns[0]):  # a spreadsheet's export
+                df = pd.read_csv(file, sep=";", skip_blank_lines=False)
             df.index = df.index + 2
             df = df.dropna(how="all")  # an empty line holds no run
             df.attrs["rows_are"] = "line"
@@ -330,9 +332,10 @@ def _numeric(df: pd.DataFrame, col: str, shown: str, name: str, done) -> pd.Seri
     bad = (values.isna() & df[col].notna()).to_numpy() & done
     if bad.any():
         like = "" if col == "loss" else " such as 3e9 or 70M"
+        got = df[col][bad].iloc[0]
+        comma = " (a decimal comma? write 3.5, not 3,5)" if "," in str(got) else ""
         raise BadInput(
-            f"{name} {where(df, bad)}: {shown} must be a number{like}, got "
-            f"{plain(df[col][bad].iloc[0])}"
+            f"{name} {where(df, bad)}: {shown} must be a number{like}, got {plain(got)}{comma}"
         )
     return values
 

@@ -546,3 +546,18 @@ def test_chinchillas_published_runs_read_as_the_shipped_table():
     assert np.allclose(runs.n_params, shipped.n_params, rtol=1e-9)
     assert np.allclose(runs.fresh_tokens, shipped.fresh_tokens, rtol=1e-8)
     assert np.allclose(runs.loss, shipped.loss, rtol=1e-9)
+
+
+def test_a_spreadsheets_export_reads_and_a_decimal_comma_is_refused(tmp_path):
+    """Thousands separators read (1,000,000); a decimal comma is never read as one (3,5
+    was read as 35, 0,03 as 3); a CSV a spreadsheet wrote with semicolons reads."""
+    table = canonical().astype(object)
+    table["n_params"] = ["70,000,000", "70,000,000", "70,000,000", "160,000,000"]
+    assert list(prepare_runs(table, "t.csv").n_params) == [7e7, 7e7, 7e7, 1.6e8]
+    with pytest.raises(BadInput, match=r"loss must be a number, got '2,9' \(a decimal comma"):
+        prepare_runs(canonical().astype(object).assign(loss=[3.1, "2,9", 2.8, 2.7]), "t.csv")
+    with pytest.raises(BadInput, match=r"got '0,4B' \(a decimal comma"):
+        prepare_runs(canonical().astype(object).assign(n_params=[7e7, "0,4B", 7e7, 1.6e8]))
+    semicolons = tmp_path / "t.csv"
+    canonical().to_csv(semicolons, sep=";", index=False)
+    assert list(load_runs(semicolons).loss) == list(canonical().loss)
