@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from cdlaw.cli import err, out, print_json, say, wide
+from cdlaw.cli import err, out, print_json, say
 
 ACTION_STYLE = {"continue": "green", "switch strategy": "cyan", "cool down now": "yellow"}
 
@@ -29,7 +29,7 @@ def render(d, json_out: bool, one_line: bool) -> None:
     if json_out:
         print_json(d.to_dict(), one_line)
     else:
-        wide(out).print(_panel(d))
+        out.print(_panel(d))
     for w in d.warnings:
         say("warning", w)
 
@@ -47,6 +47,7 @@ def _panel(d) -> Panel:
     t.add_column()
     style = ACTION_STYLE.get(d.action, "white")
     what = d.action + (f" → {d.switch_to}" if d.switch_to else "")
+    t.add_row("run", f"N {d.n_params:.3g}, D {d.fresh_tokens:.3g}, {escape(d.strategy)}")
     t.add_row("action", f"[bold {style}]{escape(what)}[/]")
     band = f" [{d.gain_now_ci95[0]:.3g}, {d.gain_now_ci95[1]:.3g}]" if d.gain_now_ci95 else ""
     t.add_row("G_t now", f"{d.gain_now:.3g}{band} nats/FLOP at {d.tokens_now:.4g} tokens")
@@ -79,8 +80,4 @@ def _panel(d) -> Panel:
         f"{d.cooldown['ratio']:.4g} × stable ({escape(d.cooldown['source'])})",
     )
     t.add_row("why", escape(d.reasons[0]))
-    title = (
-        f"cdlaw govern · {escape(d.source)} · N {d.n_params:.3g}, D {d.fresh_tokens:.3g}, "
-        f"{d.strategy}"
-    )
-    return Panel(t, title=title, title_align="left", expand=False)
+    return Panel(t, title=f"cdlaw govern · {escape(d.source)}", title_align="left", expand=False)

@@ -55,9 +55,14 @@ def test_a_planted_log_end_to_end(tmp_path, capsys):
 
 
 def test_the_human_output_names_the_action_and_the_threshold(tmp_path, capsys):
+    from cdlaw.cli import out as console
+
     code, out, _ = cli(capsys, planted_csv(tmp_path), *BUDGET, *RUN)
     assert code == 0
     assert "continue" in out and "λ(C)" in out and "G_t meets λ" in out
+    assert "run                    N 1e+08, D 1e+09, paraphrase" in out
+    # a panel of sentences wraps to the console (80 columns on a pipe), as plan's does
+    assert max(map(len, out.splitlines())) <= console.width, out
 
 
 def test_a_run_folder_says_what_the_run_is(tmp_path, capsys):
