@@ -101,7 +101,7 @@ def read_table(file: Path) -> pd.DataFrame:
     return df
 
 
-def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
+def read_columns(df: pd.DataFrame, name: str = "table", quiet: bool = False) -> pd.DataFrame:
     """The table with cdlaw's columns (n_params, fresh_tokens, derived_tokens, strategy,
     loss, and lr, weight_decay, seed, status where given) found under any of SPELLINGS,
     the four numbers read as floats as the command line reads them (25M, 3B), and D′ and
@@ -111,8 +111,9 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
     (epochs − 1)·D (repetition rows only). Without a strategy column a run with D′ = 0 is
     strategy none and one with D′ > 0 repetition: the repeated tokens of the CD paper and
     Muennighoff et al. How each column was read is logged (logger "cdlaw.table", one line)
-    when it was not as named. Raises BadInput for two columns of one meaning, epochs or
-    tokens that disagree with D′, a cell that is not a number, or a column lacking.
+    when it was not as named, unless `quiet`. Raises BadInput for two columns of one
+    meaning, epochs or tokens that disagree with D′, a cell that is not a number, or a
+    column lacking.
     """
     if df.attrs.get("cdlaw_columns"):
         return df
@@ -168,7 +169,7 @@ def read_columns(df: pd.DataFrame, name: str = "table") -> pd.DataFrame:
         said = str(found["strategy"])
     else:  # every column as cdlaw names it: nothing to say
         said = None
-    if said is not None:
+    if said is not None and not quiet:
         parts = [f"{SYMBOL[k]} ← {found[k]}" for k in ("n_params", "fresh_tokens")]
         parts += [f"D′ ← {how}", f"strategy ← {said}", f"loss ← {found['loss']}"]
         parts += [f"{k} ← {found[k]}" for k in renamed if k not in (*SYMBOL, "strategy", "loss")]

@@ -38,14 +38,14 @@ SELECT = ("min", "mean", KEEP_EVERY_RUN)
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 
 
-def load_runs(path: str | Path, checkpoints: bool = False) -> pd.DataFrame:
+def load_runs(path: str | Path, checkpoints: bool = False, quiet: bool = False) -> pd.DataFrame:
     """Read a runs folder's summary.parquet, or a .csv / .parquet table, and prepare it.
 
     Rows whose `status` is not "done" are left out; how many is in df.attrs["not_done"].
     Rows marked as intermediate evaluations (a true `checkpoint` column) are left out too
     unless `checkpoints`, which keeps them with a boolean `checkpoint` column (the task
-    links of `cdlaw downstream` fit them; a law fits final rows only).
-    """
+    links of `cdlaw downstream` fit them; a law fits final rows only). `quiet`: as in
+    prepare_runs, for a check that only compares the runs with a file made from them."""
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path} does not exist; give a runs folder or a .csv/.parquet table")
@@ -64,8 +64,8 @@ def load_runs(path: str | Path, checkpoints: bool = False) -> pd.DataFrame:
             frames = [read_table(f) for f in (file, *(r / "summary.parquet" for r in rounds))]
             df = pd.concat(frames, ignore_index=True)
             df.attrs = {"rounds": [r.name for r in rounds]}  # rows of several files: by place
-            return prepare_runs(df, name=str(file), checkpoints=checkpoints)
-    return prepare_runs(read_table(file), name=str(file), checkpoints=checkpoints)
+            return prepare_runs(df, str(file), checkpoints, quiet)
+    return prepare_runs(read_table(file), str(file), checkpoints, quiet)
 
 
 def round_folders(path: Path) -> list[Path]:
@@ -82,17 +82,20 @@ def round_folders(path: Path) -> list[Path]:
     return sorted(subs, key=order)
 
 
-def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = False) -> pd.DataFrame:
+def prepare_runs(
+    df: pd.DataFrame, name: str = "table", checkpoints: bool = False, quiet: bool = False
+) -> pd.DataFrame:
     """Check a table of runs and add row_id, derived_ratio, tokens_per_param (idempotent).
     Checkpoint rows (cdlaw.fit.columns.checkpoint_rows) are dropped, or with `checkpoints`
-    kept and marked in a boolean `checkpoint` column.
+    kept and marked in a boolean `checkpoint` column. Unless `quiet`, how its columns were
+    read and any loss above ln V are said (logged) here.
 
     A row with derived_tokens = 0 is a one-epoch run: its strategy becomes "none" (it
     anchors L_1ep for every strategy). A "none" row with derived tokens is an error.
     """
     if df.attrs.get("cdlaw_prepared"):
         return df
-    df = read_columns(df, name).copy()
+    df = read_columns(df, name, quiet).copy()
     if "row_id" in df.columns and _unique_ints(df["row_id"]):
         df["row_id"] = numbers(df["row_id"]).astype(np.int64)
     else:
@@ -124,7 +127,8 @@ def prepare_runs(df: pd.DataFrame, name: str = "table", checkpoints: bool = Fals
             )
 
     _check_task_metrics(df, name)
-    above_uniform(df, name)  # said once, here, as the table is read
+    if not quiet:
+        above_uniform(df, name)  # said once, here, as the table is read
 
     strategy = df["strategy"].astype(str).str.strip().str.lower()
     strategy[df["strategy"].isna()] = "nan"
@@ -365,7 +369,7 @@ def stale_fit_file(fit_json: Path, fit: dict) -> str | None:
     if runs is None:
         return None
     try:
-        why = stale_fit(load_runs(runs), fit, runs)
+        why = stale_fit(load_runs(runs, quiet=True), fit, runs)
     except BadInput:
         return None  # the runs as they are cannot be read: nothing to compare with
     return f"{fit_json}: {why}" if why else None

@@ -351,7 +351,7 @@ def stale_links_file(path: Path, downstream: Downstream) -> str | None:
     if runs is None:
         return None
     try:
-        return stale_links(load_runs(runs), downstream, path)
+        return stale_links(load_runs(runs, quiet=True), downstream, path)
     except BadInput:
         return None  # the runs as they are cannot be read: nothing to compare with
 

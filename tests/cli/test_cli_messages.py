@@ -425,3 +425,19 @@ def test_a_table_of_params_tokens_and_loss_is_told_where_d_is(cdlaw, tmp_path):
     code, _, err = cdlaw("fit", table, "--law", "chinchilla")
     assert code == 2 and "lacks the column(s) fresh_tokens (if the runs are one epoch, their " \
         "'Tokens' is D: rename it fresh_tokens)" in " ".join(err.split()), err  # fmt: skip
+
+
+def test_a_fit_beside_its_table_is_checked_without_reading_it_aloud(cdlaw, tmp_path):
+    """`cdlaw fit` says how it read a table in other names; `plan`, which reads the table
+    again only to check the fit is of it, does not say it a second time."""
+    import pandas as pd
+
+    table = tmp_path / "t.csv"
+    runs = pd.read_csv(DEMO_RUNS)
+    runs.rename(columns={"n_params": "params", "fresh_tokens": "unique_tokens"}).to_csv(
+        table, index=False
+    )
+    code, _, err = cdlaw("fit", table, "--starts", "16")
+    assert code == 0 and "read " in err and "N ← params" in err, err
+    code, _, err = cdlaw("plan", "--law", tmp_path / "t.fit.json", "--budget-flops", "2e12")
+    assert code == 0 and "N ← params" not in err, err
