@@ -278,8 +278,9 @@ def next_batch(
     if max_flops is None:
         # Only a run count: value per FLOP alone would pick the tiniest runs, which tell
         # almost nothing; a batch may cost what the runs so far cost (it at most doubles
-        # the experiment), and within that the better of the two greedy batches wins.
-        max_flops = max(trained_flops(table), cheapest)
+        # the experiment), and within that the better of the two greedy batches wins. Never
+        # more than the budget it plans: with those FLOPs the plan itself could be trained.
+        max_flops = min(max(trained_flops(table), cheapest), budget_flops)
     check, check_why = plan_check(current, source, cands, max_flops)
     picks = choose(
         ens,
@@ -303,6 +304,11 @@ def next_batch(
     header = _header(fit, current, budget_flops, unique_tokens, len(ens.targets), noise, reasons)
     text = batch_sweep_text(parent, name, chosen, header)
     flops = sum(p.flops for p in picks)
+    if flops > budget_flops:  # only a --flops above the budget lets it
+        warnings.append(
+            f"the batch costs {flops:.3g} FLOPs, more than the {budget_flops:.3g} it plans: "
+            "with those FLOPs the plan itself could be trained"
+        )
     return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),
                      len(ens.targets), noise, warnings,
                      training_flops(chosen, parent.share))  # fmt: skip

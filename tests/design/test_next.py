@@ -236,6 +236,12 @@ def test_no_run_dearer_than_the_budget_it_plans_is_chosen(seeded):
     batch = next_batch(table, fit, load_sweep(GRID), budget, 5e9, max_runs=4)
     assert batch.chosen and max(c.flops for c in batch.chosen) <= budget
     assert any("cost more than the budget itself (3e+18 FLOPs)" in w for w in batch.warnings)
+    # nor a batch dearer than it, unless --flops asks for one, and then it says so
+    assert batch.flops <= budget and not any("the batch costs" in w for w in batch.warnings)
+    dear = next_batch(table, fit, load_sweep(GRID), budget, 5e9, max_flops=4 * budget)
+    assert dear.flops > budget, "the test needs a batch above the budget"
+    assert any(w.startswith(f"the batch costs {dear.flops:.3g} FLOPs, more than the 3e+18")
+               for w in dear.warnings)  # fmt: skip
     with pytest.raises(BadInput, match=r"every candidate run costs more than the budget \(1e\+14"):
         next_batch(table, fit, load_sweep(GRID), 1e14, 5e9, max_runs=4)
 
