@@ -71,10 +71,7 @@ def predict(
     strategy = _strategy(strategy, Dp, links.strategies, source)
     warnings = _warnings(downstream, links, source, (N, D, Dp, strategy), extrapolate)
     forecasts = forecast_tasks(predictors, source, N, D, Dp, strategy)
-    if source is None:
-        warnings += _far_beyond(forecasts)  # with a law its guard said it
-    else:
-        warnings += _loss_beyond(forecasts, links, (N, D, Dp, strategy), source)
+    warnings += _beyond(forecasts, links, (N, D, Dp, strategy), source)
     for w in warnings:
         say("warning", w)
     if json_out:
@@ -112,6 +109,19 @@ def _warnings(downstream: str, links, source, model: tuple, extrapolate: bool) -
     return warnings
 
 
+def _beyond(forecasts, links, model: tuple, source) -> list[str]:
+    """How far beyond its runs each forecast reads: without a law, every predictor against
+    the limit (_far_beyond); with one, its guard spoke for the val-loss chains' N and
+    compute, so only the others are held to the limit, and the chains' loss to the links'
+    range (_loss_beyond)."""
+    from cdlaw.tasks.plan_metrics import LAW_CHAINS
+
+    if source is None:
+        return _far_beyond(forecasts)
+    own = [f for f in forecasts if f.predictor not in LAW_CHAINS]
+    return _far_beyond(own, among=len(forecasts)) + _loss_beyond(forecasts, links, model, source)
+
+
 def _loss_beyond(forecasts, links, model: tuple, source) -> list[str]:
     """The accuracies whose validation-loss chain reads the law's loss at the model beyond
     the losses the runs reached (loss_beyond_links), one warning naming them."""
@@ -127,19 +137,25 @@ def _loss_beyond(forecasts, links, model: tuple, source) -> list[str]:
     return [f"{columns_text(cols, len(forecasts))}: {why}" for why, cols in by.items()]
 
 
-def _far_beyond(forecasts) -> list[str]:
-    """Without --law no guard refuses a model: a warning when it lies beyond the limit a
-    plan is held to, in N or compute over the largest run the predictors were fitted to."""
+def _far_beyond(forecasts, among: int | None = None) -> list[str]:
+    """No guard refuses a model for the predictors that read N and compute (all of them
+    without --law; with it, those that do not go through its loss): a warning when it lies
+    beyond the limit a plan is held to, over the largest run they were fitted to. `among`:
+    how many tasks there are in all, when `forecasts` are some of them (then named)."""
     from cdlaw.plan import EXTRAPOLATION_LIMIT
+    from cdlaw.tasks.columns import columns_text
 
     far = max((max(f.n_factor, f.flops_factor) for f in forecasts), default=0.0)
     if far <= EXTRAPOLATION_LIMIT:
         return []
+    which = ""
+    if among is not None and len(forecasts) < among:
+        names = [f"{f.task} {f.metric} ({f.predictor})" for f in forecasts]
+        which = f"{columns_text(names, among)}: "
     return [
-        f"the model is {far:.3g}× the largest run in N or compute, beyond the "
-        f"{EXTRAPOLATION_LIMIT:g}× limit `--law` (and `cdlaw plan`) would refuse: the bands "
-        "widen by the held-out error per decade, but no run tested the predictors' form "
-        "this far out"
+        f"{which}the model is {far:.3g}× the largest run in N or compute, beyond the "
+        f"{EXTRAPOLATION_LIMIT:g}× limit `cdlaw plan` holds a plan to: the bands widen by "
+        "the held-out error per decade, but no run tested the predictors' form this far out"
     ]
 
 

@@ -50,20 +50,25 @@ def checked_law(spec: str) -> PlanningLaw:
 
 def links_of_other_runs(law: str, link: str | Path | None) -> str | None:
     """A warning when a fit.json and a downstream.json were made from different runs (each
-    found beside its file: runs_beside): a link reads the validation loss of its own runs,
+    found beside its file: runs_beside), or the law is a preset (a paper's fit, on its own
+    corpus) and the links are of runs: a link reads the validation loss of its own runs,
     which may be another set's (another corpus or tokenizer) than the law's. None when
-    both are of the same runs, or either lies elsewhere (a preset, a file written with
-    --out), where nothing says whose they are."""
+    both are of the same runs, or either file lies elsewhere (written with --out), where
+    nothing says whose they are."""
     from cdlaw.fit.table import runs_beside
 
-    if link is None or not Path(law).is_file():
+    linked = None if link is None else runs_beside(Path(link), "downstream.json")
+    if linked is None:
         return None
-    fitted = runs_beside(Path(law), "fit.json")
-    linked = runs_beside(Path(link), "downstream.json")
-    if fitted is None or linked is None or fitted.resolve() == linked.resolve():
-        return None
+    if Path(law).is_file():
+        fitted = runs_beside(Path(law), "fit.json")
+        if fitted is None or fitted.resolve() == linked.resolve():
+            return None
+        whose = f"the law ({law}) to those of {fitted}"
+    else:
+        whose = f"the law {law} is a paper's fit, to its own runs and validation set"
     return (
-        f"the links ({link}) were fitted to the runs of {linked} and the law ({law}) to "
-        f"those of {fitted}: a link reads its own runs' validation loss, so the task metrics "
-        "mean something at this loss only if both measured it on one validation set"
+        f"the links ({link}) were fitted to the runs of {linked} and {whose}: a link reads "
+        "its own runs' validation loss, so the task metrics mean something at this loss "
+        "only if both measured it on one validation set"
     )

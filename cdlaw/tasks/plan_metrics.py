@@ -35,6 +35,10 @@ from cdlaw.strategies import NONE
 from cdlaw.tasks.columns import columns_text
 from cdlaw.tasks.downstream_json import Downstream, TaskLink
 
+# The predictors whose step 1 is a law's validation loss at the model (the rest read the
+# model's N and compute against the runs they were fitted to).
+LAW_CHAINS = ("val-loss", "val-loss-exp")
+
 
 @dataclass(frozen=True)
 class TaskPrediction:
@@ -172,7 +176,7 @@ def loss_beyond_links(
     ranges = {lk.column: lk.loss_range for lk in links}
     out = {}
     for f in forecasts:
-        if getattr(f, "predictor", None) in ("val-loss", "val-loss-exp") and f.column in ranges:
+        if getattr(f, "predictor", None) in LAW_CHAINS and f.column in ranges:
             lo, hi = ranges[f.column]
             if not lo <= loss <= hi:
                 out[f.column] = _outside(loss, lo, hi, whose)

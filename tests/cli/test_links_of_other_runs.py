@@ -34,7 +34,9 @@ def test_a_law_and_links_of_other_runs_are_named(tmp_path):
     assert said is not None and "fitted to the runs of" in said
     assert str(root / "b.csv") in said and str(root / "a.csv") in said
     assert links_of_other_runs(str(root / "a.fit.json"), root / "a.downstream.json") is None
-    assert links_of_other_runs("qin2026", root / "b.downstream.json") is None  # a preset
+    # a preset is a paper's fit, on its own runs and validation set, never these
+    preset = links_of_other_runs("qin2026", root / "b.downstream.json")
+    assert preset is not None and "the law qin2026 is a paper's fit" in preset
 
 
 def test_plan_with_links_of_other_runs_warns(tmp_path, monkeypatch, capsys):

@@ -275,3 +275,29 @@ def test_a_long_task_name_gives_way_to_the_numbers_within_80_columns(cdlaw, tmp_
     assert max(map(len, out.splitlines())) <= 80, out
     row = next(line for line in out.splitlines() if line.strip().startswith("bigbench_"))
     assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4}$", row.rstrip()), row
+
+
+def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw, ladder,
+                                                                            tmp_path):  # fmt: skip
+    """--law guards the loss the val-loss chains read; task-loss reads N and compute
+    against the ladder, so a model far beyond it is warned of with a law too. A preset law
+    (a paper's runs) with a ladder's links is warned of: their losses are not one scale."""
+    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 0)[0] == 0
+    d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
+    d["predictors"][0]["chosen"] = "task-loss"
+    links = tmp_path / "task-loss.downstream.json"
+    links.write_text(json.dumps(d))
+    law = ladder.with_name("ladder.fit.json")
+    far = ("--n-params", "1T", "--fresh-tokens", "20T", "--extrapolate", "--json")
+    code, out, err = cdlaw("predict", "--downstream", links, "--law", law, *far)
+    assert code == 0, err
+    said = json.loads(out)["warnings"]
+    assert any("the largest run in N or compute, beyond the 30× limit" in w for w in said), said
+    mine = ladder.with_name("ladder.downstream.json")
+    code, out, err = cdlaw("predict", "--downstream", mine, "--law", "qin2026",
+                           "--n-params", "100M", "--fresh-tokens", "2B", "--json")  # fmt: skip
+    assert code == 0, err
+    assert any("the law qin2026 is a paper's fit" in w for w in json.loads(out)["warnings"])
+    code, out, err = cdlaw("predict", "--downstream", mine, "--law", law,
+                           "--n-params", "600M", "--fresh-tokens", "12B", "--json")  # fmt: skip
+    assert not any("a paper's fit" in w for w in json.loads(out)["warnings"])  # its own runs
