@@ -9,6 +9,8 @@ nothing of the search.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -23,6 +25,9 @@ METHODS = ("joint", "staged")
 # other units (millions, billions): no model or run is that small. A power law fits such
 # numbers as well, but its A, B and every plan read from it are off by the unit's power.
 SMALLEST_PLAUSIBLE = 1000.0
+# No tokenizer has a million tokens, so no run's loss exceeds a uniform guess over them;
+# a table above it holds something else (perplexity, exp of the loss).
+LARGEST_LOSS = math.log(1e6)
 
 
 def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
@@ -116,9 +121,10 @@ def check_identifiable(
 
 
 def unit_warnings(rows: pd.DataFrame) -> list[str]:
-    """Warnings when the smallest N or D is below SMALLEST_PLAUSIBLE: a table that gives N
-    in millions or D in billions (57.3 for 57.3M) fits without complaint, but its
-    constants and plans are then in those units, not in parameters and tokens."""
+    """Warnings when the smallest N or D is below SMALLEST_PLAUSIBLE, or a loss above
+    LARGEST_LOSS: a table that gives N in millions or D in billions (57.3 for 57.3M), or
+    perplexity for loss, fits without complaint, but its constants and plans are then in
+    those units, not in parameters, tokens and nats."""
     warnings = []
     for col, what, unit in (("n_params", "N", "parameters"), ("fresh_tokens", "D", "tokens")):
         smallest = float(rows[col].min()) if len(rows) else np.inf
@@ -128,4 +134,11 @@ def unit_warnings(rows: pd.DataFrame) -> list[str]:
                 f"gives {col} in millions or billions, write them as counts (or as 57M, "
                 "1.4B), since the fitted A and B and every plan are in the table's units"
             )
+    worst = float(rows["loss"].max()) if len(rows) else 0.0
+    if worst > LARGEST_LOSS:
+        warnings.append(
+            f"a loss is as high as {worst:g} nats per token, above ln 10⁶ = {LARGEST_LOSS:.3g}, "
+            "a uniform guess over a million tokens: if the column holds perplexity, give its "
+            "natural log"
+        )
     return warnings

@@ -473,9 +473,10 @@ def test_refits_start_once_from_each_distinct_minimum():
     assert boot_starts(sol).tolist() == [best.tolist(), other.tolist()]
 
 
-def test_n_or_d_in_millions_is_fitted_with_a_warning():
-    """A power law fits 57.3 (for 57.3M) as well as the count, so the fit cannot refuse
-    it; it says the constants are then in the table's units."""
+def test_n_or_d_in_millions_or_a_perplexity_is_fitted_with_a_warning():
+    """A power law fits 57.3 (for 57.3M) as well as the count, and a perplexity about as
+    well as a loss, so the fit cannot refuse them; it says the constants are then in the
+    table's units."""
     N, D = (a.ravel() for a in np.meshgrid([1e7, 3e7, 1e8, 3e8], [1e9, 3e9, 1e10]))
     table = pd.DataFrame({"n_params": N, "fresh_tokens": D, "derived_tokens": 0.0,
                           "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28})  # fmt: skip
@@ -488,3 +489,6 @@ def test_n_or_d_in_millions_is_fitted_with_a_warning():
     assert any(w.startswith("D is as small as 1 tokens") for w in billions.warnings)
     # the exponents do not see the unit; only A (or B) does
     assert millions.law.params["alpha"] == pytest.approx(counted.law.params["alpha"], rel=1e-3)
+    perplexity = fit_law(table.assign(loss=np.exp(table.loss)), "chinchilla", n_starts=16)
+    assert any("if the column holds perplexity" in w for w in perplexity.warnings)
+    assert not any("perplexity" in w for w in counted.warnings)
