@@ -407,7 +407,8 @@ def load_inputs(
         if fit_path is None and need_fit:
             raise BadInput(
                 f"no fit.json beside {path}; fit the table first (`cdlaw fit {path}`, with "
-                "--law chinchilla if no run has derived tokens) or name the fit with --fit FIT.json"
+                "--law chinchilla if no run has derived tokens) or name the fit with --fit "
+                "FIT.json"
             )
     else:
         raise BadInput(

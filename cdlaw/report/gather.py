@@ -90,7 +90,8 @@ def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -
     inputs.law = result.law
     inputs.rows = prepare_rows(result.rows, inputs.law, fit)
     made = "cdlaw's defaults" if law == "cd" else "the chinchilla law (no run has derived tokens)"
-    return f"{none}: this fit was made for the report with {made} and not saved; {how.replace('create one', 'save it')}."
+    save = how.replace("create one", "save it")
+    return f"{none}: this fit was made for the report with {made} and not saved; {save}."
 
 
 def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
