@@ -207,13 +207,14 @@ def _tokens_from_flops(df: pd.DataFrame, found: dict, sources: dict, name: str) 
     given = [found["fresh_tokens"], found["derived_tokens"], *sources.values()]
     if flops is None or n is None or any(col is not None for col in given):
         return {}
-    if "strategy" in df.columns:
-        labels = df["strategy"].fillna("").astype(str).str.strip().str.lower().map(canonical)
-        derived = (~labels.isin((NONE, ""))).to_numpy() & finished(df).to_numpy()
+    strategy = found["strategy"]
+    if strategy is not None:  # a one-epoch label (none, 1epoch, fresh) reads as none
+        labels = df[strategy].fillna("").astype(str).str.strip().str.lower()
+        derived = labels.isin(STRATEGY_WORDS).to_numpy() & finished(df).to_numpy()
         if derived.any():
             raise BadInput(
                 f"{name} {where(df, derived)}: {flops} gives D = C / (6N) only for one-epoch "
-                f"runs, and this run is {plain(df['strategy'][derived].iloc[0])}; give its "
+                f"runs, and this run is {plain(df[strategy][derived].iloc[0])}; give its "
                 "fresh and derived tokens in fresh_tokens and derived_tokens columns"
             )
     done = finished(df).to_numpy()

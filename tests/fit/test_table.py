@@ -533,7 +533,9 @@ def test_a_one_epoch_table_of_flops_reads_d_as_c_over_6n():
         prepare_runs(table.assign(**{"Training FLOP": ["8.4e17", "lots"]}), "t.csv")
     with pytest.raises(BadInput, match=r"row 2: flops gives D = C / \(6N\) only for one-epoch"):
         prepare_runs(table.rename(columns={"Training FLOP": "flops"})
-                     .assign(strategy=["none", "paraphrase"]), "t.csv")  # fmt: skip
+                     .assign(Strategy=["none", "Repeat"]), "t.csv")  # fmt: skip
+    labelled = prepare_runs(table.assign(strategy=["1epoch", "none"]), "t.csv")
+    assert list(labelled.strategy) == ["none", "none"]  # one-epoch labels, as anywhere
 
 
 def test_chinchillas_published_runs_read_as_the_shipped_table():
