@@ -100,7 +100,10 @@ def _reason(c: Candidate, p: Pick, check: str = "") -> str:
     b, a = p.before, p.after
     r = c.run.derived_tokens / c.run.fresh_tokens
     what = f"{c.run.model.size} {c.run.strategy} D={format_number(c.run.fresh_tokens)} r={r:.3g}"
-    origin = f"{c.origin}; {check}" if check else c.origin
+    origin = c.origin
+    if c.run.strategy == NONE and origin.startswith("plan "):  # the plan's D/N, one epoch
+        origin = f"{origin}'s one-epoch cell"
+    origin = f"{origin}; {check}" if check else origin
     parts = [f"plan-loss sd {b.loss_sd:.2%} → {a.loss_sd:.2%}"]
     if b.flip > 0.005 or a.flip > 0.005:
         parts.append(f"strategy flip {b.flip:.0%} → {a.flip:.0%}")
