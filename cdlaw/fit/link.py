@@ -169,6 +169,32 @@ def _covariance(jac: np.ndarray, rss: float, n: int) -> np.ndarray:
         return np.full((p, p), np.nan)
 
 
+STEEPEST = 50.0  # |k|·span of a sigmoid link at most: steeper is a step no run between shows
+MIDPOINT_SPANS = 2.0  # a sigmoid's midpoint within this many spans of the runs' losses
+
+
+def sigmoid_at_bound(params: dict[str, float], loss_range: tuple[float, float]) -> str:
+    """What of a fitted sigmoid link sits at a bound _bounds set ("" if nothing): its
+    steepness at STEEPEST (a step, placed between runs the data cannot resolve), or its
+    midpoint at a limit of its range (0, or MIDPOINT_SPANS beyond the runs' losses)."""
+    lo, hi = loss_range
+    span = (hi - lo) or 1.0
+    said = []
+    if abs(params["k"]) * span >= STEEPEST * (1 - 1e-6):
+        said.append(
+            "its steepness sits at its bound, a step: the runs pin the levels either side, "
+            "not where or how it passes between them"
+        )
+    low, high = max(lo - MIDPOINT_SPANS * span, 0.0), hi + MIDPOINT_SPANS * span
+    if not low + 1e-9 * span < params["L0"] < high - 1e-9 * span:
+        at = 0.0 if abs(params["L0"]) < 1e-9 else params["L0"]
+        said.append(
+            f"its midpoint sits at its bound, L0 = {at:.4g}: the runs show one tail of it, "
+            "so where it levels off is the bound's, not theirs"
+        )
+    return "; ".join(said)
+
+
 def _bounds(form: LinkForm, L: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     span = float(np.ptp(L)) or 1.0
     if form.name == "power":
@@ -180,8 +206,8 @@ def _bounds(form: LinkForm, L: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, n
     # and ≥ 0 (the midpoint is a loss: a refit's 95% interval reached −0.2 nats on the
     # demo), |k|·span ≤ 50 (steeper is a step, which no run between could show)
     return (
-        np.array([0.0, max(float(L.min()) - 2 * span, 0.0), -50.0 / span, 0.0]),
-        np.array([1.0, float(L.max()) + 2 * span, 0.0, 1.0]),
+        np.array([0.0, max(float(L.min()) - MIDPOINT_SPANS * span, 0.0), -STEEPEST / span, 0.0]),
+        np.array([1.0, float(L.max()) + MIDPOINT_SPANS * span, 0.0, 1.0]),
     )
 
 

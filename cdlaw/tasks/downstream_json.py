@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.link import LINK_FORMS
+from cdlaw.fit.link import LINK_FORMS, sigmoid_at_bound
 from cdlaw.fit.predictor_fits import TaskPredictors
 
 ALPHA = 0.05  # the collapse test's level
@@ -143,6 +143,9 @@ class TaskLink:
         trend = f"F = {self.trend_f:.3g}, p = {self.trend_p_value:.2g} against a constant"
         if not self.follows_loss:
             return f"{noise}; the metric does not follow the loss beyond its noise ({trend}): no collapse to test"
+        bound = sigmoid_at_bound(self.params, self.loss_range) if self.form == "sigmoid" else ""
+        if bound:  # the runs pin the metric where they are, not the shape the bound set
+            noise += f"; {bound}"
         if c is None:
             return f"{noise}; one strategy only, nothing to compare"
         if not c.determined:

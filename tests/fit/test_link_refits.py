@@ -53,3 +53,20 @@ def test_a_sigmoids_midpoint_is_a_loss_never_below_zero():
                        for _ in range(50)], float)  # fmt: skip
     refits = refit_link(form, L, y, counts, pooled.theta)
     assert (refits[:, i] >= 0).all() and np.isfinite(refits).all()
+
+
+def test_a_link_at_a_bound_of_its_fit_says_so():
+    """A jump between two runs' losses fits as a step (steepness at its bound); accuracy
+    that keeps rising to the lowest loss fits a midpoint at 0. Neither shape is the runs':
+    the verdict names which; a sigmoid inside its bounds names none."""
+    from cdlaw.fit.link import sigmoid_at_bound
+
+    form = LINK_FORMS["sigmoid"]
+    L = np.linspace(2.0, 4.0, 12)
+    step = fit_link(form, L, np.where(L < 3.05, 0.6, 0.3))
+    said = sigmoid_at_bound(dict(zip(form.params, step.theta, strict=True)), (2.0, 4.0))
+    assert said.startswith("its steepness sits at its bound, a step"), said
+    smooth = fit_link(form, L, 0.25 + 0.5 / (1 + np.exp(2.0 * (L - 3.0))))
+    assert sigmoid_at_bound(dict(zip(form.params, smooth.theta, strict=True)), (2.0, 4.0)) == ""
+    tail = {"a": 0.2, "L0": 0.0, "k": -0.8, "b": 0.23}
+    assert "its midpoint sits at its bound, L0 = 0" in sigmoid_at_bound(tail, (2.0, 4.0))

@@ -166,3 +166,14 @@ def test_the_links_bootstrap_resamples_runs_with_their_checkpoints():
     three = fit_downstream(prepare_runs(copies, "t", checkpoints=True), n_boot=30)
     for a, b in zip(one.links, three.links, strict=True):
         assert np.array(b.bootstrap) == pytest.approx(np.array(a.bootstrap), rel=1e-3, abs=1e-4)
+
+
+def test_a_link_that_jumps_between_runs_says_its_shape_is_a_bound():
+    """Accuracy that jumps between two losses fits a step, whose shape between the runs
+    the data do not set: the verdict says so; the planted smooth link's does not."""
+    df = prepare_runs(planted_runs())
+    smooth = {x.metric: x for x in fit_downstream(df, n_boot=0).links}["acc"]
+    assert "at its bound" not in smooth.verdict()
+    jump = df.assign(task_quiz_acc=np.where(df["loss"] < df["loss"].median(), 0.7, 0.3))
+    lk = {x.metric: x for x in fit_downstream(jump, n_boot=0).links}["acc"]
+    assert "its steepness sits at its bound, a step" in lk.verdict(), lk.verdict()
