@@ -459,6 +459,8 @@ def last_gains(runs_dir: Path) -> pd.DataFrame:
 
     from cdlaw.fit.io import FitResult
     from cdlaw.fit.table import load_runs
+    from cdlaw.laws.cd import effective_data
+    from cdlaw.laws.chinchilla import chinchilla_loss
 
     runs, summary = read_runs(runs_dir), load_runs(runs_dir)
     lam0 = demo_lambda(FitResult.read(runs_dir / "fit.json").law)
@@ -469,10 +471,9 @@ def last_gains(runs_dir: Path) -> pd.DataFrame:
         p = law.params
         E, L = np.array([b.tokens for b in br]), np.array([b.loss for b in br])
 
-        def curve(rstar, E=E, d=d, n=n, p=p):
-            r = (E - d) / d
-            eta = np.where(r > 0, rstar / np.maximum(r, 1e-12) * -np.expm1(-r / rstar), 1.0)
-            return p["E"] + p["A"] / n ** p["alpha"] + p["B"] / (d + eta * (E - d)) ** p["beta"]
+        def curve(rstar, E=E, d=d, n=n, p=p):  # the held-out law, R* given
+            shared = (p["E"], p["A"], p["B"], p["alpha"], p["beta"])
+            return chinchilla_loss(n, effective_data(d, E - d, rstar), *shared)
 
         k = len(br) - 2  # the last decision point: the branches before it are known
         r0 = float(law.rstar(n, d, s))
@@ -484,7 +485,7 @@ def last_gains(runs_dir: Path) -> pd.DataFrame:
             {
                 "trunk": fam["name"],
                 "measured": L[k] - L[k + 1],
-                "law": float(np.diff(law_loss(law, n, d, s, E[k:]))[0] * -1),
+                "law": float(-np.diff(law_loss(law, n, d, s, E[k:]))[0]),
                 "rstar_law": r0,
                 "rstar_refit": float(np.exp(fit.x[1])),
                 "refit": refit[k] - refit[k + 1],

@@ -36,19 +36,16 @@ NEED_NO_FIT = {"curves", "compare", "downstream"}
 # ---------------------------------------------------------------------------------------
 
 
-def _fit_command(inputs: PlotInputs) -> str:
-    """The command that fits these runs: with --law chinchilla where none has derived
-    tokens (the cd law refuses them)."""
-    runs = inputs.runs
-    one_epoch = runs is not None and len(runs) and not (runs["derived_tokens"] > 0).any()
-    return f"cdlaw fit {inputs.path}" + (" --law chinchilla" if one_epoch else "")
-
-
 def why_not(kind: str, inputs: PlotInputs) -> str | None:
     """None when `kind` can be drawn from inputs, else the reason it cannot."""
     law, rows = inputs.law, inputs.rows
     # Both commands that draw (plot, report) take --fit.
-    need_fit = f"it needs a fit: run `{_fit_command(inputs)}` first, or pass --fit FIT.json"
+    from cdlaw.fit.procedure import fit_command
+
+    need_fit = (
+        f"it needs a fit: run `{fit_command(inputs.path, inputs.runs)}` first, or pass "
+        "--fit FIT.json"
+    )
     if kind == "loss" or kind == "residuals":
         if law is None:
             return need_fit

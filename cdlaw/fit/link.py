@@ -173,20 +173,28 @@ STEEPEST = 50.0  # |k|·span of a sigmoid link at most: steeper is a step no run
 MIDPOINT_SPANS = 2.0  # a sigmoid's midpoint within this many spans of the runs' losses
 
 
-def sigmoid_at_bound(params: dict[str, float], loss_range: tuple[float, float]) -> str:
-    """What of a fitted sigmoid link sits at a bound _bounds set ("" if nothing): its
-    steepness at STEEPEST (a step, placed between runs the data cannot resolve), or its
-    midpoint at a limit of its range (0, or MIDPOINT_SPANS beyond the runs' losses)."""
-    lo, hi = loss_range
+def _sigmoid_box(lo: float, hi: float) -> tuple[float, float, float]:
+    """A sigmoid link's bounds for runs whose losses span [lo, hi]: L0 within
+    MIDPOINT_SPANS spans of them and ≥ 0 (the midpoint is a loss: a refit's 95% interval
+    reached −0.2 nats on the demo), and the steepest k, −STEEPEST/span (steeper is a
+    step, which no run between could show). (L0 low, L0 high, k low)."""
     span = (hi - lo) or 1.0
+    return max(lo - MIDPOINT_SPANS * span, 0.0), hi + MIDPOINT_SPANS * span, -STEEPEST / span
+
+
+def sigmoid_at_bound(params: dict[str, float], loss_range: tuple[float, float]) -> str:
+    """What of a fitted sigmoid link sits at a bound of its fit (_sigmoid_box; "" if
+    nothing): its steepness (a step, placed between runs the data cannot resolve), or its
+    midpoint (0, or MIDPOINT_SPANS beyond the runs' losses)."""
+    low, high, steepest = _sigmoid_box(*loss_range)
+    tol = 1e-9 * (high - low)
     said = []
-    if abs(params["k"]) * span >= STEEPEST * (1 - 1e-6):
+    if params["k"] <= steepest * (1 - 1e-6):
         said.append(
             "its steepness sits at its bound, a step: the runs pin the levels either side, "
             "not where or how it passes between them"
         )
-    low, high = max(lo - MIDPOINT_SPANS * span, 0.0), hi + MIDPOINT_SPANS * span
-    if not low + 1e-9 * span < params["L0"] < high - 1e-9 * span:
+    if not low + tol < params["L0"] < high - tol:
         at = 0.0 if abs(params["L0"]) < 1e-9 else params["L0"]
         said.append(
             f"its midpoint sits at its bound, L0 = {at:.4g}: the runs show one tail of it, "
@@ -196,19 +204,14 @@ def sigmoid_at_bound(params: dict[str, float], loss_range: tuple[float, float]) 
 
 
 def _bounds(form: LinkForm, L: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    span = float(np.ptp(L)) or 1.0
     if form.name == "power":
         if not (y > 0).all():
             raise BadInput("bits per byte must be positive to fit its power-law link")
         # E below every observed value; K > 0 and κ in (0, 20]: BPB rises with the loss
         return np.array([0.0, 1e-12, 1e-3]), np.array([float(y.min()) * (1 - 1e-9), np.inf, 20.0])
-    # the fit's own parameters: a + b, L0, k, b; L0 within two spans of the runs' losses
-    # and ≥ 0 (the midpoint is a loss: a refit's 95% interval reached −0.2 nats on the
-    # demo), |k|·span ≤ 50 (steeper is a step, which no run between could show)
-    return (
-        np.array([0.0, max(float(L.min()) - MIDPOINT_SPANS * span, 0.0), -STEEPEST / span, 0.0]),
-        np.array([1.0, float(L.max()) + MIDPOINT_SPANS * span, 0.0, 1.0]),
-    )
+    # the fit's own parameters: a + b, L0, k, b (_sigmoid_box for L0 and k)
+    low, high, steepest = _sigmoid_box(float(L.min()), float(L.max()))
+    return np.array([0.0, low, steepest, 0.0]), np.array([1.0, high, 0.0, 1.0])
 
 
 def _starts(form: LinkForm, L: np.ndarray, y: np.ndarray) -> list[np.ndarray]:

@@ -296,6 +296,19 @@ def _duplicate_warnings(prepared: pd.DataFrame) -> list[str]:
     ]
 
 
+def default_law(rows: pd.DataFrame) -> str:
+    """The law a table of runs is fitted with unless told: "cd", or "chinchilla" where no
+    run has derived tokens (the cd law's special case, and the law it then asks for)."""
+    return "cd" if (rows["derived_tokens"] > 0).any() else "chinchilla"
+
+
+def fit_command(path, rows: pd.DataFrame | None) -> str:
+    """The `cdlaw fit` command that fits these runs (`rows` as load_runs gives them; None:
+    not read), with --law chinchilla where default_law says so."""
+    one_epoch = rows is not None and len(rows) and default_law(rows) == "chinchilla"
+    return f"cdlaw fit {path}" + (" --law chinchilla" if one_epoch else "")
+
+
 def _fitted_strategies(rows: pd.DataFrame, form: LawForm, source: str) -> tuple[str, ...]:
     """The derived strategies with D′ > 0 rows, in strategies.ordered order (repetition,
     paraphrase, then the rest alphabetically); none for a form that ignores derived tokens,

@@ -28,7 +28,7 @@ import pandas as pd
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, why_not
-from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.procedure import default_law, fit_command, fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
@@ -74,8 +74,7 @@ def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -
     chinchilla law where no run has derived tokens, the cd law's own advice), and say how
     to save a fit."""
     table = runs()
-    law = "cd" if (table["derived_tokens"] > 0).any() else "chinchilla"
-    command = f"cdlaw fit {path}" + (" --law chinchilla" if law == "chinchilla" else "")
+    law, command = default_law(table), fit_command(path, table)
     how = f"create one with `{command}`, then run `cdlaw report {path}` again"
     none = f"No fit.json in {path}" if path.is_dir() else f"No fit beside {path}"
     log.info(
