@@ -298,6 +298,7 @@ def _derive(df: pd.DataFrame, found: dict, sources: dict, given: dict, done, nam
         how = f"(epochs − 1) · {fresh}"
     Dp = df["derived_tokens"].to_numpy(float)
     done = done & ~checkpoint_rows(df)  # a checkpoint has trained fewer tokens than its run
+    done = done & ~(Dp < 0)  # refused as a negative D′ (prepare_runs), not as a disagreement
     with np.errstate(divide="ignore", invalid="ignore"):
         for col, total, rows in ((tokens, D + Dp, done), (epochs, (D + Dp) / D, done & repeats)):
             if col is None:

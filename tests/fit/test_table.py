@@ -61,6 +61,10 @@ def test_status_filters_unfinished_runs_and_counts_them():
         (dict(loss=[3.2, 3.0, 0.0, 2.9, 2.7]), ["row 3", "loss", "positive"]),
         (dict(fresh_tokens=[1e9, 1e9, 1e9, np.inf, 2e9]), ["row 4", "fresh_tokens"]),
         (dict(derived_tokens=[0, 0, -5, 0, 0]), ["row 3", "derived_tokens", "≥ 0"]),
+        (  # beside tokens_trained (a summary's), a negative D′ is refused as negative
+            dict(derived_tokens=[0, 0, -1, 0, 0], tokens_trained=[1e9, 1e9, 4e9, 2e9, 2e9]),
+            ["row 3", "derived_tokens must be a finite number ≥ 0, got -1"],
+        ),
         (
             dict(strategy=["none", "none", "2 epochs", "none", "none"]),
             ["row 3", "'2 epochs'", "lowercase letter"],
