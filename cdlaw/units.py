@@ -62,6 +62,15 @@ def format_number(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
+def grouped(x: float, decimals: int = 0) -> str:
+    """A count or ratio in full with thousands separators below a million (22,142; 1,234.5),
+    in e-notation from there (6.8e+143): a number far beyond any data reads as far, never
+    as a hundred digits."""
+    if not math.isfinite(x) or abs(x) >= 1e6:
+        return f"{x:.3g}"
+    return f"{x:,.{decimals}f}"
+
+
 def plain(value) -> str:
     """A value for a message: numbers plainly (nan, 0.003, 12, not np.float64(nan)), text quoted.
 

@@ -17,6 +17,7 @@ from cdlaw.errors import BadInput
 from cdlaw.laws import get_law_form
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.units import format_number as fmt
+from cdlaw.units import grouped
 
 LAW = typer.Option(
     "qin2026",
@@ -384,26 +385,30 @@ def _render_memory(m: dict) -> None:
     )
     t.add_row(
         "weights",
-        f"{m['weights_gib']:.1f} GiB",
+        f"{grouped(m['weights_gib'], 1)} GiB",
         f"{fmt(m['n_params_total'])} params with the input embedding, bf16",
     )
-    t.add_row("gradients", f"{m['gradients_gib']:.1f} GiB", "bf16")
+    t.add_row("gradients", f"{grouped(m['gradients_gib'], 1)} GiB", "bf16")
     t.add_row(
-        "AdamW state", f"{m['optimizer_gib']:.1f} GiB", "fp32 master weights + two fp32 moments"
+        "AdamW state",
+        f"{grouped(m['optimizer_gib'], 1)} GiB",
+        "fp32 master weights + two fp32 moments",
     )
     t.add_row(
         "activations",
-        f"{m['activations_gib']:.1f} GiB",
+        f"{grouped(m['activations_gib'], 1)} GiB",
         f"{m['micro_batch']} × {m['seq_len']} tokens, bf16, flash attention, no checkpointing",
     )
-    t.add_row("total", f"[bold]{m['total_gib']:.1f} GiB[/]", "plus CUDA context / fragmentation")
+    t.add_row(
+        "total", f"[bold]{grouped(m['total_gib'], 1)} GiB[/]", "plus CUDA context / fragmentation"
+    )
     if m["gpu_memory_gib"] is not None:
         if m["fits"]:
             verdict = f"[green]fits[/] in {m['gpu_memory_gib']:g} GiB"
         elif m["min_gpus_sharded"]:
             verdict = (
                 f"[red]does not fit[/] in {m['gpu_memory_gib']:g} GiB; sharded (FSDP) over "
-                f"≥ {m['min_gpus_sharded']} GPUs it does"
+                f"≥ {grouped(m['min_gpus_sharded'])} GPUs it does"
             )
         else:
             verdict = (
@@ -414,8 +419,8 @@ def _render_memory(m: dict) -> None:
     if m["gpu_hours"] is not None:
         t.add_row(
             "GPU hours",
-            f"{m['gpu_hours']:,.0f}",
+            grouped(m["gpu_hours"]),
             f"at {m['gpu_flops']:.3g} FLOP/s × MFU {m['mfu']:g} "
-            f"({m['gpu_hours_with_attention']:,.0f} with attention FLOPs)",
+            f"({grouped(m['gpu_hours_with_attention'])} with attention FLOPs)",
         )
     out.print(Panel(t, title="training cost", title_align="left", expand=False))

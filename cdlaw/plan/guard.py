@@ -14,7 +14,7 @@ from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
-from cdlaw.units import format_number
+from cdlaw.units import format_number, grouped
 
 
 def fitted_range(source: PlanningLaw, strategy: str) -> dict:
@@ -192,11 +192,11 @@ def range_excess(source: PlanningLaw, best: Allocation) -> list[tuple[str, float
 
 
 def _times(ratio: float) -> str:
-    """1.005×, 7.38×, 126×, 2,710×: readable at any size, and never a bare "1×" for a plan
-    just past the data (201K against 200K is 1.005×)."""
+    """1.005×, 7.38×, 126×, 2,710×, 6.8e+143×: readable at any size, and never a bare "1×"
+    for a plan just past the data (201K against 200K is 1.005×)."""
     if ratio < 1.1:
         return f"{ratio:.4f}".rstrip("0").rstrip(".") + "×"
-    return f"{ratio:.3g}×" if ratio < 1000 else f"{ratio:,.0f}×"
+    return f"{ratio:.3g}×" if ratio < 1000 else f"{grouped(ratio)}×"
 
 
 def _distinct(value: float, bound: float) -> tuple[str, str]:

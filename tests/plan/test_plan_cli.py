@@ -167,6 +167,19 @@ def test_a_plan_far_beyond_its_fit_needs_extrapolate_and_then_says_so(
     ]
 
 
+def test_a_plan_far_beyond_its_law_reads_its_numbers_in_e_notation(monkeypatch, capsys):
+    # at 1e300 FLOPs N is 6.8e+143× the largest fitted size: once a 145-digit integer
+    import re
+
+    args = ("--budget-flops", "1e300", "--unique-tokens", "5e9", "--law", "qin2026")
+    code, out, err = run(monkeypatch, capsys, *args)
+    message = " ".join(err.split())
+    assert code == 2 and "N = 4.08e+152 is 6.8e+143× the largest fitted size (600M)" in message
+    code, out, err = run(monkeypatch, capsys, *args, "--extrapolate", "--gpu-memory", "80")
+    assert code == 0 and "7.6e+143 GiB" in out
+    assert not re.search(r"\d[\d,]{20,}", out + err)  # no number of 20 digits or more
+
+
 def test_a_plan_without_a_band_says_why(monkeypatch, capsys, tmp_path):
     args = ("--budget-flops", "1e21", "--unique-tokens", "5e9")
     code, out, _ = run(monkeypatch, capsys, *args, "--law", "qin2026")
