@@ -25,9 +25,14 @@ from cdlaw.data.inputs import OTHER_TOKENS, recorded_inputs, training_changes
 from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE
 from cdlaw.sweep.simulate import Simulation
+from cdlaw.train.damage import json_problem
 from cdlaw.train.result import read_result
 
 RESUMABLE = ("checkpoint", "checkpoint.old")
+UNKNOWN_TOKENS = (
+    "other tokens than its inputs give now (its config.json {}, so which input changed "
+    "cannot be told)"
+)
 
 
 def refuse_changed_runs(
@@ -85,14 +90,15 @@ def _changes(run_dir: Path, cfg: RunConfig, result: dict, finished: bool) -> lis
     now = cfg.inputs
     if now is None:
         return []
-    try:
-        recorded = recorded_inputs(json.loads((run_dir / "config.json").read_text()))
-    except (OSError, ValueError):
-        recorded = None  # damaged: named elsewhere (cdlaw.train.damage)
+    damaged = json_problem(run_dir / "config.json")  # named elsewhere (cdlaw.train.damage)
+    recorded = (
+        None if damaged else recorded_inputs(json.loads((run_dir / "config.json").read_text()))
+    )
     said = training_changes(recorded, now) if recorded is not None else []
     key = str(result.get("corpus_key") or "")
     if finished and not said and key and now.corpus_key and key != now.corpus_key:
-        said.append(OTHER_TOKENS)
+        # without config.json's record of each file, the tokens differ but not why
+        said.append(UNKNOWN_TOKENS.format(damaged.split(" (")[0]) if damaged else OTHER_TOKENS)
     return said
 
 

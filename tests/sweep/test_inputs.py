@@ -502,3 +502,34 @@ def test_task_chance_levels_are_read_where_the_sweep_ran(tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)  # no tasks/quiz.jsonl here
     chance = task_file_chance(root / "runs" / "ident")
     assert chance == {"quiz": pytest.approx(1 / 3)}
+
+
+@pytest.mark.parametrize(
+    "config, said", [('{"inputs": {"corp', "is unreadable"), (None, "is missing")]
+)
+def test_a_finished_run_without_a_readable_config_says_its_inputs_cannot_be_compared(
+    tmp_path, config, said
+):
+    """Its result.json's corpus key differs from the sweep's now, and config.json, which
+    records each file, is damaged: the refusal says so, not that the generator, the
+    tokenizer or the split changed."""
+    from runhelpers import write_shared_sweep
+
+    from cdlaw.sweep.selection import plan_sweep
+    from cdlaw.sweep.spec import load_sweep
+    from cdlaw.sweep.stale import changed_inputs, refuse_changed_runs
+
+    sweep = load_sweep(write_shared_sweep(tmp_path, "share", share=False))
+    seen: list = []
+    plan_sweep(sweep, tmp_path / "runs", check_runs=seen.extend)
+    cfg = seen[0]
+    run_dir = tmp_path / "runs" / "share" / cfg.run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "result.json").write_text(json.dumps({"status": "done", "corpus_key": "0" * 20}))
+    if config is not None:
+        (run_dir / "config.json").write_text(config)
+    want = f"its config.json {said}, so which input changed cannot be told"
+    (what,) = changed_inputs(run_dir.parent, [cfg])[cfg.run_id]
+    assert want in what and "generator" not in what
+    with pytest.raises(BadInput, match=rf"^1 run\(s\) .*{want}.*pass --restart"):
+        refuse_changed_runs(run_dir.parent, [cfg])
