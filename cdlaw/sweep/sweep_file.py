@@ -13,6 +13,7 @@ folders that are no run of the sweep, which summary.parquet would still gather.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +83,14 @@ def run_folders(
     ]
     orphans = [p.name for p in folders if p.name not in all_ids]
     doomed = [p for p in folders if not same or p.name in selected or p.name in orphans]
+    if restart and (links := [p for p in doomed if p.is_symlink()]):
+        # rmtree refuses a link; deleting what it points to would reach outside the folder
+        more = f" (and {len(links) - 1} more run folder(s) are links)" if len(links) > 1 else ""
+        raise BadInput(
+            f"--restart deletes run folders, and {links[0]} is a symbolic link to "
+            f"{os.readlink(links[0])}{more}: remove the link (`rm {links[0]}` keeps what it "
+            "points to) or move the folder it points to in its place, then run again"
+        )
     return RunFolders(same, orphans, doomed)
 
 

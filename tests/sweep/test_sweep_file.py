@@ -10,7 +10,7 @@ from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import parse_sweep
-from cdlaw.sweep.sweep_file import SweepGrowth, sweep_growth
+from cdlaw.sweep.sweep_file import SweepGrowth, run_folders, sweep_growth
 
 SWEEP = SMALL.format(name="grow")  # 2 sizes × 1 D × (r = 0, and r = 4 per strategy): 6 runs
 TWO_SEEDS = SWEEP.replace("[data]", "seed = [0, 1]\n[data]")
@@ -105,3 +105,39 @@ def test_restart_with_a_sweep_that_drops_runs_deletes_every_old_run(tmp_path, ca
     assert len(before) == 6 and len(after) == 2  # the repetition runs it keeps are gone too
     assert all('"strategy": "none"' in text for text in after.values())
     assert (tmp_path / "runs" / "grow" / "sweep.toml").read_text() == NO_PARAPHRASE
+
+
+def test_restart_refuses_a_run_folder_that_is_a_link_and_deletes_nothing(tmp_path, capsys):
+    """A run folder moved elsewhere and linked back: --restart (and its dry run) refuses it
+    in one sentence naming the link, exit 2, before anything is deleted here or there."""
+    import shutil
+
+    from cdlaw.cli import main
+
+    assert simulate(tmp_path, SWEEP).exit_code == 0
+    sweep_dir = tmp_path / "runs" / "grow"
+    run = sorted(p for p in sweep_dir.iterdir() if (p / "result.json").is_file())[0]
+    elsewhere = tmp_path / "elsewhere" / run.name
+    shutil.move(run, elsewhere)
+    run.symlink_to(elsewhere, target_is_directory=True)
+    before = finished(tmp_path)
+    want = (
+        rf"^--restart deletes run folders, and {run} is a symbolic link to {elsewhere}: remove "
+        rf"the link \(`rm {run}` keeps what it points to\).*then run again$"
+    )
+    with pytest.raises(BadInput, match=want):
+        simulate(tmp_path, SWEEP, restart=True)
+    sweep = parse_sweep(SWEEP, default_name="grow")
+    ids = {p.name for p in sweep_dir.iterdir()}
+    with pytest.raises(BadInput, match=want):  # what --dry-run --restart counts, too
+        run_folders(sweep, tmp_path / "runs", ids, ids, restart=True)
+    assert finished(tmp_path) == before and (elsewhere / "result.json").is_file()
+    args = ["cdlaw", "sweep", str(tmp_path / "grow.toml"), "--out", str(tmp_path / "runs")]
+    args += ["--executor", "simulate", "--law", "qin2026", "--restart"]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("sys.argv", args)
+        with pytest.raises(SystemExit) as e:
+            main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert e.value.code == 2 and err.startswith("error: --restart deletes run folders, and ")
+    assert finished(tmp_path) == before
