@@ -3,7 +3,7 @@
     runs/<sweep>/summary.parquet   rebuilt from every <run_id>/result.json (atomic)
 
 The summary is rebuilt from the run folders, so nothing is lost if a sweep dies while
-writing it. A run's state (`cdlaw status`) is read from its folder alone: done / diverged /
+writing it; a command that reads a damaged one rebuilds it too (readable_summary). A run's state (`cdlaw status`) is read from its folder alone: done / diverged /
 failed (result.json), running (a live lock), partial (a checkpoint) or pending. An
 unreadable result.json means not done, and is listed under `damaged` with the damaged
 files a finished run keeps (cdlaw.train.damage).
@@ -23,7 +23,7 @@ from cdlaw.errors import BadInput
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
 from cdlaw.sweep.spec import load_sweep
-from cdlaw.train.damage import run_problems, set_aside_names
+from cdlaw.train.damage import parquet_problem, report_damage, run_problems, set_aside_names
 from cdlaw.train.result import SUMMARY_COLUMNS, read_result, run_facts
 
 SORT_COLUMNS = [
@@ -63,6 +63,31 @@ def rebuild_summary(sweep_dir: Path):
             df = df.sort_values(SORT_COLUMNS, kind="stable").reset_index(drop=True)
         write_parquet_atomic(sweep_dir / "summary.parquet", df)
     return df
+
+
+def readable_summary(sweep_dir: Path) -> Path:
+    """sweep_dir/summary.parquet for a command that reads it (fit, plot, report, …). One
+    that is damaged (cut short, not parquet) is rebuilt from the run folders as a sweep
+    rebuilds it (rebuild_summary: atomic, under its lock) and the rebuild is said in one
+    line on stderr; BadInput naming the file and the way on when it cannot be rebuilt. A
+    missing summary is left to the caller (a sweep that finished no run has none)."""
+    file = Path(sweep_dir) / "summary.parquet"
+    problem = parquet_problem(file)
+    if problem is None or problem == "is missing":
+        return file
+    try:
+        rows = len(rebuild_summary(Path(sweep_dir)))
+    except OSError as e:  # a read-only folder, a full disk
+        raise BadInput(
+            f"{file} {problem}, and rebuilding it from the run folders failed "
+            f"({type(e).__name__}: {' '.join(str(e).split())[:120]}): copy {sweep_dir} "
+            "somewhere writable and give that folder (the copy rebuilds it)"
+        ) from None
+    report_damage(
+        f"{file} {problem}; rebuilt from the result.json of the run folders beside it, as "
+        f"`cdlaw sweep` does ({rows} run(s))"
+    )
+    return file
 
 
 def run_state(run_dir: Path) -> dict:
@@ -165,7 +190,8 @@ def folder_warnings(path: Path, made: str = "this fit", tasks: bool = False) -> 
     """What a command that fits a runs folder (and the rounds inside it) warns of, and one
     that reads what was fitted there (`made`: "this fit", "this link file"): the runs its
     summaries list that were trained on inputs edited since (changed_runs), and those
-    whose folders are gone (summary.parquet is rebuilt only by a sweep); with `tasks`
+    whose folders are gone (a sweep rebuilds summary.parquet; a reader only a damaged
+    one: readable_summary); with `tasks`
     (what reads the task scores), the runs scored on task files edited since. [] for a
     table file, or a folder whose runs are all as listed."""
     path = Path(path)

@@ -191,3 +191,83 @@ def test_plot_refuses_json_no_fit_is_made_of(tmp_path, monkeypatch, capsys):
         assert code == 2 and out == "", err
         assert "is not readable JSON" in err and "Traceback" not in err
     assert not (tmp_path / "figs").exists()
+
+
+SIMULATED = """
+name = "sim"
+[grid]
+size = ["olmo3_14M", "olmo3_30M", "olmo3_60M"]
+tokens_per_param = [4, 16]
+strategy = ["repetition", "paraphrase"]
+derived_ratio = [0, 4, 16]
+[data]
+tokenizer = "/nowhere/tokenizer.json"  # never read: a simulated sweep needs no corpus
+[model]
+seq_len = 2048
+"""
+
+
+def simulated_runs(tmp_path):
+    """A runs folder of 30 runs drawn from the CD paper's law: (its sweep folder, summary)."""
+    import pandas as pd
+
+    from cdlaw.sweep.options import SweepOptions
+    from cdlaw.sweep.runner import run_sweep
+    from cdlaw.sweep.simulate import Simulation
+
+    path = tmp_path / "sim.toml"
+    path.write_text(SIMULATED)
+    options = SweepOptions(executor="simulate", simulation=Simulation(QIN, "qin2026"))
+    assert run_sweep(path, tmp_path / "runs", options).exit_code == 0
+    sweep_dir = tmp_path / "runs" / "sim"
+    return sweep_dir, pd.read_parquet(sweep_dir / "summary.parquet")
+
+
+def test_a_damaged_summary_is_rebuilt_from_the_run_folders_by_fit_and_plot(
+    tmp_path, monkeypatch, capsys
+):
+    """A summary.parquet cut short: `cdlaw fit`, and the reader of `cdlaw plot` and
+    `cdlaw report`, rebuild it from the run folders as a sweep does (the same table), say
+    so in one line, and go on."""
+    import pandas as pd
+
+    from cdlaw.figures.inputs import load_inputs
+
+    sweep_dir, before = simulated_runs(tmp_path)
+    summary = sweep_dir / "summary.parquet"
+    summary.write_bytes(summary.read_bytes()[:1000])  # cut short
+    code, _, err = cli(
+        monkeypatch, capsys, "fit", sweep_dir, "--law", "chinchilla", "--naive", "--starts", 8
+    )
+    assert code == 0, err
+    said = f"damaged: {summary} is unreadable ("
+    assert said in err and "rebuilt from the result.json of the run folders beside it" in err
+    pd.testing.assert_frame_equal(pd.read_parquet(summary), before)
+    assert not list(sweep_dir.glob(".summary.parquet.*"))  # written atomically
+
+    summary.write_bytes(b"PAR1 cut")
+    inputs = load_inputs(sweep_dir)
+    assert said in " ".join(capsys.readouterr().err.split())
+    pd.testing.assert_frame_equal(inputs.summary, before)
+    pd.testing.assert_frame_equal(pd.read_parquet(summary), before)
+
+
+def test_a_damaged_summary_that_cannot_be_rebuilt_is_one_sentence(tmp_path, monkeypatch, capsys):
+    from cdlaw.sweep import summary as summary_module
+
+    sweep_dir, _ = simulated_runs(tmp_path)
+    summary = sweep_dir / "summary.parquet"
+    summary.write_bytes(b"PAR1 not a table")
+
+    def read_only(folder):
+        raise PermissionError(13, "Permission denied", str(summary))
+
+    monkeypatch.setattr(summary_module, "rebuild_summary", read_only)
+    code, out, err = cli(monkeypatch, capsys, "fit", sweep_dir, "--law", "chinchilla")
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {summary} is unreadable (")
+    assert "rebuilding it from the run folders failed (PermissionError:" in err
+    assert err.endswith(
+        f"copy {sweep_dir} somewhere writable and give that folder (the copy rebuilds it)"
+    )
+    assert not (sweep_dir / "fit.json").exists()
