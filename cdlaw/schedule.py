@@ -3,6 +3,8 @@
     lr_at(step, total_steps, train)   the lr of step `step` (0-based) of a run
     warmup_steps(total_steps, train)  steps of linear warmup
     decay_start(total_steps, train)   WSD: the first step of the decay (= total for cosine)
+    logs_row(step, total_steps, train)      whether step `step` (1-based) writes a metrics row
+    logged_steps(last, total_steps, train)  the steps up to `last` that wrote one
 
 WSD (warmup–stable–decay; Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training
 Beyond Fixed Training Durations", arXiv 2405.18392): linear warmup, the peak lr held, then
@@ -54,3 +56,16 @@ def lr_at(step: int, total_steps: int, train: TrainConfig) -> float:
         return peak
     progress = min(1.0, (step - start + 1) / max(1, last - start + 1))
     return peak + (final - peak) * progress
+
+
+def logs_row(step: int, total_steps: int, train: TrainConfig) -> bool:
+    """Whether a run writes a metrics row after step `step` (1-based): the first, every
+    log_every-th, every evaluation (eval_every-th) and the last."""
+    evaluating = step % train.eval_every == 0 or step == total_steps
+    return step == 1 or step % train.log_every == 0 or evaluating
+
+
+def logged_steps(last: int, total_steps: int, train: TrainConfig) -> list[int]:
+    """The steps up to `last` that wrote a metrics row: what metrics.parquet holds up to a
+    checkpoint at step `last`."""
+    return [s for s in range(1, last + 1) if logs_row(s, total_steps, train)]

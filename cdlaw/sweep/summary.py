@@ -94,10 +94,15 @@ def run_state(run_dir: Path) -> dict:
     """done | diverged | failed | running (a live lock) | partial (a checkpoint) | pending.
 
     With `damaged` ({file: problem}: an unreadable result.json, which makes the run not
-    done, or a damaged file that a finished run keeps) and `set_aside` (the names of files
+    done, a damaged file that a finished run keeps, or what a sweep will find damaged when
+    it resumes an unfinished run: cdlaw.train.damage.run_problems) and `set_aside` (the names of files
     set aside as damaged: result.json.bad, checkpoint.bad, …) when there are any.
     """
     result = read_result(run_dir)
+    if result is None:  # a live process writes its files: they are checked once it stops
+        holder = read_lock(run_dir / LOCK_NAME)
+        if holder is not None and not holder["stale"]:
+            return {"state": "running", "holder": holder, "tokens_seen": _tokens_seen(run_dir)}
     notes: dict = {}
     if damaged := run_problems(run_dir, result):
         notes["damaged"] = damaged
@@ -105,9 +110,6 @@ def run_state(run_dir: Path) -> dict:
         notes["set_aside"] = aside
     if result is not None:
         return {"state": result.get("status", "done"), "result": result, **notes}
-    holder = read_lock(run_dir / LOCK_NAME)
-    if holder is not None and not holder["stale"]:
-        return {"state": "running", "holder": holder, "tokens_seen": _tokens_seen(run_dir)}
     if (run_dir / "checkpoint").exists() or (run_dir / "checkpoint.old").exists():
         return {"state": "partial", "tokens_seen": _tokens_seen(run_dir), **notes}
     return {"state": "pending", **notes}

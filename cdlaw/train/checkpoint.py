@@ -20,7 +20,6 @@ checkpoint.old/ when that one is whole, else restarts from step 0 (cdlaw.train.d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import shutil
@@ -32,18 +31,18 @@ from safetensors.torch import load_file, save_file
 
 from cdlaw.atomic import write_json_atomic
 from cdlaw.train.damage import (
-    json_problem,
+    DIGESTS,
+    STATE_FILE,
+    TENSOR_FILES,
+    checkpoint_problem,
+    file_sha256,
     report_damage,
-    safetensors_problem,
     set_aside,
     unreadable,
 )
 
-MODEL_FILE = "model.safetensors"
-OPTIMIZER_FILE = "optimizer.safetensors"
-STATE_FILE = "state.json"
+MODEL_FILE, OPTIMIZER_FILE = TENSOR_FILES
 RNG_PREFIX = "rng."
-DIGESTS = "sha256"  # state.json's key for {file: SHA-256 hex} of the two tensor files
 
 
 class CheckpointDamaged(Exception):
@@ -80,7 +79,7 @@ def save_checkpoint(path: Path, net, optimizer, state: dict) -> None:
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"{RNG_PREFIX}cuda{i}"] = s
     save_file(_contiguous(tensors), str(tmp / OPTIMIZER_FILE))
-    digests = {name: _sha256(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)}
+    digests = {name: file_sha256(tmp / name) for name in (MODEL_FILE, OPTIMIZER_FILE)}
     write_json_atomic(tmp / STATE_FILE, {**state, DIGESTS: digests})
 
     if path.exists():
@@ -129,34 +128,25 @@ def read_checkpoint(path: Path, net, optimizer, like: dict) -> Checkpoint:
     state) and its run_id; the weights and optimizer state must be this model's.
     """
     path = Path(path)
+    if found := checkpoint_problem(path, like["run_id"]):
+        raise CheckpointDamaged(path / found[0], found[1])
     state_path = path / STATE_FILE
-    if problem := json_problem(state_path):
-        raise CheckpointDamaged(state_path, problem)
     state = json.loads(state_path.read_text())
     # JSON has no NaN: a number not known yet (no validation loss before the first
     # evaluation) was written as null; it comes back as the NaN it was.
     for key, fresh in like.items():
         if isinstance(fresh, float) and key in state and state[key] is None:
             state[key] = math.nan
-    digests = state.pop(DIGESTS, None) or {}
+    state.pop(DIGESTS, None)  # checked by checkpoint_problem
     if missing := [k for k in like if k not in state]:
         raise CheckpointDamaged(state_path, f"lacks {', '.join(missing)}")
-    if state["run_id"] != like["run_id"]:
-        raise CheckpointDamaged(state_path, f"belongs to run {state['run_id']}")
     loaded = {}
     device = next(net.parameters()).device
     for name, on in ((MODEL_FILE, device), (OPTIMIZER_FILE, "cpu")):
-        file = path / name
-        problem = safetensors_problem(file)
-        if problem is None and name in digests and _sha256(file) != digests[name]:
-            problem = "is corrupt (its SHA-256 is not the one in state.json)"
-        if problem is None:
-            try:
-                loaded[name] = load_file(str(file), device=str(on))
-            except Exception as e:  # safetensors' SafetensorError and kin
-                problem = unreadable(e)
-        if problem:
-            raise CheckpointDamaged(file, problem)
+        try:
+            loaded[name] = load_file(str(path / name), device=str(on))
+        except Exception as e:  # safetensors' SafetensorError and kin
+            raise CheckpointDamaged(path / name, unreadable(e)) from None
     weights, tensors = loaded[MODEL_FILE], loaded[OPTIMIZER_FILE]
     own = net.state_dict()
     if weights.keys() != own.keys() or any(weights[k].shape != v.shape for k, v in own.items()):
@@ -188,14 +178,6 @@ def apply_checkpoint(checkpoint: Checkpoint, net, optimizer) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _contiguous(tensors: dict) -> dict:

@@ -10,7 +10,8 @@ stopped, a careless `rm`). One rule, wherever a run's files are read:
   resumes from checkpoint.old/ when that one is whole, else restarts from step 0.
 - An unfinished run's config.json that cannot be read is set aside and written again; its
   metrics.parquet that lacks the rows up to the checkpoint is set aside, and the run
-  restarts from step 0 (resuming would leave a hole in its curve).
+  restarts from step 0 (resuming would leave a hole in its curve). Until a sweep does so,
+  `cdlaw status` flags each of these files (unfinished_run_problems: the same checks).
 - A finished run stays finished: result.json is the truth. A damaged config.json,
   metrics.parquet or model/ of a finished run is named by every sweep and flagged by
   `cdlaw status` until the researcher retrains it (`--restart --only run_id=…`).
@@ -23,15 +24,24 @@ Torch-free: `cdlaw status` reads these checks.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import struct
 import sys
 from pathlib import Path
 
+from cdlaw.config import TrainConfig, from_dict
+from cdlaw.schedule import logged_steps
 from cdlaw.train.result import SIMULATED_DEVICE, read_result
 
 SAY = "damaged:"
+# A checkpoint folder (cdlaw.train.checkpoint): its tensor files, and state.json, which
+# records their SHA-256 under DIGESTS. A run resumes from the first whole one of CHECKPOINTS.
+CHECKPOINTS = ("checkpoint", "checkpoint.old")
+TENSOR_FILES = ("model.safetensors", "optimizer.safetensors")
+STATE_FILE = "state.json"
+DIGESTS = "sha256"
 # What the trainer writes into model/ (save_pretrained): config, generation config, weights.
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors")
 SHARD_INDEX = "model.safetensors.index.json"  # save_pretrained's index of sharded weights
@@ -112,6 +122,87 @@ def parquet_problem(path: Path) -> str | None:
     return None
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, hex, read in 4 MiB pieces."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def checkpoint_problem(path: Path, run_id: str) -> tuple[str, str] | None:
+    """The first file of checkpoint folder `path` that is missing, cut short, unreadable,
+    of another run than `run_id`, or not the file state.json's checksum records, as (its
+    name, the problem); None when the folder is whole. What can be told without the model:
+    cdlaw.train.checkpoint.read_checkpoint checks the rest (the weights are this model's)."""
+    path = Path(path)
+    if problem := json_problem(path / STATE_FILE):
+        return STATE_FILE, problem
+    state = json.loads((path / STATE_FILE).read_text())
+    if "run_id" not in state:
+        return STATE_FILE, "lacks run_id"
+    if state["run_id"] != run_id:
+        return STATE_FILE, f"belongs to run {state['run_id']}"
+    digests = state.get(DIGESTS) or {}
+    for name in TENSOR_FILES:
+        problem = safetensors_problem(path / name)
+        if problem is None and name in digests and file_sha256(path / name) != digests[name]:
+            problem = "is corrupt (its SHA-256 is not the one in state.json)"
+        if problem:
+            return name, problem
+    return None
+
+
+def metrics_problem(path: Path, step: int, logged: list[int]) -> str | None:
+    """metrics.parquet beside a checkpoint at `step`: None when it holds a row for each
+    step of `logged` up to there (cdlaw.schedule.logged_steps), else what is wrong (missing,
+    unreadable, or lacking rows): resuming would leave a hole in the run's curve."""
+    import pyarrow.parquet as pq
+
+    if problem := parquet_problem(path):
+        return problem
+    try:
+        steps = pq.read_table(path).column("step").to_pylist()
+    except Exception as e:  # pyarrow's errors on a damaged column chunk, a column missing
+        return unreadable(e)
+    if [s for s in steps if s <= step] != logged:
+        return f"lacks rows up to step {step} of the checkpoint"
+    return None
+
+
+def unfinished_run_problems(run_dir: Path) -> dict[str, str]:
+    """{file relative to the run folder: problem} of an unfinished run, as a sweep finds
+    them when it resumes the run (cdlaw.train.run_parts.open_run): each checkpoint
+    folder's damaged file; config.json unreadable, or missing beside a whole checkpoint;
+    metrics.parquet lacking the rows up to the checkpoint the run resumes from."""
+    run_dir = Path(run_dir)
+    problems: dict[str, str] = {}
+    resumes_from = None  # the checkpoint's state.json the run resumes from
+    for name in CHECKPOINTS:
+        if not (run_dir / name).is_dir():
+            continue
+        if found := checkpoint_problem(run_dir / name, run_dir.name):
+            problems[f"{name}/{found[0]}"] = found[1]
+        elif resumes_from is None:
+            resumes_from = json.loads((run_dir / name / STATE_FILE).read_text())
+    config = run_dir / "config.json"
+    if (config.exists() or resumes_from is not None) and (problem := json_problem(config)):
+        problems["config.json"] = problem
+    if resumes_from is not None:
+        step = int(resumes_from["step"])
+        try:  # the rows a run logs follow its [train] settings, recorded in config.json
+            saved = json.loads(config.read_text())
+            logged = logged_steps(step, int(saved["steps"]), from_dict(TrainConfig, saved["train"]))
+        except Exception:  # damaged (named above), or an older cdlaw's: the file itself only
+            problem = parquet_problem(run_dir / "metrics.parquet")
+        else:
+            problem = metrics_problem(run_dir / "metrics.parquet", step, logged)
+        if problem:
+            problems["metrics.parquet"] = problem
+    return problems
+
+
 def model_problems(model_dir: Path) -> dict[str, str]:
     """{file: problem} of a finished run's model/ (the files save_pretrained wrote)."""
     model_dir = Path(model_dir)
@@ -145,13 +236,14 @@ def finished_run_problems(run_dir: Path, status: str, trained: bool = True) -> d
 
 
 def run_problems(run_dir: Path, result: dict | None) -> dict[str, str]:
-    """What is damaged in a run folder now: an unreadable result.json (the run is then not
-    done), or the files a finished run keeps ({} for an unfinished run's other files: they
-    are checked when it resumes)."""
+    """What is damaged in a run folder now: for an unfinished run an unreadable result.json
+    (the run is then not done) and what its sweep will find when it resumes it
+    (unfinished_run_problems); for a finished run, the files it keeps."""
     run_dir = Path(run_dir)
     if result is None:
         path = run_dir / "result.json"
-        return {"result.json": json_problem(path) or "is unreadable"} if path.exists() else {}
+        problems = {"result.json": json_problem(path) or "is unreadable"} if path.exists() else {}
+        return problems | unfinished_run_problems(run_dir)
     if result.get("status") == "failed":
         return {}  # a failed run is trained again: its files will be written anew
     trained = result.get("device") != SIMULATED_DEVICE  # a law's draw: nothing was trained

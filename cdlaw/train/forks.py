@@ -18,11 +18,11 @@ import shutil
 from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic
+from cdlaw.train.damage import STATE_FILE  # a checkpoint's last file
 from cdlaw.train.metrics import read_metrics, write_metrics
 
 # cdlaw.train.checkpoint (torch) is imported where a checkpoint is written: the sweep's
 # scheduler looks for forks without torch (a simulated sweep has none to import).
-STATE_FILE = "state.json"  # cdlaw.train.checkpoint.STATE_FILE: a checkpoint's last file
 
 FORKS_DIR = "forks"
 

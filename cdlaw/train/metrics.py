@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from cdlaw.atomic import write_parquet_atomic
-from cdlaw.train.damage import parquet_problem, report_damage, set_aside, unreadable
+from cdlaw.train.damage import metrics_problem, report_damage, set_aside, unreadable
 
 METRIC_COLUMNS = [
     "run_id",
@@ -41,16 +41,12 @@ def resumed_rows(path: Path, step: int, logged: list[int], run_id: str) -> list[
     stamped with `run_id` (a branch's rows start as its trunk's), or None when
     metrics.parquet cannot give them all: it is set aside and named in one line, and the
     run restarts from step 0 (resuming would leave a hole in its curve)."""
-    problem = parquet_problem(path)
+    problem = metrics_problem(path, step, logged)
     if problem is None:
         try:
-            rows = [{**r, "run_id": run_id} for r in read_metrics(path) if r["step"] <= step]
+            return [{**r, "run_id": run_id} for r in read_metrics(path) if r["step"] <= step]
         except Exception as e:  # pyarrow's errors on a damaged column chunk
             problem = unreadable(e)
-        else:
-            if [r["step"] for r in rows] == logged:
-                return rows
-            problem = f"lacks rows up to step {step} of the checkpoint"
     aside = f"; set aside as {set_aside(path).name}" if path.exists() else ""
     report_damage(
         f"{path} {problem}{aside}: the run restarts from step 0 (its curve to step {step} is lost)"

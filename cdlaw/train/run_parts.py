@@ -21,6 +21,7 @@ from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
 from cdlaw.data.tokens.streams import TokenStream
 from cdlaw.errors import BadInput
+from cdlaw.schedule import logged_steps, logs_row
 from cdlaw.shapes import count_params, flops_per_token
 from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.checkpoint import (
@@ -150,11 +151,7 @@ def open_run(
     rows: list[dict] = []
     if found is not None:
         last = found.state["step"]
-        logged = [
-            s
-            for s in range(1, last + 1)
-            if s == 1 or s % train.log_every == 0 or s % train.eval_every == 0 or s == total_steps
-        ]
+        logged = logged_steps(last, total_steps, train)
         resumed = resumed_rows(metrics_path, last, logged, cfg.run_id)
         if resumed is None:
             remove_checkpoint(checkpoint_dir)
@@ -189,10 +186,9 @@ def log_step(run: RunRecord, stats: StepStats, probe: RunProbe, hooks: RunHooks)
     diverged (and must stop). `hooks` see the row and the progress."""
     cfg, stream, state = run.target.cfg, run.target.stream, run.state
     train, step, total_steps = cfg.train, state.step, run.target.total_steps
-    last = step == total_steps
-    evaluating = step % train.eval_every == 0 or last
-    if not (step % train.log_every == 0 or step == 1 or evaluating):
+    if not logs_row(step, total_steps, train):
         return False
+    evaluating = step % train.eval_every == 0 or step == total_steps
     if state.interval_targets:
         train_loss = stats.interval_loss.item() / state.interval_targets
     else:  # only the lone last token since the previous row: nothing new to say

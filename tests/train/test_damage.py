@@ -230,6 +230,9 @@ def test_random_damage_is_recovered_or_named(sweep, capfd, tmp_path, seed):
     else:
         shutil.copytree(run_dir, tmp_path / "kept")
     damage(run_dir / name, how, rng)
+    if moment != "after":  # `cdlaw status` finds what the sweep will find, before it runs
+        row = states(sweep)[rid]
+        assert row["state"] == "partial" and row.get("damaged", {}).keys() == {name}, row
 
     try:
         outcome, said = rerun(sweep, capfd)
