@@ -3,9 +3,10 @@ notebook fits (the four small sizes at 20 tokens per parameter, the 11M at 320, 
 1.4B at 20), predict the 17-task average top-1 error, and each task's accuracy, of the
 1.4B at 640 tokens per parameter and of the 6.9B at 20 (docs/results.md).
 
-    .venv/bin/python benchmarks/gadre_tasks.py [--published ../shared/data/published] [--bootstrap 200]
+    .venv/bin/python benchmarks/gadre_tasks.py --table gadre2024_overtrained.csv [--bootstrap 200]
 
-Prints a markdown table of the average error by each predictor beside the authors'
+The table is the authors' released runs, one row per model: benchmarks/gadre_table.py
+builds it from a clone of github.com/mlfoundations/scaling. Prints a markdown table of the average error by each predictor beside the authors'
 relative errors, then each task's accuracy. tests/fit/test_published_tasks.py reads the
 average table back from docs/results.md and checks it against this computation.
 """
@@ -43,10 +44,11 @@ def fitting_runs(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([small[keep], r[r["name"] == "rpj-open_lm_1b-1.0"]])
 
 
-def check(published: Path, boot: int = 200, seed: int = 0) -> dict:
+def check(table_path: Path, boot: int = 200, seed: int = 0) -> dict:
     """{"average": {target: {predictor: (predicted error, observed, relative %)}},
-    "tasks": {target: {task: (predicted acc by val-loss, by val-loss-exp, observed)}}}."""
-    table = pd.read_csv(published / FILE)
+    "tasks": {target: {task: (predicted acc by val-loss, by val-loss-exp, observed)}}}
+    for the table at `table_path` (benchmarks/gadre_table.py's)."""
+    table = pd.read_csv(table_path)
     cols = ["n_params", "fresh_tokens", "derived_tokens", "strategy", "loss"]
     cols += [f"task_{t}_acc" for t in SUBSET]
     runs = prepare_runs(fitting_runs(table)[cols].copy(), FILE)
@@ -75,11 +77,18 @@ def check(published: Path, boot: int = 200, seed: int = 0) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--published", default=str(Path(__file__).parents[1].parent / "shared/data/published")
+        "--table",
+        default=str(Path(__file__).parents[1].parent / "shared/data/published" / FILE),
+        help=f"the runs as benchmarks/gadre_table.py builds them ({FILE})",
     )
     ap.add_argument("--bootstrap", type=int, default=200)
     args = ap.parse_args()
-    res = check(Path(args.published), args.bootstrap)
+    if not Path(args.table).is_file():
+        raise SystemExit(
+            f"{args.table} does not exist: build it with benchmarks/gadre_table.py from a clone "
+            "of github.com/mlfoundations/scaling, and give it with --table"
+        )
+    res = check(Path(args.table), args.bootstrap)
     print(
         "| target | predictor | predicted error | 95% band | observed | relative error | authors |"
     )

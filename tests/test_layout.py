@@ -340,3 +340,17 @@ z = {"none" if a else b: 1, "select": "none"}
     got = sorted(how for _, how in bare_strategy_names(ast.parse(code)))
     want = ["a default", "a default", "a default", "a dict key", "a strategy= value"]
     assert got == sorted([*want, "compared", "compared"])
+
+
+def test_docs_and_code_point_users_at_public_sources_not_a_local_folder():
+    # the published tables beside a development checkout (../shared) are no user's: docs
+    # name where each comes from (a paper's repository) and how to build it
+    repo = ROOT.parent
+    files = [repo / "README.md", *(repo / "docs").rglob("*.md"), *ROOT.rglob("*.py")]
+    found = [
+        f"{p.relative_to(repo)}:{i}"
+        for p in files
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "../shared" in line
+    ]
+    assert not found, f"these point users at ../shared: {found}"
