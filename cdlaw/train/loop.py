@@ -53,11 +53,11 @@ from cdlaw.train.run_state import (
 from cdlaw.train.steps import (
     IGNORE,
     autocast_dtype,
-    lm_losses,
     loss_on_batches,
     lr_at,
     make_batch,
     make_optimizer,
+    optimizer_step,
     read_batch,
     resolve_device,
 )
@@ -227,17 +227,18 @@ class _Run:
             group["lr"] = lr
         # A stream of k·batch_tokens + 1 tokens ends with a lone input and no target.
         if n_targets:
-            micro_rows = self._micro_rows()
-            device, amp = model.compute.device, model.compute.amp
-            for i in range(0, inputs.shape[0], micro_rows):
-                xb = inputs[i : i + micro_rows].to(device, non_blocking=True)
-                yb = targets[i : i + micro_rows].to(device, non_blocking=True)
-                ce, z = lm_losses(model.net, xb, yb, amp, model.body)
-                ((ce + train.z_loss * z) / n_targets).backward()
-                self.interval_loss += ce.detach()
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(model.net.parameters(), train.grad_clip)
-            model.optimizer.step()
-            model.optimizer.zero_grad(set_to_none=True)
+            self.grad_norm = optimizer_step(
+                model.net,
+                model.optimizer,
+                inputs,
+                targets,
+                n_targets,
+                train,
+                self._micro_rows(),
+                model.compute.amp,
+                self.interval_loss,
+                model.body,
+            )
         state.step = step + 1
         state.tokens_seen = start + n
         state.interval_targets += n_targets

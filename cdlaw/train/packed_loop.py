@@ -28,7 +28,7 @@ from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
 from cdlaw.train.packable import pack_key
-from cdlaw.train.packed_model import PackedModels
+from cdlaw.train.packed_model import PackedModels, PackStep
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,
@@ -232,33 +232,17 @@ class _Pack:
         gradient norms, (K,)."""
         model_cfg, train = self.slots[0].run.cfg.model, self.slots[0].run.cfg.train
         x, y = _batches(self.slots, train.batch_size, model_cfg.seq_len, model_cfg.vocab_size)
-        lrs = [s.lr for s in self.slots]
-        n_targets = torch.tensor([max(s.n_targets, 1) for s in self.slots], device=self.device)
-        idle = [k for k, s in enumerate(self.slots) if not s.n_targets]
+        step = PackStep(
+            lrs=[s.lr for s in self.slots],
+            z_loss=self.z_loss,
+            n_targets=torch.tensor([max(s.n_targets, 1) for s in self.slots], device=self.device),
+            micro_rows=self.micro_rows,
+            amp=self.amp,
+            idle=[k for k, s in enumerate(self.slots) if not s.n_targets],
+        )
         # A compiled step rounds its own way anyway: it keeps one graph, on padded batches.
-        groups = [(x.shape[1], None)] if self.models.compile else _row_groups(self.slots)
-        for rows, models in groups:
-            self._forward_backward(x[:, :rows], y[:, :rows], n_targets, models)
-        norms = self.models.clip_grads()
-        self.models.adamw_step(lrs, idle)
-        self.models.zero_grad()
-        return norms
-
-    def _forward_backward(self, x, y, n_targets, models: list[int] | None) -> None:
-        """Gradients of the listed models (None: all) on their batches x, y (K, rows, seq),
-        micro-batch by micro-batch, and their cross-entropy added to their intervals."""
-        z_loss = self.z_loss
-        if models is not None:
-            x, y, z_loss, n_targets = x[models], y[models], z_loss[models], n_targets[models]
-        for i in range(0, x.shape[1], self.micro_rows):
-            xb = x[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
-            yb = y[:, i : i + self.micro_rows].to(self.device, non_blocking=True)
-            loss, ce = self.models.train_loss(xb, yb, z_loss, n_targets, self.amp, models)
-            loss.backward()
-            if models is None:
-                self.interval += ce
-            else:
-                self.interval[models] += ce
+        groups = None if self.models.compile else _row_groups(self.slots)
+        return self.models.train_step(x, y, step, self.interval, groups)
 
     def shared_validation(self) -> dict:
         """{k: validation loss} of the runs due an evaluation after this step that share

@@ -192,6 +192,39 @@ def lm_losses(net, x, y, amp, body=None):
     return ce[0], z[0]
 
 
+def optimizer_step(
+    net,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    n_targets: int,
+    train: TrainConfig,
+    micro_rows: int,
+    amp: torch.dtype | None,
+    interval: torch.Tensor,
+    body=None,
+) -> torch.Tensor:
+    """One training step of a run alone on a batch (rows, seq): the forward and backward
+    micro-batch by micro-batch of (cross-entropy + z_loss·z) / n_targets (lm_losses; `body`
+    as there), each micro-batch moved to the device of `interval` (a scalar) and its
+    cross-entropy added to `interval` in place, the gradients
+    clipped to train.grad_clip, AdamW's step at its groups' lr, the gradients dropped.
+    Returns the gradient norm before clipping.
+
+    The step train_run trains and `--pack auto` times (cdlaw.sweep.pack.calibration)."""
+    device = interval.device
+    for i in range(0, inputs.shape[0], micro_rows):
+        xb = inputs[i : i + micro_rows].to(device, non_blocking=True)
+        yb = targets[i : i + micro_rows].to(device, non_blocking=True)
+        ce, z = lm_losses(net, xb, yb, amp, body)
+        ((ce + train.z_loss * z) / n_targets).backward()
+        interval += ce.detach()
+    norm = torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return norm
+
+
 def autocast(device: torch.device, amp: torch.dtype | None):
     """bf16 autocast on device, or nothing when amp is None (full fp32)."""
     if amp is None:

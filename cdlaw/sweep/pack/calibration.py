@@ -13,8 +13,8 @@ import torch
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.train.model import build_model
-from cdlaw.train.packed_model import PackedModels
-from cdlaw.train.steps import autocast_dtype, lm_losses, make_optimizer, resolve_device
+from cdlaw.train.packed_model import PackedModels, PackStep
+from cdlaw.train.steps import autocast_dtype, make_optimizer, optimizer_step, resolve_device
 
 WARMUP_STEPS = 2  # untimed first steps: allocation, kernel selection
 
@@ -29,8 +29,8 @@ def pack_step_seconds(
 def alone_step_seconds(
     cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig(), steps: int = 7
 ) -> float:
-    """Median seconds per step of cfg trained alone: train_run's step (transformers' model,
-    its fused AdamW, clip_grad_norm_) on random tokens: the yardstick a pack is measured by."""
+    """Median seconds per step of cfg trained alone: train_run's step (alone_step) on random
+    tokens: the yardstick a pack is measured by."""
     return _median_seconds(alone_step(cfg, exec_cfg), exec_cfg, steps)
 
 
@@ -38,51 +38,44 @@ def pack_step(cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig()):
     """A pack of k runs of cfg's shape, freshly built, and its step on random tokens:
     step() trains one step and returns each model's summed cross-entropy (k,).
 
-    With the worker's thread count and precision: forward and backward over every
-    micro-batch, the per-run clip and the AdamW update, exactly the arithmetic a pack's
-    step does (no files, no evaluation)."""
+    With the worker's thread count and precision, the step train_pack runs
+    (PackedModels.train_step): every micro-batch forward and backward, each run's clip and
+    AdamW update (no files, no evaluation)."""
     device, amp, x, y = _setup(cfg, exec_cfg, k)
-    train, rows, micro = cfg.train, x.shape[1], cfg.train.micro_batch_size or x.shape[1]
+    train = cfg.train
     nets = [build_model(cfg.model, seed=i) for i in range(k)]
     pack = PackedModels(nets, [train] * k, device, exec_cfg.compile)
-    lrs = [1e-4] * k
-    z_loss = torch.full((k,), train.z_loss, device=device)
-    n_targets = torch.full((k,), float(y[0].numel()), device=device)
+    settings = PackStep(
+        lrs=[1e-4] * k,
+        z_loss=torch.full((k,), train.z_loss, device=device),
+        n_targets=torch.full((k,), float(y[0].numel()), device=device),
+        micro_rows=train.micro_batch_size or x.shape[1],
+        amp=amp,
+    )
 
     def step() -> torch.Tensor:
         total = torch.zeros(k, device=device)
-        for i in range(0, rows, micro):
-            xb, yb = x[:, i : i + micro].to(device), y[:, i : i + micro].to(device)
-            loss, ce = pack.train_loss(xb, yb, z_loss, n_targets, amp)
-            loss.backward()
-            total += ce
-        pack.clip_grads()
-        pack.adamw_step(lrs)
-        pack.zero_grad()
+        pack.train_step(x, y, settings, total)
         return total
 
     return step
 
 
 def alone_step(cfg: RunConfig, exec_cfg: ExecConfig = ExecConfig()):
-    """cfg's model, freshly built, and train_run's step on random tokens: step() trains
-    one step and returns its summed cross-entropy."""
+    """cfg's model, freshly built, and train_run's step on random tokens (optimizer_step,
+    with --compile's compiled body as train_run builds it): step() trains one step and
+    returns its summed cross-entropy."""
     device, amp, x, y = _setup(cfg, exec_cfg, 1)
     x, y = x[0], y[0]
-    train, rows, micro = cfg.train, x.shape[0], cfg.train.micro_batch_size or x.shape[0]
+    train = cfg.train
     net = build_model(cfg.model, seed=0).to(device)
     optimizer = make_optimizer(net, train, device)
+    body = torch.compile(net.model) if exec_cfg.compile else net.model
 
     def step() -> torch.Tensor:
         total = torch.zeros((), device=device)
-        for i in range(0, rows, micro):
-            xb, yb = x[i : i + micro].to(device), y[i : i + micro].to(device)
-            ce, z = lm_losses(net, xb, yb, amp)
-            ((ce + train.z_loss * z) / y.numel()).backward()
-            total += ce.detach()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), train.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        micro = train.micro_batch_size or x.shape[0]
+        optimizer_step(net, optimizer, x, y, y.numel(), train, micro, amp, total, body)
         return total
 
     return step
