@@ -79,7 +79,8 @@ class RunLocked:
 
 @dataclass(frozen=True)
 class RunRetried:
-    """The worker process of a run died; the run goes back to the queue and resumes."""
+    """The worker process of a run died, its task raised, or its Ray node died (`reason`
+    says which); the run goes back to the queue and resumes."""
 
     run_id: str
     reason: str

@@ -6,6 +6,10 @@ shared storage). Each submits the per-run worker (`execute_run`, a RunTask) or t
 worker (`execute_pack`, a PackTask: several runs in one process) and hands back a
 concurrent.futures.Future of their RunOutcomes (cdlaw.sweep.handoffs); events from workers
 come back through a queue. `choose_jobs` picks jobs × threads for the local executors.
+
+A Ray node can die under a task (its raylet, the machine): `node_lost` tells that from the
+run's own failure by Ray's exception classes, and RayExecutor.lost makes sure the next try
+goes to a live node, starting the local Ray anew when its own node died.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import dataclasses
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
@@ -81,6 +86,9 @@ class InProcessExecutor:
     def broken(self) -> None:
         pass  # no worker process to lose: a run that raises here fails as itself
 
+    def lost(self, future: cf.Future, error: BaseException) -> str | None:
+        return None  # no node to lose
+
     def close(self) -> None:
         pass
 
@@ -88,7 +96,9 @@ class InProcessExecutor:
 class Executor(Protocol):
     """What the scheduler asks of an executor: InProcessExecutor, PoolExecutor or
     RayExecutor. `capacity` tasks at once; `drain` passes workers' events on; `broken`
-    after a worker process died under a task; `close` once, at the end."""
+    after a worker process died under a task; `lost` after a task's future raised: None,
+    or (the machine under it died, not the run) what to say, once a live machine can take
+    the next try; `close` once, at the end."""
 
     capacity: int
 
@@ -97,6 +107,8 @@ class Executor(Protocol):
     def drain(self) -> None: ...
 
     def broken(self) -> None: ...
+
+    def lost(self, future: cf.Future, error: BaseException) -> str | None: ...
 
     def close(self) -> None: ...
 
@@ -168,6 +180,9 @@ class PoolExecutor:
             self._pool = None
             return self._ensure_pool().submit(_pool_task, task)
 
+    def lost(self, future: cf.Future, error: BaseException) -> str | None:
+        return None  # a dead worker process is the run's (broken): this machine lives
+
     def broken(self) -> None:
         """A worker died: the pool is unusable; the next submit starts a new one."""
         if self._pool is not None:
@@ -220,18 +235,49 @@ def _ray_choose_packing(runs: list[RunConfig], pack: str | int, exec_cfg: ExecCo
         return str(e), None
 
 
+def node_lost(error: BaseException) -> bool:
+    """Whether a Ray task failed because a Ray node died, not the run: the node it ran on
+    (ray.exceptions.NodeDiedError), or this process's own, through which every task goes
+    out (LocalRayletDiedError). A worker process that died (WorkerCrashedError) is the
+    run's, as a local worker's death is. False without Ray."""
+    try:
+        from ray.exceptions import LocalRayletDiedError, NodeDiedError
+    except ImportError:
+        return False
+    return isinstance(error, (NodeDiedError, LocalRayletDiedError))
+
+
+# How long a run whose node died waits for a live node that can take it (a cluster's
+# autoscaler may be starting one) before the sweep stops.
+NODE_WAIT_S = float(os.environ.get("CDLAW_RAY_NODE_WAIT_S", 300))
+NODE_POLL_S = 2.0
+
+
+class RayNodeLost(RuntimeError):
+    """A Ray node died under the sweep and no live one can take its runs: a failure while
+    running (exit 1), said in one sentence with the way on."""
+
+
 class RayExecutor:
-    """One Ray task per run, with its CPU / GPU request; the runs folder on shared storage."""
+    """One Ray task per run, with its CPU / GPU request; the runs folder on shared storage.
+
+    Each task goes out with max_retries=0: a task that fails comes back to the scheduler,
+    which sends it out again (Ray's own retry would hide a run that kills its worker every
+    time). When a node died under a task (node_lost), `lost` makes sure the next try can go
+    to a live node: Ray never places a task on a node it has marked dead, so it waits for a
+    live node with room for a task; when the node that died is this process's own (its
+    raylet: nothing goes out any more), it starts its local Ray anew, or joins the cluster
+    at `address` again."""
 
     def __init__(self, address: str | None, threads: int, gpus_per_run: float, on_event):
         try:
             import ray
-            from ray.util.queue import Queue
         except ImportError:
             from cdlaw.extras import ray_missing
 
             raise ray_missing() from None
         self.ray = ray
+        self.address = address
         self._started = init_ray(ray, address)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -241,15 +287,87 @@ class RayExecutor:
         self.gpus_per_run = gpus_per_run
         self.capacity = max(1, gpus // gpus_per_run if gpus_per_run else cpus // self.threads)
         self.on_event = on_event
+        self._session = 0  # how often Ray was started or joined anew after its node died
+        self._sessions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # future → it
+        self._connect()
+
+    def _connect(self) -> None:
+        """The progress queue and the task function on the Ray this process is joined to."""
+        from ray.util.queue import Queue
+
         self._queue = Queue(actor_options={"num_cpus": 0})  # progress events from the tasks
-        self._remote = ray.remote(_ray_task).options(
-            num_cpus=self.threads, num_gpus=gpus_per_run, max_retries=0
+        self._remote = self.ray.remote(_ray_task).options(
+            num_cpus=self.threads, num_gpus=self.gpus_per_run, max_retries=0
         )
 
     def submit(self, task: RunTask | PackTask) -> cf.Future:
         first = task.tasks[0] if isinstance(task, PackTask) else task
         task = _with_exec(task, threads=self.threads, device=self._device(first.exec_cfg.device))
-        return self._remote.remote(task, self._queue).future()
+        future = self._remote.remote(task, self._queue).future()
+        self._sessions[future] = self._session
+        return future
+
+    def lost(self, future: cf.Future, error: BaseException) -> str | None:
+        """None unless `error` is a Ray node's death (node_lost). Then, once per death (the
+        futures that went out before it all raise it), make sure a live node can take the
+        next try: Ray started anew here when this process's node died, else a wait for a
+        live node with room for a task (RayNodeLost after NODE_WAIT_S). Returns what to say
+        of the run."""
+        from ray.exceptions import LocalRayletDiedError
+
+        if not node_lost(error):
+            return None
+        what = type(error).__name__
+        if self._sessions.pop(future, self._session) != self._session:
+            return f"its Ray node died ({what}); Ray was started anew since"
+        if isinstance(error, LocalRayletDiedError) or (self._started and not self._live_nodes()):
+            self._start_again(what)
+            return f"its Ray node died ({what}); Ray was started anew here"
+        self._wait_for_a_live_node(what)
+        return f"its Ray node died ({what}); it goes to a live node"
+
+    def _live_nodes(self) -> list[str]:
+        """The ids of the live nodes with room for one task (its CPUs and GPUs)."""
+        with contextlib.suppress(Exception):  # Ray's state cannot be read: none known
+            return [
+                n["NodeID"]
+                for n in self.ray.nodes()
+                if n.get("Alive")
+                and n.get("Resources", {}).get("CPU", 0) >= self.threads
+                and n.get("Resources", {}).get("GPU", 0) >= self.gpus_per_run
+            ]
+        return []
+
+    def _wait_for_a_live_node(self, what: str) -> None:
+        deadline = time.monotonic() + NODE_WAIT_S
+        while not self._live_nodes():
+            if time.monotonic() > deadline:
+                raise RayNodeLost(
+                    f"a Ray node died under the sweep ({what}) and no live node with "
+                    f"{self.threads} CPU(s){f' and {self.gpus_per_run:g} GPU(s)' if self.gpus_per_run else ''} "
+                    f"joined in {NODE_WAIT_S:g} s: add one to the cluster and run the same "
+                    "command again (finished runs are kept, the others resume)"
+                )
+            time.sleep(NODE_POLL_S)
+
+    def _start_again(self, what: str) -> None:
+        """This process's Ray node died: leave that Ray, and start a local one anew (or
+        join the cluster at `address` again); RayNodeLost when that cannot be done."""
+        with contextlib.suppress(Exception):  # what is left of the dead node's Ray
+            self.ray.shutdown()
+        try:
+            self._started = init_ray(self.ray, self.address)
+            self._connect()
+        except Exception as e:
+            raise RayNodeLost(
+                f"the Ray node this sweep runs on died ({what}) and Ray cannot be "
+                f"{'started' if self.address is None else f'joined at {self.address}'} again "
+                f"here ({type(e).__name__}: {' '.join(str(e).split())[:120]}): start Ray on "
+                "this machine again and run the same command (finished runs are kept, the "
+                "others resume)"
+            ) from None
+        self._session += 1
+        self._wait_for_a_live_node(what)
 
     def choose_packing(self, runs: list[RunConfig], pack: str | int, exec_cfg: ExecConfig):
         """pack.size.choose_packing in one task with a run's resources, so `--pack auto`

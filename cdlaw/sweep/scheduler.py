@@ -10,7 +10,8 @@ concurrent.futures-style futures:
   order, set by the runner), so trunks start early and branches follow their forks;
 - a run another live process holds is looked at again every RETRY_LOCKED_S;
 - a worker that dies loses nothing: its run is queued again and resumes from its
-  checkpoint; a run that kills its worker twice is recorded as failed;
+  checkpoint; a run that kills its worker twice is recorded as failed; a run whose Ray
+  node died goes to a live one, up to MAX_NODE_LOSSES times (retry_after);
 - fork checkpoints that no unfinished run of the sweep can start from are deleted;
 - with packing (--pack), ready runs of one shape go out together as one pack task, which
   hands its unfinished runs back every few seconds to be packed again (docs/packing.md).
@@ -22,6 +23,7 @@ import concurrent.futures as cf
 import math
 import time
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.atomic import write_json_atomic
@@ -41,6 +43,10 @@ from cdlaw.train.packable import pack_key
 from cdlaw.train.result import read_result, result_row
 
 POLL_S = 0.2  # how often the scheduler looks at events and finished futures
+MAX_TASK_FAILURES = 2  # a run whose worker died, or whose task raised, this often: failed
+# A node lost now and then is the cluster's doing; one lost every time the run is on it,
+# the run's (its memory, say): failed after this many.
+MAX_NODE_LOSSES = 3
 RETRY_LOCKED_S = 2.0  # how often a run held by another process is looked at again
 DEAD_LOCK_WAIT_S = 10.0  # how long a dead worker's lock may look held (see record_failure)
 
@@ -82,8 +88,8 @@ class Scheduler:
         self.timed = packing is not None and all(pack_key(c) in packing.step_seconds for c in todo)
         # runs another live process holds: run_id -> (run, when to look again)
         self.waiting: dict[str, tuple[RunConfig, float]] = {}
-        # how often each run's worker died (or its task raised outside training)
-        self.deaths: dict[str, int] = {}
+        # how each run's tasks failed outside training here (retry_after)
+        self.tries: dict[str, Tries] = {}
         # runs whose pack failed under them: trained alone from now on
         self.alone: set[str] = set()
         # the tasks out on the executor, each with the runs it trains
@@ -223,25 +229,30 @@ class Scheduler:
         try:
             result = future.result()
         except Exception as e:  # the worker died under the run, or it raised outside training
-            self._task_failed(group, e)
+            self._task_failed(group, e, self.ex.lost(future, e))
             return
         in_group = {c.run_id: c for c in group}
         for outcome in result if isinstance(result, list) else [result]:
             self._outcome(in_group[outcome.run_id], outcome)
 
-    def _task_failed(self, group: list[RunConfig], e: Exception) -> None:
-        """Each run of a task that raised goes back in line first; the second time a run's
-        task raises, it is recorded as failed."""
+    def _task_failed(self, group: list[RunConfig], e: Exception, lost: str | None) -> None:
+        """Each run of a task that raised goes back in line first, until retry_after says
+        it has failed. `lost`: what the executor said of a node that died under the task
+        (Executor.lost), None when the failure is the run's."""
         died = isinstance(e, BrokenProcessPool)
         if died:
             self.ex.broken()
         reason = f"{type(e).__name__}: {e}"
         for cfg in group:
-            if len(group) > 1:
+            if len(group) > 1 and lost is None:
                 self.alone.add(cfg.run_id)  # which run of the pack it was, alone will show
-            self.deaths[cfg.run_id] = self.deaths.get(cfg.run_id, 0) + 1
-            if self.deaths[cfg.run_id] >= 2:
-                what = "the worker died twice" if died else "it failed twice outside training"
+            tries, again = retry_after(self.tries.get(cfg.run_id, Tries()), lost is not None)
+            self.tries[cfg.run_id] = tries
+            if not again:
+                if lost is not None:
+                    what = f"its Ray node died {tries.nodes_lost} times under it"
+                else:
+                    what = "the worker died twice" if died else "it failed twice outside training"
                 error = f"{what}: {reason}"
                 if record_failure(self.plan.sweep_dir / cfg.run_id, cfg, self.exec_cfg, error):
                     self.emit(RunEnded(cfg.run_id, "failed"))
@@ -250,7 +261,7 @@ class Scheduler:
                     pid, host = holder.get("pid"), holder.get("host")
                     self.emit(RunLocked(cfg.run_id, pid, host, waits=False))
             else:
-                self.emit(RunRetried(cfg.run_id, reason))
+                self.emit(RunRetried(cfg.run_id, lost or reason))
                 self.rank[cfg.run_id] = -1
                 self.queue.append(cfg)
 
@@ -274,6 +285,26 @@ class Scheduler:
             self.queue.append(cfg)
         elif cfg.run_id not in self.trained:  # done, diverged or failed: trained here
             self.trained.append(cfg.run_id)
+
+
+@dataclass(frozen=True)
+class Tries:
+    """How a run's tasks failed outside training in this sweep: its worker died or its
+    task raised (`failed`), or the Ray node under it died (`nodes_lost`)."""
+
+    failed: int = 0
+    nodes_lost: int = 0
+
+
+def retry_after(tries: Tries, node_lost: bool) -> tuple[Tries, bool]:
+    """A run's tries after one more failure of its task, and whether it goes out again: a
+    worker that died or a task that raised, once more (MAX_TASK_FAILURES); a node that
+    died under it, which is no fault of the run and counts apart, up to MAX_NODE_LOSSES."""
+    if node_lost:
+        tries = Tries(tries.failed, tries.nodes_lost + 1)
+        return tries, tries.nodes_lost < MAX_NODE_LOSSES
+    tries = Tries(tries.failed + 1, tries.nodes_lost)
+    return tries, tries.failed < MAX_TASK_FAILURES
 
 
 def remove_unneeded_forks(plan: SweepPlan, finished: set[str]) -> list[str]:
