@@ -106,8 +106,10 @@ def run_comparison(
     if unique is not None and budget is None:
         raise BadInput("--unique-tokens goes with --budget-flops: give the budget to plan")
 
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.sweep.summary import folder_warnings
 
+    readable_runs(path)
     for w in folder_warnings(Path(path), "this comparison"):  # of runs no longer as they were
         say("warning", w)
 

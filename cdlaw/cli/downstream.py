@@ -73,6 +73,7 @@ class _Request:
 def _fit(request: _Request):
     """The links of every task (fit_downstream) on the runs and their checkpoints; BadInput
     when no task can be linked. Returns (result, runs)."""
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
     from cdlaw.fit.table import load_runs
@@ -80,6 +81,7 @@ def _fit(request: _Request):
     from cdlaw.tasks.links import fit_downstream
 
     path = request.path
+    readable_runs(path)
     for w in folder_warnings(
         Path(path), "this link file", tasks=True
     ):  # of runs no longer as they were

@@ -92,9 +92,11 @@ def fit(
 def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dict) -> None:
     """fit_path with a progress bar; the summary (or fit.json) is shown before any file is
     written, then where the files went, on stderr."""
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.fit.procedure import fit_path
     from cdlaw.sweep.summary import folder_warnings
 
+    readable_runs(path)
     notes = tuple(folder_warnings(Path(path)))
     progress = _Progress()
 

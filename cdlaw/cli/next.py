@@ -52,6 +52,7 @@ def next_runs(
     --unique-tokens 96K --runs 4 && cdlaw sweep runs/demo/next-1.toml --out runs/demo
     """
     from cdlaw.atomic import write_text_atomic
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.design.batch import next_batch
     from cdlaw.fit.io import FitResult, output_paths
     from cdlaw.fit.table import load_runs, stale_fit
@@ -61,6 +62,7 @@ def next_runs(
     u = number(unique_tokens, "--unique-tokens")
     k = None if n_runs is None else _runs(n_runs)
     f = None if flops is None else number(flops, "--flops")
+    readable_runs(runs)
     table = load_runs(runs)
     fit_path = fit or output_paths(runs)[0]
     if not fit_path.is_file():

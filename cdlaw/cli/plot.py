@@ -33,6 +33,7 @@ def plot(
     Example: cdlaw plot runs/demo --kind loss --kind eta --format pdf --no-title --caption ''
     """
     from cdlaw.cli.plan_frontier import parse_frontier_range
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.figures.output import FigureOptions
     from cdlaw.figures.plot import SUPPORTED_POINTS
     from cdlaw.figures.plot import plot as draw
@@ -47,6 +48,7 @@ def plot(
     budgets = None
     if frontier_range is not None:
         budgets = parse_frontier_range(frontier_range, SUPPORTED_POINTS)
+    readable_runs(path)
     paths = draw(path, kinds or None, out, fmt.lower(), fit, options, budgets, extrapolate)
     _render(paths, fmt.lower(), json_out)
 

@@ -61,11 +61,13 @@ def report(
 
     Example: cdlaw report runs/demo --budget-flops 2e12 --unique-tokens 96K
     """
+    from cdlaw.cli.runs_now import readable_runs
     from cdlaw.report.page import write_report
     from cdlaw.sweep.summary import folder_warnings
 
     budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
     unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    readable_runs(path)
     runs_warnings = tuple(folder_warnings(path, "this report", tasks=True)) if path.is_dir() else ()
     written, report = write_report(path, out, budget, unique, fit, extrapolate, runs_warnings)
     _say_warnings(report)

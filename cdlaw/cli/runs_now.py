@@ -1,10 +1,13 @@
 """The runs behind a fit.json or downstream.json, as they are now: a command that reads one
 (plan, predict, govern, report) warns when the runs beside it were trained on inputs
 edited since, or their folders deleted, and for task links when they were scored on task
-files edited since (cdlaw.sweep.summary.folder_warnings).
+files edited since (cdlaw.sweep.summary.folder_warnings). A command that reads a runs
+folder (fit, compare, downstream, next, plot, report) first has a damaged summary.parquet
+rebuilt from its run folders (readable_runs).
 
     warnings = runs_now_warnings("runs/demo/fit.json", "fit.json", "this fit")
     source = checked_law("runs/demo/fit.json")   # load_law, its `stale` saying it too
+    readable_runs("runs/demo")                   # before reading its summary.parquet
 
 A file that no longer matches its runs' summary says so itself (stale_fit_file,
 stale_links_file); this is what it cannot see: the runs are the ones fitted, but what
@@ -72,3 +75,18 @@ def links_of_other_runs(law: str, link: str | Path | None) -> str | None:
         "its own runs' validation loss, so the task metrics mean something at this loss "
         "only if both measured it on one validation set"
     )
+
+
+def readable_runs(path: str | Path) -> None:
+    """Before a command reads the runs folder `path` (or its summary.parquet): its damaged
+    summary.parquet, and its rounds' (`cdlaw next`), rebuilt from their run folders as a
+    sweep rebuilds them, said in one line (cdlaw.sweep.summary.readable_summary; BadInput
+    where that cannot be done). Nothing for a table file or a folder of no sweep."""
+    from cdlaw.sweep.summary import readable_summary
+
+    path = Path(path)
+    folder = path.parent if path.name == "summary.parquet" else path
+    if not (folder / "sweep.toml").is_file():
+        return
+    for sweep_dir in (folder, *sorted(p.parent for p in folder.glob("*/sweep.toml"))):
+        readable_summary(sweep_dir)

@@ -142,10 +142,6 @@ def _read_runs_summary(runs_dir: Path):
 
     summary = runs_dir / "summary.parquet"
     if summary.exists():
-        if (runs_dir / "sweep.toml").is_file():
-            from cdlaw.sweep.summary import readable_summary
-
-            summary = readable_summary(runs_dir)  # a damaged one rebuilt from the run folders
         return pd.read_parquet(summary)
     results = sorted(runs_dir.glob("*/result.json"))
     if results:

@@ -46,8 +46,6 @@ def load_runs(path: str | Path, checkpoints: bool = False, quiet: bool = False) 
     unless `checkpoints`, which keeps them with a boolean `checkpoint` column (the task
     links of `cdlaw downstream` fit them; a law fits final rows only). `quiet`: as in
     prepare_runs, for a check that only compares the runs with a file made from them."""
-    from cdlaw.sweep.summary import readable_summary
-
     path = Path(path)
     if not path.exists():
         raise BadInput(f"{path} does not exist; give a runs folder or a .csv/.parquet table")
@@ -60,13 +58,10 @@ def load_runs(path: str | Path, checkpoints: bool = False, quiet: bool = False) 
             )
     else:
         file = path
-    if file.name == "summary.parquet" and (file.parent / "sweep.toml").is_file():
-        file = readable_summary(file.parent)  # a damaged one rebuilt from the run folders
     if path.is_dir():
         rounds = round_folders(path)
         if rounds:  # later rounds (`cdlaw next`) sit inside the first: one table of all
-            files = (file, *(readable_summary(r) for r in rounds))
-            frames = [read_table(f) for f in files]
+            frames = [read_table(f) for f in (file, *(r / "summary.parquet" for r in rounds))]
             df = pd.concat(frames, ignore_index=True)
             df.attrs = {"rounds": [r.name for r in rounds]}  # rows of several files: by place
             return prepare_runs(df, str(file), checkpoints, quiet)
