@@ -28,7 +28,8 @@ from cdlaw.train.forks import fork_path, save_fork
 from cdlaw.train.metrics import write_metrics
 from cdlaw.train.model import build_model
 from cdlaw.train.packable import pack_key
-from cdlaw.train.packed_model import PackedModels, PackStep
+from cdlaw.train.packed_model import PackedModels
+from cdlaw.train.packed_step import PackStep, packed_step
 from cdlaw.train.result import read_result
 from cdlaw.train.run_parts import (
     RunInterrupted,
@@ -242,7 +243,7 @@ class _Pack:
         )
         # A compiled step rounds its own way anyway: it keeps one graph, on padded batches.
         groups = None if self.models.compile else _row_groups(self.slots)
-        return self.models.train_step(x, y, step, self.interval, groups)
+        return packed_step(self.models, x, y, step, self.interval, groups)
 
     def shared_validation(self) -> dict:
         """{k: validation loss} of the runs due an evaluation after this step that share

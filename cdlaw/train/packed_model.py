@@ -267,45 +267,6 @@ class PackedModels:
     def zero_grad(self) -> None:
         self.grad.zero_()
 
-    def train_step(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        step: PackStep,
-        interval: torch.Tensor,
-        groups: Sequence[tuple[int, list[int] | None]] | None = None,
-    ) -> torch.Tensor:
-        """One training step of every model on inputs x and targets y (K, rows, seq): the
-        forward and backward micro-batch by micro-batch (train_loss), each model's
-        cross-entropy added to `interval` (K,) in place, then each model's clip and AdamW
-        update (clip_grads, adamw_step) and the gradients zeroed. Returns the gradient
-        norms before clipping (K,). `groups`: (rows, models) pairs, the first `rows` rows
-        of the models listed (None: all) in one pass each; default all rows of all.
-
-        The step train_pack trains and `--pack auto` times (cdlaw.sweep.pack.calibration)."""
-        for rows, models in [(x.shape[1], None)] if groups is None else groups:
-            xs, ys, z_loss, n_targets = x[:, :rows], y[:, :rows], step.z_loss, step.n_targets
-            if models is not None:
-                xs, ys, z_loss, n_targets = (
-                    xs[models],
-                    ys[models],
-                    z_loss[models],
-                    n_targets[models],
-                )
-            for i in range(0, xs.shape[1], step.micro_rows):
-                xb = xs[:, i : i + step.micro_rows].to(self.device, non_blocking=True)
-                yb = ys[:, i : i + step.micro_rows].to(self.device, non_blocking=True)
-                loss, ce = self.train_loss(xb, yb, z_loss, n_targets, step.amp, models)
-                loss.backward()
-                if models is None:
-                    interval += ce
-                else:
-                    interval[models] += ce
-        norms = self.clip_grads()
-        self.adamw_step(step.lrs, step.idle)
-        self.zero_grad()
-        return norms
-
     # --- pieces -----------------------------------------------------------------------------
 
     def _rope(self, seq: int, device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -319,20 +280,6 @@ class PackedModels:
         freqs = positions[:, None] * self.inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
-
-
-class PackStep(NamedTuple):
-    """What one step of a pack trains with, beside its batches: each model's learning
-    rate (K), z-loss coefficient and target count (K,) tensors on the device, the rows of
-    a micro-batch, the autocast dtype (None: fp32), and the models with no target this
-    step (left as they are)."""
-
-    lrs: list[float]
-    z_loss: torch.Tensor
-    n_targets: torch.Tensor
-    micro_rows: int
-    amp: torch.dtype | None
-    idle: Sequence[int] = ()
 
 
 class Arch(NamedTuple):

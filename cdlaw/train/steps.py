@@ -211,7 +211,8 @@ def optimizer_step(
     clipped to train.grad_clip, AdamW's step at its groups' lr, the gradients dropped.
     Returns the gradient norm before clipping.
 
-    The step train_run trains and `--pack auto` times (cdlaw.sweep.pack.calibration)."""
+    The step train_run trains and `--pack auto` times (cdlaw.sweep.pack.calibration); a
+    pack's is cdlaw.train.packed_step."""
     device = interval.device
     for i in range(0, inputs.shape[0], micro_rows):
         xb = inputs[i : i + micro_rows].to(device, non_blocking=True)

@@ -13,7 +13,8 @@ import torch
 
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.train.model import build_model
-from cdlaw.train.packed_model import PackedModels, PackStep
+from cdlaw.train.packed_model import PackedModels
+from cdlaw.train.packed_step import PackStep, packed_step
 from cdlaw.train.steps import autocast_dtype, make_optimizer, optimizer_step, resolve_device
 
 WARMUP_STEPS = 2  # untimed first steps: allocation, kernel selection
@@ -38,9 +39,9 @@ def pack_step(cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig()):
     """A pack of k runs of cfg's shape, freshly built, and its step on random tokens:
     step() trains one step and returns each model's summed cross-entropy (k,).
 
-    With the worker's thread count and precision, the step train_pack runs
-    (PackedModels.train_step): every micro-batch forward and backward, each run's clip and
-    AdamW update (no files, no evaluation)."""
+    With the worker's thread count and precision, the step train_pack runs (packed_step):
+    every micro-batch forward and backward, each run's clip and AdamW update (no files, no
+    evaluation)."""
     device, amp, x, y = _setup(cfg, exec_cfg, k)
     train = cfg.train
     nets = [build_model(cfg.model, seed=i) for i in range(k)]
@@ -55,7 +56,7 @@ def pack_step(cfg: RunConfig, k: int, exec_cfg: ExecConfig = ExecConfig()):
 
     def step() -> torch.Tensor:
         total = torch.zeros(k, device=device)
-        pack.train_step(x, y, settings, total)
+        packed_step(pack, x, y, settings, total)
         return total
 
     return step

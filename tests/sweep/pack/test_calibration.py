@@ -9,8 +9,7 @@ from tinyrun import make_cfg
 
 from cdlaw.config import ExecConfig
 from cdlaw.sweep.pack import calibration
-from cdlaw.train import loop, packed_loop
-from cdlaw.train.packed_model import PackedModels
+from cdlaw.train import loop, packed_loop, packed_step
 
 CPU = ExecConfig(device="cpu", threads=1)
 # what a step is made of: a module that calls one of these trains a step of its own
@@ -25,24 +24,24 @@ def test_the_calibration_keeps_no_copy_of_a_training_step():
         if isinstance(n, ast.Call)
     }
     assert not called & STEP_PARTS, f"calibration.py steps by itself: {called & STEP_PARTS}"
-    assert {"optimizer_step", "train_step"} <= called
+    assert {"optimizer_step", "packed_step"} <= called
     assert calibration.optimizer_step is loop.optimizer_step  # train_run's step
-    assert calibration.PackedModels is packed_loop.PackedModels  # train_pack's step
+    assert calibration.packed_step is packed_loop.packed_step  # train_pack's step
 
 
 def test_the_timed_steps_are_train_packs_and_equal_a_run_alones(monkeypatch):
-    """pack_step steps through PackedModels.train_step, as train_pack does; a pack of one
+    """pack_step steps through packed_step, as train_pack does; a pack of one
     and the run alone give the same cross-entropy bit for bit on their first step (the
     same weights and tokens), so the pack's time is weighed against the same work."""
     cfg = make_cfg()
     stepped = []
-    real = PackedModels.train_step
+    real = packed_step.packed_step
 
-    def spy(self, *args, **kwargs):
-        stepped.append(self.param.shape[0])
-        return real(self, *args, **kwargs)
+    def spy(models, *args, **kwargs):
+        stepped.append(models.param.shape[0])
+        return real(models, *args, **kwargs)
 
-    monkeypatch.setattr(PackedModels, "train_step", spy)
+    monkeypatch.setattr(calibration, "packed_step", spy)
     pack = calibration.pack_step(cfg, 1, CPU)
     alone = calibration.alone_step(cfg, CPU)
     first_pack, first_alone = pack(), alone()
