@@ -1,6 +1,4 @@
-"""The published schedule-aware loss-curve laws the governor's relation was compared with.
-
-Both describe a run's loss at step s from its learning rates η_1 … η_s alone:
+"""The schedule-aware loss-curve laws: a run's loss at step s from its learning rates.
 
 - Tissue, Wang & Wang 2024, "Scaling Law with Learning Rate Annealing", arXiv 2408.11029:
 
@@ -17,19 +15,38 @@ Both describe a run's loss at step s from its learning rates η_1 … η_s alone
 
   S1 + S_W being every step's lr, warmup included.
 
-In a stable phase (η constant) both reduce to L0 + A·S1^(−α): that part is fitted to a run's
-own curve (fit_base), and the annealing part (C; or B, C, β, γ) to other runs' cooldowns
-(benchmarks/bench_govern.py). Warmup steps add to S1 but not to the annealing sums (their
-lr rises). Pure numpy and scipy.
+Both are L0 + A·S1^(−α) − B·X(s), with X the annealing feature of the schedule (S2, or
+the multi-power sum with its shape C, β, γ fixed at MULTIPOWER_SHAPE), and B·X saturating
+at B·(η_peak − η)·unit: `unit` is 1/(1 − λ) for S2 and 1 for the multi-power sum (G → 1).
+`gain` = B·η_peak·unit is the loss an anneal from the peak to zero removes, in nats.
+
+Only drops of the lr count as annealing (η_{k−1} − η_k > 0): a warmup's rise is not one.
+Given α, the law is linear in (L0, A, B), so `fit_law` profiles α and solves the rest by
+least squares on relative residuals (Huber-weighted), with a Gaussian prior on the gain:
+a curve that has not annealed yet says nothing about it (docs/govern.md). Pure numpy/scipy.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.optimize import lsq_linear, minimize_scalar
+from scipy.signal import lfilter
 
+TISSUE = "tissue2024"
+MULTIPOWER = "multipower2025"
+LAWS = (TISSUE, MULTIPOWER)
 TISSUE_MOMENTUM = 0.999
+# C, β, γ of the multi-power law: the means of Luo et al.'s own fits at 25M, 100M and 400M
+# (2.066/2.132/2.025, 0.583/0.598/0.594, 0.641/0.655/0.635: one shape at every size).
+MULTIPOWER_SHAPE = (2.074, 0.592, 0.644)
+# The drops of a long schedule are merged into at most this many groups for the
+# multi-power sum (a group's drops at its last step): its cost is queries × groups.
+MAX_DROP_GROUPS = 6000
+HUBER = 1.345  # Huber's constant, in robust standard deviations of the relative residual
+ALPHA_RANGE = (0.02, 2.0)
 
 
 def drops(lr: np.ndarray) -> np.ndarray:
@@ -44,26 +61,57 @@ def forward_area(lr: np.ndarray) -> np.ndarray:
     return np.cumsum(lr)
 
 
+def tissue_area(lr: np.ndarray, momentum: float = TISSUE_MOMENTUM) -> np.ndarray:
+    """S2 after each step: Σ_{i≤s} m_i, m_i = λ·m_{i−1} + (η_{i−1} − η_i)."""
+    return np.cumsum(lfilter([1.0], [1.0, -momentum], drops(lr)))
+
+
 def tissue_annealing_area(lr: np.ndarray, momentum: float = TISSUE_MOMENTUM) -> float:
-    """S2 at the last step: Σ m_i with m_i = λ·m_{i−1} + (η_{i−1} − η_i)."""
+    """S2 at the last step."""
+    return float(tissue_area(lr, momentum)[-1]) if len(lr) else 0.0
+
+
+def multipower_sum(lr: np.ndarray, steps, shape=MULTIPOWER_SHAPE) -> np.ndarray:
+    """Σ_{k≤t} (η_{k−1} − η_k)·G(η_k^(−γ)·S_k(t)) at each of `steps` (1-based: step s has
+    lr[s − 1]); LD = B times it."""
+    C, beta, gamma = shape
+    steps = np.asarray(steps, dtype=int)
     d = drops(lr)
-    n = len(d)
-    if not d.any():
-        return 0.0
-    # m_i = Σ_{j≤i} λ^(i−j)·d_j, so Σ_i m_i = Σ_j d_j·(1 − λ^(n−j))/(1 − λ)
-    j = np.arange(n)
-    return float(np.sum(d * (1 - momentum ** (n - j)) / (1 - momentum)))
+    k = np.flatnonzero(d)
+    out = np.zeros(len(steps))
+    if not len(k):
+        return out
+    weight, where = d[k], k
+    if len(k) > MAX_DROP_GROUPS:  # merge neighbours: far drops have long saturated
+        edges = np.linspace(0, len(k), MAX_DROP_GROUPS + 1).astype(int)
+        weight = np.add.reduceat(d[k], edges[:-1])
+        where = k[edges[1:] - 1]
+    cum = np.concatenate([[0.0], np.cumsum(lr)])
+    scale = lr[where] ** (-gamma)
+    for i in range(0, len(steps), 32):
+        q = steps[i : i + 32]
+        before = where[None, :] < q[:, None]
+        area = np.where(before, cum[q][:, None] - cum[where][None, :], 0.0)
+        out[i : i + 32] = ((1 - (C * area * scale + 1) ** (-beta)) * weight).sum(axis=1)
+    return out
 
 
 def multipower_reduction(lr: np.ndarray, B: float, C: float, beta: float, gamma: float) -> float:
     """LD at the last step (Luo et al. 2025)."""
-    d = drops(lr)
-    k = np.flatnonzero(d)
-    if not len(k):
-        return 0.0
-    suffix = np.cumsum(lr[::-1])[::-1]  # S_k = Σ_{τ≥k} η_τ
-    x = lr[k] ** (-gamma) * suffix[k]
-    return float(B * np.sum(d[k] * (1 - (C * x + 1) ** (-beta))))
+    return float(B * multipower_sum(lr, [len(lr)], (C, beta, gamma))[0]) if len(lr) else 0.0
+
+
+def annealing(law: str, lr: np.ndarray, steps) -> np.ndarray:
+    """The law's annealing feature X at `steps` (1-based) of the per-step schedule lr."""
+    steps = np.asarray(steps, dtype=int)
+    if law == TISSUE:
+        return tissue_area(lr)[steps - 1]
+    return multipower_sum(lr, steps)
+
+
+def unit(law: str) -> float:
+    """X per unit of lr dropped, once saturated (gain = B·η_peak·unit)."""
+    return 1.0 / (1.0 - TISSUE_MOMENTUM) if law == TISSUE else 1.0
 
 
 def base_loss(params, s1):
@@ -72,28 +120,135 @@ def base_loss(params, s1):
     return L0 + A * np.asarray(s1, dtype=float) ** (-alpha)
 
 
+@dataclass(frozen=True)
+class LawFit:
+    """One law fitted to one curve: L(s) = L0 + A·S1^(−α) − B·X(s).
+
+    sigma: the robust sd of the relative residuals; rho: their lag-1 autocorrelation
+    (a smoothed or slowly wandering curve has rho near 1); gain_unit: η_peak·unit, so the
+    gain in nats is B·gain_unit."""
+
+    law: str
+    L0: float
+    A: float
+    alpha: float
+    B: float
+    gain_unit: float
+    sigma: float
+    rho: float
+
+    @property
+    def gain(self) -> float:
+        return self.B * self.gain_unit
+
+    def loss(self, s1, x) -> np.ndarray:
+        s1 = np.asarray(s1, dtype=float)
+        return self.L0 + self.A * s1 ** (-self.alpha) - self.B * np.asarray(x, dtype=float)
+
+
+@dataclass(frozen=True)
+class GainPrior:
+    """A Gaussian prior on the gain (nats an anneal from the peak to zero removes)."""
+
+    mean: float
+    sd: float
+
+
+def _solve(s1, x, y, alpha, w, prior_row):
+    """(L0, A, B) ≥ 0 minimising Σ w·((L − y)/y)² plus the prior's row."""
+    X = np.column_stack([np.ones_like(s1), s1 ** (-alpha), -x]) / y[:, None]
+    t = np.ones_like(y)
+    sw = np.sqrt(w)
+    X, t = X * sw[:, None], t * sw
+    if prior_row is not None:
+        X = np.vstack([X, prior_row[0]])
+        t = np.append(t, prior_row[1])
+    return lsq_linear(X, t, bounds=(0.0, np.inf), method="bvls").x
+
+
+def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma0: float):
+    """The Huber-weighted fit at one α: (cost, (L0, A, B), sigma, residuals)."""
+    w = np.ones_like(y)
+    sigma = sigma0
+    for _ in range(3):
+        row = None
+        if prior is not None:  # (gain − mean)/sd in units of the residuals' sigma
+            k = sigma / prior.sd
+            row = (np.array([0.0, 0.0, gain_unit * k]), prior.mean * k)
+        p = _solve(s1, x, y, alpha, w, row)
+        res = (p[0] + p[1] * s1 ** (-alpha) - p[2] * x) / y - 1
+        sigma = max(1.4826 * float(np.median(np.abs(res))), 1e-6)
+        c = HUBER * sigma
+        w = np.where(np.abs(res) <= c, 1.0, c / np.maximum(np.abs(res), 1e-300))
+    cost = float(np.sum(w * res**2))
+    if prior is not None:
+        cost += (sigma * (p[2] * gain_unit - prior.mean) / prior.sd) ** 2
+    return cost, p, sigma, res
+
+
+def fit_law(
+    law: str,
+    s1: np.ndarray,
+    x: np.ndarray,
+    loss: np.ndarray,
+    peak_lr: float,
+    prior: GainPrior | None = None,
+    near: float | None = None,
+) -> LawFit:
+    """`law` fitted to a curve: s1 and x the forward area and annealing feature at its
+    points, loss its loss there; α profiled (a coarse grid then a bounded search, or only
+    the search within 1.5× of `near`). With a prior, the curve's points count as the
+    independent points their autocorrelation leaves (n·(1 − ρ)/(1 + ρ)): a smooth curve
+    is not hundreds of measurements of its gain."""
+    s1, x, y = (np.asarray(v, dtype=float) for v in (s1, x, loss))
+    gain_unit = peak_lr * unit(law)
+    rel = np.diff(y) / y[1:]
+    sigma0 = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))) / math.sqrt(2), 1e-5)
+    fit = _profile(s1, x, y, prior, gain_unit, sigma0, near)
+    if prior is not None and fit.rho > 0:
+        shrink = math.sqrt((1 - fit.rho) / (1 + fit.rho))
+        fit = _profile(s1, x, y, GainPrior(prior.mean, prior.sd * shrink), gain_unit, sigma0,
+                       fit.alpha)  # fmt: skip
+    return replace(fit, law=law)
+
+
+def _profile(s1, x, y, prior, gain_unit, sigma0, near) -> LawFit:
+    """The fit at the α of least cost: a grid over ALPHA_RANGE then a bounded search
+    (near=None), or the search within 1.5× of near."""
+
+    def cost(a):
+        return _fit_alpha(s1, x, y, a, prior, gain_unit, sigma0)[0]
+
+    if near is None:
+        grid = np.geomspace(*ALPHA_RANGE, 25)
+        costs = [cost(a) for a in grid]
+        i = int(np.argmin(costs))
+        lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+        at, at_cost = float(grid[i]), costs[i]
+    else:
+        lo, hi = max(near / 1.5, ALPHA_RANGE[0]), min(near * 1.5, ALPHA_RANGE[1])
+        at, at_cost = near, cost(near)
+    best = minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+    alpha = float(best.x) if best.fun <= at_cost else at
+    _, p, sigma, res = _fit_alpha(s1, x, y, alpha, prior, gain_unit, sigma0)
+    return LawFit("", float(p[0]), float(p[1]), alpha, float(p[2]), gain_unit, sigma, _lag1(res))
+
+
+def _lag1(res: np.ndarray) -> float:
+    """The lag-1 autocorrelation of residuals, in [0, 0.99]."""
+    r = res - res.mean()
+    denom = float(np.sum(r * r))
+    if len(r) < 3 or denom <= 0:
+        return 0.0
+    return float(np.clip(np.sum(r[1:] * r[:-1]) / denom, 0.0, 0.99))
+
+
+def with_gain(fit: LawFit, gain: float) -> LawFit:
+    """The fit with its gain replaced (B = gain / gain_unit)."""
+    return replace(fit, B=gain / fit.gain_unit)
+
+
 def fit_base(s1: np.ndarray, loss: np.ndarray) -> tuple[float, float, float]:
-    """(L0, A, α) by least squares on a stable-phase curve; L0 kept in [0, min loss)."""
-    from scipy.optimize import least_squares
-
-    s1 = np.asarray(s1, dtype=float)
-    loss = np.asarray(loss, dtype=float)
-    top = float(loss.min()) * 0.999
-
-    def resid(p):
-        return base_loss((p[0], math.exp(p[1]), p[2]), s1) - loss
-
-    best = None
-    for alpha0 in (0.2, 0.5, 1.0):
-        for share in (0.3, 0.7):
-            L0 = share * top
-            A0 = max(float(loss[0] - L0), 1e-6) * float(s1[0]) ** alpha0
-            r = least_squares(
-                resid,
-                [L0, math.log(A0), alpha0],
-                bounds=([0.0, -50.0, 1e-3], [top, 50.0, 3.0]),
-            )
-            if best is None or r.cost < best.cost:
-                best = r
-    assert best is not None
-    return float(best.x[0]), float(math.exp(best.x[1])), float(best.x[2])
+    """(L0, A, α) on a stable-phase curve (no annealing): fit_law with X = 0."""
+    f = fit_law(TISSUE, s1, np.zeros(len(s1)), loss, 1.0)
+    return f.L0, f.A, f.alpha

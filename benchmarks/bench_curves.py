@@ -1,0 +1,243 @@
+"""The curve laws measured on Luo et al. 2025's 27 published loss curves (docs/results.md).
+
+    python benchmarks/bench_curves.py half     DIR   # final loss from the first half
+    python benchmarks/bench_curves.py prior    DIR   # the gain prior: per-curve full fits
+    python benchmarks/bench_curves.py protocol DIR   # the authors' protocol (joint fit)
+
+DIR holds `<size>_<schedule>.csv` (step, lr, loss: training loss every 128 steps after a
+2,160-step linear warmup to 3e-4; github.com/thu-yao-01-luo/MultiPowerLaw,
+loss_curve_repo/).
+
+half: each curve cut at half its steps, its planned schedule (its own lr column, the
+warmup before it) known; cdlaw's continuation (cdlaw.govern.continuation) predicts the
+final loss: the mean of the losses logged in the last 1% of the steps, predicted at the
+same steps. Leave one size out: the gain prior of each curve is fitted on the other two
+sizes' curves (`prior`), never its own. Reports the relative error and whether the 95%
+band holds the final loss.
+prior: each curve fitted whole by each law without a prior; the gain's mean and sd.
+protocol: the seven multi-power parameters fitted jointly on cosine_24000,
+constant_24000 and wsdcon_9 (relative least squares, α, C, β, γ searched, L0, A, B
+solved), the other six schedules predicted; mean and worst |relative error| over their
+points, as the authors report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cdlaw.govern import continuation as cont  # noqa: E402
+from cdlaw.govern.lr_plan import file_plan  # noqa: E402
+from cdlaw.govern.schedule_laws import (  # noqa: E402
+    LAWS,
+    GainPrior,
+    annealing,
+    fit_law,
+    multipower_sum,
+)
+
+SIZES = ("25M", "100M", "400M")
+TRAIN = ("cosine_24000", "constant_24000", "wsdcon_9")
+CUT = 0.5  # the share of its steps each curve is read to
+TAIL = 0.01  # the final loss: the mean over the last 1% of the steps
+SPREAD_FLOOR = 1 / 3  # the prior's sd: at least this share of its mean
+
+
+def read(folder: Path) -> dict[tuple[str, str], pd.DataFrame]:
+    out = {}
+    for f in sorted(folder.glob("*_*.csv")):
+        size, sched = f.stem.split("_", 1)
+        out[(size, sched)] = pd.read_csv(f)
+    if not out:
+        raise SystemExit(f"no <size>_<schedule>.csv in {folder}")
+    return out
+
+
+def schedule(df: pd.DataFrame, tmp: Path):
+    """The curve's planned schedule as a user would give it: a file of step and lr, its
+    warmup (from lr 0 at step 0) included."""
+    rows = pd.concat([pd.DataFrame({"step": [0], "lr": [0.0]}), df[["step", "lr"]]])
+    path = tmp / "schedule.csv"
+    rows.to_csv(path, index=False)
+    return file_plan(path, None, None)
+
+
+def full_gains(curves, tmp: Path) -> pd.DataFrame:
+    """Every curve that anneals fitted whole by each law, no prior: its gain."""
+    rows = []
+    for (size, sched), df in curves.items():
+        plan = schedule(df, tmp)
+        steps = df.step.to_numpy(int)
+        if not (np.diff(plan.lr[steps[0] :]) < 0).any():
+            continue  # a constant lr: the gain is not in the curve
+        s1 = np.cumsum(plan.lr)[steps - 1]
+        for law in LAWS:
+            x = annealing(law, plan.lr, steps)
+            fit = fit_law(law, s1, x, df.loss.to_numpy(float), plan.peak)
+            rows.append({"size": size, "schedule": sched, "law": law, "gain": fit.gain})
+    return pd.DataFrame(rows)
+
+
+def priors_from(gains: pd.DataFrame) -> dict[str, GainPrior]:
+    """Per law: the mean gain and its sd over the curves, the sd at least SPREAD_FLOOR of
+    the mean."""
+    out = {}
+    for law, g in gains.groupby("law").gain:
+        mean = float(g.mean())
+        out[law] = GainPrior(mean, max(float(g.std(ddof=1)), SPREAD_FLOOR * mean))
+    return out
+
+
+def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
+    gains = full_gains(curves, tmp)
+    rows = []
+    for (size, sched), df in curves.items():
+        t0 = time.time()
+        plan = schedule(df, tmp)
+        steps, loss = df.step.to_numpy(int), df.loss.to_numpy(float)
+        last = int(steps[-1])
+        seen = steps <= CUT * last
+        tail = steps >= (1 - TAIL) * last
+        target = float(loss[tail].mean())
+        priors = priors_from(gains[gains["size"] != size])
+        c = cont.fit_continuation(steps[seen], loss[seen], plan.lr, plan.peak, priors=priors,
+                                  refits=refits)  # fmt: skip
+        point, lo, hi = c.predict_at(plan.lr, steps[tail])
+        by_law = {
+            law: float(np.mean(f.loss(np.cumsum(plan.lr)[steps[tail] - 1],
+                                      annealing(law, plan.lr, steps[tail]))))
+            for law, f in c.fits.items()
+        }  # fmt: skip
+        rows.append(
+            {
+                "size": size,
+                "schedule": sched,
+                "final": target,
+                "predicted": float(point.mean()),
+                "lo": float(lo[-1]),
+                "hi": float(hi[-1]),
+                **{f"err_{law}": v / target - 1 for law, v in by_law.items()},
+                "annealed": c.annealed,
+            }
+        )
+        print(f"  {size} {sched}: {time.time() - t0:.1f}s", file=sys.stderr)
+    out = pd.DataFrame(rows)
+    out["error"] = out.predicted / out.final - 1
+    out["covered"] = (out.lo <= out.final) & (out.final <= out.hi)
+    return out
+
+
+def half_table(df: pd.DataFrame) -> str:
+    lines = [
+        "| size | schedule | final | predicted | 95% band | error | " + " | ".join(LAWS) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(LAWS),
+    ]
+    for r in df.itertuples():
+        laws = " | ".join(f"{getattr(r, 'err_' + law) * 100:+.2f}%" for law in LAWS)
+        lines.append(
+            f"| {r.size} | {r.schedule} | {r.final:.4f} | {r.predicted:.4f} | "
+            f"[{r.lo:.4f}, {r.hi:.4f}]{'' if r.covered else ' ✗'} | {r.error * 100:+.2f}% | {laws} |"
+        )
+    laws = " | ".join(f"{df['err_' + law].abs().mean() * 100:.2f}%" for law in LAWS)
+    lines.append(
+        f"| **all** | 27 | | | **{df.covered.mean():.0%} hold** | "
+        f"**{df.error.abs().mean() * 100:.2f}%** | {laws} |"
+    )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# protocol: the seven parameters fitted jointly on three curves
+# ---------------------------------------------------------------------------------------
+
+
+def _design(curves, nl, plans):
+    alpha, logC, beta, gamma = nl
+    X, Y = [], []
+    for df, plan in zip(curves, plans, strict=True):
+        steps = df.step.to_numpy(int)
+        s1 = np.cumsum(plan.lr)[steps - 1]
+        x = multipower_sum(plan.lr, steps, (math.exp(logC), beta, gamma))
+        X.append(np.column_stack([np.ones_like(s1), s1 ** (-alpha), -x]))
+        Y.append(df.loss.to_numpy(float))
+    return np.vstack(X), np.concatenate(Y)
+
+
+def _linear(curves, nl, plans):
+    from scipy.optimize import lsq_linear
+
+    X, Y = _design(curves, nl, plans)
+    p = lsq_linear(X / Y[:, None], np.ones_like(Y), bounds=(0.0, np.inf)).x
+    return p, X @ p / Y - 1
+
+
+def protocol(curves, tmp: Path) -> pd.DataFrame:
+    from scipy.optimize import least_squares
+
+    rows = []
+    for size in SIZES:
+        train = [curves[(size, s)] for s in TRAIN]
+        plans = [schedule(df, tmp) for df in train]
+        best = None
+        for start in ([0.3, 0.0, 0.5, 0.3], [0.6, 2.0, 0.5, 0.6], [0.5, -1.0, 1.0, 0.5]):
+            r = least_squares(lambda nl, t=train, p=plans: _linear(t, nl, p)[1], start,
+                              bounds=([0.01, -8, 0.05, -0.5], [3, 8, 3, 1.5]), max_nfev=200)  # fmt: skip
+            if best is None or r.cost < best.cost:
+                best = r
+        assert best is not None
+        lin, _ = _linear(train, best.x, plans)
+        for (s, sched), df in curves.items():
+            if s != size or sched in TRAIN:
+                continue
+            plan = schedule(df, tmp)
+            X, Y = _design([df], best.x, [plan])
+            err = np.abs(X @ lin / Y - 1)
+            rows.append({"size": size, "schedule": sched, "mean": err.mean(), "worst": err.max(),
+                         "final": (X @ lin)[-1] / Y[-1] - 1})  # fmt: skip
+        print(f"  {size}: α {best.x[0]:.3f}, C {math.exp(best.x[1]):.3g}, β {best.x[2]:.3f}, "
+              f"γ {best.x[3]:.3f}; L0 {lin[0]:.3f}, A {lin[1]:.3f}, B {lin[2]:.4g}", file=sys.stderr)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    import tempfile
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("half", "prior", "protocol"))
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--refits", type=int, default=cont.REFITS)
+    ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    a = ap.parse_args()
+    curves = read(a.folder)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        if a.what == "prior":
+            g = full_gains(curves, Path(tmp))
+            print(g.pivot_table(index=["size", "schedule"], columns="law", values="gain"))
+            for law, p in priors_from(g).items():
+                print(f"{law}: GainPrior({p.mean:.3f}, {p.sd:.3f})")
+            df = g
+        elif a.what == "half":
+            df = half(curves, Path(tmp), a.refits)
+            print(half_table(df))
+        else:
+            df = protocol(curves, Path(tmp))
+            print(df.to_string(float_format=lambda v: f"{v * 100:.3f}%"))
+            by = df.groupby("size").agg({"mean": "mean", "worst": "max"})
+            print(by.to_string(float_format=lambda v: f"{v * 100:.3f}%"))
+    if a.out:
+        df.to_json(a.out, orient="records", indent=1)
+    print(f"({time.time() - t0:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
