@@ -105,6 +105,16 @@ class Continuation:
         half = np.where(ahead, Z95 * np.hypot(base, np.mean(anneal, axis=0)), 0.0)
         return point, np.minimum(lo, point - half), np.maximum(hi, point + half)
 
+    def draws_at(self, lr: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Every refit's loss at the last step of lr (all laws' refits, in one order)."""
+        step = [len(lr)]
+        s1 = np.cumsum(lr if weights is None else lr * weights[: len(lr)])[step[0] - 1]
+        out = []
+        for law in self.fits:
+            x = annealing(law, lr, step)[0]
+            out += [float(d.loss(s1, x)) for d in self.draws[law]]
+        return np.array(out)
+
     def to_dict(self) -> dict:
         return {
             law: {"L0": f.L0, "A": f.A, "alpha": f.alpha, "gain": f.gain, "sigma": f.sigma}

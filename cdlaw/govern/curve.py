@@ -1,18 +1,20 @@
-"""A run's curve so far, read from wherever it was logged, and checked before it is governed.
+"""A run's curve so far, read from wherever it was logged.
 
     curve = read_curve(Path("runs/demo/17506c0701eb"))          # a cdlaw run folder
-    curve = read_curve(Path("log.csv"), CurveOptions(batch_tokens=262144))
+    curve = read_curve(Path("wandb_export.csv"))                # any trainer's log
+    curve = read_curve(Path("trainer_state.json"), CurveOptions(batch_tokens=262144))
 
 A cdlaw run folder gives its `metrics.parquet` (validation loss where the run evaluated
 it, else its training loss) and, from `config.json`, N, D, the strategy, the planned
-tokens, the WSD decay fraction and the vocabulary. Any other run gives a .csv / .tsv /
-.parquet table, or a TensorBoard log folder when the tensorboard extra is installed, with
-a tokens column (or steps, times `--batch-tokens`), a loss column and, ideally, the
-learning rate. What is known about the run beyond its curve comes with the options.
+tokens, its lr schedule and the vocabulary. Any other run gives a log (cdlaw.govern.logs:
+a table, a W&B export, Hugging Face's trainer_state.json, a TensorBoard folder) with a step
+or tokens column, a loss column and, ideally, the learning rate; each is found under the
+spellings below, or named with --step-column, --tokens-column, --loss-column, --lr-column.
+What is known about the run beyond its curve comes with the options.
 
-Bad input is one sentence and exit 2 (cdlaw.errors.BadInput): no tokens or steps, tokens
-that do not increase, a loss more than 5% above ln V (not nats per token), a stable phase
-with fewer than MIN_STABLE_POINTS points after warmup.
+Bad input is one sentence and exit 2 (cdlaw.errors.BadInput): no usable step or tokens
+column, steps or tokens that do not increase, a loss more than 5% above ln V (not nats
+per token). `check_stable` refuses a curve the WSD relation cannot calibrate on.
 """
 
 from __future__ import annotations
@@ -26,55 +28,16 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.errors import BadInput
-from cdlaw.fit.columns import SPELLINGS, numbers, read_table
+from cdlaw.fit.columns import numbers, read_table
+from cdlaw.govern.logs import LOSS_COLUMNS, LR_COLUMNS, STEP_COLUMNS, TOKEN_COLUMNS, read_log
 
-# The columns a log may name each quantity, compared ignoring case; the first that has a
-# finite value wins (a cdlaw run's val_loss before its train_loss).
-TOKEN_COLUMNS = (
-    "tokens_seen",
-    "tokens",
-    "token",
-    "num_tokens",
-    "consumed_tokens",
-    "tokens_trained",
-)
-# Loggers' spellings after the plain ones: Hugging Face's Trainer (train/global_step,
-# eval/loss, train/learning_rate), Lightning's LearningRateMonitor (lr-AdamW, lr-SGD, …).
-STEP_COLUMNS = (
-    "step",
-    "steps",
-    "global_step",
-    "iteration",
-    "iter",
-    "trainer/global_step",
-    "train/global_step",
-)
-LOSS_COLUMNS = (
-    "val_loss",
-    "eval_loss",
-    "validation_loss",
-    "eval/loss",
-    "val/loss",
-    "validation/loss",
-    "loss",
-    "train_loss",
-    "train/loss",
-    "lm_loss",
-)
-LR_COLUMNS = (
-    *SPELLINGS["lr"],
-    "train/lr",
-    "train/learning_rate",
-    "optimizer/lr",
-    "optim/lr",
-    "lr-adamw",
-    "lr-adam",
-    "lr-sgd",
-)
+# A loss column is chosen only if it has this many points (a validation loss evaluated
+# rarely gives way to the training loss); else the one with the most.
+MIN_LOSS_POINTS = 16
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3
 # The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)
-# an offset and its spread can be calibrated from.
+# the WSD relation's offset and its spread can be calibrated from.
 MIN_STABLE_POINTS = 3
 CALIBRATION_FROM = 0.25  # calibrate on points at or past this share of the tokens seen
 # A model at initialisation logs about ln V (a little above it: 6.255 at V = 512 on the
@@ -90,6 +53,8 @@ class CurveOptions:
     batch_tokens: float | None = None  # tokens per optimizer step, when the log has steps
     loss_column: str | None = None  # force a column (e.g. train_loss)
     lr_column: str | None = None  # force the learning rate's column
+    step_column: str | None = None  # force the optimizer step's column
+    tokens_column: str | None = None  # force the tokens seen's column
     vocab_size: int | None = None  # V, for the ln V check (default: a run folder's config)
     # V of the law's fitted runs, where the fit records one: the check's V for a log that
     # does not say its own (the law's losses, and so the run's, are over that vocabulary)
@@ -98,11 +63,11 @@ class CurveOptions:
 
 @dataclass(frozen=True)
 class Curve:
-    """A run's curve so far (tokens strictly increasing, loss in nats per token) and what a
-    run folder's config says about the run; `stable` marks the points at the peak lr after
-    warmup."""
+    """A run's curve so far (loss in nats per token, steps and tokens strictly increasing
+    where the log has them: at least one) and what the log or a run folder's config says
+    about the run; `stable` marks the points at the peak lr after warmup."""
 
-    tokens: np.ndarray
+    tokens: np.ndarray | None
     loss: np.ndarray
     lr: np.ndarray | None
     source: str
@@ -113,12 +78,32 @@ class Curve:
     planned_tokens: float | None = None  # D + D′ the run is scheduled for
     decay_frac: float | None = None  # the WSD cooldown's share of a run's tokens
     warnings: tuple[str, ...] = ()  # what reading the log left out or assumed
+    steps: np.ndarray | None = None  # optimizer steps, where the log (or its tokens) say
+    planned_steps: int | None = None  # the steps the run is scheduled for
+    config: dict | None = None  # a cdlaw run folder's config.json
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        """Tokens per optimizer step where the log has both (their median ratio)."""
+        if self.tokens is None or self.steps is None:
+            return None
+        return float(np.median(self.tokens / np.maximum(self.steps, 1e-300)))
+
+    @property
+    def token_counts(self) -> np.ndarray:
+        """The tokens seen at each point; BadInput for a log that counts steps only."""
+        if self.tokens is None:
+            raise BadInput(
+                f"{self.source} counts steps but not tokens: give the tokens per step with "
+                "--batch-tokens (batch size × sequence length)"
+            )
+        return self.tokens
 
     @property
     def stable(self) -> np.ndarray:
         """Points logged at the peak learning rate, past warmup (every point without lr)."""
         if self.lr is None:
-            return np.ones(len(self.tokens), dtype=bool)
+            return np.ones(len(self.loss), dtype=bool)
         peak = float(np.nanmax(self.lr))
         at_peak = self.lr >= (1 - STABLE_LR) * peak
         first = int(np.argmax(at_peak))
@@ -128,7 +113,7 @@ class Curve:
     @property
     def tokens_now(self) -> float:
         """The last stable point's tokens: where the run would start its cooldown now."""
-        return float(self.tokens[self.stable][-1])
+        return float(self.token_counts[self.stable][-1])
 
     @property
     def cooling(self) -> bool:
@@ -136,49 +121,25 @@ class Curve:
         return bool(not self.stable[-1])
 
     def calibration_points(self) -> np.ndarray:
-        """Indices of the stable points the offset is calibrated on."""
+        """Indices of the stable points the WSD relation's offset is calibrated on."""
         idx = np.flatnonzero(self.stable)
-        return idx[self.tokens[idx] >= CALIBRATION_FROM * self.tokens_now]
+        return idx[self.token_counts[idx] >= CALIBRATION_FROM * self.tokens_now]
 
 
 def read_curve(path: Path, options: CurveOptions | None = None) -> Curve:
-    """The curve at `path` (run folder, table or TensorBoard folder), checked; BadInput
+    """The curve at `path` (a run folder or any log cdlaw.govern.logs reads); BadInput
     otherwise."""
     options = options or CurveOptions()
     if not path.exists():
         raise BadInput(
-            f"{path} does not exist; give a cdlaw run folder, a .csv/.parquet log or a "
-            "TensorBoard log folder"
+            f"{path} does not exist; give a cdlaw run folder, a .csv/.parquet log, a "
+            "trainer_state.json or a TensorBoard log folder"
         )
     if path.is_dir() and (path / "metrics.parquet").is_file():
-        curve = _run_folder(path, options)
-    elif _tensorboard_files(path):
-        curve = _from_frame(_tensorboard_frame(path), str(path), options)
-    elif path.is_dir():
-        raise BadInput(
-            f"{path} has no metrics.parquet (a cdlaw run folder) nor TensorBoard event files; "
-            "give a run folder, a .csv/.parquet log, or a TensorBoard log folder"
-        )
-    else:
-        curve = _from_frame(_read_log(path), str(path), options)
-    return check_curve(curve)
-
-
-def _read_log(path: Path) -> pd.DataFrame:
-    """A .csv/.tsv/.parquet log as read_table reads it, refused in a log's words."""
-    from cdlaw.fit.table import TABLE_SUFFIXES
-
-    if path.suffix.lower() not in TABLE_SUFFIXES:
-        raise BadInput(
-            f"{path} is not a .csv, .tsv or .parquet log (got {path.suffix or 'no suffix'!r}): "
-            "give one of those, a cdlaw run folder, or a TensorBoard log folder"
-        )
-    if path.stat().st_size == 0:
-        raise BadInput(
-            f"{path} is empty: a log needs a header line (tokens or step, loss, lr) and a row "
-            "per evaluation"
-        )
-    return read_table(path)
+        return _run_folder(path, options)
+    frame, facts = read_log(path)
+    curve = _from_frame(frame, str(path), options)
+    return replace(curve, planned_steps=facts.get("planned_steps"))
 
 
 def _run_folder(path: Path, options: CurveOptions) -> Curve:
@@ -217,16 +178,18 @@ def _run_folder(path: Path, options: CurveOptions) -> Curve:
             else None
         ),
         decay_frac=train.get("decay_frac") if train.get("schedule") == "wsd" else None,
+        planned_steps=config.get("steps"),
+        config=config or None,
         warnings=curve.warnings + ((fallback,) if fallback else ()),
     )
 
 
 def _calibrates(frame: pd.DataFrame, name: str, options: CurveOptions) -> bool:
-    """Whether the curve in options.loss_column has enough points to calibrate on
-    (check_curve): a run's validation loss, evaluated less often than its training loss
+    """Whether the curve in options.loss_column has enough stable points to calibrate on
+    (check_stable): a run's validation loss, evaluated less often than its training loss
     is logged, may not yet."""
     try:
-        check_curve(_from_frame(frame, name, options))
+        check_stable(_from_frame(frame, name, options))
     except BadInput:
         return False
     return True
@@ -244,64 +207,106 @@ def _column(frame: pd.DataFrame, names: tuple[str, ...], want: str | None = None
     return None
 
 
+def _loss_column(frame: pd.DataFrame) -> str | None:
+    """The first of LOSS_COLUMNS with MIN_LOSS_POINTS points, else the one with the most."""
+    lower = {str(c).strip().lower(): c for c in frame.columns}
+    found = [(name, lower[name]) for name in LOSS_COLUMNS if name in lower]
+    counts = [(int(np.isfinite(_numbers(frame, col)).sum()), col) for _, col in found]
+    for n, col in counts:
+        if n >= MIN_LOSS_POINTS:
+            return col
+    best = max(counts, default=(0, None), key=lambda nc: nc[0])
+    return best[1] if best[0] > 0 else None
+
+
 def _numbers(frame: pd.DataFrame, col) -> np.ndarray:
     """The column as floats, NaN where a cell is no number; 25M read as the command line
     reads it (cdlaw.fit.columns.numbers)."""
     return numbers(frame[col]).to_numpy(float)
 
 
+def _named(frame: pd.DataFrame, name: str, option: str, want: str | None) -> str | None:
+    """The column `want` names (BadInput naming the option when there is none)."""
+    if want is None:
+        return None
+    col = _column(frame, (), want)
+    if col is None or not np.isfinite(_numbers(frame, col)).any():
+        have = ", ".join(map(str, frame.columns[:12]))
+        raise BadInput(
+            f"{name} has no {want!r} column with a number in it ({option}); it has {have}"
+        )
+    return col
+
+
+def _axes(frame: pd.DataFrame, name: str, options: CurveOptions):
+    """(tokens, steps, warnings): the log's tokens and optimizer steps (either may be
+    None, not both); steps times --batch-tokens give tokens where the log has none."""
+    token_col = _named(frame, name, "--tokens-column", options.tokens_column)
+    step_col = _named(frame, name, "--step-column", options.step_column)
+    token_col = token_col or (None if options.step_column else _column(frame, TOKEN_COLUMNS))
+    step_col = step_col or (None if options.tokens_column else _column(frame, STEP_COLUMNS))
+    if token_col is None and step_col is None:
+        raise BadInput(
+            f"{name} has neither a tokens column ({', '.join(TOKEN_COLUMNS[:3])}, …) nor a "
+            "step column (step, train/global_step, _step, …): name one with --tokens-column "
+            "or --step-column"
+        )
+    tokens = None if token_col is None else _numbers(frame, token_col)
+    steps = None if step_col is None else _numbers(frame, step_col)
+    warnings = []
+    if options.batch_tokens is not None:
+        if tokens is not None:
+            warnings.append(f"--batch-tokens not used: the log counts tokens ({token_col!r})")
+        elif steps is not None:
+            tokens = steps * options.batch_tokens
+    return tokens, steps, warnings
+
+
 def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
     """The curve in a table's columns; the rows keep their place in the file for messages.
-    Rows before the first token (step 0) are dropped; the lr is carried forward to rows
+    Rows before the first step (step 0) are dropped; the lr is carried forward to rows
     that do not log it (a trainer's evaluation rows)."""
-    where = "line" if frame.attrs.get("rows_are") == "line" else "row"
-    loss_col = _column(frame, LOSS_COLUMNS, options.loss_column)
+    where = frame.attrs.get("rows_are", "row")
+    loss_col = _named(frame, name, "--loss-column", options.loss_column) or _loss_column(frame)
     if loss_col is None:
-        wanted = options.loss_column or " or ".join(LOSS_COLUMNS)
         raise BadInput(
-            f"{name} has no {wanted} column with a number in it; name the loss column "
-            "(nats per token) with --loss-column"
+            f"{name} has no loss column ({', '.join(LOSS_COLUMNS[:8])}, …) with a number in "
+            "it; name the loss column (nats per token) with --loss-column"
         )
-    warnings = []
-    token_col = _column(frame, TOKEN_COLUMNS)
-    if token_col is not None:
-        tokens = _numbers(frame, token_col)
-        if options.batch_tokens is not None:
-            warnings.append(f"--batch-tokens not used: the log counts tokens ({token_col!r})")
-    else:
-        step_col = _column(frame, STEP_COLUMNS)
-        if step_col is None:
-            raise BadInput(
-                f"{name} has neither a tokens column ({', '.join(TOKEN_COLUMNS[:3])}) nor a "
-                "step column: add one, or log tokens seen with the loss"
-            )
-        if options.batch_tokens is None:
-            raise BadInput(
-                f"{name} counts steps ({step_col!r}) but not tokens: give the tokens per "
-                "step with --batch-tokens (batch size × sequence length)"
-            )
-        tokens = _numbers(frame, step_col) * options.batch_tokens
+    tokens, steps, warnings = _axes(frame, name, options)
+    axis = tokens if tokens is not None else steps
+    assert axis is not None
     lr = _learning_rate(frame, name, options)
     loss = _numbers(frame, loss_col)
-    finite = np.isfinite(loss)
-    warnings += _unfinished(loss, tokens, str(loss_col))
-    keep = finite & np.isfinite(tokens) & (tokens != 0)  # step 0: before any training
+    warnings += _unfinished(loss, axis, str(loss_col))
+    keep = np.isfinite(loss) & np.isfinite(axis) & (axis != 0)  # step 0: before training
     lines = np.asarray(frame.index)[keep]
-    tokens, loss = tokens[keep], loss[keep]
-    if lr is not None:
-        lr = lr[keep]
-    if len(tokens) == 0:
-        raise BadInput(f"{name} has no row with both tokens and a finite {loss_col}")
-    if (tokens < 0).any():
-        i = int(np.argmax(tokens < 0))
-        raise BadInput(f"{name} {where} {lines[i]}: tokens must be positive, not {tokens[i]:g}")
-    bad = np.flatnonzero(np.diff(tokens) <= 0)
-    if len(bad):
-        i = bad[0] + 1
-        raise BadInput(
-            f"{name} {where} {lines[i]}: tokens {tokens[i]:.6g} do not increase (previous "
-            f"{tokens[i - 1]:.6g}); give one run's curve, in order, without restarts"
-        )
+    loss = loss[keep]
+    tokens = None if tokens is None else tokens[keep]
+    steps = None if steps is None else steps[keep]
+    lr = None if lr is None else lr[keep]
+    if len(loss) == 0:
+        raise BadInput(f"{name} has no row with both a step (or tokens) and a finite {loss_col}")
+    for label, values in (("tokens", tokens), ("step", steps)):
+        if values is None:
+            continue
+        if not np.isfinite(values).all():
+            i = int(np.argmax(~np.isfinite(values)))
+            raise BadInput(
+                f"{name} {where} {lines[i]}: no {label} beside the loss; give one run's log"
+            )
+        if (values < 0).any():
+            i = int(np.argmax(values < 0))
+            raise BadInput(
+                f"{name} {where} {lines[i]}: {label} must be positive, not {values[i]:g}"
+            )
+        bad = np.flatnonzero(np.diff(values) <= 0)
+        if len(bad):
+            i = bad[0] + 1
+            raise BadInput(
+                f"{name} {where} {lines[i]}: {label} {values[i]:.6g} does not increase (previous "
+                f"{values[i - 1]:.6g}); give one run's curve, in order, without restarts"
+            )
     if (loss <= 0).any():
         i = int(np.argmax(loss <= 0))
         raise BadInput(
@@ -316,6 +321,7 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
         source=name,
         loss_column=str(loss_col),
         warnings=tuple(warnings),
+        steps=steps,
     )
 
 
@@ -338,17 +344,10 @@ def _check_vocabulary(loss: np.ndarray, lines: np.ndarray, at: str, options: Cur
 def _learning_rate(frame: pd.DataFrame, name: str, options: CurveOptions) -> np.ndarray | None:
     """The lr on every row, carried forward (then back) to rows without one; None when
     the log has no lr column (and --lr-column names none)."""
-    col = _column(frame, LR_COLUMNS, options.lr_column)
+    col = _named(frame, name, "--lr-column", options.lr_column) or _column(frame, LR_COLUMNS)
     if col is None:
-        if options.lr_column is not None:
-            raise BadInput(
-                f"{name} has no {options.lr_column!r} column; --lr-column names the learning "
-                "rate's column, or leave it out"
-            )
         return None
     lr = _numbers(frame, col)
-    if not np.isfinite(lr).any():
-        raise BadInput(f"{name}'s {col!r} column has no number in it; it cannot be the lr")
     return pd.Series(lr).ffill().bfill().to_numpy(float)
 
 
@@ -357,7 +356,7 @@ def _learning_rate(frame: pd.DataFrame, name: str, options: CurveOptions) -> np.
 DENSE = 0.9
 
 
-def _unfinished(loss: np.ndarray, tokens: np.ndarray, column: str) -> list[str]:
+def _unfinished(loss: np.ndarray, axis: np.ndarray, column: str) -> list[str]:
     """A warning when the loss turns non-finite in the log's last rows (a diverged run) or
     is infinite anywhere; those points are left out."""
     out = []
@@ -366,24 +365,25 @@ def _unfinished(loss: np.ndarray, tokens: np.ndarray, column: str) -> list[str]:
         out.append(f"{int(np.isinf(loss).sum())} infinite {column} value(s) left out")
     if finite.any():
         last = int(np.flatnonzero(finite)[-1])
-        after = ~finite[last + 1 :] & np.isfinite(tokens[last + 1 :])
+        after = ~finite[last + 1 :] & np.isfinite(axis[last + 1 :])
         if after.any() and finite[: last + 1].mean() >= DENSE:
             out.append(
                 f"the log's last {int(after.sum())} row(s) have no finite {column}: has the "
-                f"run diverged? Governed on the points up to {tokens[last]:.4g} tokens"
+                f"run diverged? Governed on the points up to {axis[last]:.4g}"
             )
     return out
 
 
-def check_curve(curve: Curve) -> Curve:
-    """BadInput when the stable phase is too short to calibrate on; the curve otherwise."""
+def check_stable(curve: Curve) -> Curve:
+    """BadInput when the stable phase is too short for the WSD relation to calibrate on;
+    the curve otherwise."""
     stable = curve.stable
     n = len(curve.calibration_points()) if stable.any() else 0
     if n < MIN_STABLE_POINTS and curve.cooling and stable.sum() < MIN_STABLE_POINTS:
         raise BadInput(
             f"{curve.source}: the learning rate leaves its peak after {int(stable.sum())} "
-            f"point(s): the governor needs a WSD run's stable phase at the peak lr (a cosine "
-            "schedule decays from its start), or a log of the lr if this one is not it"
+            f"point(s): the WSD relation needs a stable phase at the peak lr; govern it with "
+            "its curve law (--model curve)"
         )
     if n < MIN_STABLE_POINTS:
         raise BadInput(
@@ -393,41 +393,3 @@ def check_curve(curve: Curve) -> Curve:
             "often (--loss-column)"
         )
     return curve
-
-
-# ---------------------------------------------------------------------------------------
-# TensorBoard logs (the tensorboard extra): scalars by tag into one frame by step.
-# ---------------------------------------------------------------------------------------
-
-
-def _tensorboard_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path] if "tfevents" in path.name else []
-    return sorted(path.rglob("*tfevents*"))
-
-
-def _tensorboard_frame(path: Path) -> pd.DataFrame:
-    """Every scalar of the event files, one column per tag, one row per step."""
-    try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    except ImportError:
-        from cdlaw.extras import install_advice
-
-        raise BadInput(
-            f"{path} is a TensorBoard log, which needs the tensorboard package; install "
-            f"{install_advice('tensorboard')}, or export the scalars to a .csv"
-        ) from None
-    series: dict[str, dict[int, float]] = {}
-    for file in _tensorboard_files(path):
-        acc = EventAccumulator(str(file), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags().get("scalars", []):
-            for ev in acc.Scalars(tag):
-                series.setdefault(tag, {})[int(ev.step)] = float(ev.value)
-    if not series:
-        raise BadInput(f"{path} holds no TensorBoard scalars")
-    frame = pd.DataFrame(series).sort_index()
-    frame.insert(0, "step", frame.index.to_numpy())
-    frame.index = np.arange(1, len(frame) + 1)
-    frame.attrs["rows_are"] = "row"
-    return frame

@@ -32,7 +32,7 @@ from cdlaw.govern.curve import Curve
 # cdlaw.govern.run_loss.
 from cdlaw.govern.decision import Decision, GovernOptions, Option
 from cdlaw.govern.reasons import reasons as explain
-from cdlaw.govern.run_loss import calibrate, gain_per_flop, law_loss, switched_loss
+from cdlaw.govern.run_loss import calibrate, crossing, gain_per_flop, law_loss, switched_loss
 from cdlaw.law import Law
 from cdlaw.plan.guard import check_model
 from cdlaw.plan.result import Plan
@@ -54,6 +54,16 @@ LARGE_OFFSET = 0.1
 # ---------------------------------------------------------------------------------------
 
 
+def _need(value: float | None) -> float:
+    """A value the WSD relation has always set (an end's tokens and FLOPs, the budget)."""
+    if value is None:
+        raise BadInput(
+            "the WSD relation weighs a run's FLOPs against the plan's λ(C): give "
+            "--budget-flops and --unique-tokens"
+        )
+    return value
+
+
 def _resolve(curve: Curve, law: Law, options: GovernOptions):
     """(N, D, strategy, planned tokens, f, warnings) from the options, else the curve."""
     warnings = list(curve.warnings)
@@ -63,8 +73,8 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
             f"{curve.source} does not say the model size: give --n-params (non-embedding "
             "parameters, e.g. 60K)"
         )
-    fresh = options.fresh_tokens or curve.fresh_tokens or options.unique_tokens
-    if fresh > options.unique_tokens * (1 + 1e-9):
+    fresh = options.fresh_tokens or curve.fresh_tokens or _need(options.unique_tokens)
+    if fresh > _need(options.unique_tokens) * (1 + 1e-9):
         raise BadInput(
             f"the run's fresh tokens D = {fresh:.4g} exceed --unique-tokens {options.unique_tokens:.4g}: "
             "give the unique tokens the run draws from (or its D with --fresh-tokens)"
@@ -87,7 +97,7 @@ def _resolve(curve: Curve, law: Law, options: GovernOptions):
     planned = options.planned_tokens or curve.planned_tokens
     if curve.lr is None:
         warnings.append("the log has no learning rate: every point taken as the stable phase")
-    return float(n), float(fresh), strategy, planned, float(f), warnings
+    return float(n), float(_need(fresh)), strategy, planned, float(f), warnings
 
 
 def govern(
@@ -183,7 +193,7 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
     p = p or plan_budget(source, options)
     t_now = curve.tokens_now
     e_now = t_now / (1 - f)
-    e_budget = options.budget_flops / (6.0 * n)
+    e_budget = _need(options.budget_flops) / (6.0 * n)
     if planned is None:
         planned = e_budget
     if e_now >= e_budget:
@@ -209,7 +219,7 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
         source, "the run", n, fresh, max(end - fresh, 0.0), strategy, options.extrapolate
     )
     e_hi = max(e_budget, planned, e_now) * 1.0001
-    e_lo = float(curve.tokens[0]) / (1 - f)
+    e_lo = float(curve.token_counts[0]) / (1 - f)
     grid = np.geomspace(e_lo, max(e_hi, e_lo * 1.01), GRID_POINTS)
     ahead = grid >= e_now
     inside = ahead & (grid <= max(e_budget, e_now))
@@ -308,7 +318,7 @@ def _switch_support(switch: Option, other: str, best: Option, run: _Frame, cal: 
     ends = np.array([run.e_now, best.end_tokens])
     price = run.lam * 6.0 * run.n
     wins = [
-        float(fn(lw)(switch.end_tokens)) + price * switch.end_tokens
+        float(fn(lw)(switch.end_tokens)) + price * _need(switch.end_tokens)
         < float(np.min(run.own(lw)(ends) + price * ends))
         for lw in cal.laws[1:]
     ]
@@ -325,7 +335,7 @@ def _gains(law: Law, run: _Frame, cal: _Calibration) -> _Gains:
         lo, hi = np.percentile(gains[1:], [2.5, 97.5])
         g_band = (float(min(lo, g_now)), float(max(hi, g_now)))
     g_grid = gain_per_flop(run.own(law), run.grid, run.n)
-    cross_e = _crossing(run.grid, g_grid, run.lam, g_now, run.e_now, run.e_budget)
+    cross_e = crossing(run.grid, g_grid, run.lam, g_now, run.e_now, run.e_budget)
     cross_t = None if cross_e is None else cross_e * (1 - run.f)
     return _Gains(g_now, g_band, g_grid, cross_e, cross_t)
 
@@ -335,10 +345,12 @@ def _action(run: _Frame, ends: _Endings, gains: _Gains) -> str:
     (or the best stop is now, or the budget is spent); else continue."""
     best, now, switch_best = ends.options[2], ends.options[0], ends.switch_best
     e_now = run.e_now
-    stop_now = gains.now < run.lam or best.end_tokens <= e_now * (1 + 1e-9) or e_now >= run.e_budget
+    stop_now = (
+        gains.now < run.lam or _need(best.end_tokens) <= e_now * (1 + 1e-9) or e_now >= run.e_budget
+    )
     worth_switching = (
         switch_best is not None
-        and switch_best.end_tokens > e_now * (1 + 1e-6)
+        and _need(switch_best.end_tokens) > e_now * (1 + 1e-6)
         and switch_best.objective < min(best.objective, now.objective)
         and (ends.switch_support is None or ends.switch_support >= SWITCH_SUPPORT)
     )
@@ -404,36 +416,13 @@ def plan_budget(source: PlanningLaw, options: GovernOptions) -> Plan:
     from cdlaw.plan.planner import plan
 
     return plan(
-        source, options.budget_flops, options.unique_tokens, extrapolate=options.extrapolate
+        source,
+        _need(options.budget_flops),
+        _need(options.unique_tokens),
+        extrapolate=options.extrapolate,
     )
 
 
 def _switched(other: str, n: float, fresh: float, strategy: str, t_now: float):
     """law → (E → the loss if the run switches to `other` at t_now and ends at E)."""
     return lambda lw: lambda E: switched_loss(lw, n, fresh, strategy, other, t_now, E)
-
-
-def _crossing(grid, gains, lam, g_now, e_now, e_budget) -> float | None:
-    """The end E where G meets λ, log-interpolated: the next crossing ahead when G is still
-    above λ (None when it stays above up to the budget), else the last one behind."""
-    i_now = int(np.searchsorted(grid, e_now))
-    if g_now < lam:
-        behind = np.flatnonzero(gains[:i_now] >= lam)
-        return float(grid[0]) if not len(behind) else _interp(grid, gains, lam, behind[-1] + 1)
-    ahead = np.flatnonzero((gains < lam) & (np.arange(len(grid)) >= i_now))
-    if not len(ahead):
-        return None
-    e = _interp(grid, gains, lam, int(ahead[0]))
-    return e if e <= e_budget * (1 + 1e-9) else None
-
-
-def _interp(grid, gains, lam, i) -> float:
-    """Log-linear interpolation of where G crosses λ between grid points i − 1 and i."""
-    if i == 0:
-        return float(grid[0])
-    g0, g1 = gains[i - 1], gains[i]
-    x0, x1 = math.log(grid[i - 1]), math.log(grid[i])
-    if g0 == g1:
-        return float(grid[i])
-    w = (g0 - lam) / (g0 - g1)
-    return float(math.exp(x0 + min(max(w, 0.0), 1.0) * (x1 - x0)))

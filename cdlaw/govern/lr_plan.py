@@ -66,12 +66,20 @@ class LrPlan:
         return np.concatenate([lr, np.full(steps - len(lr), lr[-1])])
 
     def ending(self, now: int, end: int) -> np.ndarray:
-        """The schedule of a run that ends at step `end`: the trunk up to its cooldown start
-        max(now, end·(1 − decay_frac)), then down to `final` (as 1 − √progress for a
-        1-sqrt plan, else linearly). At the plan's own end an extendable plan is its plan."""
+        """The schedule of a run that ends at step `end` (after `now`). An extendable plan
+        holds its stable phase to max(now, end·(1 − decay_frac)), then cools down to
+        `final` (as 1 − √progress for a 1-sqrt plan, else linearly). Any other plan keeps
+        its own steps to now and then runs the rest of its planned decay, compressed or
+        stretched to end at `end`. At the plan's own end both are the plan."""
         end = max(int(end), 1)
-        if end == self.steps and self.extendable:
+        if end == self.steps:
             return self.lr.copy()
+        if not self.extendable:
+            now = min(int(now), self.steps, end)
+            rest = self.lr[now - 1 :] if now > 0 else self.lr
+            at = np.arange(1, end - now + 1) * (len(rest) - 1) / max(end - now, 1)
+            tail = np.interp(at, np.arange(len(rest)), rest)
+            return np.concatenate([self.lr[:now], tail])
         start = min(max(int(now), round(end * (1 - self.decay_frac))), end)
         lr = self.trunk(end)
         if end > start:

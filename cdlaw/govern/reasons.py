@@ -19,17 +19,19 @@ def reasons(
     strategy: str,
     budget_flops: float,
     switch: tuple[str | None, Option | None, float | None],
-    delta: float,
+    delta: float | None,
     needed: float,
+    model_line: str | None = None,
 ) -> list[str]:
     """The lines that explain the action: why first, then the numbers it rests on.
     options: cool down now, planned end, best stop (Decision.options' first three);
     switch: (strategy, its best ending, the share of bootstrap laws backing it); needed:
-    the share a switch needs (cdlaw.govern.governor.SWITCH_SUPPORT)."""
+    the share a switch needs (cdlaw.govern.governor.SWITCH_SUPPORT); delta: the WSD
+    relation's offset (None under a curve law); model_line: what predicted the ends."""
     now, planned, best = options[0], options[1], options[2]
     g, (switch_to, switch_best, support) = gain, switch
     ratio = g / lam if lam > 0 else math.inf
-    spent = now.flops >= budget_flops
+    spent = now.flops is not None and now.flops >= budget_flops
     if action == "switch strategy" and switch_best is not None:
         why = (
             f"switching the rest of the tokens to {switch_to} scores {switch_best.objective:.4f} "
@@ -77,5 +79,8 @@ def reasons(
                 f"switching scores {better:.4f} lower, but only {support:.0%} of the bootstrap "
                 f"laws agree (a switch needs {needed:.0%}): not worth a change of data"
             )
-    lines.append(f"the law calibrated to this run: offset {delta:+.4f} nats")
+    if delta is not None:
+        lines.append(f"the law calibrated to this run: offset {delta:+.4f} nats")
+    if model_line:
+        lines.append(model_line)
     return lines

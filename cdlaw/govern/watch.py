@@ -3,7 +3,7 @@
     for decision in decisions(run, source, options, CurveOptions(), Watch(every=60)):
         show(decision)
 
-The budget is planned at the first decision and reused for every one after. A log that
+The budget (if any) is planned at the first decision and reused for every one after. A log that
 cannot be read after a first good reading (a growing log caught mid-write) is reported to
 `on_unreadable` and read again next time; an unreadable first reading raises.
 """
@@ -18,7 +18,8 @@ from pathlib import Path
 from cdlaw.errors import BadInput
 from cdlaw.govern.curve import CurveOptions, read_curve
 from cdlaw.govern.decision import Decision, GovernOptions
-from cdlaw.govern.governor import govern, plan_budget
+from cdlaw.govern.governor import plan_budget
+from cdlaw.govern.model import decide
 from cdlaw.plan.source import PlanningLaw
 
 
@@ -34,7 +35,7 @@ class Watch:
 
 def decisions(
     run: Path,
-    source: PlanningLaw,
+    source: PlanningLaw | None,
     options: GovernOptions,
     curve_options: CurveOptions,
     watch: Watch = Watch(),
@@ -52,10 +53,12 @@ def decisions(
                 raise
             on_unreadable(e)
             curve = None
-        if curve is not None and curve.tokens[-1] != last_tokens:
-            last_tokens = curve.tokens[-1]
-            budget_plan = budget_plan or plan_budget(source, options)
-            yield govern(curve, source, options, budget_plan)
+        axis = None if curve is None else (curve.steps if curve.tokens is None else curve.tokens)
+        if curve is not None and axis is not None and axis[-1] != last_tokens:
+            last_tokens = axis[-1]
+            if source is not None and options.budget_flops is not None:
+                budget_plan = budget_plan or plan_budget(source, options)
+            yield decide(curve, source, options, budget_plan)
         done += 1
         if not watch.watch or (watch.reads is not None and done >= watch.reads):
             return

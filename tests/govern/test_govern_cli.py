@@ -15,7 +15,10 @@ from cdlaw.fit.io import FitResult
 from cdlaw.govern.cooldown import DEMO
 
 BUDGET = ["--budget-flops", "1e19", "--unique-tokens", "1e9", "--law", "qin2026"]
+# The WSD relation's tests: the curve law's are in test_trainer_logs.py and below.
 RUN = [
+    "--model",
+    "relation",
     "--n-params",
     "100M",
     "--fresh-tokens",
@@ -69,9 +72,10 @@ def test_a_run_folder_says_what_the_run_is(tmp_path, capsys):
     # the run's own relation is the demo's, which `cdlaw govern` uses without --cooldown-from
     frame = planted_frame(np.linspace(2e8, 3e9, 30), strategy="paraphrase", ratio=DEMO)
     folder = write_run_folder(tmp_path / "runs" / "abc", frame, 100e6, 1e9, 4e9, "paraphrase")
-    code, out, err = cli(capsys, folder, *BUDGET, "--json")
+    code, out, err = cli(capsys, folder, *BUDGET, "--json", "--model", "relation")
     assert code == 0, err
     d = json.loads(out)
+    assert d["model"] == "WSD relation" and d["model_reason"] == "--model relation"
     assert (d["n_params"], d["fresh_tokens"], d["strategy"]) == (100e6, 1e9, "paraphrase")
     assert d["options"][1]["end_tokens"] == 5e9  # its planned D + D′
     assert d["offset"] == pytest.approx(0.02, abs=1e-6)
@@ -108,7 +112,7 @@ def test_bad_logs_are_refused_in_one_sentence(tmp_path, capsys):
     back = good.copy()
     back.loc[10, "tokens"] = back.loc[5, "tokens"]
     err = bad(tmp_path, capsys, back)
-    assert "line 12" in err and "do not increase" in err
+    assert "line 12" in err and "does not increase" in err
     high = good.copy()
     high.loc[7, "loss"] = 20.0
     err = bad(tmp_path, capsys, high, "--vocab-size", "50K")
@@ -211,7 +215,7 @@ def test_a_run_beyond_the_laws_range_needs_extrapolate(tmp_path, capsys):
     # qin2026 was fitted on 14M–190M parameters: 100K is 140× below, past the 30× limit
     path = tmp_path / "small.csv"
     planted_frame(np.linspace(2e8, 3e9, 30), n=100e3).to_csv(path, index=False)
-    small = [*RUN[2:], "--n-params", "100K"]
+    small = [*RUN[:2], *RUN[4:], "--n-params", "100K"]
     code, out, err = cli(capsys, path, *BUDGET, *small)
     assert code == 2 and out == "" and "extrapolation limit" in err and "--extrapolate" in err
     code, out, err = cli(capsys, path, *BUDGET, *small, "--extrapolate", "--json")
@@ -265,11 +269,18 @@ def test_a_log_whose_loss_stops_being_finite_warns(tmp_path, capsys):
     assert any("has the run diverged" in w for w in json.loads(out)["warnings"])
 
 
-def test_a_cosine_log_is_told_the_governor_needs_a_stable_phase(tmp_path, capsys):
+def test_a_cosine_log_is_governed_by_its_curve_law_not_the_wsd_relation(tmp_path, capsys):
     frame = planted_frame(np.linspace(2e8, 3e9, 30))
     frame["lr"] = 1e-3 * np.cos(np.linspace(0, 1.4, 30))
-    err = bad(tmp_path, capsys, frame)
-    assert "needs a WSD run's stable phase" in err and "cosine" in err
+    err = bad(tmp_path, capsys, frame)  # RUN asks for the relation
+    assert "needs a stable phase" in err and "--model curve" in err
+    path = tmp_path / "cosine.csv"
+    frame.to_csv(path, index=False)
+    code, out, err = cli(capsys, path, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["model"] == "curve law" and d["schedule"].startswith("cosine")
+    assert d["offset"] is None and d["cooldown"] is None
 
 
 def test_a_sweeps_runs_folder_is_told_to_name_one_run(tmp_path, capsys):

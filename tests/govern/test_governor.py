@@ -8,7 +8,7 @@ import pytest
 from plantedcurves import LAW, RATIO, planted_frame
 from scipy.optimize import brentq
 
-from cdlaw.govern.curve import Curve, check_curve
+from cdlaw.govern.curve import Curve, check_stable
 from cdlaw.govern.governor import GovernOptions, govern, law_loss
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import load_law
@@ -18,7 +18,7 @@ SOURCE = load_law("qin2026")
 
 
 def curve_of(frame, strategy="repetition") -> Curve:
-    return check_curve(
+    return check_stable(
         Curve(
             tokens=frame["tokens"].to_numpy(float),
             loss=frame["loss"].to_numpy(float),
