@@ -3,6 +3,8 @@
     python benchmarks/bench_curves.py half     DIR   # final loss from the first half
     python benchmarks/bench_curves.py prior    DIR   # the gain prior: per-curve full fits
     python benchmarks/bench_curves.py protocol DIR   # the authors' protocol (joint fit)
+    python benchmarks/bench_curves.py export   DIR --curve 400M_cosine_72000 --out log.csv
+                                                      # its first half as a W&B export
 
 DIR holds `<size>_<schedule>.csv` (step, lr, loss: training loss every 128 steps after a
 2,160-step linear warmup to 3e-4; github.com/thu-yao-01-luo/MultiPowerLaw,
@@ -15,6 +17,10 @@ same steps. Leave one size out: the gain prior of each curve is fitted on the ot
 sizes' curves (`prior`), never its own. Reports the relative error and whether the 95%
 band holds the final loss.
 prior: each curve fitted whole by each law without a prior; the gain's mean and sd.
+export: one curve's first half written as a W&B history export would hold it
+(train/global_step, throughput/total_tokens at an assumed 2^20 tokens per step,
+train/loss, optim/learning_rate_group0, W&B's own _step and _runtime), for `cdlaw govern`
+as a user would run it (docs/govern.md's figure).
 protocol: the seven multi-power parameters fitted jointly on cosine_24000,
 constant_24000 and wsdcon_9 (relative least squares, α, C, β, γ searched, L0, A, B
 solved), the other six schedules predicted; mean and worst |relative error| over their
@@ -208,17 +214,36 @@ def protocol(curves, tmp: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def export(df: pd.DataFrame, out: Path) -> None:
+    half = df[df.step <= CUT * df.step.max()]
+    pd.DataFrame(
+        {
+            "_step": np.arange(len(half)),
+            "_runtime": half.step * 0.4,
+            "train/global_step": half.step,
+            "throughput/total_tokens": half.step * 2**20,
+            "train/loss": half.loss,
+            "optim/learning_rate_group0": half.lr,
+        }
+    ).to_csv(out, index=False)
+
+
 def main() -> None:
     import tempfile
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("half", "prior", "protocol"))
+    ap.add_argument("what", choices=("half", "prior", "protocol", "export"))
+    ap.add_argument("--curve", default="400M_cosine_72000", help="export: <size>_<schedule>")
     ap.add_argument("folder", type=Path)
     ap.add_argument("--refits", type=int, default=cont.REFITS)
-    ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--out", type=Path, help="write the rows as JSON here (export: the log)")
     a = ap.parse_args()
     curves = read(a.folder)
     t0 = time.time()
+    if a.what == "export":
+        size, sched = a.curve.split("_", 1)
+        export(curves[(size, sched)], a.out or Path("log.csv"))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         if a.what == "prior":
             g = full_gains(curves, Path(tmp))

@@ -63,7 +63,11 @@ from cdlaw.govern.schedule_laws import (  # noqa: E402
 )
 from cdlaw.schedule import lr_at  # noqa: E402
 
-MODELS = ("governor", "ratio+power", "tissue2024", "multipower2025")
+MODELS = ("governor", "ratio+power", "tissue2024", "multipower2025", "curve law")
+# The curve law (cdlaw.govern.continuation) reads the trunk's validation points as the
+# relation does; a trunk has 6 up to half its steps (eval_every 500), so the bench lets it
+# fit on 4 (cdlaw govern asks for 8, and falls back to a run's training loss).
+CURVE_LAW_MIN_POINTS = 4
 PLAN = (2e12, 96_000)  # the demo plan's budget and unique tokens (docs/plan.md)
 LAMBDA_FACTORS = (0.5, 1.0, 2.0)
 # How the held-out offset δ is taken from the trunk's observed stable points (each point's
@@ -252,6 +256,29 @@ def annealing_fits(fams, train_keys, bases, schedules, runs):
     return C, (B, Cm, beta, gamma)
 
 
+def curve_law_fit(t, y, lr_trunk, trunk, law, key):
+    """cdlaw govern's curve law fitted to the trunk's points up to half its tokens, its
+    tokens past D weighted by the held-out law's η (docs/govern.md)."""
+    from cdlaw.govern import continuation
+    from cdlaw.govern.run_loss import effective_tokens
+
+    n, d, s = key
+    tokens = np.arange(len(lr_trunk) + 1, dtype=float) * trunk.batch_tokens
+    w = np.diff(effective_tokens(law, n, d, s, tokens)) / trunk.batch_tokens
+    continuation.MIN_POINTS = CURVE_LAW_MIN_POINTS
+    return continuation.fit_continuation(t / trunk.batch_tokens, y, lr_trunk,
+                                         float(lr_trunk.max()), w, refits=0)  # fmt: skip
+
+
+def curve_law(cont, lr, law, n, d, s, batch_tokens) -> float:
+    """The curve law's loss at the end of the schedule lr (a branch's)."""
+    from cdlaw.govern.run_loss import effective_tokens
+
+    tokens = np.arange(len(lr) + 1, dtype=float) * batch_tokens
+    w = np.diff(effective_tokens(law, n, d, s, tokens)) / batch_tokens
+    return cont.predict(lr, w)[0]
+
+
 def heldout(runs_dir: Path) -> dict:
     from cdlaw.fit.table import load_runs
 
@@ -291,6 +318,7 @@ def heldout(runs_dir: Path) -> dict:
         s1 = forward_area(lr_trunk)[(t / trunk.batch_tokens).astype(int) - 1]
         base = fit_base(s1, y)
         offsets = rho * y - law_loss(law, n, d, s, t / (1 - f))
+        cont = curve_law_fit(t, y, lr_trunk, trunk, law, key)
         for b in fam["branches"]:
             lr = schedules[b.run_id]
             fork = b.decay_tokens
@@ -305,6 +333,7 @@ def heldout(runs_dir: Path) -> dict:
                 "ratio+power": rho * float(base_loss(base, fork_s1)),
                 "tissue2024": float(base_loss(base, forward_area(lr)[-1]))
                 - C * tissue_annealing_area(lr),
+                "curve law": curve_law(cont, lr, law, n, d, s, b.batch_tokens),
                 "multipower2025": float(base_loss(base, forward_area(lr)[-1]))
                 - multipower_reduction(lr, *mpl),
             }

@@ -1,5 +1,6 @@
-"""The compute governor (`cdlaw govern`, docs/govern.md): a run's curve so far (curve), the
-stable-to-cooled relation of WSD (cooldown), the decision to continue, switch strategy or
-cool down now (governor), and the schedule-aware curve laws it was chosen against
-(schedule_laws).
+"""The compute governor (`cdlaw govern`, docs/govern.md): a run's curve from any trainer's
+log (logs, curve), its planned lr schedule (lr_plan), the schedule-aware curve laws fitted
+to it (schedule_laws, continuation, curve_run) and the decision they make (curve_governor),
+which model decides (model), and the WSD relation for cdlaw's own WSD runs (cooldown,
+pairs, run_loss, governor).
 """

@@ -31,6 +31,7 @@ from cdlaw.govern.schedule_laws import (
     LawFit,
     annealing,
     fit_law,
+    shrunk,
 )
 
 FIT_FROM = 0.2  # fit the points at or past this share of the steps seen
@@ -204,6 +205,7 @@ def _refits(fit: LawFit, s1, x, y, peak_lr, prior: GainPrior, n: int, rng) -> li
         starts = rng.integers(0, len(y) - block + 1, size=math.ceil(len(y) / block))
         idx = (starts[:, None] + np.arange(block)[None, :]).ravel()[: len(y)]
         centre = max(prior.mean + prior.sd * rng.standard_normal(), 0.0)
-        out.append(fit_law(fit.law, s1, x, fitted * (1 + res[idx]), peak_lr,
-                           GainPrior(centre, prior.sd), near=fit.alpha))  # fmt: skip
+        weighed = shrunk(GainPrior(centre, prior.sd), fit.rho)
+        out.append(fit_law(fit.law, s1, x, fitted * (1 + res[idx]), peak_lr, weighed,
+                           near=fit.alpha, autocorrelated=False))  # fmt: skip
     return out

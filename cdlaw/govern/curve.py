@@ -29,11 +29,15 @@ import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.fit.columns import numbers, read_table
-from cdlaw.govern.logs import LOSS_COLUMNS, LR_COLUMNS, STEP_COLUMNS, TOKEN_COLUMNS, read_log
+from cdlaw.govern.logs import (
+    LOSS_COLUMNS,
+    LR_COLUMNS,
+    MIN_LOSS_POINTS,
+    STEP_COLUMNS,
+    TOKEN_COLUMNS,
+    read_log,
+)
 
-# A loss column is chosen only if it has this many points (a validation loss evaluated
-# rarely gives way to the training loss); else the one with the most.
-MIN_LOSS_POINTS = 16
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3
 # The fewest stable-phase points (after warmup, at or past a quarter of the tokens seen)

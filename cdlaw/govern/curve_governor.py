@@ -134,7 +134,10 @@ def _switch(run: CurveRun, ends, inside, lam, source, options):
         o = _option(f"switch to {other}", run, int(ends[i]), rows[i], lam)
         if best is None or o.objective < best[1].objective:
             best = (other, o, w)
-    if best is None:
+    # a switch changes nothing before the run passes its D: such an ending is its own
+    if best is None or (best[1].end_tokens or 0.0) <= max(
+        run.fresh or 0.0, float(run.tokens(run.now) or 0.0)
+    ):
         return None, None, None
     other, opt, w = best
     own = run.cont.draws_at(run.plan.ending(run.now, int(opt.end_step or 0)), run.weights)

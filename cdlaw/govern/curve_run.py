@@ -38,6 +38,9 @@ from cdlaw.strategies import NONE, REPETITION
 # Tokens per step assumed for a log that counts tokens only, when nothing says its batch:
 # the curve laws' time is the optimizer step (about 1M tokens for a mid-size LLM).
 NOMINAL_TOKENS_PER_STEP = 2**20
+# The curve laws read the schedule step by step: a plan of more steps than this is refused
+# (a run of 100M parameters at 256 tokens per step, not a run anyone trains that way).
+MAX_PLAN_STEPS = 5_000_000
 LR_AGREES = 0.05  # the log's lr may depart from the plan's by this share of the peak
 
 
@@ -106,6 +109,12 @@ def curve_run(
             steps = tokens / tps
     now = round(float(steps[-1]))
     plan = resolve_plan(curve, options, steps, tps or NOMINAL_TOKENS_PER_STEP)
+    if plan.steps > MAX_PLAN_STEPS:
+        raise BadInput(
+            f"the planned schedule ({plan.source}) has {plan.steps:,} steps; the curve laws "
+            f"read up to {MAX_PLAN_STEPS:,}: check --batch-tokens, or govern it by the WSD "
+            "relation (--model relation)"
+        )
     if plan.steps < now:
         raise BadInput(
             f"the planned schedule ({plan.source}) ends at step {plan.steps:,}, before the log's "

@@ -300,6 +300,11 @@ def _endings(law: Law, run: _Frame, cal: _Calibration) -> _Endings:
             o = _option(f"switch to {other}", fn, max(grid[i], run.e_now), run, cal)
             if switch_best is None or o.objective < switch_best.objective:
                 switch_to, switch_best = other, o
+        # a switch changes nothing before the run passes its D (and now): one ending there
+        # is the run's own, and is not shown as a switch
+        takes_effect = max(run.t_now, run.fresh) * (1 + 1e-9)
+        if switch_best is not None and _need(switch_best.end_tokens) <= takes_effect:
+            switch_to, switch_best = None, None
         if switch_best is not None and switch_to is not None:
             options.append(switch_best)
             support = _switch_support(switch_best, switch_to, options[2], run, cal)

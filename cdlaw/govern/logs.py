@@ -82,6 +82,9 @@ LR_COLUMNS = (
     "lr-sgd",
 )
 
+# A loss column is chosen only if it has this many points (a validation loss evaluated
+# rarely gives way to the training loss); else the one with the most.
+MIN_LOSS_POINTS = 16
 TABLES = (".csv", ".tsv", ".parquet", ".pq")
 
 

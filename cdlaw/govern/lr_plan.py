@@ -232,11 +232,12 @@ def inferred_plan(
         total, ratio = fit
         ratio = ratio if final_ratio is None else final_ratio
         return named_plan("cosine", total, warm, ratio, peak, decay_frac)
-    start = int(decaying[0]) - 1
-    lin = _linear(s, y, start, planned_steps, final_ratio)
+    lin = _linear(s, y, int(decaying[0]) - 1, planned_steps, final_ratio)
     if lin is not None:
-        total, ratio = lin
-        shape = "linear" if start <= warm + 1 else "wsd"
+        total, ratio, start = lin
+        # from the end of warmup (within one logging interval): linear; later: WSD
+        gap = float(np.median(np.diff(s))) if len(s) > 1 else 1.0
+        shape = "linear" if start <= warm + gap else "wsd"
         f = (total - start) / total if shape == "wsd" else decay_frac
         return named_plan(shape, total, warm, ratio, peak, f)
     raise BadInput(
@@ -275,17 +276,19 @@ def _cosine(s, y, warm, planned) -> tuple[int, float] | None:
     return round(best[1]), best[2]
 
 
-def _linear(s, y, start, planned, final_ratio) -> tuple[int, float] | None:
-    """(steps, final ratio) of a linear decay from `start` through y, when its planned end
-    or its final ratio is given; None otherwise or if y is not linear."""
-    after = s > start
+def _linear(s, y, first, planned, final_ratio) -> tuple[int, float, float] | None:
+    """(steps, final ratio, decay start) of a linear decay through y's points past `first`,
+    when its planned end or its final ratio is given; None otherwise or if y is not
+    linear there. The decay start is where the line meets the peak."""
+    after = s > first
     if after.sum() < 2:
         return None
-    slope = float(np.polyfit(s[after] - start, y[after] - 1, 1)[0])
-    if slope >= 0 or np.max(np.abs(1 + slope * (s[after] - start) - y[after])) > SHAPE_MATCH:
+    slope, at = (float(v) for v in np.polyfit(s[after], y[after], 1))
+    if slope >= 0 or np.max(np.abs(at + slope * s[after] - y[after])) > SHAPE_MATCH:
         return None
+    start = (1 - at) / slope
     if planned:
-        return int(planned), float(max(1 + slope * (planned - start), 0.0))
+        return int(planned), float(max(at + slope * planned, 0.0)), start
     if final_ratio is not None:
-        return round(start + (final_ratio - 1) / slope), final_ratio
+        return round((final_ratio - at) / slope), final_ratio, start
     return None

@@ -14,6 +14,8 @@ its curve law. `--model curve|relation` overrides the choice.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cdlaw.errors import BadInput
 from cdlaw.govern.cooldown import NEAR_N
 from cdlaw.govern.curve import Curve
@@ -53,9 +55,14 @@ def decide(
     source: PlanningLaw | None,
     options: GovernOptions,
     budget_plan: Plan | None = None,
+    reread: Callable[[str], Curve] | None = None,
 ) -> Decision:
-    """The decision under the model choose_model picks; budget_plan as govern() takes it."""
+    """The decision under the model choose_model picks; budget_plan as govern() takes it;
+    reread(column) reads the run again at another loss column (a run folder's validation
+    loss, evaluated too rarely for a curve law, gives way to its training loss)."""
     from dataclasses import replace
+
+    from cdlaw.govern.logs import MIN_LOSS_POINTS
 
     model, why = choose_model(curve, options)
     if model == RELATION:
@@ -68,4 +75,12 @@ def decide(
         return replace(decision, model=RELATION, model_reason=why)
     from cdlaw.govern.curve_governor import govern_curve
 
+    if reread is not None and curve.config and curve.loss_column == "val_loss":
+        if len(curve.loss) < MIN_LOSS_POINTS:
+            said = (
+                f"{len(curve.loss)} validation losses are too few for the curve law: governed "
+                "on the training loss (train_loss)"
+            )
+            curve = reread("train_loss")
+            curve = replace(curve, warnings=(*curve.warnings, said))
     return replace(govern_curve(curve, source, options, budget_plan), model_reason=why)

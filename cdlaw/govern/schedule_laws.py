@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import lsq_linear, minimize_scalar
+from scipy.optimize import minimize_scalar
 from scipy.signal import lfilter
 
 TISSUE = "tissue2024"
@@ -87,7 +87,8 @@ def multipower_sum(lr: np.ndarray, steps, shape=MULTIPOWER_SHAPE) -> np.ndarray:
         weight = np.add.reduceat(d[k], edges[:-1])
         where = k[edges[1:] - 1]
     cum = np.concatenate([[0.0], np.cumsum(lr)])
-    scale = lr[where] ** (-gamma)
+    # an lr of 0 would make η^(−γ) infinite: G is then 1 at once, as a floor just above 0 gives
+    scale = np.maximum(lr[where], 1e-9 * float(np.max(lr))) ** (-gamma)
     for i in range(0, len(steps), 32):
         q = steps[i : i + 32]
         before = where[None, :] < q[:, None]
@@ -163,7 +164,32 @@ def _solve(s1, x, y, alpha, w, prior_row):
     if prior_row is not None:
         X = np.vstack([X, prior_row[0]])
         t = np.append(t, prior_row[1])
-    return lsq_linear(X, t, bounds=(0.0, np.inf), method="bvls").x
+    return nonnegative_lstsq(X, t)
+
+
+def nonnegative_lstsq(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """argmin ‖X·p − t‖ over p ≥ 0 for a few columns: the unconstrained solution if it is
+    feasible, else the best feasible solution on a subset of the columns (the optimum of a
+    non-negative least-squares problem is the unconstrained optimum on its free set)."""
+    G, b = X.T @ X, X.T @ t
+    k = X.shape[1]
+    best, best_cost = np.zeros(k), float(t @ t)
+    for mask in range((1 << k) - 1, 0, -1):
+        free = [i for i in range(k) if mask >> i & 1]
+        try:
+            p_free = np.linalg.solve(G[np.ix_(free, free)], b[free])
+        except np.linalg.LinAlgError:
+            continue
+        if (p_free < 0).any():
+            continue
+        p = np.zeros(k)
+        p[free] = p_free
+        cost = float(np.sum((X @ p - t) ** 2))
+        if cost < best_cost - 1e-15 * max(best_cost, 1.0):
+            best, best_cost = p, cost
+        if mask == (1 << k) - 1:
+            return p  # the unconstrained optimum is feasible
+    return best
 
 
 def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma0: float):
@@ -177,7 +203,7 @@ def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma
             row = (np.array([0.0, 0.0, gain_unit * k]), prior.mean * k)
         p = _solve(s1, x, y, alpha, w, row)
         res = (p[0] + p[1] * s1 ** (-alpha) - p[2] * x) / y - 1
-        sigma = max(1.4826 * float(np.median(np.abs(res))), 1e-6)
+        sigma = max(1.4826 * float(np.percentile(np.abs(res), 50, method="nearest")), 1e-6)
         c = HUBER * sigma
         w = np.where(np.abs(res) <= c, 1.0, c / np.maximum(np.abs(res), 1e-300))
     cost = float(np.sum(w * res**2))
@@ -194,21 +220,21 @@ def fit_law(
     peak_lr: float,
     prior: GainPrior | None = None,
     near: float | None = None,
+    autocorrelated: bool = True,
 ) -> LawFit:
     """`law` fitted to a curve: s1 and x the forward area and annealing feature at its
     points, loss its loss there; α profiled (a coarse grid then a bounded search, or only
     the search within 1.5× of `near`). With a prior, the curve's points count as the
     independent points their autocorrelation leaves (n·(1 − ρ)/(1 + ρ)): a smooth curve
-    is not hundreds of measurements of its gain."""
+    is not hundreds of measurements of its gain (autocorrelated=False: the prior is
+    taken as given, already shrunk)."""
     s1, x, y = (np.asarray(v, dtype=float) for v in (s1, x, loss))
     gain_unit = peak_lr * unit(law)
     rel = np.diff(y) / y[1:]
     sigma0 = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))) / math.sqrt(2), 1e-5)
     fit = _profile(s1, x, y, prior, gain_unit, sigma0, near)
-    if prior is not None and fit.rho > 0:
-        shrink = math.sqrt((1 - fit.rho) / (1 + fit.rho))
-        fit = _profile(s1, x, y, GainPrior(prior.mean, prior.sd * shrink), gain_unit, sigma0,
-                       fit.alpha)  # fmt: skip
+    if prior is not None and fit.rho > 0 and autocorrelated:
+        fit = _profile(s1, x, y, shrunk(prior, fit.rho), gain_unit, sigma0, fit.alpha)
     return replace(fit, law=law)
 
 
@@ -252,3 +278,9 @@ def fit_base(s1: np.ndarray, loss: np.ndarray) -> tuple[float, float, float]:
     """(L0, A, α) on a stable-phase curve (no annealing): fit_law with X = 0."""
     f = fit_law(TISSUE, s1, np.zeros(len(s1)), loss, 1.0)
     return f.L0, f.A, f.alpha
+
+
+def shrunk(prior: GainPrior, rho: float) -> GainPrior:
+    """The prior as fit_law weighs it against a curve whose residuals have lag-1
+    autocorrelation rho."""
+    return GainPrior(prior.mean, prior.sd * math.sqrt((1 - rho) / (1 + rho)))

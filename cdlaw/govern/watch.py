@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.errors import BadInput
-from cdlaw.govern.curve import CurveOptions, read_curve
+from cdlaw.govern.curve import Curve, CurveOptions, read_curve
 from cdlaw.govern.decision import Decision, GovernOptions
 from cdlaw.govern.governor import plan_budget
 from cdlaw.govern.model import decide
@@ -31,6 +31,13 @@ class Watch:
     watch: bool = False
     every: float = 60.0
     reads: int | None = None
+
+
+def _reader(run: Path, curve_options: CurveOptions) -> Callable[[str], Curve]:
+    """column → the run read again at that loss column."""
+    from dataclasses import replace
+
+    return lambda column: read_curve(run, replace(curve_options, loss_column=column))
 
 
 def decisions(
@@ -58,7 +65,7 @@ def decisions(
             last_tokens = axis[-1]
             if source is not None and options.budget_flops is not None:
                 budget_plan = budget_plan or plan_budget(source, options)
-            yield decide(curve, source, options, budget_plan)
+            yield decide(curve, source, options, budget_plan, reread=_reader(run, curve_options))
         done += 1
         if not watch.watch or (watch.reads is not None and done >= watch.reads):
             return

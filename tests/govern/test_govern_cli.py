@@ -182,7 +182,10 @@ def test_a_run_folder_checks_its_loss_against_its_own_vocabulary(tmp_path, capsy
                               vocab=10)  # fmt: skip
     code, out, err = cli(capsys, folder, *BUDGET)
     assert code == 2 and out == "" and "ln V" in err and "V = 10)" in err
-    code, _, err = cli(capsys, folder, *BUDGET, "--vocab-size", "100K")  # the option wins
+    relation = ["--model", "relation"]  # 19.5M steps of 256 tokens: not for a curve law
+    code, _, err = cli(
+        capsys, folder, *BUDGET, *relation, "--vocab-size", "100K"
+    )  # the option wins
     assert code == 0, err
 
 
@@ -271,7 +274,8 @@ def test_a_log_whose_loss_stops_being_finite_warns(tmp_path, capsys):
 
 def test_a_cosine_log_is_governed_by_its_curve_law_not_the_wsd_relation(tmp_path, capsys):
     frame = planted_frame(np.linspace(2e8, 3e9, 30))
-    frame["lr"] = 1e-3 * np.cos(np.linspace(0, 1.4, 30))
+    steps = frame["tokens"] / 2**20  # as the curve law reads a log of tokens alone
+    frame["lr"] = 1e-3 * (0.1 + 0.45 * (1 + np.cos(np.pi * steps / 6000)))
     err = bad(tmp_path, capsys, frame)  # RUN asks for the relation
     assert "needs a stable phase" in err and "--model curve" in err
     path = tmp_path / "cosine.csv"
@@ -313,3 +317,18 @@ def test_a_log_that_does_not_say_its_vocabulary_is_checked_against_the_laws(tmp_
     assert "ln V = 6.238" in err and "the law's runs'" in err and "line 8" in err
     code, _, err = cli(capsys, path, *run, *budget, "--vocab-size", "50K")
     assert "ln V" not in err
+
+
+def test_a_run_before_its_d_shows_no_switch_that_would_change_nothing(tmp_path, capsys):
+    """Every ending the budget allows lies before D = 2e10: switching strategy there is the
+    run's own ending, so no "switch to" row repeats the best stop's numbers."""
+    path = planted_csv(tmp_path)
+    budget = ["--budget-flops", "1e19", "--unique-tokens", "2e10", "--law", "qin2026"]
+    run = ["--model", "relation", "--n-params", "100M", "--decay-frac", "0.2",
+           "--fresh-tokens", "2e10", "--strategy", "repetition"]  # fmt: skip
+    code, out, err = cli(capsys, path, *budget, *run, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert [o["name"] for o in d["options"]] == ["cool down now", "planned end", "best stop"]
+    code, out, _ = cli(capsys, path, *budget, *run)
+    assert "switch to" not in out
