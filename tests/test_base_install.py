@@ -89,6 +89,13 @@ def test_govern_runs_without_the_training_packages(tmp_path):
     r = cdlaw_without_train(
         "govern", tmp_path / "log.csv", "--law", "qin2026", "--budget-flops", "1e19",
         "--unique-tokens", "1e9", "--n-params", "100M", "--strategy", "paraphrase", "--json",
+        "--model", "relation",
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["action"] == "continue"
+    r = cdlaw_without_train(  # the run's own curve law, on the schedule it is told
+        "govern", tmp_path / "log.csv", "--schedule", "wsd", "--planned-tokens", "4e9",
+        "--decay-frac", "0.2", "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["model"] == "curve law"

@@ -33,7 +33,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import minimize_scalar
-from scipy.signal import lfilter
 
 TISSUE = "tissue2024"
 MULTIPOWER = "multipower2025"
@@ -63,7 +62,24 @@ def forward_area(lr: np.ndarray) -> np.ndarray:
 
 def tissue_area(lr: np.ndarray, momentum: float = TISSUE_MOMENTUM) -> np.ndarray:
     """S2 after each step: Σ_{i≤s} m_i, m_i = λ·m_{i−1} + (η_{i−1} − η_i)."""
-    return np.cumsum(lfilter([1.0], [1.0, -momentum], drops(lr)))
+    return np.cumsum(_momentum(drops(lr), momentum))
+
+
+MOMENTUM_BLOCK = 4096  # steps per block of the recurrence: λ^(−4096) stays finite
+
+
+def _momentum(d: np.ndarray, lam: float) -> np.ndarray:
+    """m_i = λ·m_{i−1} + d_i, block by block: within a block m = λ^i·Σ_{j≤i} λ^(−j)·d_j plus
+    the carry λ^(i+1)·m_before."""
+    out = np.empty(len(d))
+    carry = 0.0
+    for start in range(0, len(d), MOMENTUM_BLOCK):
+        block = d[start : start + MOMENTUM_BLOCK]
+        i = np.arange(len(block))
+        m = lam**i * np.cumsum(block * lam ** (-i)) + carry * lam ** (i + 1)
+        out[start : start + len(block)] = m
+        carry = float(m[-1])
+    return out
 
 
 def tissue_annealing_area(lr: np.ndarray, momentum: float = TISSUE_MOMENTUM) -> float:
