@@ -102,7 +102,7 @@ class Continuation:
         if pool:
             p_lo, p_hi = np.percentile(np.array(pool), [2.5, 97.5], axis=0)
             lo, hi = np.minimum(lo, p_lo), np.maximum(hi, p_hi)
-        base = self.kappa * np.log(np.maximum(s1 / area[self.now - 1], 1.0)) * point
+        base = self.kappa * np.log(np.maximum(s1 / area[min(self.now, len(area)) - 1], 1.0)) * point
         half = np.where(ahead, Z95 * np.hypot(base, np.mean(anneal, axis=0)), 0.0)
         return point, np.minimum(lo, point - half), np.maximum(hi, point + half)
 
