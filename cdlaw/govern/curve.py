@@ -291,6 +291,8 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
     lr = None if lr is None else lr[keep]
     if len(loss) == 0:
         raise BadInput(f"{name} has no row with both a step (or tokens) and a finite {loss_col}")
+    if tokens is not None and steps is not None:  # a row that logs one but not the other
+        steps = _filled(steps, tokens)
     for label, values in (("tokens", tokens), ("step", steps)):
         if values is None:
             continue
@@ -327,6 +329,15 @@ def _from_frame(frame: pd.DataFrame, name: str, options: CurveOptions) -> Curve:
         warnings=tuple(warnings),
         steps=steps,
     )
+
+
+def _filled(steps: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """The steps, where a row has none, interpolated from its tokens (the two advance
+    together); unchanged when every row has one, or fewer than two do."""
+    have = np.isfinite(steps)
+    if have.all() or have.sum() < 2:
+        return steps
+    return np.where(have, steps, np.interp(tokens, tokens[have], steps[have]))
 
 
 def _check_vocabulary(loss: np.ndarray, lines: np.ndarray, at: str, options: CurveOptions) -> None:

@@ -59,6 +59,17 @@ def test_a_wandb_history_export_is_read_as_its_trainer_wrote_it(tmp_path):
     assert curve.tokens_per_step == BATCH and curve.lr is not None
 
 
+def test_a_row_that_logs_tokens_but_not_its_step_takes_the_step_its_tokens_say(tmp_path):
+    wandb_history(tmp_path / "export.csv")
+    frame = pd.read_csv(tmp_path / "export.csv")
+    frame.loc[frame.index[5::7], "train/global_step"] = np.nan
+    frame.to_csv(tmp_path / "gaps.csv", index=False)
+    curve = read_curve(tmp_path / "gaps.csv")
+    assert curve.steps is not None and np.array_equal(
+        curve.steps, read_curve(tmp_path / "export.csv").steps
+    )
+
+
 def test_a_cosine_runs_wandb_export_predicts_its_planned_end_within_its_band(tmp_path, capsys):
     wandb_history(tmp_path / "export.csv")
     code, out, err = cli(capsys, tmp_path / "export.csv", "--json")
