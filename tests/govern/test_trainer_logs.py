@@ -72,8 +72,10 @@ def test_a_row_that_logs_tokens_but_not_its_step_takes_the_step_its_tokens_say(t
 
 def test_a_cosine_runs_wandb_export_predicts_its_planned_end_within_its_band(tmp_path, capsys):
     wandb_history(tmp_path / "export.csv")
-    code, out, err = cli(capsys, tmp_path / "export.csv", "--json")
+    figure = tmp_path / "govern.png"
+    code, out, err = cli(capsys, tmp_path / "export.csv", "--json", "--figure", figure)
     assert code == 0, err
+    assert figure.stat().st_size > 10_000
     d = json.loads(out)
     assert d["model"] == "curve law" and d["schedule"].startswith("cosine")
     planned = next(o for o in d["options"] if o["name"] == "planned end")
