@@ -69,6 +69,27 @@ def grouped(x: float, decimals: int = 0) -> str:
     if not math.isfinite(x) or abs(x) >= 1e6:
         return f"{x:.3g}"
     return f"{x:,.{decimals}f}"
+def counted(x: float, noun: str, plural: str = "", digits: int = 3) -> str:
+    """A count and its noun, the noun singular where the count reads as 1: "1 epoch",
+    "4.82 epochs", "1 pass", "3 passes", "0 runs". `plural` for a noun that is not
+    noun + "s" or + "es"; `digits` significant digits, as format_number."""
+    text = f"{x:,}" if isinstance(x, int) else f"{x:.{digits}g}"
+    if text in ("1", "-1"):
+        return f"{text} {noun}"
+    if not plural:
+        plural = noun + ("es" if noun.endswith(("s", "x", "sh")) else "s")
+    return f"{text} {plural}"
+
+
+def format_apart(a: float, b: float, digits: int = 3) -> tuple[str, str]:
+    """a and b with `digits` significant digits, or as many more as tell them apart (17 at
+    most): ("1.8104e+21", "1.81e+21"), not "1.81e+21" twice, for "more than" messages."""
+    x, y = f"{a:.{digits}g}", f"{b:.{digits}g}"
+    for more in range(digits + 1, 18):
+        if x != y:
+            break
+        x, y = f"{a:.{more}g}", f"{b:.{more}g}"
+    return x, y
 
 
 def plain(value) -> str:

@@ -10,6 +10,7 @@ import typer
 from cdlaw.cli import NUMBER, app, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.cli.run_options import OUT, RUN, RunArgs, takes_run_options
+from cdlaw.units import counted
 
 
 @app.command()
@@ -63,7 +64,7 @@ def _say_round(r) -> None:
     band = _band(r)
     agree = "" if math.isnan(r.strategy_agreement) else f" ({r.strategy_agreement:.0%} of refits)"
     err.print(
-        f"round {r.round} ({r.sweep}): {r.runs} runs, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
+        f"round {r.round} ({r.sweep}): {counted(r.runs, 'run')}, {r.flops:.3g} FLOPs; plan N {r.n_params:.3g} "
         f"{r.strategy}{agree}, loss {r.predicted_loss:.4g} {band}",
         highlight=False,
     )
@@ -93,7 +94,8 @@ def _render(result, json_out: bool) -> None:
         )
     else:
         out.print(
-            f"adaptive {result.folder}: {len(result.rounds) - 1} round(s), {last.runs} runs, {last.flops:.3g} "
+            f"adaptive {result.folder}: {counted(len(result.rounds) - 1, 'round')}, "
+            f"{counted(last.runs, 'run')}, {last.flops:.3g} "
             f"FLOPs; plan N {last.n_params:.3g} {last.strategy}, loss {last.predicted_loss:.4g} "
             f"{_band(last)}; stopped: {result.stopped}",
             highlight=False,

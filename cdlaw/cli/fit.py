@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import NUMBER, app, count, err, out, print_json, say
+from cdlaw.units import counted
 
 
 @app.command()
@@ -250,13 +251,15 @@ def _print_quality(d: dict) -> None:
         sn = d["seed_noise"]
         out.print(
             f"seed noise: log sd {sn['sd_log']:.5f} {seed_noise_between(sn)} "
-            f"({sn['n_runs']} runs in {sn['n_groups']} cells): no fit to single runs gets below it",
+            f"({counted(sn['n_runs'], 'run')} in {counted(sn['n_groups'], 'cell')}): no fit to "
+            "single runs gets below it",
             highlight=False,
         )
     if d["holdout"]:
         h = d["holdout"]
         out.print(
-            f"held out N = {fmt(h['n_params'])} ({h['n_rows']} rows): rmse_log {h['rmse_log']:.5f}",
+            f"held out N = {fmt(h['n_params'])} ({counted(h['n_rows'], 'row')}): rmse_log "
+            f"{h['rmse_log']:.5f}",
             highlight=False,
         )
     out.print(

@@ -11,6 +11,7 @@ from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.cli.plan_words import say_extrapolated
 from cdlaw.errors import BadInput
+from cdlaw.units import counted
 
 
 def _default_out(runs: Path) -> Path:
@@ -124,7 +125,7 @@ def _render(batch, target: Path, sweep_out: Path, json_out: bool) -> None:
         for i, why in enumerate(batch.reasons, 1):
             out.print(f"{i:>3}. {why}", highlight=False)
         out.print(
-            f"batch: {len(batch.chosen)} runs, {batch.flops:.3g} FLOPs as the law counts "
+            f"batch: {counted(len(batch.chosen), 'run')}, {batch.flops:.3g} FLOPs as the law counts "
             f"compute (6·N per token); training them costs {batch.training_flops:.3g} with "
             "attention, which `cdlaw sweep --dry-run` counts",
             highlight=False,

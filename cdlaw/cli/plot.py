@@ -8,6 +8,7 @@ import typer
 
 from cdlaw.cli import app, err, number, print_json
 from cdlaw.cli.plan import EXTRAPOLATE
+from cdlaw.units import counted
 
 
 @app.command()
@@ -60,4 +61,4 @@ def _render(paths: list[Path], fmt: str, json_out: bool) -> None:
     else:
         for p in paths:
             print(p)
-    err.print(f"wrote {len(paths)} figure(s) to {paths[0].parent}", highlight=False)
+    err.print(f"wrote {counted(len(paths), 'figure')} to {paths[0].parent}", highlight=False)

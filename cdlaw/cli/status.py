@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import app, out, print_json, wide
+from cdlaw.units import counted
 
 STATE_STYLE = {
     "done": "green",
@@ -48,7 +49,7 @@ def _render(rows: list[dict], runs_dir: Path) -> None:
 
     from cdlaw.units import format_number as fmt
 
-    table = Table(title_justify="left", title=f"{runs_dir}: {len(rows)} runs")
+    table = Table(title_justify="left", title=f"{runs_dir}: {counted(len(rows), 'run')}")
     for col in (
         "sweep",
         "run_id",

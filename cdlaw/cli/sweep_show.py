@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from cdlaw.cli import err, print_json, say
 from cdlaw.cli.progress_lines import ProgressLines
+from cdlaw.units import counted
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -91,7 +92,8 @@ def _runs_table(plan):
     from cdlaw.units import format_number as fmt
 
     table = Table(
-        title=f"sweep {plan.plan.sweep.name}: {len(plan.rows)} runs", title_justify="left"
+        title=f"sweep {plan.plan.sweep.name}: {counted(len(plan.rows), 'run')}",
+        title_justify="left",
     )
     shared = any(r["fork_parent"] for r in plan.rows)
     for col in (
@@ -194,7 +196,7 @@ def render_outcome(outcome, simulation, json_out: bool) -> None:
             f"{outcome.threads} thread(s)"
         )
     err.print(
-        f"sweep {outcome.plan.sweep.name}: {len(outcome.statuses)} runs ({parts}); {how}; "
+        f"sweep {outcome.plan.sweep.name}: {counted(len(outcome.statuses), 'run')} ({parts}); {how}; "
         f"summary: {outcome.plan.sweep_dir / 'summary.parquet'}",
         highlight=False,
     )
@@ -250,7 +252,8 @@ class SweepDisplay:
             self.total = len(self.facts)
             self.sweep_dir = event.sweep_dir
             err.print(
-                f"sweep {event.sweep}: {self.total} runs → {event.sweep_dir}", highlight=False
+                f"sweep {event.sweep}: {counted(self.total, 'run')} → {event.sweep_dir}",
+                highlight=False,
             )
             return
         if isinstance(event, ev.PacksChosen):

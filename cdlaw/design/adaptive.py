@@ -35,6 +35,7 @@ from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.units import counted
 
 ROUNDS_FILE = "rounds.parquet"
 
@@ -175,7 +176,7 @@ def _stop(
     if max_flops is not None and row.flops >= max_flops:
         return f"the experiment's {max_flops:.3g} FLOPs are spent ({row.flops:.3g})"
     if last:
-        return f"{max_rounds} rounds done"
+        return f"{counted(max_rounds, 'round')} done"
     return ""
 
 

@@ -34,7 +34,7 @@ from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
 from cdlaw.sweep.grid import SweepConfig
-from cdlaw.units import format_number, plain
+from cdlaw.units import format_apart, format_number, plain
 
 MIN_DRAWS = 10  # fewer bootstrap draws than this cannot say which runs matter
 DEFAULT_RUNS = 4  # with neither --runs nor --flops
@@ -308,8 +308,9 @@ def next_batch(
     text = batch_sweep_text(parent, name, chosen, header)
     flops = sum(p.flops for p in picks)
     if flops > budget_flops:  # only a --flops above the budget lets it
+        costs, budget = format_apart(flops, budget_flops)
         warnings.append(
-            f"the batch costs {flops:.3g} FLOPs, more than the {budget_flops:.3g} it plans: "
+            f"the batch costs {costs} FLOPs, more than the {budget} it plans: "
             "with those FLOPs the plan itself could be trained"
         )
     return NextBatch(name, current, chosen, picks, reasons, text, flops, len(cands),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.figures import style
+from cdlaw.units import counted
 
 MAX_PANELS = 6
 
@@ -143,8 +144,8 @@ def curves_figure(metrics: dict, summary=None, fit: dict | None = None):
     handles = _curves_key(strategies)
     return style.finish(
         fig,
-        f"Loss during training ({shown} runs): validation, training faint behind it",
-        style.fit_caption(fit, f"{len(metrics)} metrics files"),
+        f"Loss during training ({counted(shown, 'run')}): validation, training faint behind it",
+        style.fit_caption(fit, counted(len(metrics), "metrics file")),
         handles,
         [h.get_label() for h in handles],
     )

@@ -12,6 +12,7 @@ import numpy as np
 from cdlaw.figures import outliers, style
 from cdlaw.figures.inputs import is_naive
 from cdlaw.law import Law
+from cdlaw.units import counted
 
 MAX_SIZE_COLOURS = 8  # colours a reader tells apart in one sequential colormap
 
@@ -130,7 +131,7 @@ def sizes_figure(law: Law, rows, fit: dict | None = None):
 
     handles += key
     n_sizes = rows["n_params"].nunique()
-    extra = f"{len(rows)} runs, {n_sizes} model sizes"
+    extra = f"{counted(len(rows), 'run')}, {counted(n_sizes, 'model size')}"
     if n_sizes > len(groups):
         extra += f" in {len(groups)} colours"
     return style.finish(

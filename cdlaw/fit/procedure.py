@@ -62,6 +62,7 @@ from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
 from cdlaw.strategies import ordered
+from cdlaw.units import counted
 
 DEFAULT_STARTS = 6144  # the CD paper's grid
 
@@ -227,8 +228,8 @@ def _result(t: _FitTable, search: _Search, boot: _Boot, method: str, delta: floa
     warnings += _fit_warnings(at_bound, boot.n, boot.n_ok, cells, t.prepared)
     if (~t.form_ok & ~t.heldout).any():
         warnings.append(
-            f"{int((~t.form_ok & ~t.heldout).sum())} rows with derived tokens were not fitted "
-            f"({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
+            f"not fitted: {counted(int((~t.form_ok & ~t.heldout).sum()), 'row')} with derived "
+            f"tokens ({form.name} uses D′ = 0 rows; --naive counts D′ as fresh)"
         )
 
     used = (

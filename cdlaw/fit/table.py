@@ -29,7 +29,7 @@ from cdlaw.fit.columns import (
 )
 from cdlaw.fit.findings import SeedNoise
 from cdlaw.strategies import NAME_RULE, NONE, canonical, is_name
-from cdlaw.units import format_number, plain
+from cdlaw.units import counted, format_number, plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
@@ -287,7 +287,7 @@ def mixed_cells(df: pd.DataFrame, how: str) -> list[str]:
             cell = f"N {format_number(float(n))}, D {format_number(float(d))}, D′ "
             cell += f"{format_number(float(dp))}, {strategy}"
             return [
-                f"--select {how} reduced {len(df)} runs to {groups.ngroups} cells of (N, D, D′, "
+                f"--select {how} reduced {counted(len(df), 'run')} to {counted(groups.ngroups, 'cell')} of (N, D, D′, "
                 f"strategy), but the runs of {len(mixed)} cell(s) differ in {col!r} too (e.g. "
                 f"{cell}: {', '.join(values[:3])}): if they are not replicates of one setup, "
                 "fit each setup on its own (or --select none)"
@@ -338,7 +338,7 @@ def stale_fit(df: pd.DataFrame, fit: dict, path, what: str = "fit") -> str | Non
         refit = f"compare them again (`cdlaw compare {path} --select {how}`)"
     if len(cells) != n_rows:
         return (
-            f"the {what} has {n_rows} rows but {path} now gives {len(cells)} (--select {how}): "
+            f"the {what} has {counted(n_rows, 'row')} but {path} now gives {len(cells)} (--select {how}): "
             f"{refit}"
         )
     if isinstance(digest, str) and rows_digest(cells) != digest:

@@ -38,6 +38,7 @@ from cdlaw.plan.guard import check_model
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.units import format_apart
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens
 GRID_POINTS = 400  # end points E on a log grid from the curve's start to the budget
@@ -204,9 +205,10 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
             f"{e_now:.4g}): it is shown for reference"
         )
     elif planned > e_budget * (1 + 1e-9):
+        needs, budget = format_apart(6 * n * planned, options.budget_flops)
         warnings.append(
-            f"the planned end, {planned:.4g} tokens, needs {6 * n * planned:.3g} FLOPs, more "
-            f"than the budget {options.budget_flops:.3g}"
+            f"the planned end, {planned:.4g} tokens, needs {needs} FLOPs, more than the "
+            f"budget {budget}"
         )
     if not source.law.form_decl.uses_derived and t_now > fresh * (1 + 1e-9):
         raise BadInput(

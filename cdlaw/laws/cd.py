@@ -20,6 +20,7 @@ from cdlaw.laws import chinchilla
 from cdlaw.laws.chinchilla import batched_log_loss_at, chinchilla_loss
 from cdlaw.laws.form import Centring, LawForm, Rows
 from cdlaw.laws.log_terms import through_rstar
+from cdlaw.units import counted
 
 STRATEGY_PARAMS = ("K", "rho", "sigma")
 
@@ -98,12 +99,12 @@ def identify(strategy, n_params, tokens_per_param) -> str | None:
         return None
     n_sizes = len(np.unique(n_params))
     lack = (
-        f"only {n_sizes} model size(s)"
+        f"only {counted(n_sizes, 'model size')}"
         if n_sizes < 2
         else f"only {len(np.unique(tokens_per_param))} tokens-per-param value(s) per size"
     )
     return (
-        f"strategy {strategy}'s runs with derived tokens cover {lack} ({len(n_params)} rows), "
+        f"strategy {strategy}'s runs with derived tokens cover {lack} ({counted(len(n_params), 'row')}), "
         "so its K, rho and sigma cannot be told apart; add runs at ≥ 2 sizes and ≥ 2 "
         "tokens-per-param ratios, or fit --law muennighoff (one R* per strategy)"
     )

@@ -28,6 +28,7 @@ from cdlaw.atomic import check_writable, write_json_atomic, write_parquet_atomic
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.units import counted
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
                "predicted", "largest"]  # fmt: skip
@@ -292,7 +293,7 @@ def _repeated(tokens: float, unique_tokens: float) -> dict:
         "strategy": REPETITION if derived > 0 else NONE,
         "derived_tokens": derived,
         "epochs": epochs,
-        "uses": f"{epochs:.3g} epoch{'s' if epochs != 1 else ''}",
+        "uses": counted(epochs, "epoch"),
         "repeats_counted_as_fresh": True,
     }
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cdlaw.strategies import BUILT_IN, FRESH_ONLY, NONE, PARAPHRASE, REPETITION
+from cdlaw.units import counted
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,7 @@ class Allocation:
         passes' (D′/D of paraphrase or any other derived strategy), '1 epoch' (D′ = 0)."""
         if self.strategy == NONE:
             return "1 epoch"
-        unit = "epochs" if self.strategy == REPETITION else "passes"
-        return f"{self.uses_count:.3g} {unit}"
+        return counted(self.uses_count, "epoch" if self.strategy == REPETITION else "pass")
 
     def to_dict(self) -> dict:
         """docs/plan.md's names; `derived_passes` only for a strategy beyond the built-in

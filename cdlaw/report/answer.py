@@ -18,7 +18,7 @@ from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
 from cdlaw.strategies import NONE, REPETITION
-from cdlaw.units import format_number
+from cdlaw.units import counted, format_number
 
 
 def holdout_beside(path: Path) -> dict:
@@ -37,7 +37,7 @@ def _noise(fit: dict, rmse) -> str:
     if not noise or noise.get("sd_log") is None:
         return "no runs that differ only in seed to compare it with"
     sd = float(noise["sd_log"])
-    runs = f"{noise.get('n_runs')} runs in {noise.get('n_groups')} cells"
+    runs = f"{counted(noise['n_runs'], 'run')} in {counted(noise['n_groups'], 'cell')}"
     if sd == 0:
         return (
             f"no seed noise to compare it with: the replicate seeds ({runs}) have identical losses"
@@ -86,9 +86,9 @@ def _how_trained(p: dict) -> str:
     if not p.get("derived_tokens"):
         return "no derived tokens"
     passes = (
-        f"{format_cell(p.get('epochs'))} epochs"
+        counted(float(p["epochs"]), "epoch", digits=4)
         if strategy == REPETITION
-        else f"{format_cell(p.get('derived_ratio'))} {strategy} passes"
+        else counted(float(p["derived_ratio"]), f"{strategy} pass", digits=4)
     )
     return (
         f"<b>D′ = {format_number(p['derived_tokens'])}</b> derived tokens by {strategy} ({passes})"
@@ -204,5 +204,5 @@ def _uses(a: dict) -> str:
     if strategy == NONE or not ratio:
         return "1 epoch"
     if strategy == REPETITION:
-        return f"{format_cell(a.get('epochs'))} epochs"
-    return f"{format_cell(ratio)} passes"
+        return counted(float(a["epochs"]), "epoch", digits=4)
+    return counted(float(ratio), "pass", digits=4)

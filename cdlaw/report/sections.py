@@ -19,7 +19,7 @@ from cdlaw.report.answer import holdout_beside
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
 from cdlaw.strategies import NONE
-from cdlaw.units import format_number
+from cdlaw.units import counted, format_number
 
 RUN_COLUMNS = (
     "run_id",
@@ -114,9 +114,9 @@ def runs_section(inputs: PlotInputs) -> str:
     cols = [c for c in RUN_COLUMNS if c in df.columns]
     rows = [[cell(r[c], c) for c in cols] for r in df.to_dict("records")]
     status = df["status"].value_counts().to_dict() if "status" in df.columns else {}
-    counts = ", ".join(f"{n} {s}" for s, n in status.items()) or f"{len(df)} runs"
+    counts = ", ".join(f"{n} {s}" for s, n in status.items()) or counted(len(df), "run")
     left = {i for i, c in enumerate(cols) if c in ("run_id", "strategy", "status", "device")}
-    return f"<p>{len(df)} runs ({html.escape(counts)}).</p>" + html_table(
+    return f"<p>{counted(len(df), 'run')} ({html.escape(counts)}).</p>" + html_table(
         cols, rows, left, sortable=True
     )
 
@@ -153,8 +153,9 @@ def fit_section(report: Report) -> str:
         ("rmse_log", fit.get("rmse_log")),
         (
             "seed noise (log sd)",
-            f"{format_cell(noise['sd_log'])} {seed_noise_between(noise)} ({noise['n_runs']} runs in "
-            f"{noise['n_groups']} cells): the floor under rmse_log"
+            f"{format_cell(noise['sd_log'])} {seed_noise_between(noise)} "
+            f"({counted(noise['n_runs'], 'run')} in {counted(noise['n_groups'], 'cell')}): "
+            "the floor under rmse_log"
             if (noise := fit.get("seed_noise"))
             else "no replicate seeds",
         ),

@@ -27,6 +27,7 @@ from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
 from cdlaw.tasks.files import resolve_tasks, task_tokens_for
 from cdlaw.train.result import run_facts
+from cdlaw.units import counted
 
 if TYPE_CHECKING:
     from cdlaw.data.tokens.cache import PreparedCorpus
@@ -239,7 +240,7 @@ def _select(runs: list[RunConfig], keep: OnlyFilter | None, only: str | None) ->
         keep.check(facts)
     selected = [r for r, f in zip(runs, facts, strict=True) if keep is None or keep(f)]
     if not selected:
-        raise BadInput(f"--only {only!r} selects none of the sweep's {len(runs)} runs")
+        raise BadInput(f"--only {only!r} selects none of the sweep's {counted(len(runs), 'run')}")
     return selected
 
 

@@ -395,7 +395,7 @@ def test_a_narrow_interval_on_an_unpinned_rstar_does_not_end_the_loop(tmp_path, 
     monkeypatch.setattr(adaptive, "fit_law", unpinned)
     res = run_adaptive(SEED, tmp_path, 1e21, 5e9, until=10.0, max_rounds=1, round_runs=2,
                        grid_path=GRID, sweep_options=SIMULATED, **FAST)  # fmt: skip
-    assert len(res.rounds) == 2 and res.stopped == "1 rounds done"  # not "narrower than 10"
+    assert len(res.rounds) == 2 and res.stopped == "1 round done"  # not "narrower than 10"
     assert res.rounds[0].width_nats < 10
     assert any("not pinned" in w for w in res.warnings)
 
