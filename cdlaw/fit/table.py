@@ -101,12 +101,18 @@ def prepare_runs(
     else:
         df["row_id"] = np.arange(len(df), dtype=np.int64)  # the row's place in the input
 
-    not_done = 0
+    not_done, given = 0, len(df)
+    statuses: list[str] = []  # the statuses of the runs left out, most common first
     if "status" in df.columns:
         done = finished(df)
         not_done = int((~done).sum())
+        statuses = [
+            str(s) for s in df["status"][~done].astype(str).str.strip().value_counts().index
+        ]
         df = df[done]
     ckpt = checkpoint_rows(df)
+    if not len(df) or (ckpt.all() and not checkpoints):
+        raise BadInput(_no_runs(name, given, statuses, int(ckpt.sum())))
     if checkpoints:
         df = df.assign(checkpoint=ckpt)
     else:
@@ -150,8 +156,6 @@ def prepare_runs(
         )
     strategy[df["derived_tokens"] == 0] = NONE
     df["strategy"] = strategy.astype(str)
-    if len(df) == 0:
-        raise BadInput(f"{name} has no finished runs to fit (status 'done')")
 
     df["derived_ratio"] = df["derived_tokens"] / df["fresh_tokens"]
     df["tokens_per_param"] = df["fresh_tokens"] / df["n_params"]
@@ -160,6 +164,30 @@ def prepare_runs(
         df.attrs.pop(key, None)
     df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
     return df
+
+
+FINISHED_RUN = (
+    "a finished run is a row with its n_params, fresh_tokens, derived_tokens and final loss, "
+    "and a status of done (or none given)"
+)
+
+
+def _no_runs(name: str, given: int, statuses: list[str], checkpoints: int) -> str:
+    """Why a table holds no finished run, and what one needs."""
+    if not given:
+        return f"{name} holds no runs, only its header: {FINISHED_RUN}"
+    if checkpoints:
+        return (
+            f"every row of {name} is a checkpoint (an evaluation during training, its "
+            f"checkpoint column true): {FINISHED_RUN}, its checkpoint column false"
+        )
+    shown = ", ".join(repr(s) for s in statuses[:3]) + (", …" if len(statuses) > 3 else "")
+    sweep = Path(name).name == "summary.parquet"
+    status = f"; `cdlaw status {Path(name).parent}` shows where its runs stand" if sweep else ""
+    return (
+        f"none of the {counted(given, 'run')} in {name} is finished (status {shown}): "
+        f"{FINISHED_RUN}{status}"
+    )
 
 
 # What a task metric can be (cdlaw.tasks.columns); a blank cell is a task not scored.

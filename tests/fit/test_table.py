@@ -567,3 +567,26 @@ def test_a_spreadsheets_export_reads_and_a_decimal_comma_is_refused(tmp_path):
     semicolons = tmp_path / "t.csv"
     canonical().to_csv(semicolons, sep=";", index=False)
     assert list(load_runs(semicolons).loss) == list(canonical().loss)
+
+
+def test_a_table_without_finished_runs_says_what_a_finished_run_needs(tmp_path):
+    """A header alone, runs none of which is done, and checkpoints only: each says why
+    there is nothing to fit and what a finished run is."""
+    demo = pd.read_csv("examples/demo-runs.csv")
+    need = "a finished run is a row with its n_params, fresh_tokens, derived_tokens and final loss"
+    demo.iloc[:0].to_csv(tmp_path / "header.csv", index=False)
+    with pytest.raises(BadInput, match="holds no runs, only its header: " + need):
+        load_runs(tmp_path / "header.csv")
+    running = demo.iloc[:3].assign(status=["running", "running", "failed"])
+    running.to_csv(tmp_path / "running.csv", index=False)
+    with pytest.raises(BadInput, match=r"none of the 3 runs in .* is finished \(status 'running', "
+                       "'failed'\\): " + need):  # fmt: skip
+        load_runs(tmp_path / "running.csv")
+    demo.iloc[:2].assign(checkpoint=True).to_csv(tmp_path / "ckpt.csv", index=False)
+    with pytest.raises(BadInput, match=r"every row of .* is a checkpoint"):
+        load_runs(tmp_path / "ckpt.csv")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    demo.iloc[:2].assign(status="failed").to_parquet(runs / "summary.parquet")
+    with pytest.raises(BadInput, match=f"`cdlaw status {runs}` shows where its runs stand"):
+        load_runs(runs)
