@@ -62,6 +62,35 @@ def check_writable(*paths: str | Path) -> None:
             )
 
 
+def check_out_path(path: str | Path, option: str, folder: bool = False, example: str = "") -> Path:
+    """`path` as a user named it for a command to write (a file, or with `folder` a
+    folder), checked before any work: BadInput (one sentence) for a file that is a folder
+    (`example`: a file name to suggest in it), a folder that is a file, or a place whose
+    missing folders cdlaw would have to make more than one of. cdlaw makes the last folder
+    of a path it is given, inside one that exists, never the folders above it: a mistyped
+    /nonexistent/dir/r.html is refused, not made at the root. Returns the path."""
+    from cdlaw.errors import BadInput
+
+    path = Path(path)
+    if folder and path.exists() and not path.is_dir():
+        raise BadInput(f"{option} {path} is a file; give a folder")
+    if not folder and path.is_dir():
+        name = f", such as {path / example}" if example else ""
+        raise BadInput(f"{option} {path} is a folder; give a file name{name}")
+    home = path if folder else path.parent
+    up = [home, *home.parents]  # ends in "." or "/", which exist
+    made = next(i for i, p in enumerate(up) if p.exists())  # folders to make
+    if not up[made].is_dir():
+        raise BadInput(f"{option} {path}: {up[made]} is a file, not a folder")
+    if made > 1:
+        top = up[made - 1]
+        raise BadInput(
+            f"{option} {path}: the folder {top} does not exist; make it first "
+            f"(mkdir -p {home}) or give a path in a folder that exists"
+        )
+    return path
+
+
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return write_atomic(path, lambda p: p.write_bytes(data))
 

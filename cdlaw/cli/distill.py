@@ -97,10 +97,12 @@ def distill(
         require_corpus_reader("distill --endpoint")
     else:
         require_train_extra("distill")
+    from cdlaw.atomic import check_out_path
     from cdlaw.data.derived.distill import DistillOptions, distill_documents
     from cdlaw.sweep.derived import distill_target
     from cdlaw.sweep.spec import load_sweep
 
+    check_out_path(runs, "--out", folder=True)
     sweep = load_sweep(sweep_file)
     name = strategy or _only_declared(sweep)
     d = None if fresh_tokens is None else number(fresh_tokens, "--fresh-tokens")

@@ -38,6 +38,7 @@ def downstream(
 
     Example: cdlaw downstream runs/demo --task world_mc
     """
+    from cdlaw.atomic import check_out_path
     from cdlaw.cli.predictor_table import predict_options
     from cdlaw.errors import BadInput
     from cdlaw.tasks.downstream_json import downstream_path
@@ -45,8 +46,8 @@ def downstream(
     if bootstrap < 0:
         raise BadInput(f"--bootstrap {bootstrap} must be 0 or more refits")
     target = downstream_path(path, out_path)
-    if target.is_dir():
-        raise BadInput(f"--out {target} is a folder; give a file name such as downstream.json")
+    if out_path is not None:
+        check_out_path(target, "--out", example="downstream.json")
     request = _Request(
         path, task, bootstrap, seed, target, out_path is None,
         predict_options(holdout_largest, chance, average, path),

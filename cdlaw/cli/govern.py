@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from cdlaw.atomic import check_out_path
 from cdlaw.cli import NUMBER, app, count, number, say
 from cdlaw.errors import BadInput
 
@@ -148,6 +149,8 @@ def _request(
         raise BadInput(f"--decay-frac {decay_frac} must be between 0 and 1, e.g. 0.2")
     if figure is not None and figure.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise BadInput(f"--figure {figure} must end in .png, .pdf or .svg")
+    if figure is not None:
+        check_out_path(figure, "--figure")
     n_reads = None if reads is None else count(reads, "--reads")
     if not watch and reads is not None:
         raise BadInput("--reads counts readings of --watch: give --watch too, or leave it out")

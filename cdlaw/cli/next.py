@@ -52,7 +52,7 @@ def next_runs(
     Example: cdlaw fit runs/demo --bootstrap 50 && cdlaw next runs/demo --budget-flops 2e12
     --unique-tokens 96K --runs 4 && cdlaw sweep runs/demo/next-1.toml --out runs/demo
     """
-    from cdlaw.atomic import write_text_atomic
+    from cdlaw.atomic import check_out_path, write_text_atomic
     from cdlaw.cli.runs_now import readable_runs
     from cdlaw.design.batch import next_batch
     from cdlaw.fit.io import FitResult, output_paths
@@ -63,6 +63,10 @@ def next_runs(
     u = number(unique_tokens, "--unique-tokens")
     k = None if n_runs is None else _runs(n_runs)
     f = None if flops is None else number(flops, "--flops")
+    target = out_file or _default_out(runs)
+    if target.suffix != ".toml":
+        raise BadInput(f"--out {target} must name a .toml sweep file")
+    check_out_path(target, "--out")
     readable_runs(runs)
     table = load_runs(runs)
     fit_path = fit or output_paths(runs)[0]
@@ -72,9 +76,6 @@ def next_runs(
         )
     fitted = FitResult.read(fit_path)
     grid_path = _grid_path(runs, grid)
-    target = out_file or _default_out(runs)
-    if target.suffix != ".toml":
-        raise BadInput(f"--out {target} must name a .toml sweep file")
     name = target.stem
     if (stale := stale_fit(table, fitted.to_dict(), runs)) is not None:
         raise BadInput(f"{fit_path}: {stale}")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cdlaw.atomic import check_out_path
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
@@ -254,8 +255,8 @@ def plot(
             near = difflib.get_close_matches(k, KINDS, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise BadInput(f"--kind {k!r} is not a figure kind{hint}; valid: {', '.join(KINDS)}")
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise BadInput(f"--out {out} is a file; give a folder for the figures")
+    if out is not None:
+        check_out_path(out, "--out", folder=True)
     # figures drawn from what other commands wrote (compare.json, downstream.json, the
     # runs' curves) need no fit of a table
     inputs = load_inputs(path, fit_path, need_fit=not set(kinds or KINDS) <= NEED_NO_FIT)

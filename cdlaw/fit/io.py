@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
+from cdlaw.atomic import check_out_path
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.findings import (
@@ -368,8 +369,7 @@ def output_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path,
         out = Path(out)
         if out.suffix.lower() != ".json":
             raise BadInput(f"--out must name a .json file (fit.json), not {str(out)!r}")
-        if out.exists() and out.is_dir():
-            raise BadInput(f"--out {out} is a folder; give a file name such as {out / 'fit.json'}")
+        check_out_path(out, "--out", example="fit.json")
         return out, out.with_name(out.stem + "_rows.parquet")
     if path.is_dir():
         return path / "fit.json", path / "fit_rows.parquet"

@@ -24,7 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import check_writable, write_json_atomic, write_parquet_atomic
+from cdlaw.atomic import (
+    check_out_path,
+    check_writable,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.strategies import NONE, REPETITION
@@ -306,6 +311,7 @@ def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple
         out = Path(out)
         if out.suffix.lower() != ".json" or out.is_dir():
             raise BadInput(f"--out must name a .json file (compare.json), not {str(out)!r}")
+        check_out_path(out, "--out")
         return out, out.with_name(out.stem + "_rows.parquet")
     if path.is_dir():
         return path / "compare.json", path / "compare_rows.parquet"

@@ -15,7 +15,6 @@ import html
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cdlaw.errors import BadInput
 from cdlaw.report.answer import fit_headline, plan_answer
 from cdlaw.report.gather import Report, gather
 from cdlaw.report.sections import (
@@ -104,12 +103,10 @@ def write_report(
     """Build the report of a runs folder or table (gather; `runs_warnings` lead the plan's)
     and write it atomically to out (default report_path); return the path and what the
     page was built from."""
-    from cdlaw.atomic import write_text_atomic
+    from cdlaw.atomic import check_out_path, write_text_atomic
 
+    if out is not None:
+        check_out_path(out, "--out", example="report.html")
     target = Path(out) if out is not None else report_path(path)
-    if target.is_dir():
-        raise BadInput(
-            f"--out {target} is a folder; give a file name such as {target / 'report.html'}"
-        )
     report = gather(path, budget_flops, unique_tokens, fit_path, extrapolate, runs_warnings)
     return write_text_atomic(target, render(report)), report

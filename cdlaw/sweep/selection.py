@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cdlaw.atomic import check_out_path
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.inputs import RunInputsMaker
@@ -182,9 +183,7 @@ def plan_sweep(
     (run ids depend on a tokenizer file's vocabulary: it is read from the file).
     """
     keep = parse_only(only) if only else None
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise BadInput(f"--out {str(out)!r} is a file; give a folder for the runs")
+    out = check_out_path(out, "--out", folder=True)
     check_cells(sweep)  # before any corpus work
     check_eval(sweep)
     if not read_corpus:

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
+from cdlaw.atomic import check_out_path
 from cdlaw.data.derived.generate import (
     JOB_FILE,
     Documents,
     GenerateOptions,
     LocalModel,
     check_options,
-    check_out,
     open_backend,
     start_job,
     text_budget,
@@ -104,8 +104,7 @@ def paraphrase_corpus(
     if unknown or not styles:
         raise BadInput(f"--styles {','.join(styles)!r} must name some of {', '.join(STYLES)}")
     check_options(options)
-    out = Path(out)
-    check_out(out)
+    out = check_out_path(out, "--out", folder=True)
     backend, model_key, run = open_backend(model, options, warn)
     docs = sources.load_documents(corpus, options.text_column, options.id_column, what="CORPUS")
     job = {
