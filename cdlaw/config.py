@@ -188,6 +188,26 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class PlanConfig:
+    """The plan a sweep's runs are for (a sweep's [plan]; docs/sweep.md): what `cdlaw
+    report` plans and `cdlaw plot` draws the frontier for, unless their options say
+    otherwise (cdlaw.plan.question). In no run id: it asks a question of the runs, it does
+    not change them."""
+
+    budget_flops: float | None = None  # C = 6·N·(D + D′), FLOPs
+    unique_tokens: float | None = None  # U: the unique tokens of the corpus the plan may use
+
+    def __post_init__(self):
+        for name, value in (
+            ("budget_flops", self.budget_flops),
+            ("unique_tokens", self.unique_tokens),
+        ):
+            _require(
+                value is None or value > 0, f"plan.{name}", value, "a positive number like 2e12"
+            )
+
+
+@dataclass(frozen=True)
 class InputFile:
     """One file or folder a run reads, named by its content (cdlaw.data.inputs)."""
 
@@ -360,13 +380,18 @@ def _coerce(tp, value, name: str):
         return value
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, name)
+    if tp is type(None):
+        if value is not None:
+            raise BadInput(f"{name} has the wrong type: {plain(value)}")
+        return None
     if origin in (typing.Union, types.UnionType):
+        first = None  # what the first type says of the value: "must be a number, got 'x'"
         for arg in typing.get_args(tp):
             try:
                 return _coerce(arg, value, name)
-            except BadInput:
-                continue
-        raise BadInput(f"{name} has the wrong type: {plain(value)}")
+            except BadInput as e:
+                first = first or e
+        raise first or BadInput(f"{name} has the wrong type: {plain(value)}")
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise BadInput(f"{name} must be a list, got {plain(value)}")

@@ -40,9 +40,10 @@ else
   exit "$code"
 fi
 
-echo "== 4/5  plan: a budget inside the demo's range (its largest run is 1.8e12 FLOPs), with its own fit and task links"
+# The plan sweeps/demo.toml's [plan] asks for, which the report (stage 5) plans too.
+echo "== 4/5  plan: the sweep file's [plan], a budget inside the demo's range (its largest run is 1.8e12 FLOPs), with its own fit and task links"
 $CDLAW plan --law "$OUT/demo/fit.json" --budget-flops 2e12 --unique-tokens 96K ${link[@]+"${link[@]}"}
 
-echo "== 5/5  report"
+echo "== 5/5  report: the same plan, with the figures and tables behind it"
 $CDLAW report "$OUT/demo"
 echo "demo finished in $(( $(date +%s) - start )) s; open $OUT/demo/report.html"

@@ -4,12 +4,17 @@ runs folder). The sweep stage is `cdlaw sweep`, tested on its own; this checks t
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from runhelpers import write_demo_runs
+
+from cdlaw.sweep.spec import load_sweep
+from cdlaw.units import parse_number
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,3 +33,22 @@ def test_demo_script_fits_holds_out_plans_and_reports(tmp_path):
     for name in ("fit.json", "fit_holdout.json", "report.html"):
         assert (runs / name).is_file(), name
     assert "demo finished" in r.stdout
+    # the report answers the plan step's question: the same C and U (the sweep file's
+    # [plan]), the same strategy and N
+    step = re.search(r"plan --law \S+ --budget-flops (\S+) --unique-tokens (\S+)",
+                     (ROOT / "scripts" / "demo.sh").read_text())  # fmt: skip
+    asked = load_sweep(ROOT / "sweeps" / "demo.toml").plan
+    assert step and tuple(map(parse_number, step.groups())) == (
+        asked.budget_flops,
+        asked.unique_tokens,
+    )
+    planned = subprocess.run([cdlaw, "plan", "--law", runs / "fit.json", "--budget-flops",
+                              step[1], "--unique-tokens", step[2], "--json"],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+    reported = subprocess.run([cdlaw, "report", runs, "--json", "--out", tmp_path / "r.html"],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+    plan, report = json.loads(planned.stdout), json.loads(reported.stdout)
+    assert (report["budget_flops"], report["unique_tokens"]) == (2e12, 96e3)
+    assert report["plan"]["strategy"] == plan["strategy"] == "paraphrase"
+    assert abs(report["plan"]["n_params"] / plan["n_params"] - 1) < 1e-9
+    assert "U = 96K unique tokens, both from the sweep file" in (runs / "report.html").read_text()

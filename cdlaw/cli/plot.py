@@ -7,11 +7,16 @@ from pathlib import Path
 import typer
 
 from cdlaw.cli import app, err, number, print_json
+from cdlaw.cli.asked_options import ASKED, PlanArgs, plan_options
+from cdlaw.cli.option_groups import takes_group
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.units import counted
 
+ASKED_OPTIONS = plan_options("none", "the runs' largest fresh_tokens", ", of the frontier figure")
+
 
 @app.command()
+@takes_group("asked", PlanArgs, ASKED_OPTIONS)
 def plot(
     path: Path = typer.Argument(..., metavar="PATH", help="A runs folder, a fit.json, a CSV/parquet table of runs (with a fit.json beside it or --fit), or a frontier JSON from `cdlaw plan --frontier --json`.", show_default=False),
     kind: list[str] = typer.Option(None, "--kind", "-k", help="Figure(s) to draw: loss, eta, rstar, frontier, residuals, curves, compare, downstream; repeat the option or separate with commas. Default: every kind the inputs allow.", show_default=False),
@@ -23,6 +28,7 @@ def plot(
     dpi: str = typer.Option(None, "--dpi", metavar="<number>", help="Resolution, e.g. 300. Default: 150 for PNG.", show_default=False),
     style: str = typer.Option(None, "--style", help="A matplotlib style name (seaborn-v0_8-paper, ggplot, ...) or style file.", show_default=False),
     frontier_range: str = typer.Option(None, "--frontier-range", metavar="<number:number>", help="LO:HI budgets of the frontier figure, e.g. 1e18:1e24. Default: the budgets whose plans stay inside the extrapolation limit of the fitted range.", show_default=False),
+    asked: PlanArgs = ASKED,
     extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(False, "--json", help="Print only JSON on stdout: the files written."),
 ) -> None:  # fmt: skip
@@ -30,6 +36,9 @@ def plot(
 
     Writes OUT/KIND.FORMAT for each figure and prints the paths. Fonts are embedded as
     TrueType; each file's metadata names the fit it was drawn from.
+
+    The frontier is drawn for --unique-tokens and marks --budget-flops, else the sweep
+    file's [plan], else the runs' largest fresh_tokens (said in its title).
 
     Example: cdlaw plot runs/demo --kind loss --kind eta --format pdf --no-title --caption ''
     """
@@ -49,8 +58,10 @@ def plot(
     budgets = None
     if frontier_range is not None:
         budgets = parse_frontier_range(frontier_range, SUPPORTED_POINTS)
+    budget_flops, unique_tokens = asked.numbers()
     readable_runs(path)
-    paths = draw(path, kinds or None, out, fmt.lower(), fit, options, budgets, extrapolate)
+    paths = draw(path, kinds or None, out, fmt.lower(), fit, options, budgets, extrapolate,
+                 budget_flops, unique_tokens)  # fmt: skip
     _render(paths, fmt.lower(), json_out)
 
 

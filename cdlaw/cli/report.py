@@ -6,12 +6,20 @@ from pathlib import Path
 
 import typer
 
-from cdlaw.cli import app, err, number, print_json, say
+from cdlaw.cli import app, err, print_json, say
+from cdlaw.cli.asked_options import ASKED, PlanArgs, plan_options
+from cdlaw.cli.option_groups import takes_group
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.cli.plan_words import say_extrapolated
 
+ASKED_OPTIONS = plan_options(
+    "the largest run's FLOPs, or less where that plan would leave the fitted range",
+    "the runs' largest fresh_tokens",
+)
+
 
 @app.command()
+@takes_group("asked", PlanArgs, ASKED_OPTIONS)
 def report(
     path: Path = typer.Argument(
         ...,
@@ -32,21 +40,7 @@ def report(
         help="The fit.json to report (default: RUNS/fit.json, or t.fit.json beside a table).",
         show_default=False,
     ),
-    budget_flops: str = typer.Option(
-        None,
-        "--budget-flops",
-        metavar="<number>",
-        help="Budget of the plan, e.g. 1e21. Default: the largest run's FLOPs, or less where "
-        "that plan would leave the fitted range.",
-        show_default=False,
-    ),
-    unique_tokens: str = typer.Option(
-        None,
-        "--unique-tokens",
-        metavar="<number>",
-        help="Unique tokens of the plan, e.g. 5e9. Default: the largest fresh_tokens.",
-        show_default=False,
-    ),
+    asked: PlanArgs = ASKED,
     extrapolate: bool = EXTRAPOLATE,
     json_out: bool = typer.Option(
         False, "--json", help="Print only JSON on stdout: the file written, budget and plan."
@@ -54,6 +48,9 @@ def report(
 ) -> None:
     """Write one self-contained HTML report: the fit's headline and the plan first, then
     figures, fit details, regimes, runs and the sweep's settings.
+
+    The plan is for --budget-flops and --unique-tokens, else for the sweep file's [plan];
+    its first line says which, or which defaults it took.
 
     Figures are embedded (no network needed to view it). A table of runs is read as `cdlaw
     fit` reads it, with the fit `cdlaw fit` wrote beside it. Runs the fit in memory when
@@ -65,8 +62,7 @@ def report(
     from cdlaw.report.page import write_report
     from cdlaw.sweep.summary import folder_warnings
 
-    budget = None if budget_flops is None else number(budget_flops, "--budget-flops")
-    unique = None if unique_tokens is None else number(unique_tokens, "--unique-tokens")
+    budget, unique = asked.numbers()
     readable_runs(path)
     runs_warnings = tuple(folder_warnings(path, "this report", tasks=True)) if path.is_dir() else ()
     written, report = write_report(path, out, budget, unique, fit, extrapolate, runs_warnings)
@@ -79,6 +75,8 @@ def report(
                 "written": [str(written)],
                 "budget_flops": report.budget_flops,
                 "unique_tokens": report.unique_tokens,
+                "budget_from": report.budget_from,
+                "unique_from": report.unique_from,
                 "plan": {k: report.plan[k] for k in keys} if report.plan else None,
                 "figures": list(report.figures),
                 "skipped": report.skipped,

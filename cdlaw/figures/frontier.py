@@ -262,10 +262,12 @@ def _caption_fit(frontier: dict, fit: dict | None, law: str) -> dict | None:
     return {"law": law, "source": params.get("source") or name}
 
 
-def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
+def frontier_figure(frontier: dict, fit: dict | None = None, rows=None, u_note: str = ""):
     """N*, D′*, passes and predicted loss against budget: the plan vs naive and four-epoch.
 
-    Each plan's line in a panel has the gid "<kind>:<column>" (plan:n_params, naive:…).
+    Each plan's line in a panel has the gid "<kind>:<column>" (plan:n_params, naive:…); a
+    budget asked for (the JSON's "budget_flops") is a vertical line in every panel, gid
+    "budget". u_note: why U is what it is, in the title ("the runs' largest D").
     """
     table = frontier_table(frontier)
     U = _unique(frontier)
@@ -285,15 +287,25 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None):
         _strategy_marks(panels, plan)
     if np.isfinite(U):
         ax_d.axhline(U, color="0.4", linewidth=1.0, linestyle=(0, (1, 1)))
+    asked = frontier.get("budget_flops")
+    if asked:
+        for ax in axes.flat:
+            ax.axvline(float(asked), color=style.PURPLE, linewidth=1, linestyle="--", gid="budget")
     _label_axes(axes)
     shade = _model_size_range(ax_n, table, fit)
     _tick_axes(axes)
 
     handles = _frontier_legend(table, law, plan, with_derived, U, shade)
+    if asked:
+        from matplotlib.lines import Line2D
+
+        label = f"the plan's budget, C = {style.powers(float(asked))} FLOPs"
+        handles.append(Line2D([], [], color=style.PURPLE, linestyle="--", label=label))
     u_text = "unlimited" if not np.isfinite(U) else style.tokens(U)
+    why = f" ({u_note})" if u_note else ""
     return style.finish(
         fig,
-        f"Compute frontier with U = {u_text} unique tokens",
+        f"Compute frontier with U = {u_text} unique tokens{why}",
         style.fit_caption(
             _caption_fit(frontier, fit, law), f"strategy {frontier.get('strategy', 'auto')}"
         ),

@@ -51,6 +51,10 @@ class PlotInputs:
     # the runs as `cdlaw fit` reads them (load_runs), where they were read: to check a fit
     # or links beside them, or (cdlaw report) to fit them; None: not read
     runs: pd.DataFrame | None = None
+    # the plan the frontier is for (cdlaw.plan.question): its U (None: the runs' largest
+    # D, which the figure's title says) and a budget C marked on it (None: none)
+    unique_tokens: float | None = None
+    budget_flops: float | None = None
 
     @property
     def out_dir(self) -> Path:

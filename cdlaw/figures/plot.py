@@ -24,6 +24,7 @@ from cdlaw.figures.output import FigureOptions, check_options, figure_context, s
 from cdlaw.law import Law
 from cdlaw.plan.guard import frontier_extrapolated
 from cdlaw.plan.planner import frontier
+from cdlaw.plan.question import check_asked, plan_asked
 from cdlaw.plan.source import with_fitted_range
 from cdlaw.plan.support import supported_budgets
 
@@ -113,6 +114,9 @@ def available_kinds(inputs: PlotInputs) -> list[str]:
 
 
 def _unique_tokens(inputs: PlotInputs) -> float | None:
+    """The frontier's U: as asked, else the runs' (or the fitted range's) largest D."""
+    if inputs.unique_tokens is not None:
+        return inputs.unique_tokens
     if inputs.rows is not None and len(inputs.rows):
         return float(inputs.rows["fresh_tokens"].max())
     rng = (inputs.fit or {}).get("data_range") or {}
@@ -140,17 +144,22 @@ def compute_frontier(
     fit: dict | None = None,
     extrapolate: bool = False,
     largest_run_flops: float | None = None,
+    budget_flops: float | None = None,
 ) -> dict:
     """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner,
     under the fit's data range and the same extrapolation limit as `cdlaw plan`. budgets
     None: the range whose plans stay inside the limit (plan.support.supported_budgets), or for a
-    law without a fitted range around the largest run's compute (default_budgets)."""
+    law without a fitted range around the largest run's compute (default_budgets).
+    budget_flops: a budget asked for, planned among them and named in the JSON
+    ("budget_flops"), for the figure to mark."""
     name = (fit or {}).get("source") or law.source or law.form
     source = with_fitted_range(law, fit, name)
     if budgets is None:
         budgets = supported_budgets(source, unique_tokens, strategy, SUPPORTED_POINTS)
     if budgets is None:
         budgets = default_budgets(largest_run_flops or 1e21)
+    if budget_flops is not None:
+        budgets = sorted({*map(float, budgets), float(budget_flops)})
     result = frontier(
         source, list(map(float, budgets)), unique_tokens, strategy=strategy, extrapolate=extrapolate
     )
@@ -158,7 +167,8 @@ def compute_frontier(
     if line:  # said as `cdlaw plan --frontier` says it
         logging.getLogger("cdlaw.plot").warning(line)
     # The same JSON as `cdlaw plan --frontier --json`, named after the fit it was planned with.
-    return {**result.to_dict(), "law": name}
+    marked = {} if budget_flops is None else {"budget_flops": float(budget_flops)}
+    return {**result.to_dict(), "law": name, **marked}
 
 
 def default_budgets(largest_run_flops: float, n: int = 16) -> np.ndarray:
@@ -195,8 +205,10 @@ def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool =
     if kind == "frontier":
         from cdlaw.figures.frontier import frontier_figure
 
+        u_note = ""  # why this U, where nobody asked for one
         if inputs.frontier is None:
             unique = _unique_tokens(inputs)
+            u_note = "the runs' largest D" if inputs.unique_tokens is None else ""
             assert law is not None and unique is not None
             inputs.frontier = compute_frontier(
                 law,
@@ -205,8 +217,9 @@ def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool =
                 fit=inputs.fit,
                 extrapolate=extrapolate,
                 largest_run_flops=_largest_run_flops(inputs),
+                budget_flops=inputs.budget_flops,
             )
-        return frontier_figure(inputs.frontier, inputs.fit, inputs.rows)
+        return frontier_figure(inputs.frontier, inputs.fit, inputs.rows, u_note)
     if kind == "residuals":
         from cdlaw.figures.residuals import residuals_figure
 
@@ -228,6 +241,29 @@ def make_figure(kind: str, inputs: PlotInputs, budgets=None, extrapolate: bool =
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
 
 
+def _check_asked(kinds, budget_flops, unique_tokens) -> None:
+    """BadInput for a C or U that is no positive number, or that no figure asked for uses."""
+    given = check_asked(budget_flops, unique_tokens)
+    if given and kinds and "frontier" not in kinds:
+        raise BadInput(
+            f"{' and '.join(given)} set the frontier's plan: add --kind frontier, or leave "
+            f"{'them' if len(given) > 1 else 'it'} out"
+        )
+
+
+def _ask(inputs: PlotInputs, budget_flops, unique_tokens) -> None:
+    """Put the plan the frontier is for on inputs: as asked, else the sweep file's."""
+    if inputs.frontier is not None and unique_tokens is not None:
+        raise BadInput(
+            f"{inputs.path} is a frontier planned already, for its own U: plan one for "
+            "--unique-tokens with `cdlaw plan --frontier --json`"
+        )
+    asked = plan_asked(inputs.runs_dir or inputs.path, budget_flops, unique_tokens)
+    inputs.unique_tokens, inputs.budget_flops = asked.unique_tokens, asked.budget_flops
+    if inputs.frontier is not None and asked.budget_flops is not None:
+        inputs.frontier = {**inputs.frontier, "budget_flops": asked.budget_flops}
+
+
 def plot(
     path: str | Path,
     kinds: list[str] | None = None,
@@ -237,13 +273,16 @@ def plot(
     options: FigureOptions = FigureOptions(),
     budgets=None,
     extrapolate: bool = False,
+    budget_flops: float | None = None,
+    unique_tokens: float | None = None,
 ) -> list[Path]:
     """Draw the requested kinds (default: all the inputs allow) and write <out>/<kind>.<fmt>;
     out defaults to <runs>/figures, or t.figures/ beside a table t.csv (figures_dir).
 
     options: --no-title, --caption, --dpi, --style (cdlaw.figures.output); budgets and
-    extrapolate: the frontier's (make_figure). Every input is checked before any file is
-    written.
+    extrapolate: the frontier's (make_figure); budget_flops and unique_tokens: the plan the
+    frontier is for, else the sweep file's [plan] (cdlaw.plan.question): it is drawn for
+    that U and marks that C. Every input is checked before any file is written.
     """
     if fmt not in FORMATS:
         raise BadInput(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
@@ -259,7 +298,9 @@ def plot(
         check_out_path(out, "--out", folder=True)
     # figures drawn from what other commands wrote (compare.json, downstream.json, the
     # runs' curves) need no fit of a table
+    _check_asked(kinds, budget_flops, unique_tokens)
     inputs = load_inputs(path, fit_path, need_fit=not set(kinds or KINDS) <= NEED_NO_FIT)
+    _ask(inputs, budget_flops, unique_tokens)
     if kinds:
         for k in kinds:
             reason = why_not(k, inputs)

@@ -2,7 +2,7 @@
 
 fit_headline: which law, how well it fits against the seed-to-seed noise no law can fit,
 and how well it predicted a model size it never saw. plan_answer: what to train for the
-default budget (the compute of the sweep's largest run, cdlaw.report.gather), against
+budget and unique tokens asked (or the defaults, named in its first line; cdlaw.report.gather), against
 the naive Chinchilla and four-epoch plans, with the planner's warnings. Both fit in the
 first screen of the page; the details follow further down (cdlaw.report.sections).
 """
@@ -104,16 +104,11 @@ def plan_answer(report: Report) -> str:
     """The plan for the default (or given) budget: one sentence, the contrast plans, why
     this budget, and the planner's warnings."""
     e = html.escape
-    budget = (
-        f"C = {report.budget_flops:.3g} FLOPs and U = {format_number(report.unique_tokens)} "
-        "unique tokens"
-        if report.budget_flops and report.unique_tokens
-        else "no budget"
-    )
+    budget = _asked(report) if report.budget_flops and report.unique_tokens else "no budget"
     why = (
         f'<p class="note">{e(report.budget_note or "No budget")}. Another budget: '
-        "<code>cdlaw report RUNS --budget-flops C --unique-tokens U</code>, or "
-        "<code>cdlaw plan</code>.</p>"
+        "<code>cdlaw report RUNS --budget-flops C --unique-tokens U</code> (or a "
+        "<code>[plan]</code> in the sweep file), or <code>cdlaw plan</code>.</p>"
     )
     p = report.plan
     if p is None:
@@ -165,6 +160,17 @@ def plan_answer(report: Report) -> str:
     )
     warn = "".join(f'<p class="warn">warning: {e(str(w))}</p>' for w in p.get("warnings") or [])
     return f'<div id="plan">{lead}{html_table(head, body, {0, 1})}{why}{details}{warn}</div>'
+
+
+def _asked(report: Report) -> str:
+    """The plan's C and U and who asked for each: "C = 2e+12 FLOPs and U = 96K unique
+    tokens, both from the sweep file's [plan]"."""
+    assert report.budget_flops is not None and report.unique_tokens is not None
+    c = f"C = {report.budget_flops:.3g} FLOPs"
+    u = f"U = {format_number(report.unique_tokens)} unique tokens"
+    if report.budget_from == report.unique_from:
+        return f"{c} and {u}, both {report.budget_from}"
+    return f"{c} ({report.budget_from}) and {u} ({report.unique_from})"
 
 
 def _decision_note(p: dict) -> str:

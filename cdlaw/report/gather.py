@@ -5,10 +5,11 @@ the runs folder's fit.json, the fit beside a table, or the one named). The Repor
 them (the fit made in memory with cdlaw's defaults when there is none), the plan for a default budget, and every figure `cdlaw plot` can draw, as
 base64 PNG, or why it was not drawn. cdlaw.report.page renders it as HTML.
 
-Default plan (stated on the page): the largest budget, up to the compute of the sweep's
-largest run, whose plan stays inside the fitted range, and the sweep's largest
-fresh-token count as unique tokens (cdlaw.report.budget). Any other budget:
---budget-flops / --unique-tokens, or `cdlaw plan`.
+The plan is for the budget and unique tokens asked for (cdlaw.plan.question): by
+--budget-flops / --unique-tokens, else by the sweep file's [plan]. What nobody asked for
+is a default the page names in its headline: U the runs' largest fresh-token count, C the
+largest budget, up to the compute of the sweep's largest run, whose plan stays inside the
+fitted range (cdlaw.report.budget).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import dataclasses
 import functools
 import io
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,7 @@ from cdlaw.fit.procedure import default_law, fit_command, fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
+from cdlaw.plan.question import BUDGET_OPTION, SWEEP_PLAN, UNIQUE_OPTION, PlanAsked, plan_asked
 from cdlaw.plan.source import load_law, with_fitted_range
 from cdlaw.report.budget import (
     LARGEST_RUN,
@@ -43,7 +44,23 @@ from cdlaw.report.budget import (
 from cdlaw.tasks.plan_metrics import with_tasks
 from cdlaw.units import format_number
 
-DEFAULT_UNIQUE = "the sweep's largest fresh-token count, the corpus it could use"
+# Why the page plans for this C and U, in its headline (short) and its note (long).
+HEADLINE_FROM = {
+    BUDGET_OPTION: "as given",
+    UNIQUE_OPTION: "as given",
+    SWEEP_PLAN: f"from {SWEEP_PLAN}",
+}
+NOTE_FROM = {
+    BUDGET_OPTION: "as given (--budget-flops)",
+    UNIQUE_OPTION: "as given (--unique-tokens)",
+    SWEEP_PLAN: f"as {SWEEP_PLAN} asks",
+}
+DEFAULT_UNIQUE = (
+    "the runs' largest fresh-token count D, since neither --unique-tokens nor a sweep "
+    "file's [plan] names the corpus"
+)
+DEFAULT_UNIQUE_HEADLINE = "the runs' largest D: no --unique-tokens or [plan] names U"
+DEFAULT_BUDGET_HEADLINE = "the largest inside the fitted range"
 FIGURE_DPI = 110  # enough for a screen; keeps the page a few MB at most
 log = logging.getLogger("cdlaw.report")
 
@@ -61,6 +78,8 @@ class Report:
     budget_flops: float | None = None
     unique_tokens: float | None = None
     budget_note: str = ""  # where the plan's budget and unique tokens came from
+    budget_from: str = ""  # the same, in a few words for the plan's headline
+    unique_from: str = ""
     figures: dict[str, str] = field(default_factory=dict)  # kind -> base64 PNG
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
     # what the runs folder warns of (inputs edited since its runs trained, run folders
@@ -115,16 +134,20 @@ def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame])
     )
 
 
-def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False) -> None:
-    """Plan for the given budget, or for the default one (cdlaw.report.budget), through the
-    same guard as `cdlaw plan`: a given budget beyond the extrapolation limit is refused
-    (BeyondLimit) unless extrapolate; a default one says why the page has no plan."""
+def _plan(report: Report, asked: PlanAsked, extrapolate: bool = False) -> None:
+    """Plan for the budget and unique tokens asked (cdlaw.plan.question), or the default
+    ones (cdlaw.report.budget), through the same guard as `cdlaw plan`: a budget asked
+    with --budget-flops beyond the extrapolation limit is refused (BeyondLimit) unless
+    extrapolate; any other says why the page has no plan."""
     inputs = report.inputs
     compute = run_compute(inputs)
-    report.unique_tokens = unique_tokens or largest_fresh_tokens(inputs)
+    budget_flops = asked.budget_flops
+    report.unique_tokens = asked.unique_tokens or largest_fresh_tokens(inputs)
     report.budget_flops = budget_flops or (compute[1] if compute else None)
-    unique = "as given (--unique-tokens)" if unique_tokens else DEFAULT_UNIQUE
-    why = "as given (--budget-flops)" if budget_flops else LARGEST_RUN
+    unique = NOTE_FROM.get(asked.unique_from, DEFAULT_UNIQUE)
+    why = NOTE_FROM.get(asked.budget_from, LARGEST_RUN)
+    report.unique_from = HEADLINE_FROM.get(asked.unique_from, DEFAULT_UNIQUE_HEADLINE)
+    report.budget_from = HEADLINE_FROM.get(asked.budget_from, DEFAULT_BUDGET_HEADLINE)
 
     if report.budget_flops is None or report.unique_tokens is None:
         report.plan_note = "No plan: the sweep has no finished runs to size a budget from."
@@ -155,13 +178,14 @@ def _plan(report: Report, budget_flops, unique_tokens, extrapolate: bool = False
                 source, *compute, report.unique_tokens
             )
             why = describe(report.budget_flops, compute[1], inside)
+            report.budget_from = DEFAULT_BUDGET_HEADLINE if inside else "the largest run's"
         planned = plan(source, report.budget_flops, report.unique_tokens, extrapolate=extrapolate)
         if inputs.downstream is not None and inputs.downstream.links:
             d = inputs.downstream
             planned = with_tasks(planned, source, d.links, d.predictors)
         report.plan = planned.to_dict()
     except BadInput as e:
-        if isinstance(e, BeyondLimit) and budget_flops is not None:
+        if isinstance(e, BeyondLimit) and asked.budget_from == BUDGET_OPTION:
             raise  # the budget asked for: refused as `cdlaw plan` refuses it
         report.plan_note = f"No plan: {e}"
         return
@@ -193,9 +217,7 @@ def gather(
             f"{path} is neither a runs folder nor a .csv/.parquet table of runs; pass the "
             "folder `cdlaw sweep` wrote (runs/SWEEP) or a table"
         )
-    for value, what in ((budget_flops, "--budget-flops"), (unique_tokens, "--unique-tokens")):
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise BadInput(f"{what} must be a positive number like 1e21 or 5e9, not {value:g}")
+    asked = plan_asked(path, budget_flops, unique_tokens)
     inputs = load_inputs(path, fit_path, need_fit=False)
     report = Report(path, inputs, runs_warnings=tuple(runs_warnings))
 
@@ -216,7 +238,10 @@ def gather(
     else:
         report.fit_note = f"From {inputs.fit_path}."
     report.downstream_note = _links_now(path, inputs, runs)
-    _plan(report, budget_flops, unique_tokens, extrapolate)
+    _plan(report, asked, extrapolate)
+    # the frontier figure marks the plan's C, for the U asked (or the runs' largest D, as
+    # the plan's and the figure's titles say)
+    inputs.unique_tokens, inputs.budget_flops = asked.unique_tokens, report.budget_flops
     for kind in KINDS:
         reason = why_not(kind, inputs)
         if reason is not None:

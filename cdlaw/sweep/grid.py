@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from cdlaw.config import DataConfig, EvalConfig, ModelConfig, RunConfig, TrainConfig
+from cdlaw.config import DataConfig, EvalConfig, ModelConfig, PlanConfig, RunConfig, TrainConfig
 from cdlaw.errors import BadInput
 from cdlaw.strategies import BUILT_IN, NONE
 from cdlaw.sweep.values import same_number, sweep_number
@@ -78,6 +78,9 @@ class SweepConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)  # [eval]: tasks, in no run id
+    plan: PlanConfig = field(
+        default_factory=PlanConfig
+    )  # [plan]: what the runs are for, in no run id
 
     def cells(self) -> list[Cell]:
         """Every grid cell (product of the axes, zipped groups varying together), minus excludes."""

@@ -27,6 +27,7 @@ A sweep file is data, not code (tomllib; nothing runs from it). It names a grid 
     [data]                             # DataConfig (corpus, tokenizer, vocab_size, ...)
     [train]                            # TrainConfig (batch_size, schedule, ...)
     [eval]                             # EvalConfig: downstream tasks (not part of any run id)
+    [plan]                             # PlanConfig: budget_flops, unique_tokens the runs are for
 
 The D′ = 0 cell of a (size, D, lr, weight_decay, seed) is one run with strategy "none",
 shared by every strategy. Every mistake is a BadInput naming the file, the key and what
@@ -49,6 +50,7 @@ from cdlaw.config import (
     DataConfig,
     EvalConfig,
     ModelConfig,
+    PlanConfig,
     TrainConfig,
     from_dict,
     unknown_key_message,
@@ -83,6 +85,7 @@ TOP_KEYS = (
     "train",
     "derived",
     "eval",
+    "plan",
 )
 GRID_AXES = (
     "size",
@@ -134,14 +137,15 @@ def parse_sweep(text: str, source: str = "sweep.toml", default_name: str = "swee
 
 
 def same_runs(text: str, other: str) -> bool:
-    """Do two sweep files define the same runs, differing at most in [eval] (which no run
-    id hashes)? Both must parse; comments and layout are not compared."""
+    """Do two sweep files define the same runs, differing at most in [eval] and [plan]
+    (which no run id hashes)? Both must parse; comments and layout are not compared."""
     try:
         a, b = tomllib.loads(text), tomllib.loads(other)
     except tomllib.TOMLDecodeError:
         return False
-    a.pop("eval", None)
-    b.pop("eval", None)
+    for table in ("eval", "plan"):
+        a.pop(table, None)
+        b.pop(table, None)
     return a == b
 
 
@@ -188,6 +192,7 @@ def _parse(raw: dict, text: str, source: str, default_name: str) -> SweepConfig:
         data=data,
         train=train,
         eval=_eval(_table(raw, "eval"), train),
+        plan=from_dict(PlanConfig, _table(raw, "plan"), "plan"),
     )
     sweep = dataclasses.replace(sweep, exclude=_excludes(raw.get("exclude", []), sweep))
     if not sweep.cells():

@@ -5,7 +5,7 @@
 
 `runs/<name>/sweep.toml` records the sweep its runs belong to. Another sweep file of that
 name may run there without `--restart` when it keeps every run of the copy: the same file,
-one that differs only in [eval] (no run id hashes it), or one that adds runs — another
+one that differs only in [eval] or [plan] (no run id hashes them), or one that adds runs — another
 seed, size or ratio — and drops and changes none. Its finished runs are kept and the copy
 is replaced by the larger sweep. A file that drops or changes a run would leave run
 folders that are no run of the sweep, which summary.parquet would still gather.

@@ -68,9 +68,41 @@ def test_no_minus_zero():
     assert format_cell(-0.25) == "-0.25"  # a real negative keeps its sign
 
 
-def test_default_plan_stays_inside_the_fitted_range(report, demo):
+def test_the_demo_report_plans_for_the_sweep_files_plan_and_says_so(report, demo):
+    """sweeps/demo.toml's [plan] (2e12 FLOPs, 96K unique tokens) is what `make demo`'s plan
+    step plans: the page plans the same, names where C and U came from in its first line,
+    and draws the frontier for that U with C marked."""
+    from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import load_law
+
+    runs, _ = demo
+    assert (report.budget_flops, report.unique_tokens) == (2e12, 96e3)
+    want = plan(load_law(str(runs / "fit.json")), 2e12, 96e3)
+    assert report.plan["strategy"] == want.strategy
+    assert report.plan["n_params"] == pytest.approx(want.n_params)
+    assert report.plan["predicted_loss"] == pytest.approx(want.predicted_loss)
+    lead = render(report).split('id="plan"><p>', 1)[1].split("</p>", 1)[0]
+    assert lead.startswith(
+        "<b>Plan</b> for C = 2e+12 FLOPs and U = 96K unique tokens, both from the sweep "
+        "file&#x27;s [plan]: train"
+    ), lead
+    frontier = report.inputs.frontier
+    assert frontier["unique_tokens"] == 96e3 and frontier["budget_flops"] == 2e12
+    assert 2e12 in [row["budget_flops"] for row in frontier["rows"]]
+
+
+def test_without_a_plan_asked_the_page_says_which_u_and_c_it_took(demo, tmp_path):
+    """The demo's runs without the sweep file's [plan]: U is the runs' largest D and C the
+    largest budget inside the fitted range, each named as such in the plan's first line."""
+    import shutil
+
     runs, summary = demo
-    fit = json.loads((runs / "fit.json").read_text())
+    bare = tmp_path / "demo"
+    shutil.copytree(runs, bare)
+    toml = bare / "sweep.toml"
+    toml.write_text(toml.read_text().split("\n[plan]")[0])
+    report = gather(bare)
+    fit = json.loads((bare / "fit.json").read_text())
     rng = fit["data_range"]
     p = report.plan
     largest = float((6 * summary["n_params"] * summary["tokens_trained"]).max())
@@ -83,6 +115,12 @@ def test_default_plan_stays_inside_the_fitted_range(report, demo):
     assert lo <= p["fresh_tokens"] / p["n_params"] <= hi
     assert not [w for w in p["warnings"] if "fitted" in w]
     assert "its plan stays inside the fitted range" in report.budget_note
+    lead = render(report).split('id="plan"><p>', 1)[1].split("</p>", 1)[0]
+    assert (
+        "FLOPs (the largest inside the fitted range) and U = 384K unique tokens (the "
+        "runs&#x27; largest D: no --unique-tokens or [plan] names U): train"
+    ) in lead, lead
+    assert report.inputs.frontier["unique_tokens"] == 384e3
 
 
 def test_answer_leads_and_the_toml_comes_last(page, report):

@@ -330,3 +330,24 @@ def test_cli_asking_for_a_missing_gpu_is_bad_input(tmp_path):
         "sweep", REPO / "sweeps/smoke.toml", "--device", "cuda", "--out", out, cwd=tmp_path
     )
     assert result.returncode == 2 and "no CUDA GPU" in result.stderr and not out.exists()
+
+
+def test_the_plan_a_sweep_is_for_is_read_checked_and_in_no_run_id():
+    """[plan] names the budget and unique tokens `cdlaw report` and `cdlaw plot` plan for;
+    the runs are the same with and without it, and `same_runs` ignores it."""
+    from cdlaw.config import PlanConfig
+    from cdlaw.sweep.spec import same_runs
+
+    asked = text(extra="[plan]\nbudget_flops = 2e12\nunique_tokens = '96K'")
+    sweep = parse_sweep(asked, default_name="s")
+    assert sweep.plan == PlanConfig(budget_flops=2e12, unique_tokens=96e3)
+    assert parse_sweep(text(), default_name="s").plan == PlanConfig()
+    ids = [r.run_id for r in sweep.runs()]
+    assert ids == [r.run_id for r in parse_sweep(text(), default_name="s").runs()]
+    assert same_runs(asked, text())
+    bad(text(extra="[plan]\nbudget_flops = -1"), "plan.budget_flops must be a positive number")
+    bad(text(extra="[plan]\nunique_tokens = 'lots'"), "plan.unique_tokens must be a number")
+    bad(
+        text(extra="[plan]\nbudget = 1e21"),
+        "unknown key 'plan.budget': did you mean 'budget_flops'",
+    )

@@ -41,6 +41,7 @@ def finished(root) -> dict:
         (SWEEP, SweepGrowth(kept=6, added=0)),
         (SWEEP.replace("[grid]", "# a comment\n[grid]"), SweepGrowth(kept=6, added=0)),
         (SWEEP + "\n[eval]\ntasks = []\n", SweepGrowth(kept=6, added=0)),
+        (SWEEP + "\n[plan]\nbudget_flops = 1e15\n", SweepGrowth(kept=6, added=0)),
         (TWO_SEEDS, SweepGrowth(kept=6, added=6)),
         (TWO_SIZES, SweepGrowth(kept=6, added=3)),
         (NO_PARAPHRASE, None),  # drops the paraphrase run
