@@ -89,11 +89,10 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
             return inputs.comparison_stale
         return None
     if kind == "downstream":
+        if inputs.downstream is None and not _has_task_columns(inputs):
+            return f"it needs task links, and {no_task_columns(inputs.path)}"
         if inputs.downstream is None:
-            return (
-                f"it needs task links: run `cdlaw downstream {inputs.path}` first (the sweep "
-                "file's [eval] names the tasks)"
-            )
+            return f"it needs task links: run `cdlaw downstream {inputs.path}` first"
         if inputs.summary is None or not len(inputs.summary):
             return "it needs the runs the links were fitted to (summary.parquet or a table)"
         if not inputs.downstream.links:
@@ -101,6 +100,22 @@ def why_not(kind: str, inputs: PlotInputs) -> str | None:
             return f"no task column could be linked to the loss ({skipped or 'none'})"
         return None
     raise BadInput(f"unknown figure kind {kind!r}; valid: {', '.join(KINDS)}")
+
+
+def no_task_columns(path: Path) -> str:
+    """Why runs have no task links to draw or report: no run was scored on a task."""
+    if Path(path).is_dir():
+        return (
+            f"no run in {path} was scored on a task (a sweep file's [eval] names the tasks "
+            "each run is scored on)"
+        )
+    return f"{path} has no task columns (task_<task>_<metric>, one per task metric)"
+
+
+def _has_task_columns(inputs: PlotInputs) -> bool:
+    from cdlaw.tasks.columns import task_columns
+
+    return inputs.summary is not None and bool(task_columns(inputs.summary.columns))
 
 
 def _why_no_rstar(law: Law) -> str:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
-from cdlaw.figures.plot import KINDS, make_figure, why_not
+from cdlaw.figures.plot import KINDS, make_figure, no_task_columns, why_not
 from cdlaw.fit.procedure import default_law, fit_command, fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.guard import BeyondLimit
@@ -123,7 +123,7 @@ def _links_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame])
         return f"From {downstream_path(path)}."
     summary = inputs.summary
     if summary is None or not task_columns(summary.columns):
-        return "No task columns: the sweep file's [eval] names no tasks (docs/downstream.md)."
+        return f"No task links: {no_task_columns(path)} (docs/downstream.md)."
     try:
         inputs.downstream = fit_downstream(runs(), n_boot=50, source=str(path))
     except BadInput as e:

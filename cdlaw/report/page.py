@@ -3,7 +3,7 @@
 The page leads with the answer (cdlaw.report.answer): the fit's headline and the plan for
 a default budget, in the first screen, then the loss, η and R* figures. The rest follows:
 the other figures, the fit's details, the regime of every run and the run table (both
-sortable, in scrolling boxes), and the sweep's settings last. Figures are embedded as
+sortable, in scrolling boxes), and the sweep's settings last where there is a sweep file. Figures are embedded as
 base64 PNG; the only script is the few inline lines that sort tables. It loads nothing
 from the network, so it opens anywhere, offline. What it is built from is gathered by
 cdlaw.report.gather.
@@ -65,8 +65,11 @@ def render(report: Report) -> str:
         ("fit", "Fit details", fit_section(report)),
         ("regimes", "Regime of every run", regimes_section(report)),
         ("runs", "Runs", runs_section(report.inputs)),
-        ("settings", "Sweep settings (sweep.toml)", settings_section(runs)),
     ]
+    if (runs / "sweep.toml").is_file():  # a table of runs, or a folder without: no settings
+        sections.append(
+            ("settings", "Sweep settings (sweep.toml)", settings_section(runs / "sweep.toml"))
+        )
     toc = " · ".join(f'<a href="#{sid}">{e(title)}</a>' for sid, title, _ in sections)
     body = "".join(
         f'<section id="{sid}"><h2>{e(title)}</h2>{content}</section>'

@@ -93,15 +93,9 @@ def _predicted_by(task: dict) -> str:
     return f"{name} (held-out error {format_cell(err)})" if err is not None else str(name)
 
 
-def settings_section(path: Path) -> str:
-    if not path.is_dir():
-        return (
-            f'<p class="note">None: {html.escape(str(path))} is a table of runs, not a sweep.</p>'
-        )
-    sweep = path / "sweep.toml"
-    if sweep.exists():
-        return f"<pre>{html.escape(sweep.read_text())}</pre>"
-    return f'<p class="note">No sweep.toml in {html.escape(str(path))}.</p>'
+def settings_section(sweep: Path) -> str:
+    """The sweep file, verbatim (a page without one has no settings section)."""
+    return f"<pre>{html.escape(sweep.read_text())}</pre>"
 
 
 def runs_section(inputs: PlotInputs) -> str:

@@ -175,7 +175,12 @@ def test_a_table_of_runs_is_reported_with_the_fit_beside_it(tmp_path):
     assert set(report.figures) == {"loss", "eta", "rstar", "frontier", "residuals"}
     assert report.plan is not None
     text = render(report)
-    assert "is a table of runs, not a sweep" in text and "No fit" not in text
+    assert "No fit" not in text
+    # a table has no sweep file: no settings section, none in the navigation, and its
+    # downstream section names what it lacks, not a sweep file's [eval]
+    assert 'id="settings"' not in text and "Sweep settings" not in text
+    assert f"No task links: {csv} has no task columns (task_&lt;task&gt;_&lt;metric&gt;" in text
+    assert "[eval]" not in text.split('id="downstream"', 1)[1].split("</section>", 1)[0]
     assert text.count("<tr>") > 72  # every run of the table in the runs section
     # the page goes beside the table, as the fit did
     done = subprocess.run(
