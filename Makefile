@@ -13,9 +13,20 @@ comma      := ,
 # One stamp per set of extras, so `make test EXTRAS=dev,ray` installs ray even after a plain setup.
 STAMP      := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
-.PHONY: setup test test-all test-fast demo bench lint typecheck format clean
+.PHONY: setup setup-base test test-all test-fast demo bench lint typecheck format clean
 
 setup: $(STAMP)
+
+# The base install alone, for the README's quick start: fit, plan, plot, report and status,
+# without torch, transformers or the dev tools. `make setup` adds them to the same .venv.
+BASE_STAMP := $(VENV)/.installed-base
+setup-base: $(BASE_STAMP)
+
+$(BASE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(BASE_STAMP)
 
 # torch and transformers in one pip command, so transformers cannot pick a CUDA torch.
 $(STAMP): pyproject.toml

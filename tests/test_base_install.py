@@ -99,3 +99,19 @@ def test_govern_runs_without_the_training_packages(tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["model"] == "curve law"
+
+
+def test_the_quick_start_sets_up_the_base_install_alone(tmp_path):
+    """The README's quick start runs fit, plan and report, which need no torch: its set-up
+    is the base install, not `make setup`'s torch, transformers and dev tools."""
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("\n## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [line.strip() for line in quick.splitlines() if line.startswith("    ")]
+    target = re.match(r"make (\S+)", commands[0])
+    assert target, commands[0]
+    assert {c.split()[1] for c in commands[1:]} <= {"fit", "plan", "plot", "report", "status"}
+    recipe = subprocess.run(["make", "-n", "-B", target[1], f"VENV={tmp_path / 'venv'}"],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout  # fmt: skip
+    installs = [line for line in recipe.splitlines() if "pip install" in line]
+    assert installs and all("torch" not in line and "[" not in line for line in installs), recipe
+    assert any(line.endswith("install -q -e .") for line in installs), recipe
