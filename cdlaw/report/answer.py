@@ -2,9 +2,10 @@
 
 fit_headline: which law, how well it fits against the seed-to-seed noise no law can fit,
 and how well it predicted a model size it never saw. plan_answer: what to train for the
-budget and unique tokens asked (or the defaults, named in its first line; cdlaw.report.gather), against
-the naive Chinchilla and four-epoch plans, with the planner's warnings. Both fit in the
-first screen of the page; the details follow further down (cdlaw.report.sections).
+budget and unique tokens asked (or the defaults, named in its first line;
+cdlaw.report.gather), against the naive Chinchilla and four-epoch plans, with the
+planner's warnings. Both fit in the first screen of the page; the details follow further
+down (cdlaw.report.sections).
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ def _gap(a: dict) -> str:
 
 
 def plan_answer(report: Report) -> str:
-    """The plan for the default (or given) budget: one sentence, the contrast plans, why
-    this budget, and the planner's warnings."""
+    """The plan for the budget asked (or the default one): one sentence that names who
+    asked for C and U, the contrast plans, why this budget, and the planner's warnings."""
     e = html.escape
     budget = _asked(report) if report.budget_flops and report.unique_tokens else "no budget"
     why = (

@@ -2,7 +2,7 @@
 
 The runs and their fit are read as `cdlaw plot` reads them (cdlaw.figures.inputs.load_inputs:
 the runs folder's fit.json, the fit beside a table, or the one named). The Report holds
-them (the fit made in memory with cdlaw's defaults when there is none), the plan for a default budget, and every figure `cdlaw plot` can draw, as
+them (the fit made in memory with cdlaw's defaults when there is none), the plan, and every figure `cdlaw plot` can draw, as
 base64 PNG, or why it was not drawn. cdlaw.report.page renders it as HTML.
 
 The plan is for the budget and unique tokens asked for (cdlaw.plan.question): by
