@@ -28,7 +28,7 @@ from cdlaw.strategies import (
     REPETITION_SPELLINGS,
     canonical,
 )
-from cdlaw.units import parse_number, plain
+from cdlaw.units import counted, parse_number, plain
 
 # The names a table may give each column, compared ignoring case and surrounding spaces
 # (docs/files.md). The first is cdlaw's own; a table's column is renamed to it.
@@ -395,3 +395,30 @@ def finished(df: pd.DataFrame) -> pd.Series:
         return pd.Series(True, index=df.index)
     status = df["status"]
     return status.isna() | status.astype(str).str.strip().str.lower().isin(("done", ""))
+
+
+FINISHED_RUN = (
+    "a finished run is a row with its n_params, fresh_tokens, derived_tokens and final loss, "
+    "and a status of done (or none given)"
+)
+
+
+def no_finished_runs(df: pd.DataFrame, name: str) -> str:
+    """Why table `df` (every row, as read) has no finished run to fit, and what one is:
+    no rows, only checkpoints, or only runs of other statuses (named, most common first)."""
+    if not len(df):
+        return f"{name} holds no runs, only its header: {FINISHED_RUN}"
+    done = finished(df)
+    if done.any():  # every finished row is a checkpoint
+        return (
+            f"every row of {name} is a checkpoint (an evaluation during training, its "
+            f"checkpoint column true): {FINISHED_RUN}, its checkpoint column false"
+        )
+    statuses = list(df["status"][~done].astype(str).str.strip().value_counts().index)
+    shown = ", ".join(map(repr, statuses[:3])) + (", …" if len(statuses) > 3 else "")
+    folder = Path(name).parent if Path(name).name == "summary.parquet" else None
+    status = f"; `cdlaw status {folder}` shows where its runs stand" if folder else ""
+    return (
+        f"none of the {counted(len(df), 'run')} in {name} is finished (status {shown}): "
+        f"{FINISHED_RUN}{status}"
+    )

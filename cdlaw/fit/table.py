@@ -22,6 +22,7 @@ from cdlaw.fit.columns import (
     checkpoint_rows,
     finished,
     log,
+    no_finished_runs,
     numbers,
     read_columns,
     read_table,
@@ -101,22 +102,15 @@ def prepare_runs(
     else:
         df["row_id"] = np.arange(len(df), dtype=np.int64)  # the row's place in the input
 
-    not_done, given = 0, len(df)
-    statuses: list[str] = []  # the statuses of the runs left out, most common first
+    not_done, given = 0, df
     if "status" in df.columns:
         done = finished(df)
         not_done = int((~done).sum())
-        statuses = [
-            str(s) for s in df["status"][~done].astype(str).str.strip().value_counts().index
-        ]
         df = df[done]
     ckpt = checkpoint_rows(df)
     if not len(df) or (ckpt.all() and not checkpoints):
-        raise BadInput(_no_runs(name, given, statuses, int(ckpt.sum())))
-    if checkpoints:
-        df = df.assign(checkpoint=ckpt)
-    else:
-        df = df[~ckpt]
+        raise BadInput(no_finished_runs(given, name))
+    df = df.assign(checkpoint=ckpt) if checkpoints else df[~ckpt]
 
     spelled = df.attrs.get("spelled", {})  # each column as the table names it
     for col, rule, ok in (
@@ -164,30 +158,6 @@ def prepare_runs(
         df.attrs.pop(key, None)
     df.attrs.update(cdlaw_prepared=True, not_done=not_done, source=name)
     return df
-
-
-FINISHED_RUN = (
-    "a finished run is a row with its n_params, fresh_tokens, derived_tokens and final loss, "
-    "and a status of done (or none given)"
-)
-
-
-def _no_runs(name: str, given: int, statuses: list[str], checkpoints: int) -> str:
-    """Why a table holds no finished run, and what one needs."""
-    if not given:
-        return f"{name} holds no runs, only its header: {FINISHED_RUN}"
-    if checkpoints:
-        return (
-            f"every row of {name} is a checkpoint (an evaluation during training, its "
-            f"checkpoint column true): {FINISHED_RUN}, its checkpoint column false"
-        )
-    shown = ", ".join(repr(s) for s in statuses[:3]) + (", …" if len(statuses) > 3 else "")
-    sweep = Path(name).name == "summary.parquet"
-    status = f"; `cdlaw status {Path(name).parent}` shows where its runs stand" if sweep else ""
-    return (
-        f"none of the {counted(given, 'run')} in {name} is finished (status {shown}): "
-        f"{FINISHED_RUN}{status}"
-    )
 
 
 # What a task metric can be (cdlaw.tasks.columns); a blank cell is a task not scored.
@@ -315,10 +285,10 @@ def mixed_cells(df: pd.DataFrame, how: str) -> list[str]:
             cell = f"N {format_number(float(n))}, D {format_number(float(d))}, D′ "
             cell += f"{format_number(float(dp))}, {strategy}"
             return [
-                f"--select {how} reduced {counted(len(df), 'run')} to {counted(groups.ngroups, 'cell')} of (N, D, D′, "
-                f"strategy), but the runs of {len(mixed)} cell(s) differ in {col!r} too (e.g. "
-                f"{cell}: {', '.join(values[:3])}): if they are not replicates of one setup, "
-                "fit each setup on its own (or --select none)"
+                f"--select {how} reduced {counted(len(df), 'run')} to "
+                f"{counted(groups.ngroups, 'cell')} of (N, D, D′, strategy), but the runs of "
+                f"{len(mixed)} cell(s) differ in {col!r} too (e.g. {cell}: {', '.join(values[:3])}): "
+                "if they are not replicates of one setup, fit each setup on its own (or --select none)"
             ]
     return []
 
@@ -366,8 +336,8 @@ def stale_fit(df: pd.DataFrame, fit: dict, path, what: str = "fit") -> str | Non
         refit = f"compare them again (`cdlaw compare {path} --select {how}`)"
     if len(cells) != n_rows:
         return (
-            f"the {what} has {counted(n_rows, 'row')} but {path} now gives {len(cells)} (--select {how}): "
-            f"{refit}"
+            f"the {what} has {counted(n_rows, 'row')} but {path} now gives {len(cells)} "
+            f"(--select {how}): {refit}"
         )
     if isinstance(digest, str) and rows_digest(cells) != digest:
         return (
