@@ -49,6 +49,7 @@ def test_demo_script_fits_holds_out_plans_and_reports(tmp_path):
                               capture_output=True, text=True, check=True)  # fmt: skip
     plan, report = json.loads(planned.stdout), json.loads(reported.stdout)
     assert (report["budget_flops"], report["unique_tokens"]) == (2e12, 96e3)
+    assert report["asked_by"] == {"budget_flops": "sweep", "unique_tokens": "sweep"}
     assert report["plan"]["strategy"] == plan["strategy"] == "paraphrase"
     assert abs(report["plan"]["n_params"] / plan["n_params"] - 1) < 1e-9
     assert "U = 96K unique tokens, both from the sweep file" in (runs / "report.html").read_text()

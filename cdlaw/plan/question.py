@@ -39,6 +39,15 @@ class PlanAsked:
     budget_from: str = ""
     unique_from: str = ""
 
+    def sources(self) -> dict[str, str]:
+        """Who asked for each, for JSON: {"budget_flops": "option" | "sweep" | "default",
+        "unique_tokens": …}."""
+        word = {SWEEP_PLAN: "sweep", "": "default"}
+        return {
+            "budget_flops": word.get(self.budget_from, "option"),
+            "unique_tokens": word.get(self.unique_from, "option"),
+        }
+
 
 def sweep_plan(path: str | Path) -> PlanConfig:
     """The [plan] of runs folder `path`'s sweep.toml: PlanConfig() for a table, a folder

@@ -80,6 +80,7 @@ class Report:
     budget_note: str = ""  # where the plan's budget and unique tokens came from
     budget_from: str = ""  # the same, in a few words for the plan's headline
     unique_from: str = ""
+    asked: PlanAsked = field(default_factory=PlanAsked)  # who asked for C and U, if anyone
     figures: dict[str, str] = field(default_factory=dict)  # kind -> base64 PNG
     skipped: dict[str, str] = field(default_factory=dict)  # kind -> why not drawn
     # what the runs folder warns of (inputs edited since its runs trained, run folders
@@ -140,6 +141,7 @@ def _plan(report: Report, asked: PlanAsked, extrapolate: bool = False) -> None:
     with --budget-flops beyond the extrapolation limit is refused (BeyondLimit) unless
     extrapolate; any other says why the page has no plan."""
     inputs = report.inputs
+    report.asked = asked
     compute = run_compute(inputs)
     budget_flops = asked.budget_flops
     report.unique_tokens = asked.unique_tokens or largest_fresh_tokens(inputs)
