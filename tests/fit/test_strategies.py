@@ -101,7 +101,7 @@ def test_a_strategy_cdlaw_never_heard_of_fits_and_plans_from_the_command_line(
     [
         # one strategy's runs at one size only: its K, rho and sigma cannot be told apart
         (lambda df: df[(df.strategy != "self-distill") | (df.n_params == SIZES[0])],
-         "strategy self-distill's runs with derived tokens cover only 1 model size(s)"),
+         "strategy self-distill's runs with derived tokens cover only 1 model size ("),
         (lambda df: df.assign(strategy=df.strategy.replace("self-distill", "self distill")),
          "strategy 'self distill' is neither none nor a derived strategy's name"),
     ],
