@@ -69,6 +69,8 @@ def grouped(x: float, decimals: int = 0) -> str:
     if not math.isfinite(x) or abs(x) >= 1e6:
         return f"{x:.3g}"
     return f"{x:,.{decimals}f}"
+
+
 def counted(x: float, noun: str, plural: str = "", digits: int = 3) -> str:
     """A count and its noun, the noun singular where the count reads as 1: "1 epoch",
     "4.82 epochs", "1 pass", "3 passes", "0 runs". `plural` for a noun that is not

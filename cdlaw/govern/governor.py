@@ -205,7 +205,7 @@ def _frame(curve: Curve, source: PlanningLaw, options: GovernOptions, p: Plan | 
             f"{e_now:.4g}): it is shown for reference"
         )
     elif planned > e_budget * (1 + 1e-9):
-        needs, budget = format_apart(6 * n * planned, options.budget_flops)
+        needs, budget = format_apart(6 * n * planned, _need(options.budget_flops))
         warnings.append(
             f"the planned end, {planned:.4g} tokens, needs {needs} FLOPs, more than the "
             f"budget {budget}"
