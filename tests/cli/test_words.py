@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from plantedcurves import RATIO, planted_frame
 
-from cdlaw.govern.curve import Curve, check_curve
+from cdlaw.govern.curve import Curve, check_stable
 from cdlaw.govern.governor import GovernOptions, govern
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import load_law
@@ -52,7 +52,7 @@ def test_a_plan_of_about_one_epoch_or_one_pass_says_it_in_the_singular():
 def test_a_planned_end_past_the_budget_shows_the_difference():
     n, fresh, budget = 100e6, 1e9, 1e19
     frame = planted_frame(np.linspace(2e8, 3e9, 40))
-    curve = check_curve(Curve(tokens=frame["tokens"].to_numpy(float),
+    curve = check_stable(Curve(tokens=frame["tokens"].to_numpy(float),
                               loss=frame["loss"].to_numpy(float),
                               lr=frame["lr"].to_numpy(float), source="planted",
                               loss_column="loss", n_params=n, fresh_tokens=fresh,
