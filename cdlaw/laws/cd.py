@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.laws import chinchilla
-from cdlaw.laws.chinchilla import batched_log_loss_at, chinchilla_loss
+from cdlaw.laws.chinchilla import batched_log_loss_at, chinchilla_loss, linear_terms_at
 from cdlaw.laws.form import Centring, LawForm, Rows
 from cdlaw.laws.log_terms import through_rstar
 from cdlaw.units import counted
@@ -162,7 +162,7 @@ def batched_log_loss(theta, rows: Rows):
     lDeff, dlogR = batched_log_effective_data(
         theta.shape[0], rows.logD, rows.ratio, rows.slices, rstar_at
     )
-    logL, core = batched_log_loss_at(theta, rows.logN, lDeff)
+    logL, core = batched_log_loss_at(theta, rows.sizes, lDeff)
 
     def vjp(w):
         g, wp3 = core(w)
@@ -172,6 +172,30 @@ def batched_log_loss(theta, rows: Rows):
         return g
 
     return logL, vjp
+
+
+def linear_terms(theta, rows: Rows):
+    """1, N^−α, D_eff^−β for S fit vectors, with their VJP (the LawForm.linear_terms
+    contract): D_eff, through R*, carries each strategy's K, ρ, σ."""
+    theta = np.asarray(theta, dtype=float)
+    first = len(chinchilla.SHARED)
+
+    def rstar_at(j, sl):
+        return np.exp(theta[:, first + 3 * j : first + 3 * j + 3] @ _features(rows, sl))
+
+    lDeff, dlogR = batched_log_effective_data(
+        theta.shape[0], rows.logD, rows.ratio, rows.slices, rstar_at
+    )
+    Phi, core = linear_terms_at(theta, rows.sizes, lDeff)
+
+    def vjp(W):
+        g, wp3 = core(W)
+        for j, sl, wR in through_rstar(wp3, dlogR, theta[:, 4:5], rows.slices):
+            c = first + 3 * j
+            g[:, c : c + 3] = wR @ _features(rows, sl).T
+        return g
+
+    return Phi, vjp
 
 
 CD = LawForm(
@@ -200,6 +224,8 @@ CD = LawForm(
         ("sigma", (-1.5, 0.5)),
     ),
     log_loss_vjp=batched_log_loss,
+    linear=chinchilla.LINEAR,
+    linear_terms=linear_terms,
     rstar=rstar_of,
     identify=identify,
 )

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from cdlaw.laws.form import Centring, LawForm, LogLosses, Rows, Span
+from cdlaw.laws.form import Centring, LawForm, LogLosses, PerSize, Rows, Span
 from cdlaw.laws.log_terms import data_grads, data_term, floor_grad, log_sum
 
 SHARED = ("E", "A", "B", "alpha", "beta")
 LOG_PARAMS = frozenset({"E", "A", "B"})
 POSITIVE = frozenset({"A", "B", "alpha", "beta"})  # a zero exponent has no optimal size
 NONNEGATIVE = frozenset({"E"})
+# The loss is E·1 + A·N^−α + B·D^−β: linear in E, A, B, which a fit solves (LawForm.linear).
+LINEAR = ("E", "A", "B")
 
 
 def chinchilla_loss(N, D, E, A, B, alpha, beta):
@@ -97,11 +99,11 @@ START_AXES: tuple[tuple[str, Span], ...] = (
 )
 
 
-def batched_log_loss_at(theta, logN, lDeff):
+def batched_log_loss_at(theta, sizes: PerSize, lDeff):
     """log L = logsumexp(e, a − α·log N, b − β·log D_eff) for S fit vectors at once.
 
-    theta: (S, P) fit vectors whose first five entries are e, a, b, α, β; lDeff: (S, n)
-    log effective data (log D for Chinchilla itself). Returns (logL, vjp) with
+    theta: (S, P) fit vectors whose first five entries are e, a, b, α, β; sizes: the rows'
+    model sizes (Rows.sizes); lDeff: (S, n) log effective data (log D for Chinchilla itself). Returns (logL, vjp) with
     vjp(w) = (g (S, P) with its first five columns filled, wp3 = w·T_D/L (S, n)), so that a
     form extending the data term can add its own parameters' gradients through wp3.
 
@@ -112,9 +114,8 @@ def batched_log_loss_at(theta, logN, lDeff):
     e, b, beta = theta[:, 0:1], theta[:, 2:3], theta[:, 4:5]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         # A/N^α takes one value per model size: exponentiate those, then spread them.
-        lNu, at_size = np.unique(logN, return_inverse=True)
-        T2u = np.exp(theta[:, [1, 3]] @ np.stack([np.ones_like(lNu), -lNu]))
-        T2 = T2u[:, at_size]
+        T2u = np.exp(theta[:, [1, 3]] @ np.stack([np.ones_like(sizes.lNu), -sizes.lNu]))
+        T2 = sizes.spread(T2u)
         E = np.exp(e)
         T3 = data_term(lDeff, b, beta)
         total, logL = log_sum(E, T2, T3)
@@ -123,21 +124,61 @@ def batched_log_loss_at(theta, logN, lDeff):
         g = np.zeros_like(theta)
         wt = floor_grad(w, total, E, g)
         # through the per-size values: Σ_sizes T2u·(Σ_rows wt)
-        per_size = wt @ (at_size[:, None] == np.arange(len(lNu))).astype(float)
+        per_size = sizes.sum(wt)
         per_size *= T2u
         g[:, 1] = per_size.sum(axis=1)
-        g[:, 3] = -(per_size @ lNu)
+        g[:, 3] = -(per_size @ sizes.lNu)
         return g, data_grads(wt, T3, lDeff, g)
 
     return logL, vjp
+
+
+def linear_terms_at(theta, sizes: PerSize, lDeff):
+    """The terms E, A and B multiply — 1, N^−α and D_eff^−β — for S fit vectors at once:
+    what a fit that solves E, A, B instead of searching them needs (LawForm.linear_terms).
+
+    theta: (S, P) fit vectors (their e, a, b entries are not read); sizes, lDeff: as
+    batched_log_loss_at. Returns
+    (Phi (3, S, n), vjp) with vjp(W (3, S, n)) = (g (S, P): Σ_j,i W_jsi ∂Phi_jsi/∂θ_s in the
+    α and β columns, the others 0; wp3 = W_2·Phi_2 (S, n), the weight on log D_eff^−β that a
+    form extending the data term chains its own parameters through, as batched_log_loss_at).
+    """
+    alpha, beta = theta[:, 3:4], theta[:, 4:5]
+    S, n = lDeff.shape
+    Phi = np.empty((3, S, n))
+    Phi[0] = 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        Pu = np.exp(-alpha * sizes.lNu)  # N^−α, one per size
+        Phi[1] = sizes.spread(Pu)
+        np.multiply(lDeff, -beta, out=Phi[2])
+        np.exp(Phi[2], out=Phi[2])
+
+    def vjp(W):
+        g = np.zeros_like(theta)
+        per_size = sizes.sum(W[1]) * Pu
+        g[:, 3] = -(per_size @ sizes.lNu)
+        wp3 = W[2] * Phi[2]
+        g[:, 4] = -np.einsum("sn,sn->s", wp3, lDeff)
+        return g, wp3
+
+    return Phi, vjp
 
 
 def batched_log_loss(theta, rows: Rows):
     theta = np.asarray(theta, dtype=float)
     lDeff = np.empty((theta.shape[0], rows.logD.shape[0]))
     lDeff[:] = rows.logD
-    logL, vjp = batched_log_loss_at(theta, rows.logN, lDeff)
+    logL, vjp = batched_log_loss_at(theta, rows.sizes, lDeff)
     return logL, lambda w: vjp(w)[0]
+
+
+def linear_terms(theta, rows: Rows):
+    """1, N^−α, D^−β for S fit vectors, with their VJP (the LawForm.linear_terms contract)."""
+    theta = np.asarray(theta, dtype=float)
+    lDeff = np.empty((theta.shape[0], rows.logD.shape[0]))
+    lDeff[:] = rows.logD
+    Phi, vjp = linear_terms_at(theta, rows.sizes, lDeff)
+    return Phi, lambda W: vjp(W)[0]
 
 
 CHINCHILLA = LawForm(
@@ -155,5 +196,7 @@ CHINCHILLA = LawForm(
     centring=CENTRING,
     start_axes=START_AXES,
     log_loss_vjp=batched_log_loss,
+    linear=LINEAR,
+    linear_terms=linear_terms,
     called="Chinchilla",
 )

@@ -14,6 +14,7 @@ stored as the log of its public value. Per-strategy entries are named "<strategy
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -75,6 +76,37 @@ class Rows:
     # every slice have D′ = 0.
     slices: tuple[slice, ...]
 
+    @functools.cached_property
+    def sizes(self) -> PerSize:
+        """The rows' model sizes, found once for every evaluation on these rows."""
+        return PerSize(self.logN)
+
+
+class PerSize:
+    """A model term takes one value per model size: its rows' sizes, and the sum of a
+    per-row weight over each size's rows, in time and memory linear in the rows."""
+
+    SMALL = 64  # up to this many sizes, an (n, sizes) indicator matrix is the fastest sum
+
+    def __init__(self, logN: np.ndarray):
+        self.lNu, self.at_size = np.unique(logN, return_inverse=True)
+        u = len(self.lNu)
+        if u <= self.SMALL:
+            self.indicator = (self.at_size[:, None] == np.arange(u)).astype(float)
+        else:  # every row a size of its own, say: sum runs of rows sorted by size
+            self.order = np.argsort(self.at_size, kind="stable")
+            self.first = np.searchsorted(self.at_size[self.order], np.arange(u))
+
+    def spread(self, per_size: np.ndarray) -> np.ndarray:
+        """(S, sizes) values → (S, n), each row its size's."""
+        return per_size[:, self.at_size]
+
+    def sum(self, w: np.ndarray) -> np.ndarray:
+        """(S, n) row weights → (S, sizes): Σ of each size's rows."""
+        if len(self.lNu) <= self.SMALL:
+            return w @ self.indicator
+        return np.add.reduceat(w[:, self.order], self.first, axis=1)
+
 
 @dataclass(frozen=True, eq=False)
 class LawForm:
@@ -104,6 +136,14 @@ class LawForm:
     centring: tuple[Centring, ...] = ()
     start_axes: tuple[tuple[str, Span], ...] = ()  # start grid, in the order levels are added
     log_loss_vjp: Callable[..., Any] | None = None
+    # Where the loss is a sum of non-negative terms times coefficients the form stores as
+    # logs (E·1 + A·N^−α + B·D_eff^−β): those coefficients' names, and
+    # linear_terms(theta (S, P), rows) -> (Phi (k, S, n), vjp) with the terms each multiplies
+    # (read from theta's other entries only) and vjp(W (k, S, n)) = Σ_j,i W_jsi ∂Phi_jsi/∂θ_s
+    # (S, P). A fit then solves the coefficients instead of searching them
+    # (cdlaw.fit.projection). () and None: it searches every parameter.
+    linear: tuple[str, ...] = ()
+    linear_terms: Callable[..., Any] | None = None
     rstar: Callable[..., Any] | None = None  # R*(p, N, D); None: no R* and no η
     # identify(strategy, n_params, tokens_per_param) of a strategy's D′ > 0 rows: why they
     # cannot pin its parameters down, or None when they can.
