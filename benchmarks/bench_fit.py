@@ -2,15 +2,18 @@
 
 The table: 370 runs made from the qin2026 constants with 0.5% multiplicative noise on a
 CD-paper-like grid (7 sizes 14M–600M, D from 0.05× to 16× of 20 tokens per parameter,
-r up to 60, both strategies). cdlaw fits the joint cd law from the paper's 6,144-start
-grid and then refits 200 bootstrap resamples.
+r up to 60, both strategies). cdlaw fits the joint cd law as `cdlaw fit` does (its default
+starts, E, A, B solved rather than searched: docs/fit.md) and then refits 200 bootstrap
+resamples.
 
-The reference is the loop a researcher would write: scipy.optimize.minimize(L-BFGS-B)
-once per start, with the same objective and analytic gradient, the same coordinates,
+The reference is the loop a researcher would write for the CD paper's fit:
+scipy.optimize.minimize(L-BFGS-B) once per start of the paper's 6,144-start grid over all
+eleven parameters, with the same objective and analytic gradient, the same coordinates,
 bounds and stopping tolerances. It is timed on a random sample of the starts (and of the
-bootstrap refits) and scaled per start to the full count; the table says so.
+bootstrap refits) and scaled per start to the full count; the table says so. Both must
+reach the same best objective.
 
-    .venv/bin/python benchmarks/bench_fit.py [--starts 6144] [--bootstrap 200] [--sample 48]
+    .venv/bin/python benchmarks/bench_fit.py [--starts N] [--bootstrap 200] [--sample 48]
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from scipy.optimize import minimize
 
 from cdlaw.fit.optim import SEARCH_FTOL, SEARCH_GTOL
 from cdlaw.fit.problem import build_problem
-from cdlaw.fit.procedure import fit_law
+from cdlaw.fit.procedure import DEFAULT_STARTS, fit_law
+from cdlaw.fit.search import PROJECTED
 from cdlaw.fit.starts import start_grid
 from cdlaw.fit.threads import objective_threads, single_threaded_blas
 from cdlaw.fit.vector import law_to_fit_vector
@@ -93,7 +97,8 @@ def one(fun_batch):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--starts", type=int, default=6144)
+    ap.add_argument("--starts", type=int, default=DEFAULT_STARTS, help="cdlaw's starts")
+    ap.add_argument("--reference-starts", type=int, default=6144, help="the paper's grid")
     ap.add_argument("--bootstrap", type=int, default=200)
     ap.add_argument("--rows", type=int, default=370)
     ap.add_argument("--sample", type=int, default=48, help="reference starts actually timed")
@@ -116,9 +121,12 @@ def run(args) -> None:
         df, law="cd", n_starts=args.starts, bootstrap=args.bootstrap, progress=progress
     )
     total, total_cpu = time.perf_counter() - t0, time.process_time() - c0
-    tb, cb = marks.get("bootstrap", (t0 + total, c0 + total_cpu))
-    search, search_cpu = tb - t0, cb - c0
-    boot, boot_cpu = total - search, total_cpu - search_cpu
+    end = (t0 + total, c0 + total_cpu)
+    tr, cr = marks.get("refine", end)
+    tb, cb = marks.get("bootstrap", end)
+    search, search_cpu = tr - t0, cr - c0
+    refine, refine_cpu = tb - tr, cb - cr
+    boot, boot_cpu = end[0] - tb, end[1] - cb
 
     # --- the reference: the same problem, one scipy call per start -------------------
     strategies = ("repetition", "paraphrase")
@@ -132,7 +140,7 @@ def run(args) -> None:
         df["loss"],
         np.arange(len(df)),
     )
-    starts, _ = start_grid(p, args.starts, np.random.default_rng(0))
+    starts, _ = start_grid(p, args.reference_starts, np.random.default_rng(0))
     scale = p.curvature_scale(starts[:: max(1, len(starts) // 64)])
     sample = starts[np.random.default_rng(1).choice(len(starts), args.sample, replace=False)]
     fun = one(p.objective(result.huber_delta))
@@ -153,9 +161,13 @@ def run(args) -> None:
         a, b, _ = reference_loop(fw, z_best[None], p.lower, p.upper, boot_scale, 10)
         per_boot, per_boot_cpu = per_boot + a / n_boot_ref, per_boot_cpu + b / n_boot_ref
 
-    n, B = args.starts, args.bootstrap
+    n, B = args.reference_starts, args.bootstrap
+    cd_search = search + refine
     ref_total, ref_total_cpu = ref10 * n + per_boot * B, ref10_cpu * n + per_boot_cpu * B
-    print(f"\ncdlaw fit benchmark: joint cd law, {len(df)} rows, {n} starts, {B} bootstrap refits")
+    print(
+        f"\ncdlaw fit benchmark: joint cd law, {len(df)} rows, {B} bootstrap refits; cdlaw "
+        f"{result.optimizer.n_starts} starts ({PROJECTED}), the reference {n} (all parameters)"
+    )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, objective threads {objective_threads()}; "
         f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after (other users)"
@@ -168,12 +180,13 @@ def run(args) -> None:
     print(f"{'what':<{w}} {'wall s':>8} {'CPU s':>8} {'ratio':>7}")
     print("-" * (w + 26))
     rows = [
-        ("cdlaw: multistart search + polish", search, search_cpu, None),
+        ("cdlaw: search, E, A, B solved (projected)", search, search_cpu, None),
+        ("cdlaw: refine and polish (every parameter)", refine, refine_cpu, None),
         ("cdlaw: bootstrap refits (batched, warm-started)", boot, boot_cpu, None),
         ("cdlaw: whole fit", total, total_cpu, None),
-        (f"reference search, maxcor 10 ({len(sample)} starts timed)", ref10 * n, ref10_cpu * n, ref10 * n / search),
-        (f"reference search, maxcor 30 ({len(half)} starts timed)", ref30 * n, ref30_cpu * n, ref30 * n / search),
-        (f"reference search, unpreconditioned ({len(half)} timed)", plain * n, plain_cpu * n, plain * n / search),
+        (f"reference search, maxcor 10 ({len(sample)} starts timed)", ref10 * n, ref10_cpu * n, ref10 * n / cd_search),
+        (f"reference search, maxcor 30 ({len(half)} starts timed)", ref30 * n, ref30_cpu * n, ref30 * n / cd_search),
+        (f"reference search, unpreconditioned ({len(half)} timed)", plain * n, plain_cpu * n, plain * n / cd_search),
         (f"reference bootstrap refits ({n_boot_ref} timed)", per_boot * B, per_boot_cpu * B, per_boot * B / max(boot, 1e-9)),
         ("reference whole fit (maxcor 10 search + bootstrap)", ref_total, ref_total_cpu, ref_total / total),
     ]  # fmt: skip
@@ -185,9 +198,11 @@ def run(args) -> None:
         f"{result.optimizer.n_converged}/{result.optimizer.n_starts} starts converged, "
         f"{result.optimizer.bootstrap_converged}/{B} bootstrap refits"
     )
+    same = abs(result.objective - ref_best) <= 1e-9 * abs(ref_best)
     print(
-        f"goals: whole fit < 60 s: {'met' if total < 60 else 'MISSED'}; "
-        f"≥ 10x the reference: {'met' if ref_total / total >= 10 else 'MISSED'}"
+        f"goals: whole fit ≥ 120x the reference: {'met' if ref_total / total >= 120 else 'MISSED'} "
+        f"({ref_total / total:.0f}x wall, {ref_total_cpu / total_cpu:.0f}x CPU); the same best "
+        f"objective: {'met' if same else 'MISSED'}"
     )
 
 

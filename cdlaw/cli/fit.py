@@ -41,7 +41,7 @@ def fit(
         None,
         "--starts",
         metavar=NUMBER,
-        help="Starting points of the L-BFGS grid (default 6144, the CD paper's; 512 per law with --law all).",
+        help="Starting points of the search's grid (default 256; 512 per law with --law all).",
     ),
     naive: bool = typer.Option(
         False, "--naive", help="With --law chinchilla: count derived tokens as fresh (D + D′)."
@@ -75,11 +75,13 @@ def fit(
             json_out=json_out,
         )
         return
+    from cdlaw.fit.procedure import DEFAULT_STARTS
+
     options = dict(
         law=law,
         method=method,
         huber_delta=huber_delta,
-        n_starts=count(starts or "6144", "--starts"),
+        n_starts=count(starts or str(DEFAULT_STARTS), "--starts"),
         drop_outliers=drop_outliers,
         bootstrap=bootstrap,
         holdout_largest=holdout_largest,

@@ -15,16 +15,16 @@ from __future__ import annotations
 import numpy as np
 
 from cdlaw.fit.optim import SEARCH_FTOL, SEARCH_GTOL, minimize_batched
+from cdlaw.fit.problem import ByStart
 
 
 def refit_resamples(problem, delta, method, starts, B, rng, progress):
     """B refits, resample b from every row of `starts` (best first); (B, P) points in the
     problem's coordinates, and how many of the kept refits converged."""
     n = len(problem.y)
-    W = np.zeros((B, n))
-    np.add.at(W, (np.repeat(np.arange(B), n), rng.integers(0, n, B * n)), 1.0)
+    W = resample_counts(n, B, rng)
     M = len(starts)
-    Wm = np.repeat(W, M, axis=0)  # resample b, start m is row b·M + m
+    Wm = ByStart(W, M)  # resample b, start m is row b·M + m
     X0 = np.tile(starts, (B, 1))
     P = problem.n_params
     report = None if progress is None else (lambda d, t: progress("bootstrap", d, t))
@@ -37,7 +37,7 @@ def refit_resamples(problem, delta, method, starts, B, rng, progress):
     shared, per = problem.stages(starts[0])
     one_epoch = problem.ratio == 0
     r1 = minimize_batched(
-        problem.subset(one_epoch).objective(delta, Wm[:, one_epoch], shared, starts[0]),
+        problem.subset(one_epoch).objective(delta, Wm.columns(one_epoch), shared, starts[0]),
         X0[:, shared],
         problem.lower[shared],
         problem.upper[shared],
@@ -46,7 +46,7 @@ def refit_resamples(problem, delta, method, starts, B, rng, progress):
     )
     X0[:, shared] = r1.x
     r2 = minimize_batched(
-        problem.subset(~one_epoch).objective(delta, Wm[:, ~one_epoch], per, X0),
+        problem.subset(~one_epoch).objective(delta, Wm.columns(~one_epoch), per, X0),
         X0[:, per],
         problem.lower[per],
         problem.upper[per],
@@ -56,6 +56,16 @@ def refit_resamples(problem, delta, method, starts, B, rng, progress):
     X0[:, per] = r2.x
     f = problem.objective(delta, Wm)(X0, np.arange(len(X0)))[0]
     return _best_per_resample(X0, f, r1.converged & r2.converged, B, M)
+
+
+def resample_counts(n: int, B: int, rng) -> np.ndarray:
+    """How often each of n rows is drawn in each of B resamples with replacement: (B, n)
+    small counts (one byte each: a row drawn 256 times of n is beyond any table), made one
+    resample at a time so that no (B·n) index array is ever held."""
+    W = np.empty((B, n), dtype=np.uint8)
+    for b in range(B):
+        W[b] = np.minimum(np.bincount(rng.integers(0, n, n), minlength=n), 255)
+    return W
 
 
 def _best_per_resample(x, f, converged, B, M):

@@ -8,6 +8,7 @@ starts (the BatchObjective that cdlaw.fit.optim minimises), and a diagonal preco
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,7 @@ class Problem:
     def n_params(self) -> int:
         return self.M.shape[0]
 
-    @property
+    @functools.cached_property
     def rows(self) -> Rows:
         return Rows(self.logN, self.logD, self.ratio, self.slices)
 
@@ -129,10 +130,13 @@ class Problem:
     def objective(self, delta: float, weights=None, free=None, base=None) -> BatchObjective:
         """The summed Huber loss of log residuals and its gradient, for minimize_batched.
 
-        weights: (n,) row weights, or (S, n) per start (bootstrap counts). free: indices
-        of z being fitted, the others taken from base ((P,) or (S, P) per start).
+        weights: (n,) row weights, (S, n) per start, or ByStart (bootstrap counts shared
+        by several starts). free: indices of z being fitted, the others taken from base
+        ((P,) or (S, P) per start).
         """
-        W = None if weights is None else np.asarray(weights, dtype=float)
+        W = weights
+        if W is not None and not isinstance(W, ByStart):
+            W = np.asarray(W, dtype=float)
         rows = self.rows
 
         def chunk(z, idx, f, g, sl):
@@ -155,22 +159,54 @@ class Problem:
                 z[:, free] = zf
             f = np.empty(len(z))
             g = np.empty_like(z)
-            # Chunks of starts keep the (starts × rows) arrays in cache; numpy releases
-            # the GIL inside its loops, so threads run chunks side by side.
-            step = max(1, CHUNK_ELEMENTS // max(1, len(self.y)))
-            parts = [slice(c, c + step) for c in range(0, len(z), step)]
-            workers = objective_threads()
-            if len(parts) > 1 and workers > 1:
-                list(objective_pool(workers).map(lambda sl: chunk(z, idx, f, g, sl), parts))
-            else:
-                for sl in parts:
-                    chunk(z, idx, f, g, sl)
+            in_chunks(len(z), len(self.y), lambda sl: chunk(z, idx, f, g, sl))
             return f, (g if free is None else g[:, free])
 
         return fun
 
+    @functools.cached_property
+    def losses(self) -> np.ndarray:
+        """The observed losses L (n,)."""
+        return np.exp(self.y)
+
+    @functools.cached_property
+    def relative_weights(self) -> np.ndarray:
+        """1/L² (n,): least squares on (L − L_pred)/L, ½ Σ r² to first order in log r."""
+        return 1.0 / self.losses**2
+
+
+class ByStart:
+    """Row weights of each start of a batch where M starts share each resample's weights:
+    W[b] for starts b·M … b·M + M − 1, without repeating W M times (Problem.objective)."""
+
+    ndim = 2
+
+    def __init__(self, W: np.ndarray, M: int):
+        self.W, self.M = W, M
+
+    def __getitem__(self, idx) -> np.ndarray:
+        return self.W[np.asarray(idx) // self.M].astype(float)
+
+    def columns(self, keep) -> ByStart:
+        """The same, on a subset of the rows (bool mask)."""
+        return ByStart(self.W[:, keep], self.M)
+
 
 CHUNK_ELEMENTS = 1 << 17  # starts × rows per chunk (1 MiB per float64 array)
+
+
+def in_chunks(n_starts: int, n_rows: int, work) -> None:
+    """work(sl) for slices of the starts that keep each (starts × rows) array near
+    CHUNK_ELEMENTS: in cache, and (for a table of many rows) small. numpy releases the GIL
+    inside its loops, so threads run chunks side by side."""
+    step = max(1, CHUNK_ELEMENTS // max(1, n_rows))
+    parts = [slice(c, c + step) for c in range(0, n_starts, step)]
+    workers = objective_threads()
+    if len(parts) > 1 and workers > 1:
+        list(objective_pool(workers).map(work, parts))
+    else:
+        for sl in parts:
+            work(sl)
 
 
 def build_problem(

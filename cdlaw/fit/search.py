@@ -1,18 +1,21 @@
 """The search of a fit: many starts at once, then the best few polished (docs/fit.md).
 
-    sol = solve(problem, delta, "joint", starts, progress)   # a Solution
+    sol = search(problem, delta, "joint", grid, warm, progress)  # the first, full search
+    sol = solve(problem, delta, "joint", starts, progress)   # from given full points
     boot_starts(sol)                                         # where bootstrap refits start
 
 Every start runs in one batched L-BFGS (cdlaw.fit.optim.minimize_batched); the N_POLISH
-best distinct minima are polished with scipy's L-BFGS-B. A staged fit (method "staged")
-solves the shared parameters on D′ = 0 rows first, then the per-strategy ones.
+best distinct minima are polished with scipy's L-BFGS-B. The first search projects out
+the linear coefficients where the law has them (cdlaw.fit.projection). A staged fit
+(method "staged") solves the shared parameters on D′ = 0 rows first, then the
+per-strategy ones.
 cdlaw.fit.procedure calls this; it owns no data handling.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,8 +27,13 @@ from cdlaw.fit.optim import (
     projected_gradient,
 )
 from cdlaw.fit.problem import Problem
+from cdlaw.fit.projection import Projection
 
 N_POLISH = 5  # distinct best minima polished with scipy
+N_REFINE = 16  # distinct best minima of a projected search refined in every coordinate
+PROJECTED = "multistart (E, A, B solved)"  # the progress label of a projected search
+SEARCH_ROWS = 4096  # a larger table's search runs on a sample of this many rows
+MIN_SAMPLED = 256  # rows of each group (D′ = 0, each strategy) in that sample, at least
 STATIONARY = 1e-7  # projected gradient below which a stalled line search is a minimum
 SAME_MINIMUM = 1e-3  # two minima closer than this in every coordinate are one
 
@@ -50,6 +58,17 @@ class Solution:
     n_starts: int
 
 
+def _distinct_best(x: np.ndarray, f: np.ndarray, most: int) -> list[int]:
+    """Indices of up to `most` lowest finite minima, each differing from those before it."""
+    picked: list[int] = []
+    for i in np.argsort(np.where(np.isfinite(f), f, np.inf)):
+        if not np.isfinite(f[i]) or len(picked) == most:
+            break
+        if _is_new(x[i], [x[j] for j in picked]):
+            picked.append(int(i))
+    return picked
+
+
 def _minimise(problem, delta, starts, free, base, progress, label) -> Solution:
     """Batched L-BFGS from every start over the `free` coordinates, then polish the best."""
     lo, hi = problem.lower[free], problem.upper[free]
@@ -66,15 +85,7 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> Solution:
     res = minimize_batched(
         fun, starts, lo, hi, ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, scale=scale, progress=report
     )
-    order = np.argsort(np.where(np.isfinite(res.f), res.f, np.inf))
-    picked: list[int] = []
-    for i in order:
-        if not np.isfinite(res.f[i]):
-            break
-        if _is_new(res.x[i], [res.x[j] for j in picked]):
-            picked.append(int(i))
-        if len(picked) == N_POLISH:
-            break
+    picked = _distinct_best(res.x, res.f, N_POLISH)
     if not picked:
         raise RuntimeError("every start of the fit gave a non-finite objective")
 
@@ -103,12 +114,64 @@ def _minimise(problem, delta, starts, free, base, progress, label) -> Solution:
     )
 
 
-def solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progress) -> Solution:
+def search(
+    problem: Problem,
+    delta: float,
+    method: str,
+    grid: np.ndarray,
+    warm: np.ndarray,
+    progress,
+    rng: np.random.Generator,
+) -> Solution:
+    """The fit's first, full search: from the start grid and the warm starts (full points).
+
+    Where the form's linear coefficients can be solved (Projection.of, joint fits), the grid
+    is searched over the other coordinates with the coefficients projected out, and the
+    N_REFINE best distinct minima (and the warm starts) are then minimised on the fit's own
+    objective in every coordinate and polished; otherwise every start searches every
+    coordinate (solve). Projected, `n_starts` and `n_converged` count the grid's starts.
+
+    A table of more than SEARCH_ROWS rows is searched on a sample of them (sample_rows,
+    drawn with rng), and the minima found are then minimised and polished on every row:
+    the search's cost stays that of SEARCH_ROWS rows, and the optimum is every row's.
+    """
+    if len(problem.y) > SEARCH_ROWS:
+        sample = problem.subset(sample_rows(problem, SEARCH_ROWS, rng))
+        found = search(sample, delta, method, grid, warm, progress, rng)
+        sol = solve(problem, delta, method, found.candidates, progress, "every row")
+        return replace(sol, n_converged=found.n_converged, n_starts=found.n_starts)
+    projection = Projection.of(problem) if method == "joint" else None
+    if projection is None:
+        return solve(problem, delta, method, np.vstack([warm, grid]), progress)
+    free = projection.free
+    x0 = grid[:, free]
+    scale = problem.curvature_scale(projection.complete(x0[:: max(1, len(x0) // 64)]), free)
+    report = None if progress is None else (lambda d, t: progress(PROJECTED, d, t))
+    res = minimize_batched(
+        projection.objective(), x0, problem.lower[free], problem.upper[free],
+        ftol=SEARCH_FTOL, gtol=SEARCH_GTOL, scale=scale, progress=report,
+    )  # fmt: skip
+    picked = _distinct_best(res.x, res.f, N_REFINE)
+    if not picked:
+        raise RuntimeError("every start of the fit gave a non-finite objective")
+    starts = np.vstack([warm, projection.complete(res.x[picked])])
+    sol = _minimise(problem, delta, starts, np.arange(problem.n_params), None, progress, "refine")
+    return replace(sol, n_converged=int(res.converged.sum()), n_starts=len(grid))
+
+
+def solve(
+    problem: Problem,
+    delta: float,
+    method: str,
+    starts: np.ndarray,
+    progress,
+    label: str = "multistart",
+) -> Solution:
     """One fit (joint or staged) from a set of starting points in z."""
     P = problem.n_params
     everything = np.arange(P)
     if method == "joint" or len(problem.shared) == P:  # staged needs per-strategy parameters
-        return _minimise(problem, delta, starts, everything, None, progress, "multistart")
+        return _minimise(problem, delta, starts, everything, None, progress, label)
     shared, per = problem.stages(starts[0])
     one_epoch = problem.ratio == 0
     s1 = _minimise(
@@ -145,6 +208,22 @@ def solve(problem: Problem, delta: float, method: str, starts: np.ndarray, progr
         s1.n_converged + s2.n_converged,
         s1.n_starts + s2.n_starts,
     )
+
+
+def sample_rows(problem: Problem, size: int, rng: np.random.Generator) -> np.ndarray:
+    """A bool mask of about `size` rows drawn without replacement, each group of rows (the
+    D′ = 0 rows, each strategy's) in proportion, and at least MIN_SAMPLED of each (or all
+    it has), so that every parameter the table identifies the sample identifies too."""
+    n = len(problem.y)
+    group = np.full(n, -1)
+    for j, sl in enumerate(problem.slices):
+        group[sl] = j
+    keep = np.zeros(n, bool)
+    for g in np.unique(group):
+        rows = np.flatnonzero(group == g)
+        k = min(len(rows), max(MIN_SAMPLED, round(size * len(rows) / n)))
+        keep[rng.choice(rows, k, replace=False)] = True
+    return keep
 
 
 def boot_starts(sol: Solution) -> np.ndarray:

@@ -13,17 +13,20 @@ from cdlaw.fit.problem import Problem
 from cdlaw.laws.form import LogLosses, resolve
 
 
-def start_axes(problem: Problem) -> list[tuple[str, list[int], float, float]]:
+def start_axes(problem: Problem, solved=()) -> list[tuple[str, list[int], float, float]]:
     """The start grid's axes in the order levels are added: (name, z indices, lo, hi).
 
     The law form declares its axes and their ranges (fixed, or set from the table's
     losses). A per-strategy parameter has one axis for every strategy: each starts from the
-    same value, and its own rows then pull it away.
+    same value, and its own rows then pull it away. `solved` names parameters the search
+    solves rather than starts (a projected search's linear coefficients): no axis.
     """
     losses = LogLosses.of(problem.y)
     base = [name.rsplit(".", 1)[-1] for name in problem.form.fit_vector_names(problem.strategies)]
     axes = []
     for name, span in problem.form.start_axes:
+        if name in solved:
+            continue
         indices = [i for i, b in enumerate(base) if b == name]
         if indices:
             lo, hi = resolve(span, losses)
