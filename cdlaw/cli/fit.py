@@ -29,7 +29,10 @@ def fit(
         0, "--drop-outliers", help="Drop the worst |log residual| row and refit, K times."
     ),
     bootstrap: int = typer.Option(
-        0, "--bootstrap", help="Refits on resampled rows for 95% intervals (e.g. 200)."
+        None,
+        "--bootstrap",
+        help="Refits on resampled rows for 95% intervals (default 200; 0 for none).",
+        show_default=False,
     ),
     holdout_largest: bool = typer.Option(
         False, "--holdout-largest", help="Fit without the largest N; report its log-RMSE."
@@ -59,7 +62,7 @@ def fit(
     residual, empirical η, regime): into a runs folder, or beside a table file t.csv as
     t.fit.json and t.fit_rows.parquet, or to --out FILE.json (+ FILE_rows.parquet).
 
-    Example: cdlaw fit runs/demo --bootstrap 200 --holdout-largest
+    Example: cdlaw fit runs/demo --holdout-largest
     """
     if law == "all":  # every law on the same rows, ranked by held-out error
         from cdlaw.cli.compare import run_comparison
@@ -75,7 +78,7 @@ def fit(
             json_out=json_out,
         )
         return
-    from cdlaw.fit.procedure import DEFAULT_STARTS
+    from cdlaw.fit.procedure import DEFAULT_BOOTSTRAP, DEFAULT_STARTS
 
     options = dict(
         law=law,
@@ -83,7 +86,7 @@ def fit(
         huber_delta=huber_delta,
         n_starts=count(starts or str(DEFAULT_STARTS), "--starts"),
         drop_outliers=drop_outliers,
-        bootstrap=bootstrap,
+        bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
         holdout_largest=holdout_largest,
         seed=seed,
         naive=naive,

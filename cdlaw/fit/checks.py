@@ -28,6 +28,12 @@ SMALLEST_PLAUSIBLE = 1000.0
 # No tokenizer has a million tokens, so no run's loss exceeds a uniform guess over them;
 # a table above it holds something else (perplexity, exp of the loss).
 LARGEST_LOSS = math.log(1e6)
+# Memory a fit takes per row of its table, beyond the table as read: its copies through
+# --select, the problem's arrays, the rows table (measured: 1.78 GB peak for 2,000,000
+# rows, of which 0.47 GB the table; docs/results.md), and one byte per row and bootstrap
+# refit (the resample counts).
+BYTES_PER_ROW = 1000
+BYTES_PER_ROW_AND_REFIT = 1
 
 
 def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive):
@@ -47,6 +53,45 @@ def check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, 
     if naive and as_law_form(law).uses_derived:
         which = " or ".join(f"--law {f.name}" for f in LAWS.values() if not f.uses_derived)
         raise BadInput(f"--naive counts derived tokens as fresh, which only {which} does")
+
+
+def check_memory(n_rows: int, bootstrap: int, name: str) -> None:
+    """Refuse (BadInput), before any work, a table too large to fit in the memory free here:
+    the rows, the memory they would need and what is free, in one sentence."""
+    free = available_memory()
+    need = n_rows * (BYTES_PER_ROW + BYTES_PER_ROW_AND_REFIT * int(bootstrap))
+    if free is None or need <= free:
+        return
+    refits = f" with {int(bootstrap)} bootstrap refits" if bootstrap else ""
+    fewer = ", or fewer refits (--bootstrap)" if bootstrap else ""
+    raise BadInput(
+        f"{name} has {n_rows:,} rows, and fitting them{refits} needs about "
+        f"{need / 1e9:.1f} GB of memory where {free / 1e9:.1f} GB is free; fit a random "
+        f"sample of the rows{fewer}"
+    )
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free for this process: the system's available memory, or the
+    container's limit less its use where that is lower (Linux); None where unknown."""
+    free = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit.isdigit() and free is not None:
+            free = min(free, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return free
 
 
 def check_columns(table: pd.DataFrame, form: str | LawForm, name: str) -> None:

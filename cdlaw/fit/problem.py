@@ -201,8 +201,8 @@ def in_chunks(n_starts: int, n_rows: int, work) -> None:
     inside its loops, so threads run chunks side by side."""
     step = max(1, CHUNK_ELEMENTS // max(1, n_rows))
     parts = [slice(c, c + step) for c in range(0, n_starts, step)]
-    workers = objective_threads()
-    if len(parts) > 1 and workers > 1:
+    workers = objective_threads() if len(parts) > 1 else 1
+    if workers > 1:
         list(objective_pool(workers).map(work, parts))
     else:
         for sl in parts:

@@ -32,6 +32,7 @@ from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.checks import (
     check_columns,
     check_identifiable,
+    check_memory,
     check_options,
     fixed_values,
     unit_warnings,
@@ -70,6 +71,9 @@ from cdlaw.units import counted
 # of them once E, A, B are solved); every table measured reaches the same optimum with
 # 64 (docs/fit.md).
 DEFAULT_STARTS = 256
+# Bootstrap refits `cdlaw fit` makes unless told (--bootstrap 0: none): every plan from a
+# fit then has its 95% band. Fewer than 50 give rough intervals (a warning says so).
+DEFAULT_BOOTSTRAP = 200
 
 
 def objective(law: lawlib.Law, df: pd.DataFrame, huber_delta: float | None = None) -> float:
@@ -116,6 +120,7 @@ def fit_law(
     the table cannot identify the law's parameters. warm_starts: Laws that join the starts.
     """
     check_options(law, method, huber_delta, n_starts, drop_outliers, bootstrap, naive)
+    check_memory(len(df), int(bootstrap), source or df.attrs.get("source") or "the table")
     form = as_law_form(law)
     delta = float(form.huber_delta if huber_delta is None else huber_delta)
     table = _fit_table(df, form, method, holdout_largest, naive, select, source)

@@ -147,8 +147,12 @@ def batched_log_effective_data(S, logD, ratio, slices, rstar_at):
 
 def _features(rows: Rows, sl: slice) -> np.ndarray:
     """(1, log(D/N), log N) on a strategy's rows: log R* = (k, ρ, σ) · these."""
-    logN, logD = rows.logN[sl], rows.logD[sl]
-    return np.stack([np.ones_like(logN), logD - logN, logN])
+
+    def make():
+        logN, logD = rows.logN[sl], rows.logD[sl]
+        return np.stack([np.ones_like(logN), logD - logN, logN])
+
+    return rows.once(f"cd.features {sl.start}:{sl.stop}", make)
 
 
 def batched_log_loss(theta, rows: Rows):

@@ -81,6 +81,14 @@ class Rows:
         """The rows' model sizes, found once for every evaluation on these rows."""
         return PerSize(self.logN)
 
+    def once(self, key: str, make: Callable[[], Any]) -> Any:
+        """make(), computed once per Rows and key: what a form derives from the rows alone
+        (cd's features of log R*), kept for the thousands of evaluations of one fit."""
+        memo = self.__dict__.setdefault("_once", {})
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]
+
 
 class PerSize:
     """A model term takes one value per model size: its rows' sizes, and the sum of a

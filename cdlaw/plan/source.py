@@ -53,13 +53,13 @@ class PlanningLaw:
         if len(self.bootstrap) >= 2:
             return None
         if self.name in PRESETS:
-            return (
-                "a preset carries no bootstrap refits; fit a table with "
-                "`cdlaw fit --bootstrap 100` for one"
-            )
+            return "a preset carries no bootstrap refits; fit a table with `cdlaw fit` for one"
         if self.notes:
             return "the fit's bootstrap refits cannot be read (see the warning)"
-        return "the fit has no bootstrap refits; refit with `cdlaw fit --bootstrap 100` for one"
+        return (
+            "the fit has no bootstrap refits; refit without --bootstrap 0 for one "
+            "(`cdlaw fit` makes 200 by default)"
+        )
 
     @classmethod
     def of_fit(cls, fit: FitResult, name: str | None = None) -> PlanningLaw:

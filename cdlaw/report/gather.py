@@ -28,7 +28,7 @@ import pandas as pd
 from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, no_task_columns, why_not
-from cdlaw.fit.procedure import default_law, fit_command, fit_law
+from cdlaw.fit.procedure import DEFAULT_BOOTSTRAP, default_law, fit_command, fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
@@ -91,8 +91,8 @@ class Report:
 
 def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -> str:
     """No fit: fit `runs()` (gather's runs table) in memory with cdlaw's defaults (the
-    chinchilla law where no run has derived tokens, the cd law's own advice), and say how
-    to save a fit."""
+    chinchilla law where no run has derived tokens, the cd law's own advice; the bootstrap
+    `cdlaw fit` makes, so that the plan has its band), and say how to save a fit."""
     table = runs()
     law, command = default_law(table), fit_command(path, table)
     how = f"create one with `{command}`, then run `cdlaw report {path}` again"
@@ -101,7 +101,7 @@ def _fit_now(path: Path, inputs: PlotInputs, runs: Callable[[], pd.DataFrame]) -
         f"{none.lower()} yet: fitting the runs for this report (not saved; `{command}` saves one)"
     )
     try:
-        result = fit_law(table, law, source=str(path))
+        result = fit_law(table, law, source=str(path), bootstrap=DEFAULT_BOOTSTRAP)
     except BadInput as e:
         return f"{none}, and the runs cannot be fitted yet ({e}); {how}."
     fit = result.to_dict()

@@ -115,6 +115,24 @@ def test_bad_tables_exit_2_with_one_sentence_and_write_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
 
 
+def test_a_table_too_large_for_the_free_memory_is_refused_up_front(tmp_path, monkeypatch, capsys):
+    """84 rows need 84 × (1,000 + 200) bytes with the default bootstrap: refused where only
+    90 kB are free, in one sentence naming the rows and the memory; fitted without it."""
+    from cdlaw.fit import checks
+
+    monkeypatch.setattr(checks, "available_memory", lambda: 90_000)
+    path = tmp_path / "big.csv"
+    table().to_csv(path, index=False)
+    code, out, err = run(monkeypatch, capsys, path, "--starts", "8")
+    assert code == 2 and out == ""
+    said = " ".join(err.split())
+    assert "has 84 rows, and fitting them with 200 bootstrap refits needs about" in said
+    assert "fit a random sample of the rows, or fewer refits (--bootstrap)" in said
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.csv"]
+    code, _, err = run(monkeypatch, capsys, path, "--starts", "8", "--bootstrap", "0")
+    assert code == 0, err
+
+
 @pytest.mark.parametrize(
     "args, words",
     [
