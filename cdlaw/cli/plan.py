@@ -12,7 +12,7 @@ from rich.table import Table
 
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
 from cdlaw.cli.option_groups import takes_group
-from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
+from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text, valley_text
 from cdlaw.errors import BadInput
 from cdlaw.laws import get_law_form
 from cdlaw.plan import EXTRAPOLATION_LIMIT
@@ -22,8 +22,9 @@ from cdlaw.units import grouped
 LAW = typer.Option(
     "qin2026",
     "--law",
-    help="A fit.json from `cdlaw fit`, or a preset: qin2026, muennighoff2023, "
-    "chinchilla-hoffmann, chinchilla-besiroglu.",
+    help="A fit.json from `cdlaw fit`, a preset (qin2026, muennighoff2023, "
+    "chinchilla-hoffmann, chinchilla-besiroglu), or runs (a table or runs folder): every "
+    "law compared on them and the best fitted, here.",
 )
 EXTRAPOLATE = typer.Option(
     False,
@@ -110,7 +111,7 @@ def plan(
     Example: cdlaw plan --budget-flops 1e21 --unique-tokens 5e9 --law qin2026
     Example: cdlaw plan --law runs/demo/fit.json --budget-flops 2e12 --unique-tokens 96K --link runs/demo/downstream.json
     """
-    from cdlaw.cli.runs_now import checked_law, links_of_other_runs, runs_now_warnings
+    from cdlaw.cli.runs_now import links_of_other_runs, runs_now_warnings
     from cdlaw.plan import planner
     from cdlaw.tasks.plan_metrics import read_links
 
@@ -121,7 +122,7 @@ def plan(
         runs_now_warnings(link, "downstream.json", "this link file")
     )
     stale_links = "; ".join(filter(None, [stale_links, links_of_other_runs(law, link)]))
-    source = checked_law(law)
+    source = _law_of(law, json_out)
     options = how.planner_options(n_params)
     unique = _unique_tokens(unique_tokens, how.seq_len, how.micro_batch, how.vocab_size)
     if frontier:
@@ -149,6 +150,29 @@ def plan(
         print_json(result.to_dict())
     else:
         _render_plan(result)
+
+
+def _law_of(law: str, json_out: bool):
+    """--law as the planner's PlanningLaw: a preset or fit.json (checked_law), or a table or
+    runs folder, whose laws are compared and the best fitted here (law_of_runs: a minute
+    or more, with a progress bar on stderr)."""
+    from pathlib import Path
+
+    from cdlaw.cli.runs_now import checked_law
+    from cdlaw.fit.table import TABLE_SUFFIXES
+
+    runs = Path(law)
+    is_runs = runs.is_file() and runs.suffix.lower() in TABLE_SUFFIXES
+    if not (is_runs or (runs.is_dir() and (runs / "summary.parquet").is_file())):
+        return checked_law(law)
+    from cdlaw.cli.fit import _Progress
+    from cdlaw.plan.laws import law_of_runs
+
+    progress = _Progress()
+    try:
+        return law_of_runs(runs, progress)
+    finally:
+        progress.close()
 
 
 def _unique_tokens(unique_tokens, seq_len: int, micro_batch: int, vocab_size: int):
@@ -235,6 +259,10 @@ def _plan_panel(p) -> Panel:
     if p.n_params_ci95:
         n_band = f"  (95% band {fmt(p.n_params_ci95[0])} – {fmt(p.n_params_ci95[1])})"
     t.add_row("model size N", f"[bold]{fmt(p.n_params)}[/] parameters{n_band}")
+    if p.valley:
+        t.add_row("valley", valley_text(p.valley))
+    if p.laws:
+        t.add_row("law", escape(p.laws.text()))
     t.add_row(
         "fresh tokens D",
         f"{fmt(p.fresh_tokens)}  ({p.fresh_tokens / p.n_params:.3g} per parameter)",

@@ -30,3 +30,21 @@ def say_extrapolated(text: str, console: Console = err) -> None:
     command whose stdout holds another result (report, next, compare)."""
     rest = escape(text).removeprefix("extrapolated")
     console.print(f"[bold red]extrapolated[/]{rest}", highlight=False)
+
+
+def valley_text(valley) -> str:
+    """The plan's valley (cdlaw.plan.result.Valley) in words: the sizes, and the epochs or
+    passes they train, whose loss is within the band: what the runs cannot tell apart."""
+    small, large = valley.small, valley.large
+    a, b = small.uses.split(" ", 1), large.uses.split(" ", 1)
+    if small.uses == large.uses:
+        uses = small.uses
+    elif a[1:] == b[1:]:
+        uses = f"{a[0]} – {large.uses}"
+    else:
+        uses = f"{small.uses} – {large.uses}"
+    edge = ", to the edge of the search" if valley.on_edge else ""
+    return (
+        f"N {fmt(small.n_params)} – {fmt(large.n_params)} ({uses}{edge}): within the 95% "
+        f"band (loss ≤ {valley.loss_ceiling:.4f}), so the runs cannot tell these from the plan"
+    )

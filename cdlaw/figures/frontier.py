@@ -1,7 +1,8 @@
 """The compute frontier from `cdlaw plan --frontier`: the best plan at each budget.
 
 Four panels against the budget C (FLOPs): model size N*, derived tokens D′, passes over
-the unique data, and predicted loss. The plan, made with the law of the frontier's fit
+the unique data, and predicted loss. Where the plans have a 95% band, the N and the passes
+whose loss is within it (each plan's valley) are shaded around the plan's line. The plan, made with the law of the frontier's fit
 (named in the legend), is drawn against the same budget planned naively (Chinchilla,
 repeats counted as fresh) and by the four-epoch rule, each scored by that law, so the gap
 is the value of planning with it. The plan's derived tokens are drawn only when it has
@@ -10,6 +11,7 @@ some: a law that gives them no worth (chinchilla) never plans any.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,10 @@ PLANS: dict[str, dict[str, Any]] = {
         "marker": "D",
     },
 }
+
+
+# The plan's valley (sky, light): apart from the grey of sizes outside the fitted runs.
+VALLEY: dict[str, Any] = {"facecolor": style.SKY, "alpha": 0.3}
 
 
 def _unique(frontier: dict) -> float:
@@ -99,7 +105,39 @@ def frontier_table(frontier: dict) -> dict[str, dict[str, np.ndarray]]:
             ):
                 cols.setdefault(key, []).append(v)
             cols.setdefault("strategy", []).append(p.get("strategy", row.get("strategy", "")))
+        for key, v in _valley_ends(row.get("valley")).items():  # beside the plan's own
+            out["plan"].setdefault(key, []).append(v)
     return {k: {c: np.asarray(v) for c, v in cols.items()} for k, cols in out.items() if cols}
+
+
+def _valley_ends(valley: dict | None) -> dict[str, float]:
+    """A plan's valley as the lowest and highest N and passes over the unique data,
+    (D + D′)/D; NaN for a plan without one."""
+    n = passes = [math.nan, math.nan]
+    if isinstance(valley, dict):
+        try:
+            fresh, derived = valley["fresh_tokens"], valley["derived_tokens"]
+            passes = [(float(f) + float(d)) / float(f) for f, d in zip(fresh, derived, strict=True)]
+            n = [float(x) for x in valley["n_params"]]
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            n = passes = [math.nan, math.nan]
+    return {
+        "valley_n_lo": min(n), "valley_n_hi": max(n),
+        "valley_passes_lo": min(passes), "valley_passes_hi": max(passes),
+    }  # fmt: skip
+
+
+def _valley_shade(ax_n, ax_e, plan: dict | None) -> bool:
+    """Shade each budget's valley (the N, and the passes, whose loss is within the plan's
+    95% band) around the plan's line; returns whether any plan had one."""
+    if plan is None or "valley_n_lo" not in plan or not np.isfinite(plan["valley_n_lo"]).any():
+        return False
+    for ax, key in ((ax_n, "valley_n"), (ax_e, "valley_passes")):
+        ax.fill_between(
+            plan["budget_flops"], plan[key + "_lo"], plan[key + "_hi"],
+            **VALLEY, linewidth=0, zorder=1, gid=f"plan:{key}",
+        )  # fmt: skip
+    return True
 
 
 def _plan_lines(panels, table: dict, with_derived: bool) -> None:
@@ -203,8 +241,10 @@ def _tick_axes(axes) -> None:
     style.log_axis(ax_l, "x", style.powers)  # the x axis is shared by all four panels
 
 
-def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade: bool) -> list:
-    """The plan kinds drawn, the plan's strategies, the unique tokens and the shading."""
+def _frontier_legend(
+    table, law: str, plan, with_derived: bool, U: float, shade: bool, valley: bool = False
+) -> list:
+    """The plan kinds drawn, the plan's strategies, the unique tokens and the shadings."""
     from matplotlib.lines import Line2D
 
     handles: list[Any] = [
@@ -243,9 +283,11 @@ def _frontier_legend(table, law: str, plan, with_derived: bool, U: float, shade:
                 label=f"unique tokens, U = {style.tokens(U)}",
             )
         )
-    if shade:
-        from matplotlib.patches import Patch
+    from matplotlib.patches import Patch
 
+    if valley:
+        handles.append(Patch(**VALLEY, label="valley: N whose loss is within the 95% band"))
+    if shade:
         handles.append(Patch(facecolor="0.9", label="N outside the fitted runs' sizes"))
     return handles
 
@@ -291,11 +333,12 @@ def frontier_figure(frontier: dict, fit: dict | None = None, rows=None, u_note: 
     if asked:
         for ax in axes.flat:
             ax.axvline(float(asked), color=style.PURPLE, linewidth=1, linestyle="--", gid="budget")
+    valley = _valley_shade(ax_n, ax_e, plan)
     _label_axes(axes)
     shade = _model_size_range(ax_n, table, fit)
     _tick_axes(axes)
 
-    handles = _frontier_legend(table, law, plan, with_derived, U, shade)
+    handles = _frontier_legend(table, law, plan, with_derived, U, shade, valley)
     if asked:
         from matplotlib.lines import Line2D
 

@@ -162,13 +162,15 @@ def compute_frontier(
     budget_flops: float | None = None,
 ) -> dict:
     """The frontier JSON (as `cdlaw plan --frontier --json` prints it), via cdlaw.plan.planner,
-    under the fit's data range and the same extrapolation limit as `cdlaw plan`. budgets
+    under the fit's data range and bootstrap and the same extrapolation limit as `cdlaw
+    plan`. budgets
     None: the range whose plans stay inside the limit (plan.support.supported_budgets), or for a
     law without a fitted range around the largest run's compute (default_budgets).
     budget_flops: a budget asked for, planned among them and named in the JSON
     ("budget_flops"), for the figure to mark."""
     name = (fit or {}).get("source") or law.source or law.form
-    source = with_fitted_range(law, fit, name)
+    # with the fit's bootstrap, each plan has its band and its valley, which the figure shades
+    source = with_fitted_range(law, fit, name, bootstrap=True)
     if budgets is None:
         budgets = supported_budgets(source, unique_tokens, strategy, SUPPORTED_POINTS)
     if budgets is None:

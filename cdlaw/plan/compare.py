@@ -134,8 +134,11 @@ def compare_laws(
     source: str = "",
     progress=None,
     extrapolate: bool = True,
+    left_out: str = "each",
 ) -> Comparison:
-    """Fit every law (default: all known) to the same rows and score each; see the module doc."""
+    """Fit every law (default: all known) to the same rows and score each; see the module doc.
+    left_out "largest" refits only without the largest size (its held-out error ranks the
+    laws; the leave-one-size-out error is then that size's alone), "each" without each."""
     from cdlaw.fit.procedure import fit_law
     from cdlaw.fit.summary import data_range
     from cdlaw.fit.table import mixed_cells, prepare_runs, rows_digest, seed_noise, select_cells
@@ -163,7 +166,8 @@ def compare_laws(
         except BadInput as e:
             skipped[name] = str(e)
             continue
-        table, lost = _left_out_predictions(full, cells, sizes, naive, n_starts, common)
+        refit = sizes[-1:] if left_out == "largest" else sizes
+        table, lost = _left_out_predictions(full, cells, refit, naive, n_starts, common)
         predicted.append(table)
         scores.append(_score(full, name, table, lost))
     if not scores:
@@ -246,48 +250,67 @@ def attach_plans(
     data_range: DataRange | None = None,
     extrapolate: bool = True,
 ) -> None:
-    """Each law's plan for the budget (cdlaw.plan.planner), or why it has none; under the
-    rows' data_range, through the same guard as `cdlaw plan`: with extrapolate False a
-    law whose plan is beyond the limit has that sentence as its error, and when every
-    law's is, BeyondLimit is raised (nothing is written). A law blind to derived tokens
-    was fitted with them counted as fresh, so it plans as it was fitted: its optimum with
-    every token fresh, the tokens past the unique ones repeated, and its predicted loss the
-    one it believes (`repeats_counted_as_fresh`; `cdlaw plan`'s naive baseline)."""
+    """Each law's plan for the budget (law_plan), or why it has none; under the rows'
+    data_range, through the same guard as `cdlaw plan`: with extrapolate False a law whose
+    plan is beyond the limit has that sentence as its error, and when every law's is,
+    BeyondLimit is raised (nothing is written)."""
     from cdlaw.law import Law
     from cdlaw.plan.guard import BeyondLimit
-    from cdlaw.plan.planner import plan
-    from cdlaw.plan.source import PlanningLaw
 
     beyond = []
     for score in comparison.scores:
         law = Law.from_dict({"law": score.law, **score.params})
-        source = PlanningLaw(comparison.source or score.law, law, data_range)
-        naive = not law.form_decl.uses_derived  # fitted naive (compare_laws): plans naive
         try:
-            p = plan(
-                source, budget_flops, None if naive else unique_tokens, extrapolate=extrapolate
+            score.plan = law_plan(
+                law, budget_flops, unique_tokens, data_range, extrapolate, comparison.source
             )
         except BeyondLimit as e:
             score.plan = {"error": str(e), "beyond_limit": True}
             beyond.append(e)
-            continue
-        except BadInput as e:
-            score.plan = {"error": str(e)}
-            continue
-        best = p.best
-        score.plan = {
-            "n_params": best.n_params,
-            "strategy": best.strategy,
-            "derived_tokens": best.derived_tokens,
-            "epochs": best.epochs,
-            "uses": best.uses,  # epochs of repetition, passes of any other strategy
-            "predicted_loss": best.predicted_loss,
-            "extrapolated": list(p.extrapolated),
-        }
-        if naive and unique_tokens is not None:
-            score.plan.update(_repeated(best.tokens_trained, unique_tokens))
     if beyond and len(beyond) == len(comparison.scores):
         raise beyond[0]
+
+
+def law_plan(
+    law,
+    budget_flops: float,
+    unique_tokens: float | None,
+    data_range: DataRange | None,
+    extrapolate: bool = True,
+    name: str = "",
+) -> dict:
+    """One compared law's plan of the budget (cdlaw.plan.planner) as compare.json keeps it,
+    or {"error": why} where it cannot plan; BeyondLimit (from extrapolate False) is raised.
+    A law blind to derived tokens was fitted with them counted as fresh, so it plans as it
+    was fitted: its optimum with every token fresh, the tokens past the unique ones
+    repeated, and its predicted loss the one it believes (`repeats_counted_as_fresh`;
+    `cdlaw plan`'s naive baseline)."""
+    from cdlaw.plan.guard import BeyondLimit
+    from cdlaw.plan.planner import plan
+    from cdlaw.plan.source import PlanningLaw
+
+    source = PlanningLaw(name or law.form, law, data_range)
+    naive = not law.form_decl.uses_derived  # fitted naive (compare_laws): plans naive
+    try:
+        p = plan(source, budget_flops, None if naive else unique_tokens, extrapolate=extrapolate)
+    except BeyondLimit:
+        raise
+    except BadInput as e:
+        return {"error": str(e)}
+    best = p.best
+    out = {
+        "n_params": best.n_params,
+        "fresh_tokens": best.fresh_tokens,
+        "strategy": best.strategy,
+        "derived_tokens": best.derived_tokens,
+        "epochs": best.epochs,
+        "uses": best.uses,  # epochs of repetition, passes of any other strategy
+        "predicted_loss": best.predicted_loss,
+        "extrapolated": list(p.extrapolated),
+    }
+    if naive and unique_tokens is not None:
+        out.update(_repeated(best.tokens_trained, unique_tokens))
+    return out
 
 
 def _repeated(tokens: float, unique_tokens: float) -> dict:
@@ -295,6 +318,7 @@ def _repeated(tokens: float, unique_tokens: float) -> dict:
     derived = max(tokens - unique_tokens, 0.0)
     epochs = tokens / min(tokens, unique_tokens)
     return {
+        "fresh_tokens": min(tokens, unique_tokens),
         "strategy": REPETITION if derived > 0 else NONE,
         "derived_tokens": derived,
         "epochs": epochs,

@@ -68,12 +68,8 @@ def optimal_n_params(
     """
     from scipy.optimize import minimize_scalar
 
-    lo_tpp, hi_tpp = SEARCH_TOKENS_PER_PARAM
-    # tokens per param = C/(6N²), so N = sqrt(C/(6·tpp)).
-    ln_lo = 0.5 * math.log(budget_flops / (6 * hi_tpp))
-    ln_hi = 0.5 * math.log(budget_flops / (6 * lo_tpp))
-    n_grid = round((ln_hi - ln_lo) / math.log(10) * GRID_POINTS_PER_DECADE) + 1
-    grid = np.linspace(ln_lo, ln_hi, n_grid)
+    grid = search_grid(budget_flops)
+    n_grid = len(grid)
 
     def f(ln_n):
         return budget_loss(law, strategy, budget_flops, np.exp(ln_n), unique_tokens)
@@ -90,6 +86,16 @@ def optimal_n_params(
     ln_best = float(res.x) if res.fun <= values[i] else float(grid[i])
     on_edge = i in (0, n_grid - 1)
     return math.exp(ln_best), on_edge
+
+
+def search_grid(budget_flops: float) -> np.ndarray:
+    """log N of the search's grid for a budget: SEARCH_TOKENS_PER_PARAM at
+    GRID_POINTS_PER_DECADE (tokens per parameter = C/(6N²), so N = sqrt(C/(6·tpp)))."""
+    lo_tpp, hi_tpp = SEARCH_TOKENS_PER_PARAM
+    ln_lo = 0.5 * math.log(budget_flops / (6 * hi_tpp))
+    ln_hi = 0.5 * math.log(budget_flops / (6 * lo_tpp))
+    n_grid = round((ln_hi - ln_lo) / math.log(10) * GRID_POINTS_PER_DECADE) + 1
+    return np.linspace(ln_lo, ln_hi, n_grid)
 
 
 def allocation(

@@ -48,6 +48,9 @@ from cdlaw.plan.checks import (
 )
 from cdlaw.plan.guard import BeyondLimit, guard, range_warnings
 
+# The law the plan rests on, beside the other laws' plans: cdlaw.plan.laws.
+from cdlaw.plan.laws import law_note
+
 # The search for N at one strategy: cdlaw.plan.optimum.
 from cdlaw.plan.optimum import (
     SEARCH_TOKENS_PER_PARAM,
@@ -63,6 +66,9 @@ from cdlaw.plan.result import Allocation, Frontier, Plan
 
 # Where the law comes from (a preset or a fit.json, with its bootstrap): cdlaw.plan.source.
 from cdlaw.plan.source import PlanningLaw, as_planning_law
+
+# The N whose loss is within the plan's band: cdlaw.plan.valley.
+from cdlaw.plan.valley import plan_valley
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.strategies import NONE, REPETITION
 
@@ -108,7 +114,16 @@ def plan(
     check_options(saturation, tolerance, gpu_memory_gib, gpu_flops, mfu)
     choice = _choose(source, req)
     band = _band(source, req, choice)
+    valley = None
+    if req.n_params is None and band.ci is not None:
+        chosen = law_strategy(choice.best.strategy, choice.chosen)
+        valley = plan_valley(
+            source.law, chosen, req.budget_flops, req.unique, choice.best.n_params, band.ci[1]
+        )
+    laws = law_note(source, req.budget_flops, req.unique, choice.best, band.ci)
     warnings = _plan_warnings(source, req, choice, band.warnings)
+    if laws is not None and laws.differ:
+        warnings.append(laws.text())
     memory = None
     if gpu_memory_gib is not None or gpu_flops is not None or mfu is not None:
         from cdlaw.plan.memory import training_cost
@@ -122,7 +137,7 @@ def plan(
             mfu,
             **{k: v for k, v in extra.items() if v is not None},
         ).to_dict()
-    return _assemble(source, req, choice, band, warnings, memory)
+    return _assemble(source, req, choice, band, warnings, memory, valley, laws)
 
 
 def frontier(
@@ -314,7 +329,14 @@ def _plan_warnings(
 
 
 def _assemble(
-    source: PlanningLaw, req: _Request, choice: _Choice, band: _Band, warnings, memory
+    source: PlanningLaw,
+    req: _Request,
+    choice: _Choice,
+    band: _Band,
+    warnings,
+    memory,
+    valley=None,
+    laws=None,
 ) -> Plan:
     """The Plan: the choice and its band, with the regime it lands in and the baselines."""
     law, best, chosen = source.law, choice.best, choice.chosen
@@ -361,6 +383,8 @@ def _assemble(
         left_out=choice.left_out,
         n_params_no_band_reason=band.n_no_band,
         optimism_note=band.optimism_note,
+        valley=valley,
+        laws=laws,
     )
 
 

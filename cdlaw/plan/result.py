@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from cdlaw.strategies import BUILT_IN, FRESH_ONLY, NONE, PARAPHRASE, REPETITION
-from cdlaw.units import counted
+from cdlaw.units import counted, format_number
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,130 @@ class Allocation:
 
 
 @dataclass(frozen=True)
+class Valley:
+    """The ends of the valley: the smallest and the largest N whose loss is within the band,
+    as allocations of the plan's budget and strategy (the smaller N trains more tokens:
+    more epochs or passes)."""
+
+    small: Allocation  # the smallest N in the valley
+    large: Allocation  # the largest
+    loss_ceiling: float  # the band's upper end: the loss the valley stays under
+    on_edge: bool  # an end is the edge of the planner's search range, not of the valley
+
+    def to_dict(self) -> dict:
+        """`valley` in `cdlaw plan --json`: each quantity as [at the small N, at the large N]."""
+        ends = (self.small, self.large)
+        return {
+            "n_params": [a.n_params for a in ends],
+            "fresh_tokens": [a.fresh_tokens for a in ends],
+            "derived_tokens": [a.derived_tokens for a in ends],
+            "tokens_per_param": [a.fresh_tokens / a.n_params for a in ends],
+            "epochs": [a.epochs for a in ends],
+            "paraphrase_passes": [a.paraphrase_passes for a in ends],
+            "derived_ratio": [a.derived_ratio for a in ends],
+            "uses": [a.uses for a in ends],
+            "predicted_loss": [a.predicted_loss for a in ends],
+            "loss_ceiling": self.loss_ceiling,
+            "on_edge": self.on_edge,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, strategy: str) -> Valley:
+        """Read back to_dict (a plan's strategy names both ends)."""
+        ends = [
+            Allocation(
+                "valley",
+                float(d["n_params"][i]),
+                float(d["fresh_tokens"][i]),
+                float(d["derived_tokens"][i]),
+                strategy if float(d["derived_tokens"][i]) > 0 else "none",
+                float(d["predicted_loss"][i]),
+            )
+            for i in (0, 1)
+        ]
+        return cls(ends[0], ends[1], float(d["loss_ceiling"]), bool(d.get("on_edge", False)))
+
+
+def _names(laws) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    laws = list(laws)
+    return laws[0] if len(laws) == 1 else ", ".join(laws[:-1]) + f" and {laws[-1]}"
+
+
+@dataclass(frozen=True)
+class LawNote:
+    """How the plan's law was chosen and how far the other laws' plans lie from it.
+
+    plans: per law of the comparison, its own plan of the budget (n_params, strategy,
+    uses, predicted_loss: its own loss) and `loss_under_plan`, that allocation's loss under
+    the plan's law (None where that law has no parameters for its strategy).
+    """
+
+    used: str  # the plan's law form
+    winner: str  # the comparison's best law at predicting the held-out largest size
+    why: str  # one clause: why the plan's law, as the comparison sees it
+    plans: dict[str, dict]
+    n_params_range: tuple[float, float]  # the laws' plans' smallest and largest N
+    beyond_band: tuple[str, ...]  # laws whose plan loses more than the band under the plan's law
+    band_ceiling: float | None  # the plan's band's upper end (None: no band to judge by)
+    source: str  # the compare.json read
+
+    @property
+    def differ(self) -> bool:
+        """Whether the laws' plans differ by more than the band (some plan outside it)."""
+        return bool(self.beyond_band)
+
+    def text(self) -> str:
+        """The note in words: the law used and why, then the laws' spread."""
+        lo, hi = self.n_params_range
+        at = {law: p["n_params"] for law, p in self.plans.items()}
+        smallest, largest = min(at, key=at.__getitem__), max(at, key=at.__getitem__)
+        spread = (
+            f"the {len(self.plans)} laws compared ({self.source}) plan this budget at N "
+            f"{format_number(lo)} ({smallest}) to {format_number(hi)} ({largest})"
+        )
+        if self.band_ceiling is None:
+            judged = "; without a band, whether that matters is not known"
+        elif self.beyond_band:
+            verb = "lies" if len(self.beyond_band) == 1 else "lie"
+            judged = (
+                f"; {_names(self.beyond_band)}'s {verb} above the plan's 95% band under the "
+                f"{self.used} law: the plan depends on the law more than on the runs' noise"
+            )
+        else:
+            judged = ", every one within the plan's 95% band: the plan does not hang on the law"
+        return (
+            f"the plan uses the {self.used} law{self.why}. {spread[0].upper()}{spread[1:]}{judged}"
+        )
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LawNote:
+        """Read back to_dict."""
+        ceiling = d.get("band_ceiling")
+        return cls(
+            str(d["used"]), str(d["winner"]), str(d["why"]), dict(d["plans"]),
+            (float(d["n_params_range"][0]), float(d["n_params_range"][1])),
+            tuple(d.get("beyond_band") or ()), None if ceiling is None else float(ceiling),
+            str(d.get("source", "")),
+        )  # fmt: skip
+
+    def to_dict(self) -> dict:
+        """`laws` in `cdlaw plan --json`."""
+        return {
+            "used": self.used,
+            "winner": self.winner,
+            "why": self.why,
+            "plans": self.plans,
+            "n_params_range": list(self.n_params_range),
+            "beyond_band": list(self.beyond_band),
+            "differ": self.differ,
+            "band_ceiling": self.band_ceiling,
+            "source": self.source,
+            "text": self.text(),
+        }
+
+
+@dataclass(frozen=True)
 class Plan:
     """The best allocation of a budget under a law, with what it is compared against.
 
@@ -149,6 +273,12 @@ class Plan:
     n_params_no_band_reason: str | None = None
     # why optimism is None though the refits planned, as a clause (None otherwise)
     optimism_note: str | None = None
+    # the model sizes whose loss along the budget is within the band (cdlaw.plan.valley):
+    # what the runs cannot tell from the plan; None without a band or with --n-params
+    valley: Valley | None = None
+    # which law the plan used and why, and the competing laws' plans of the same budget
+    # (cdlaw.plan.laws), where a comparison sits beside the fit; None otherwise
+    laws: LawNote | None = None
 
     # The chosen allocation's numbers, read through (docs/plan.md names).
     @property
@@ -234,6 +364,8 @@ class Plan:
             "left_out": dict(self.left_out),
             "n_params_no_band_reason": self.n_params_no_band_reason,
             "optimism_note": self.optimism_note,
+            "valley": self.valley.to_dict() if self.valley else None,
+            "laws": self.laws.to_dict() if self.laws else None,
             # only with --link, so a plan without links reads as it always has
             **({"tasks": [dict(t) for t in self.tasks]} if self.tasks else {}),
         }
@@ -276,6 +408,8 @@ class Plan:
             left_out=dict(d.get("left_out") or {}),
             n_params_no_band_reason=d.get("n_params_no_band_reason"),
             optimism_note=d.get("optimism_note"),
+            valley=Valley.from_dict(d["valley"], best.strategy) if d.get("valley") else None,
+            laws=LawNote.from_dict(d["laws"]) if d.get("laws") else None,
         )
 
 

@@ -46,6 +46,10 @@ class PlanningLaw:
     notes: tuple[str, ...] = ()  # why there is no band, if the fit has samples we cannot use
     at_bound: tuple[str, ...] = ()  # the fit's parameters at a bound: what the runs left open
     stale: str | None = None  # why the fit.json is not of the runs beside it as they are now
+    # `cdlaw compare`'s compare.json of the same runs, beside the fit (cdlaw.plan.laws), and
+    # its path; None where there is none
+    comparison: dict | None = None
+    comparison_path: str | None = None
 
     def why_no_band(self) -> str | None:
         """Why a plan under this law has no 95% band, as a clause naming the fix; None when
@@ -88,7 +92,35 @@ def load_law(spec: str, check_runs: bool = True) -> PlanningLaw:
         raise BadInput(f"--law {spec!r} is not a preset ({valid}) nor an existing fit.json path.")
     fit = FitResult.read(path)
     stale = stale_fit_file(path, fit.to_dict()) if check_runs else None
-    return replace(PlanningLaw.of_fit(fit, str(path)), stale=stale)
+    comparison, where = comparison_beside(path)
+    return replace(
+        PlanningLaw.of_fit(fit, str(path)),
+        stale=stale,
+        comparison=comparison,
+        comparison_path=where,
+    )
+
+
+def comparison_beside(fit_json: Path) -> tuple[dict | None, str | None]:
+    """The compare.json `cdlaw compare` wrote for the runs a fit.json sits beside (the runs
+    folder's compare.json, t.compare.json beside t.fit.json), read; (None, None) where there
+    is none or it cannot be read."""
+    import json
+
+    from cdlaw.fit.table import runs_beside
+    from cdlaw.plan.compare import comparison_outputs
+
+    runs = runs_beside(fit_json, "fit.json")
+    if runs is None:
+        return None, None
+    path = comparison_outputs(runs)[0]
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, None
+    return (
+        (d, str(path)) if isinstance(d, dict) and isinstance(d.get("laws"), list) else (None, None)
+    )
 
 
 def as_planning_law(law: Law) -> PlanningLaw:
@@ -97,11 +129,20 @@ def as_planning_law(law: Law) -> PlanningLaw:
     return load_law(preset) if preset else PlanningLaw(law.source or law.form, law)
 
 
-def with_fitted_range(law: Law, fit: dict | None, name: str) -> PlanningLaw:
+def with_fitted_range(
+    law: Law, fit: dict | None, name: str, bootstrap: bool = False
+) -> PlanningLaw:
     """A law with the data range a fit.json's dict records (`data_range`, with the runs'
-    vocabulary), without its bootstrap: what a figure plans with, under the same
-    extrapolation limit as `cdlaw plan`. A law without a fit gets a preset's range or none."""
+    vocabulary), and with `bootstrap` its bootstrap laws too (a plan's band and valley):
+    what a figure or a report plans with, under the same extrapolation limit as `cdlaw
+    plan`. A law without a fit gets a preset's range or none."""
     fitted = (fit or {}).get("data_range")
     if fitted is None:
         return as_planning_law(law)
-    return PlanningLaw(name, law, DataRange.from_dict(fitted, name))
+    samples: list[Law] = []
+    if bootstrap and fit and fit.get("bootstrap"):
+        try:
+            samples, _ = FitResult.from_dict(fit, name).bootstrap_laws()
+        except BadInput:  # a hand-written fit whose refits cannot be read: no band
+            samples = []
+    return PlanningLaw(name, law, DataRange.from_dict(fitted, name), tuple(samples))

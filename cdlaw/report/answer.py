@@ -124,7 +124,7 @@ def plan_answer(report: Report) -> str:
         f"{_how_trained(p)}; predicted loss <b>{format_cell(p['predicted_loss'])}</b> "
         f"nats/token{band}, <b>{e(str(p['regime']))}</b>.</p>"
     )
-    lead += _decision_note(p)
+    lead += _decision_note(p) + _valley_and_law_notes(p)
     head = ["plan", "strategy", "N", "D", "D′", "uses", "predicted loss",
             "loss above the plan"]  # fmt: skip
     # the plan, the best plan of each other strategy (closest first), and the two baselines
@@ -172,6 +172,22 @@ def _asked(report: Report) -> str:
     if report.budget_from == report.unique_from:
         return f"{c} and {u}, both {report.budget_from}"
     return f"{c} ({report.budget_from}) and {u} ({report.unique_from})"
+
+
+def _valley_and_law_notes(p: dict) -> str:
+    """The plan's valley (the N within its band) and the law it rests on, where it has them."""
+    notes = []
+    v = p.get("valley")
+    if v:
+        lo, hi = v["n_params"]
+        notes.append(
+            f"N from {format_number(lo)} to {format_number(hi)} ({html.escape(v['uses'][0])} to "
+            f"{html.escape(v['uses'][1])}) predicts a loss within the 95% band: the runs cannot "
+            "tell these allocations from the plan"
+        )
+    if p.get("laws"):
+        notes.append(html.escape(p["laws"]["text"]))
+    return "".join(f'<p class="note">{n[0].upper()}{n[1:]}.</p>' for n in notes)
 
 
 def _decision_note(p: dict) -> str:

@@ -171,7 +171,7 @@ def _plan(report: Report, asked: PlanAsked, extrapolate: bool = False) -> None:
     if inputs.fit_path is not None:
         source = load_law(str(inputs.fit_path), check_runs=False)  # load_inputs checked it
     else:
-        source = with_fitted_range(inputs.law, inputs.fit, str(report.path))
+        source = with_fitted_range(inputs.law, inputs.fit, str(report.path), bootstrap=True)
     if report.runs_warnings:
         source = dataclasses.replace(source, stale="; ".join(report.runs_warnings))
     try:
