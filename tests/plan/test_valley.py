@@ -108,3 +108,21 @@ def test_plan_prints_the_valley_beside_n(monkeypatch, capsys, tmp_path):
         else:
             text = " ".join(out.split())
             assert "valley N " in text and "within the 95% band" in text
+
+
+def test_the_frontier_figure_shades_each_plans_valley():
+    from cdlaw.figures.frontier import frontier_figure
+    from cdlaw.plan.planner import frontier
+
+    source = PlanningLaw("jittered", QIN, None, refits(QIN, 20))
+    front = frontier(source, np.geomspace(1e19, 1e21, 3), 5e9).to_dict()
+    fig = frontier_figure(front)
+    shaded = {c.get_gid(): c for ax in fig.axes for c in ax.collections if c.get_gid()}
+    assert {"plan:valley_n", "plan:valley_passes"} <= set(shaded)
+    low, high = (front["rows"][1]["valley"]["n_params"][i] for i in (0, 1))
+    ys = shaded["plan:valley_n"].get_paths()[0].vertices[:, 1]
+    assert ys.min() == pytest.approx(min(r["valley"]["n_params"][0] for r in front["rows"]))
+    assert low < front["rows"][1]["n_params"] < high
+    # without bands (a preset) nothing is shaded
+    plain = frontier_figure(frontier(QIN, np.geomspace(1e19, 1e21, 3), 5e9).to_dict())
+    assert not any(c.get_gid() == "plan:valley_n" for ax in plain.axes for c in ax.collections)
