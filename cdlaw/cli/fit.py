@@ -241,11 +241,12 @@ def _model_floor_table(mf: dict):
 def _print_quality(d: dict) -> None:
     """Rows used, log-RMSE and objective; the seed noise floor; the held-out size; the
     optimizer."""
+    from cdlaw.fit.findings import replicates_text
     from cdlaw.units import format_number as fmt
 
     o = d["optimizer"]
     out.print(
-        f"rows: {d['n_used']} used of {d['n_rows']}"
+        f"rows: {replicates_text(d['n_runs'], d['n_rows'], d['select'])}; {d['n_used']} used"
         + (f", dropped {d['dropped']}" if d["dropped"] else "")
         + f"   rmse_log {d['rmse_log']:.5f}   objective {d['objective']:.6g}",
         highlight=False,

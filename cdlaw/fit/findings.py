@@ -53,6 +53,24 @@ def seed_noise_between(noise: dict) -> str:
     )
 
 
+def replicates_text(n_runs: int | None, n_rows: int, select: str) -> str:
+    """How a fit's rows came from the runs it read, in words: "231 of 296 rows: 65
+    replicates collapsed by --select min (the lowest loss of each cell)". n_runs None: a
+    fit.json from before it was recorded."""
+    if n_runs is None:
+        return f"{n_rows} rows"
+    if select == "none":
+        return f"all {n_runs} rows (--select none: each replicate fitted as it is)"
+    if n_runs == n_rows:
+        return f"all {n_runs} rows (no two runs of one cell)"
+    how = "the lowest loss of each cell" if select == "min" else "the mean loss of each cell"
+    gone = n_runs - n_rows
+    return (
+        f"{n_rows} of {n_runs} rows: {gone} replicate{'s' if gone != 1 else ''} collapsed by "
+        f"--select {select} ({how})"
+    )
+
+
 @dataclass(frozen=True)
 class Holdout:
     """The held-out largest model size (`--holdout-largest`). fit.json "holdout"."""

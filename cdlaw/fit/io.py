@@ -66,6 +66,9 @@ class FitResult:
     # the fitted rows' digest (cdlaw.fit.table.rows_digest), by which report, plot and next
     # tell a fit of the runs as they are from an older one; None: a file without one
     rows_digest: str | None = None
+    # the finished runs the fit read, before --select reduced each cell's replicates to one
+    # row (findings.replicates_text says how); None: a file from before it was recorded
+    n_runs: int | None = None
 
     def to_dict(self) -> dict:
         d = self.law.to_dict()
@@ -76,6 +79,7 @@ class FitResult:
             "params": d["params"],
             "strategies": d["strategies"],
             "ci95": self.ci95,
+            "n_runs": self.n_runs,
             "n_rows": self.n_rows,
             "n_used": self.n_used,
             "dropped": [int(i) for i in self.dropped],
@@ -176,6 +180,7 @@ class FitResult:
             regime_counts=_field(d, "regime_counts", dict, where),
             warnings=[str(w) for w in _field(d, "warnings", list, where)],
             rows_digest=d["rows_digest"] if isinstance(d.get("rows_digest"), str) else None,
+            n_runs=d["n_runs"] if isinstance(d.get("n_runs"), int) else None,
         )
 
     @classmethod

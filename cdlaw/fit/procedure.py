@@ -284,6 +284,7 @@ def _result(t: _FitTable, search: _Search, boot: _Boot, method: str, delta: floa
         warnings=warnings,
         rows=table,
         rows_digest=rows_digest(cells),
+        n_runs=len(t.prepared),
     )
 
 

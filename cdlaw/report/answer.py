@@ -14,7 +14,7 @@ import html
 import json
 from pathlib import Path
 
-from cdlaw.fit.findings import seed_noise_between
+from cdlaw.fit.findings import replicates_text, seed_noise_between
 from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table
@@ -67,6 +67,9 @@ def fit_headline(report: Report) -> str:
         )
     used = fit.get("n_used", fit.get("n_rows"))
     rows = f"{used} of {fit['n_rows']} rows" if fit.get("n_rows") is not None else "the runs"
+    if fit.get("n_rows") is not None and isinstance(fit.get("n_runs"), int):
+        said = replicates_text(fit["n_runs"], fit["n_rows"], str(fit.get("select")))
+        rows = f"{used} rows used of {said}"
     source = f" ({e(law.form_decl.source)})" if law.form_decl.source else ""
     opt = fit.get("optimizer") or {}
     unconverged = (

@@ -134,6 +134,30 @@ def test_a_table_too_large_for_the_free_memory_is_refused_up_front(tmp_path, mon
 
 
 @pytest.mark.parametrize(
+    "select, said",
+    [
+        ("min", "84 of 168 rows: 84 replicates collapsed by --select min (the lowest loss"),
+        ("mean", "84 of 168 rows: 84 replicates collapsed by --select mean (the mean loss"),
+        ("none", "all 168 rows (--select none: each replicate fitted as it is)"),
+    ],
+)
+def test_the_fit_says_how_it_combined_replicate_runs(tmp_path, monkeypatch, capsys, select, said):
+    """Every cell trained twice (seeds 0 and 1): the fit says how many rows the replicates
+    became, in its summary and in fit.json (n_runs beside n_rows)."""
+    df = table()
+    twice = pd.concat([df.assign(seed=0), df.assign(seed=1, loss=df["loss"] * 1.01)])
+    path = tmp_path / "seeds.csv"
+    twice.to_csv(path, index=False)
+    code, out, err = run(
+        monkeypatch, capsys, path, "--select", select, "--starts", "8", "--bootstrap", "0"
+    )
+    assert code == 0, err
+    assert f"rows: {said}" in " ".join(out.split())
+    fit = json.loads((tmp_path / "seeds.fit.json").read_text())
+    assert fit["n_runs"] == 168 and fit["n_rows"] == (168 if select == "none" else 84)
+
+
+@pytest.mark.parametrize(
     "args, words",
     [
         (["--naive"], "--naive counts derived tokens as fresh"),
