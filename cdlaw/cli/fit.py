@@ -38,7 +38,9 @@ def fit(
         False, "--holdout-largest", help="Fit without the largest N; report its log-RMSE."
     ),
     select: str = typer.Option(
-        "min", "--select", help="Runs differing only in lr/weight_decay/seed: min | mean | none."
+        "auto",
+        "--select",
+        help="Runs of one cell: auto (seeds averaged, the best lr/weight_decay) | min | mean | none.",
     ),
     starts: str = typer.Option(
         None,

@@ -63,7 +63,12 @@ def replicates_text(n_runs: int | None, n_rows: int, select: str) -> str:
         return f"all {n_runs} rows (--select none: each replicate fitted as it is)"
     if n_runs == n_rows:
         return f"all {n_runs} rows (no two runs of one cell)"
-    how = "the lowest loss of each cell" if select == "min" else "the mean loss of each cell"
+    how = {
+        "min": "the lowest loss of each cell",
+        "mean": "the mean loss of each cell",
+        "auto": "each cell's seeds averaged; where its runs differ in lr or weight_decay, "
+        "the best setting's",
+    }.get(select, select)
     gone = n_runs - n_rows
     return (
         f"{n_rows} of {n_runs} rows: {gone} replicate{'s' if gone != 1 else ''} collapsed by "

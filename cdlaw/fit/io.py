@@ -79,7 +79,6 @@ class FitResult:
             "params": d["params"],
             "strategies": d["strategies"],
             "ci95": self.ci95,
-            "n_runs": self.n_runs,
             "n_rows": self.n_rows,
             "n_used": self.n_used,
             "dropped": [int(i) for i in self.dropped],
@@ -99,6 +98,7 @@ class FitResult:
             "warnings": list(self.warnings),
             "seed_noise": _part(self.seed_noise, None),
             "rows_digest": self.rows_digest,
+            "n_runs": self.n_runs,
         }
 
     @classmethod

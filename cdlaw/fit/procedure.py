@@ -103,7 +103,7 @@ def fit_law(
     holdout_largest: bool = False,
     seed: int = 0,
     naive: bool = False,
-    select: str = "min",
+    select: str = "auto",
     source: str = "",
     progress: Progress | None = None,
     warm_starts: tuple = (),

@@ -35,7 +35,11 @@ from cdlaw.units import counted, format_number, plain
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")
 CELL = ("n_params", "fresh_tokens", "derived_tokens", "strategy")  # what defines a cell
 KEEP_EVERY_RUN = "none"  # --select none: a select mode, not the strategy
-SELECT = ("min", "mean", KEEP_EVERY_RUN)
+AUTO = "auto"  # --select's default: seeds averaged, the best hyperparameters kept
+SELECT = ("min", "mean", KEEP_EVERY_RUN, AUTO)
+# Columns of a run's hyperparameters: runs of one cell that differ in them are a sweep of
+# settings (the best is kept), not replicates (which are averaged).
+HYPERPARAMETERS = ("lr", "weight_decay")
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
 
 
@@ -212,13 +216,17 @@ def above_uniform(df: pd.DataFrame, name: str) -> str | None:
     return text
 
 
-def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
-    """Reduce each cell's rows (replicates: they should differ only in lr / weight_decay /
-    seed; mixed_cells says when they do not) to one (docs/files.md).
+def select_cells(df: pd.DataFrame, how: str = AUTO) -> pd.DataFrame:
+    """Reduce each cell's rows (runs of one (N, D, D′, strategy): they should differ only in
+    lr / weight_decay / seed; mixed_cells says when they do not) to one (docs/files.md).
 
-    "min" keeps the run with the lowest loss (the best hyperparameters, as the papers do);
-    "mean" averages the losses (the row keeps the first row_id of its cell, and columns
-    that vary inside the cell become NaN); "none" keeps every row. Adds `n_in_cell`.
+    "auto" (the default) averages the losses of runs that differ only in their seed (one
+    setting's replicates: training noise) and keeps the setting of lr / weight_decay with
+    the lowest mean (a sweep of hyperparameters: the best one, as the papers do); without
+    those columns it is "mean". "min" keeps the run with the lowest loss; "mean" averages
+    every run of the cell; averaged rows keep the first row_id of their runs, and columns
+    that vary among them become NaN. "none" keeps every row. Adds `n_in_cell`.
+    Which of these predicts runs a fit never saw best: docs/fit.md, section 1.
     """
     if how not in SELECT:
         raise BadInput(f"--select must be one of {', '.join(SELECT)}, not {how!r}")
@@ -229,23 +237,43 @@ def select_cells(df: pd.DataFrame, how: str = "min") -> pd.DataFrame:
     if how == KEEP_EVERY_RUN:
         out = df.assign(n_in_cell=sizes.astype(np.int64))
     elif how == "min":
-        best = df.groupby(keys, sort=False)["loss"].idxmin()
-        out = df.loc[np.sort(best.to_numpy())].assign(n_in_cell=sizes)
+        out = _lowest(df, keys).assign(n_in_cell=sizes)
+    elif how == "mean":
+        out = _averaged(df, keys).assign(n_in_cell=sizes)
     else:
-        groups = df.groupby(keys, sort=False)
-        first = (groups["row_id"].transform("min") == df["row_id"]).to_numpy()
-        out = df[first].assign(loss=groups["loss"].transform("mean")[first], n_in_cell=sizes)
-        fixed = {*keys, "loss", "row_id", "derived_ratio", "tokens_per_param"}
-        for col in [c for c in df.columns if c not in fixed]:
-            varies = groups[col].transform(lambda s: s.nunique(dropna=False) > 1)[first]
-            if varies.any():
-                numeric = pd.api.types.is_numeric_dtype(out[col])
-                out[col] = out[col].astype(float if numeric else object)
-                out.loc[varies.to_numpy(), col] = np.nan
+        settings = [c for c in HYPERPARAMETERS if c in df.columns]
+        out = _averaged(df, keys + settings)
+        if settings:
+            out = _lowest(out, keys)
+        out = out.assign(n_in_cell=sizes)  # aligned by index: the kept rows' own
     out = out.reset_index(drop=True)
     out["n_in_cell"] = out["n_in_cell"].astype(np.int64)
     out.attrs.update(attrs)
     out.attrs["select"] = how
+    return out
+
+
+def _lowest(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each group's row with the lowest loss (the row's index kept)."""
+    best = df.groupby(keys, sort=False, dropna=False)["loss"].idxmin()
+    return df.loc[np.sort(best.to_numpy())]
+
+
+def _averaged(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each group's first row (by row_id, its index kept) with the group's mean loss; the
+    columns that vary inside a group become NaN."""
+    groups = df.groupby(keys, sort=False, dropna=False)
+    first = (groups["row_id"].transform("min") == df["row_id"]).to_numpy()
+    out = df[first].assign(loss=groups["loss"].transform("mean")[first])
+    if len(out) == len(df):  # no group of two: nothing varies
+        return out
+    fixed = {*keys, "loss", "row_id", "derived_ratio", "tokens_per_param"}
+    for col in [c for c in df.columns if c not in fixed]:
+        varies = groups[col].transform("nunique", dropna=False)[first] > 1
+        if varies.any():
+            numeric = pd.api.types.is_numeric_dtype(out[col])
+            out[col] = out[col].astype(float if numeric else object)
+            out.loc[varies.to_numpy(), col] = np.nan
     return out
 
 
@@ -325,7 +353,8 @@ def stale_fit(df: pd.DataFrame, fit: dict, path, what: str = "fit") -> str | Non
     n_rows, digest = fit.get("n_rows"), fit.get("rows_digest")
     if not isinstance(n_rows, int):
         return None
-    default = "mean" if what == "comparison" else "min"  # each command's own default
+    # each command's default when the file was written without a select (older fits: min)
+    default = "mean" if what == "comparison" else "min"
     how = fit.get("select") if fit.get("select") in SELECT else default
     cells = select_cells(df, str(how))
     boot = fit.get("bootstrap")

@@ -235,7 +235,7 @@ def run_labels(rows, summary, select: str = "mean") -> list[str]:
         n_in = rec.get("n_in_cell")  # absent from fits older than --select
         n = int(n_in) if n_in is not None and n_in == n_in else len(ids) or 1
         if n > 1:
-            how = "best" if select == "min" else "mean"
+            how = {"min": "best", "auto": "seeds averaged, best setting"}.get(select, "mean")
             out.append(f"{how} of {n}: {', '.join(ids)}" if len(ids) == n else f"{how} of {n} runs")
         else:
             out.append(ids[0] if len(ids) == 1 else f"row {rec.get('row_id')}")

@@ -338,7 +338,7 @@ def test_fit_json_and_rows_follow_the_contract(noisy):
     assert list(d)[: len(spec)] == spec
     assert set(d["optimizer"]) >= {"success", "message", "n_starts", "at_bound"}
     assert set(d) >= {"bootstrap_params", "warnings", "source", "select"}
-    assert d["select"] == "min" and d["n_rows"] == len(df)
+    assert d["select"] == "auto" and d["n_rows"] == len(df)
     assert Law.from_dict(d) == fit.law
     cols = ["row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
             "derived_ratio", "tokens_per_param", "predicted_loss", "residual_log", "empirical_eta",

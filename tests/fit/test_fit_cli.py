@@ -74,9 +74,9 @@ def test_runs_folder_human_output_and_files(tmp_path, monkeypatch, capsys):
         assert words in out, words
     fit = json.loads((runs / "fit.json").read_text())
     rows = pd.read_parquet(runs / "fit_rows.parquet")
-    assert fit["n_rows"] == 84 and fit["select"] == "min"
+    assert fit["n_rows"] == 84 and fit["select"] == "auto"
     assert "1 run(s) whose status is not done were left out" in " ".join(fit["warnings"])
-    # --select min kept the better learning rate of each cell (except the diverged run's cell)
+    # --select auto kept the better learning rate of each cell (except the diverged run's cell)
     assert (rows["lr"] == 1e-3).sum() == 83 and set(rows["run_id"]) <= set(df["run_id"])
     assert len(fit["bootstrap"]) == 20 and "alpha" in fit["ci95"]
 
