@@ -151,13 +151,20 @@ def test_an_empty_table_and_a_misspelt_column_are_named(cdlaw, tmp_path):
     assert code == 2 and "is 'fresh_token' fresh_tokens misspelt?" in err, err
 
 
-def test_a_table_given_as_a_fit_says_to_fit_it(cdlaw, tmp_path):
+def test_a_table_given_as_a_fit_says_to_fit_it(tmp_path):
+    """Read as a fit, a table says to fit it (`cdlaw plan --law` takes runs themselves:
+    it compares the laws on them, tests/plan/test_laws_note.py)."""
+    from cdlaw.fit.io import FitResult
+
     (tmp_path / "demo").mkdir()
     summary = tmp_path / "demo" / "summary.parquet"
     load_runs(DEMO_RUNS).to_parquet(summary)
-    code, _, err = cdlaw("plan", "--law", summary, "--budget-flops", "2e12")
-    assert code == 2 and "codec" not in err, err
-    assert f"is a table of runs, not a fit: fit it first (`cdlaw fit {summary.parent}`" in err
+    with pytest.raises(BadInput) as e:
+        FitResult.read(summary)
+    assert "codec" not in str(e.value)
+    assert f"is a table of runs, not a fit: fit it first (`cdlaw fit {summary.parent}`" in str(
+        e.value
+    )
 
 
 def test_status_of_a_folder_that_is_not_there(cdlaw, tmp_path):
