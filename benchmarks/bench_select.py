@@ -28,9 +28,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cdlaw.fit.cells import select_cells
 from cdlaw.fit.procedure import default_law, fit_law
 from cdlaw.fit.summary import predict_rows
-from cdlaw.fit.table import CELL, load_runs, select_cells
+from cdlaw.fit.table import CELL, load_runs
 from cdlaw.law import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -243,7 +243,7 @@ def _model_floor_table(mf: dict):
 def _print_quality(d: dict) -> None:
     """Rows used, log-RMSE and objective; the seed noise floor; the held-out size; the
     optimizer."""
-    from cdlaw.fit.findings import replicates_text
+    from cdlaw.fit.cells import replicates_text
     from cdlaw.units import format_number as fmt
 
     o = d["optimizer"]

@@ -55,8 +55,9 @@ def next_runs(
     from cdlaw.atomic import check_out_path, write_text_atomic
     from cdlaw.cli.runs_now import readable_runs
     from cdlaw.design.batch import next_batch
+    from cdlaw.fit.cells import stale_fit
     from cdlaw.fit.io import FitResult, output_paths
-    from cdlaw.fit.table import load_runs, stale_fit
+    from cdlaw.fit.table import load_runs
     from cdlaw.sweep.spec import load_sweep
 
     c = number(budget_flops, "--budget-flops")

@@ -346,10 +346,11 @@ def _read_fit(inputs: PlotInputs, fit_path: Path, table):
 
 def _refuse_stale(inputs: PlotInputs, path: Path) -> None:
     """BadInput when the fit read (inputs.fit), or the task links read beside PATH, are not
-    of PATH's runs as they are now (cdlaw.fit.table.stale_fit, downstream_json.stale_links):
+    of PATH's runs as they are now (cdlaw.fit.cells.stale_fit, downstream_json.stale_links):
     a figure or report of them would show numbers of runs the folder no longer holds. A
     comparison of other runs is not drawn (inputs.comparison_stale says why)."""
-    from cdlaw.fit.table import load_runs, prepare_runs, stale_fit
+    from cdlaw.fit.cells import stale_fit
+    from cdlaw.fit.table import load_runs, prepare_runs
     from cdlaw.tasks.downstream_json import downstream_path, stale_links
 
     read = (inputs.fit, inputs.downstream, inputs.comparison)
@@ -426,7 +427,7 @@ def load_inputs(
     if runs_read:
         _refuse_stale(inputs, path)
     elif fit_path is not None and inputs.fit is not None:  # a fit.json named alone
-        from cdlaw.fit.table import stale_fit_file
+        from cdlaw.fit.cells import stale_fit_file
 
         if (why := stale_fit_file(Path(fit_path), inputs.fit)) is not None:
             raise BadInput(why)  # as a plot of the runs beside it refuses it

@@ -21,7 +21,7 @@ Bounds = tuple[float | None, float | None]  # [low, high]; None: open (a hand-wr
 @dataclass(frozen=True)
 class SeedNoise:
     """The seed-to-seed scatter of log loss: the floor under any fit's log-RMSE
-    (cdlaw.fit.table.seed_noise). fit.json "seed_noise"."""
+    (cdlaw.fit.cells.seed_noise). fit.json "seed_noise"."""
 
     sd_log: float  # pooled standard deviation of log loss between replicate seeds
     n_groups: int  # cells with at least two replicate runs
@@ -50,29 +50,6 @@ def seed_noise_between(noise: dict) -> str:
     return (
         "between runs of one cell (the table has no seed column: they may differ in more "
         "than their seed, e.g. their data)"
-    )
-
-
-def replicates_text(n_runs: int | None, n_rows: int, select: str) -> str:
-    """How a fit's rows came from the runs it read, in words: "231 of 296 rows: 65
-    replicates collapsed by --select min (the lowest loss of each cell)". n_runs None: a
-    fit.json from before it was recorded."""
-    if n_runs is None:
-        return f"{n_rows} rows"
-    if select == "none":
-        return f"all {n_runs} rows (--select none: each replicate fitted as it is)"
-    if n_runs == n_rows:
-        return f"all {n_runs} rows (no two runs of one cell)"
-    how = {
-        "min": "the lowest loss of each cell",
-        "mean": "the mean loss of each cell",
-        "auto": "each cell's seeds averaged; where its runs differ in lr or weight_decay, "
-        "the best setting's",
-    }.get(select, select)
-    gone = n_runs - n_rows
-    return (
-        f"{n_rows} of {n_runs} rows: {gone} replicate{'s' if gone != 1 else ''} collapsed by "
-        f"--select {select} ({how})"
     )
 
 

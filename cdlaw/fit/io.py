@@ -67,7 +67,7 @@ class FitResult:
     # tell a fit of the runs as they are from an older one; None: a file without one
     rows_digest: str | None = None
     # the finished runs the fit read, before --select reduced each cell's replicates to one
-    # row (findings.replicates_text says how); None: a file from before it was recorded
+    # row (cells.replicates_text says how); None: a file from before it was recorded
     n_runs: int | None = None
 
     def to_dict(self) -> dict:

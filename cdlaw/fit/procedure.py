@@ -29,6 +29,7 @@ from cdlaw import law as lawlib
 from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
+from cdlaw.fit.cells import duplicate_rows, mixed_cells, seed_noise, select_cells
 from cdlaw.fit.checks import (
     check_columns,
     check_identifiable,
@@ -52,14 +53,7 @@ from cdlaw.fit.summary import (
     rows_table,
     rstar_at_median,
 )
-from cdlaw.fit.table import (
-    duplicate_rows,
-    mixed_cells,
-    prepare_runs,
-    rows_digest,
-    seed_noise,
-    select_cells,
-)
+from cdlaw.fit.table import prepare_runs, rows_digest
 from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm

@@ -68,11 +68,11 @@ class Comparison:
     seed_noise: float | None  # log-RMSE floor of replicate seeds, when the table has them
     source: str
     rows: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
-    select: str = "mean"  # how the runs became rows (cdlaw.fit.table.select_cells)
+    select: str = "mean"  # how the runs became rows (cdlaw.fit.cells.select_cells)
     # the compared rows' digest (cdlaw.fit.table.rows_digest), by which plot and report
     # tell a comparison of runs since changed; None for one written before it was recorded
     rows_digest: str | None = None
-    warnings: list[str] = field(default_factory=list)  # of the rows (cdlaw.fit.table.mixed_cells)
+    warnings: list[str] = field(default_factory=list)  # of the rows (cdlaw.fit.cells.mixed_cells)
 
     @property
     def winner(self) -> str:
@@ -139,9 +139,10 @@ def compare_laws(
     """Fit every law (default: all known) to the same rows and score each; see the module doc.
     left_out "largest" refits only without the largest size (its held-out error ranks the
     laws; the leave-one-size-out error is then that size's alone), "each" without each."""
+    from cdlaw.fit.cells import mixed_cells, seed_noise, select_cells
     from cdlaw.fit.procedure import fit_law
     from cdlaw.fit.summary import data_range
-    from cdlaw.fit.table import mixed_cells, prepare_runs, rows_digest, seed_noise, select_cells
+    from cdlaw.fit.table import prepare_runs, rows_digest
     from cdlaw.laws import LAWS
 
     names = tuple(laws or LAWS)

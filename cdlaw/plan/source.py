@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.cells import stale_fit_file
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
-from cdlaw.fit.table import stale_fit_file
 from cdlaw.law import PRESETS, Law
 
 # The range each published law was fitted on, where the paper states it, so a plan can

@@ -14,7 +14,8 @@ import html
 import json
 from pathlib import Path
 
-from cdlaw.fit.findings import replicates_text, seed_noise_between
+from cdlaw.fit.cells import replicates_text
+from cdlaw.fit.findings import seed_noise_between
 from cdlaw.regimes import SATURATION, TOLERANCE
 from cdlaw.report.gather import Report
 from cdlaw.report.tables import cell, format_cell, html_table

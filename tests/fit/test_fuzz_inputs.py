@@ -20,15 +20,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.cells import duplicate_rows, seed_noise, select_cells
 from cdlaw.fit.io import FitResult
-from cdlaw.fit.table import (
-    REQUIRED,
-    duplicate_rows,
-    load_runs,
-    prepare_runs,
-    seed_noise,
-    select_cells,
-)
+from cdlaw.fit.table import REQUIRED, load_runs, prepare_runs
 from cdlaw.law import PRESETS
 from cdlaw.plan.source import load_law
 from cdlaw.strategies import is_name

@@ -8,15 +8,9 @@ import pytest
 from shapedtables import PUBLISHED
 
 from cdlaw.errors import BadInput
+from cdlaw.fit.cells import duplicate_rows, mixed_cells, seed_noise, select_cells
 from cdlaw.fit.procedure import fit_law
-from cdlaw.fit.table import (
-    duplicate_rows,
-    load_runs,
-    mixed_cells,
-    prepare_runs,
-    seed_noise,
-    select_cells,
-)
+from cdlaw.fit.table import load_runs, prepare_runs
 
 
 def runs(**over):
@@ -420,7 +414,7 @@ def test_the_rows_digest_is_of_the_rows_not_their_order():
 def test_a_hand_written_fit_is_not_called_stale():
     """law, params and strategies are enough to plan with (docs/files.md): without n_rows
     there is nothing to compare the runs with; with a count, the count is checked."""
-    from cdlaw.fit.table import stale_fit
+    from cdlaw.fit.cells import stale_fit
 
     df = runs()
     assert stale_fit(df, {"law": "cd", "params": {}}, "t.csv") is None
