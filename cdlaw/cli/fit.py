@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import typer
@@ -29,18 +28,13 @@ def fit(
         0, "--drop-outliers", help="Drop the worst |log residual| row and refit, K times."
     ),
     bootstrap: int = typer.Option(
-        None,
-        "--bootstrap",
-        help="Refits on resampled rows for 95% intervals (default 200; 0 for none).",
-        show_default=False,
+        None, "--bootstrap", help="Refits on resampled rows: 95% intervals (default 200; 0 none)."
     ),
     holdout_largest: bool = typer.Option(
         False, "--holdout-largest", help="Fit without the largest N; report its log-RMSE."
     ),
     select: str = typer.Option(
-        "auto",
-        "--select",
-        help="Runs of one cell: auto (seeds averaged, the best lr/weight_decay) | min | mean | none.",
+        "auto", "--select", help="A cell's runs: auto (seeds averaged, best lr)|min|mean|none."
     ),
     starts: str = typer.Option(
         None,
@@ -100,13 +94,14 @@ def fit(
 def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dict) -> None:
     """fit_path with a progress bar; the summary (or fit.json) is shown before any file is
     written, then where the files went, on stderr."""
+    from cdlaw.cli.progress_bar import StageProgress
     from cdlaw.cli.runs_now import readable_runs
     from cdlaw.fit.procedure import fit_path
     from cdlaw.sweep.summary import folder_warnings
 
     readable_runs(path)
     notes = tuple(folder_warnings(Path(path)))
-    progress = _Progress()
+    progress = StageProgress()
 
     def show(result) -> None:
         """The summary (or the JSON), before any file is written: if it fails, none is."""
@@ -123,39 +118,6 @@ def _fit_and_write(path: str, out_path: str | None, json_out: bool, options: dic
     finally:
         progress.close()
     err.print(f"wrote {json_path} and {rows_path}", highlight=False)
-
-
-class _Progress:
-    """A rich progress bar on stderr, shown only once the fit has run for a second."""
-
-    def __init__(self):
-        self.start = time.monotonic()
-        self.bar = None
-        self.tasks: dict[str, int] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self.bar is None:
-            if not time.monotonic() - self.start >= 1.0:
-                return
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-            self.bar = Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            )
-            self.bar.start()
-        if stage not in self.tasks:
-            self.tasks[stage] = self.bar.add_task(f"{stage} (starts stopped)", total=total)
-        self.bar.update(self.tasks[stage], completed=done, total=total)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-        self.bar, self.start = None, float("inf")  # closed: shown no more
 
 
 def _render(result) -> None:

@@ -165,10 +165,10 @@ def _law_of(law: str, json_out: bool):
     is_runs = runs.is_file() and runs.suffix.lower() in TABLE_SUFFIXES
     if not (is_runs or (runs.is_dir() and (runs / "summary.parquet").is_file())):
         return checked_law(law)
-    from cdlaw.cli.fit import _Progress
-    from cdlaw.plan.laws import law_of_runs
+    from cdlaw.cli.progress_bar import StageProgress
+    from cdlaw.plan.compare import law_of_runs
 
-    progress = _Progress()
+    progress = StageProgress()
     try:
         return law_of_runs(runs, progress)
     finally:

@@ -25,15 +25,13 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.atomic import (
-    check_out_path,
     check_writable,
     write_json_atomic,
     write_parquet_atomic,
 )
 from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
-from cdlaw.strategies import NONE, REPETITION
-from cdlaw.units import counted
+from cdlaw.plan.source import PlanningLaw, comparison_outputs
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
                "predicted", "largest"]  # fmt: skip
@@ -257,91 +255,21 @@ def attach_plans(
     BeyondLimit is raised (nothing is written)."""
     from cdlaw.law import Law
     from cdlaw.plan.guard import BeyondLimit
+    from cdlaw.plan.laws import law_plan
+    from cdlaw.plan.planner import plan
 
     beyond = []
     for score in comparison.scores:
         law = Law.from_dict({"law": score.law, **score.params})
         try:
             score.plan = law_plan(
-                law, budget_flops, unique_tokens, data_range, extrapolate, comparison.source
+                law, budget_flops, unique_tokens, data_range, plan, extrapolate, comparison.source
             )
         except BeyondLimit as e:
             score.plan = {"error": str(e), "beyond_limit": True}
             beyond.append(e)
     if beyond and len(beyond) == len(comparison.scores):
         raise beyond[0]
-
-
-def law_plan(
-    law,
-    budget_flops: float,
-    unique_tokens: float | None,
-    data_range: DataRange | None,
-    extrapolate: bool = True,
-    name: str = "",
-) -> dict:
-    """One compared law's plan of the budget (cdlaw.plan.planner) as compare.json keeps it,
-    or {"error": why} where it cannot plan; BeyondLimit (from extrapolate False) is raised.
-    A law blind to derived tokens was fitted with them counted as fresh, so it plans as it
-    was fitted: its optimum with every token fresh, the tokens past the unique ones
-    repeated, and its predicted loss the one it believes (`repeats_counted_as_fresh`;
-    `cdlaw plan`'s naive baseline)."""
-    from cdlaw.plan.guard import BeyondLimit
-    from cdlaw.plan.planner import plan
-    from cdlaw.plan.source import PlanningLaw
-
-    source = PlanningLaw(name or law.form, law, data_range)
-    naive = not law.form_decl.uses_derived  # fitted naive (compare_laws): plans naive
-    try:
-        p = plan(source, budget_flops, None if naive else unique_tokens, extrapolate=extrapolate)
-    except BeyondLimit:
-        raise
-    except BadInput as e:
-        return {"error": str(e)}
-    best = p.best
-    out = {
-        "n_params": best.n_params,
-        "fresh_tokens": best.fresh_tokens,
-        "strategy": best.strategy,
-        "derived_tokens": best.derived_tokens,
-        "epochs": best.epochs,
-        "uses": best.uses,  # epochs of repetition, passes of any other strategy
-        "predicted_loss": best.predicted_loss,
-        "extrapolated": list(p.extrapolated),
-    }
-    if naive and unique_tokens is not None:
-        out.update(_repeated(best.tokens_trained, unique_tokens))
-    return out
-
-
-def _repeated(tokens: float, unique_tokens: float) -> dict:
-    """A naive plan's tokens on `unique_tokens` unique ones: the rest are repeats."""
-    derived = max(tokens - unique_tokens, 0.0)
-    epochs = tokens / min(tokens, unique_tokens)
-    return {
-        "fresh_tokens": min(tokens, unique_tokens),
-        "strategy": REPETITION if derived > 0 else NONE,
-        "derived_tokens": derived,
-        "epochs": epochs,
-        "uses": counted(epochs, "epoch"),
-        "repeats_counted_as_fresh": True,
-    }
-
-
-def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
-    """Where a comparison of PATH is written: <runs>/compare.json (+ compare_rows.parquet),
-    t.compare.json beside a table t.csv, or --out X.json (+ X_rows.parquet)."""
-    path = Path(path)
-    if out is not None:
-        out = Path(out)
-        if out.suffix.lower() != ".json" or out.is_dir():
-            raise BadInput(f"--out must name a .json file (compare.json), not {str(out)!r}")
-        check_out_path(out, "--out")
-        return out, out.with_name(out.stem + "_rows.parquet")
-    if path.is_dir():
-        return path / "compare.json", path / "compare_rows.parquet"
-    stem = path.with_name(path.stem)
-    return Path(f"{stem}.compare.json"), Path(f"{stem}.compare_rows.parquet")
 
 
 def compare_and_write(
@@ -365,3 +293,35 @@ def write_comparison(comparison: Comparison, json_path: Path, rows_path: Path) -
     """compare_rows.parquet, then compare.json (last: its presence means both are whole)."""
     write_parquet_atomic(Path(rows_path), comparison.rows.reset_index(drop=True))
     write_json_atomic(Path(json_path), comparison.to_dict())
+
+
+def law_of_runs(path, progress=None) -> PlanningLaw:
+    """`cdlaw plan --law RUNS` (a table or a runs folder): every law compared on the runs
+    (each refitted without the largest size, whose error ranks them: compare_laws), the
+    winner fitted with cdlaw fit's bootstrap, and the comparison kept for the law note.
+    Nothing is written; `cdlaw compare` and `cdlaw fit` save both."""
+    from dataclasses import replace
+
+    from cdlaw.fit.procedure import DEFAULT_BOOTSTRAP, DEFAULT_STARTS, fit_law
+    from cdlaw.fit.table import load_runs
+    from cdlaw.laws import LAWS
+
+    runs = load_runs(path)
+    comparison = compare_laws(
+        runs, n_starts=DEFAULT_STARTS, source=str(path), progress=progress, left_out="largest"
+    )
+    winner = comparison.winner
+    fit = fit_law(
+        runs,
+        winner,
+        select=comparison.select,  # the rows the laws were compared on
+        bootstrap=DEFAULT_BOOTSTRAP,
+        naive=not LAWS[winner].uses_derived,  # as compared: derived tokens counted as fresh
+        source=str(path),
+        progress=progress,
+    )
+    return replace(
+        PlanningLaw.of_fit(fit, str(path)),
+        comparison=comparison.to_dict(),
+        comparison_path=f"on {path} for this plan, not saved",
+    )

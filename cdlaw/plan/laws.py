@@ -15,10 +15,17 @@ cdlaw.plan.planner attaches it to the Plan (`laws`); `plan` and `report` print i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
+from cdlaw.errors import BadInput
+from cdlaw.fit.findings import DataRange
 from cdlaw.law import Law
+from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.result import Allocation, LawNote
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.strategies import NONE, REPETITION
+from cdlaw.units import counted
 
 
 def why_this_law(used: str, comparison: dict) -> tuple[str, str]:
@@ -53,11 +60,11 @@ def law_note(
     unique_tokens: float,
     best: Allocation,
     band: tuple[float, float] | None,
+    plan: Callable[..., Any],
 ) -> LawNote | None:
     """The note for a plan whose source carries a comparison; None without one (or where no
-    compared law could plan this budget)."""
-    from cdlaw.plan.compare import law_plan
-
+    compared law could plan this budget). plan: cdlaw.plan.planner.plan (passed in: the
+    planner calls this)."""
     comparison = source.comparison
     if not comparison:
         return None
@@ -68,11 +75,11 @@ def law_note(
         except (KeyError, TypeError, ValueError):
             continue
         unique = None if math.isinf(unique_tokens) else unique_tokens
-        p = law_plan(law, budget_flops, unique, source.data_range, extrapolate=True)
+        p = law_plan(law, budget_flops, unique, source.data_range, plan, extrapolate=True)
         if "error" in p:
             continue
         strategy = p["strategy"]
-        known = strategy == "none" or source.law.knows_strategy(strategy)
+        known = strategy == NONE or source.law.knows_strategy(strategy)
         under = (
             float(source.law.loss(p["n_params"], p["fresh_tokens"], p["derived_tokens"], strategy))
             if known
@@ -104,34 +111,55 @@ def law_note(
     )
 
 
-def law_of_runs(path, progress=None) -> PlanningLaw:
-    """`cdlaw plan --law RUNS` (a table or a runs folder): every law compared on the runs
-    (each refitted without the largest size, whose error ranks them: compare_laws), the
-    winner fitted with cdlaw fit's bootstrap, and the comparison kept for the law note.
-    Nothing is written; `cdlaw compare` and `cdlaw fit` save both."""
-    from dataclasses import replace
+def law_plan(
+    law,
+    budget_flops: float,
+    unique_tokens: float | None,
+    data_range: DataRange | None,
+    plan: Callable[..., Any],
+    extrapolate: bool = True,
+    name: str = "",
+) -> dict:
+    """One compared law's plan of the budget as compare.json keeps it (cdlaw.plan.compare),
+    or {"error": why} where it cannot plan; BeyondLimit (from extrapolate False) is raised.
+    A law blind to derived tokens was fitted with them counted as fresh, so it plans as it
+    was fitted: its optimum with every token fresh, the tokens past the unique ones
+    repeated, and its predicted loss the one it believes (`repeats_counted_as_fresh`;
+    `cdlaw plan`'s naive baseline). plan: cdlaw.plan.planner.plan (passed in, since the
+    planner calls this module)."""
+    source = PlanningLaw(name or law.form, law, data_range)
+    naive = not law.form_decl.uses_derived  # fitted naive (compare_laws): plans naive
+    try:
+        p = plan(source, budget_flops, None if naive else unique_tokens, extrapolate=extrapolate)
+    except BeyondLimit:
+        raise
+    except BadInput as e:
+        return {"error": str(e)}
+    best = p.best
+    out = {
+        "n_params": best.n_params,
+        "fresh_tokens": best.fresh_tokens,
+        "strategy": best.strategy,
+        "derived_tokens": best.derived_tokens,
+        "epochs": best.epochs,
+        "uses": best.uses,  # epochs of repetition, passes of any other strategy
+        "predicted_loss": best.predicted_loss,
+        "extrapolated": list(p.extrapolated),
+    }
+    if naive and unique_tokens is not None:
+        out.update(_repeated(best.tokens_trained, unique_tokens))
+    return out
 
-    from cdlaw.fit.procedure import DEFAULT_BOOTSTRAP, DEFAULT_STARTS, fit_law
-    from cdlaw.fit.table import load_runs
-    from cdlaw.laws import LAWS
-    from cdlaw.plan.compare import compare_laws
 
-    runs = load_runs(path)
-    comparison = compare_laws(
-        runs, n_starts=DEFAULT_STARTS, source=str(path), progress=progress, left_out="largest"
-    )
-    winner = comparison.winner
-    fit = fit_law(
-        runs,
-        winner,
-        select=comparison.select,  # the rows the laws were compared on
-        bootstrap=DEFAULT_BOOTSTRAP,
-        naive=not LAWS[winner].uses_derived,  # as compared: derived tokens counted as fresh
-        source=str(path),
-        progress=progress,
-    )
-    return replace(
-        PlanningLaw.of_fit(fit, str(path)),
-        comparison=comparison.to_dict(),
-        comparison_path=f"on {path} for this plan, not saved",
-    )
+def _repeated(tokens: float, unique_tokens: float) -> dict:
+    """A naive plan's tokens on `unique_tokens` unique ones: the rest are repeats."""
+    derived = max(tokens - unique_tokens, 0.0)
+    epochs = tokens / min(tokens, unique_tokens)
+    return {
+        "fresh_tokens": min(tokens, unique_tokens),
+        "strategy": REPETITION if derived > 0 else NONE,
+        "derived_tokens": derived,
+        "epochs": epochs,
+        "uses": counted(epochs, "epoch"),
+        "repeats_counted_as_fresh": True,
+    }

@@ -120,7 +120,7 @@ def plan(
         valley = plan_valley(
             source.law, chosen, req.budget_flops, req.unique, choice.best.n_params, band.ci[1]
         )
-    laws = law_note(source, req.budget_flops, req.unique, choice.best, band.ci)
+    laws = law_note(source, req.budget_flops, req.unique, choice.best, band.ci, plan)
     warnings = _plan_warnings(source, req, choice, band.warnings)
     if laws is not None and laws.differ:
         warnings.append(laws.text())

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from cdlaw.atomic import check_out_path
 from cdlaw.errors import BadInput
 from cdlaw.fit.cells import stale_fit_file
 from cdlaw.fit.findings import DataRange
@@ -108,7 +109,6 @@ def comparison_beside(fit_json: Path) -> tuple[dict | None, str | None]:
     import json
 
     from cdlaw.fit.table import runs_beside
-    from cdlaw.plan.compare import comparison_outputs
 
     runs = runs_beside(fit_json, "fit.json")
     if runs is None:
@@ -146,3 +146,19 @@ def with_fitted_range(
         except BadInput:  # a hand-written fit whose refits cannot be read: no band
             samples = []
     return PlanningLaw(name, law, DataRange.from_dict(fitted, name), tuple(samples))
+
+
+def comparison_outputs(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+    """Where a comparison of PATH is written: <runs>/compare.json (+ compare_rows.parquet),
+    t.compare.json beside a table t.csv, or --out X.json (+ X_rows.parquet)."""
+    path = Path(path)
+    if out is not None:
+        out = Path(out)
+        if out.suffix.lower() != ".json" or out.is_dir():
+            raise BadInput(f"--out must name a .json file (compare.json), not {str(out)!r}")
+        check_out_path(out, "--out")
+        return out, out.with_name(out.stem + "_rows.parquet")
+    if path.is_dir():
+        return path / "compare.json", path / "compare_rows.parquet"
+    stem = path.with_name(path.stem)
+    return Path(f"{stem}.compare.json"), Path(f"{stem}.compare_rows.parquet")

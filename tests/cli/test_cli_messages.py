@@ -23,8 +23,8 @@ from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.law import PRESETS
-from cdlaw.plan.compare import comparison_outputs
 from cdlaw.plan.planner import plan
+from cdlaw.plan.source import comparison_outputs
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.selection import plan_sweep
 from cdlaw.sweep.spec import load_sweep, tomllib
