@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from cdlaw import strategies
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 Schedule = Literal["cosine", "wsd"]

@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 OLMO3_VOCAB_SIZE = 100_278  # the CD paper's vocabulary (docs/names.md)
 

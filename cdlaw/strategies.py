@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 NONE = "none"
 REPETITION = "repetition"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 SUFFIXES = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 # Commas a number may hold: groups of three digits (1,000,000 or 1,500.5), nothing else

@@ -13,12 +13,8 @@ ROOT = Path(__file__).resolve().parents[1] / "cdlaw"
 # Each stage may import only the stages listed for it (and itself).
 # cdlaw.laws (one declaration per law form) sits under cdlaw.law, beside it in the foundation.
 FOUNDATION = {
-    "errors",
-    "extras",
+    "system",
     "units",
-    "atomic",
-    "disk_full",
-    "lifetime",
     "law",
     "laws",
     "regimes",

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 app = typer.Typer(
     name="cdlaw",
@@ -121,7 +121,7 @@ def print_json(obj, one_line: bool = False) -> None:
     flushed (a stream of JSON lines, such as `cdlaw govern --watch --json`)."""
     import json
 
-    from cdlaw.atomic import json_safe
+    from cdlaw.system.atomic import json_safe
 
     sys.stdout.write(json.dumps(json_safe(obj), indent=None if one_line else 2) + "\n")
     if one_line:
@@ -136,7 +136,7 @@ def require_train_extra(command: str) -> None:
     """Raise BadInput naming the extra when a command that trains lacks its packages."""
     import importlib.util
 
-    from cdlaw.extras import install_advice
+    from cdlaw.system.extras import install_advice
 
     missing = [m for m in TRAIN_MODULES if importlib.util.find_spec(m) is None]
     if missing:
@@ -151,7 +151,7 @@ def require_corpus_reader(command: str) -> None:
     missing: a command that reads a corpus but trains nothing needs only that package."""
     import importlib.util
 
-    from cdlaw.extras import DATASETS_SPEC
+    from cdlaw.system.extras import DATASETS_SPEC
 
     if importlib.util.find_spec("datasets") is None:
         raise BadInput(
@@ -162,7 +162,7 @@ def require_corpus_reader(command: str) -> None:
 
 def require_ray_extra() -> None:
     """Raise BadInput naming the extra when `--executor ray` cannot import Ray."""
-    from cdlaw.extras import ray_missing
+    from cdlaw.system.extras import ray_missing
 
     try:
         import ray  # noqa: F401
@@ -227,7 +227,7 @@ def main() -> None:
         root = (e.name or "").partition(".")[0]
         if debug or root not in (*TRAIN_MODULES, "ray"):
             raise
-        from cdlaw.extras import install_advice
+        from cdlaw.system.extras import install_advice
 
         advice = install_advice("ray" if root == "ray" else "train")
         err.print(

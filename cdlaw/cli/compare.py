@@ -92,8 +92,8 @@ def run_comparison(
     """Compare the laws of `law` ("all" or comma-separated names) on PATH, show the result
     (the tables, or compare.json with json_out) and write compare.json; the options are
     `cdlaw compare`'s, as typed (numbers as text), shared with `cdlaw fit --law all`."""
-    from cdlaw.errors import BadInput
     from cdlaw.plan.compare import compare_and_write
+    from cdlaw.system.errors import BadInput
 
     n_starts = count(starts, "--starts")
     laws = None if law == "all" else tuple(x.strip() for x in law.split(",") if x.strip())

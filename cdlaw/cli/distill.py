@@ -97,10 +97,10 @@ def distill(
         require_corpus_reader("distill --endpoint")
     else:
         require_train_extra("distill")
-    from cdlaw.atomic import check_out_path
     from cdlaw.data.derived.distill import DistillOptions, distill_documents
     from cdlaw.sweep.derived import distill_target
     from cdlaw.sweep.spec import load_sweep
+    from cdlaw.system.atomic import check_out_path
 
     check_out_path(runs, "--out", folder=True)
     sweep = load_sweep(sweep_file)
@@ -134,7 +134,7 @@ def distill(
 
 
 def _only_declared(sweep) -> str:
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     if len(sweep.derived) == 1:
         return next(iter(sweep.derived))

@@ -38,9 +38,9 @@ def downstream(
 
     Example: cdlaw downstream runs/demo --task world_mc
     """
-    from cdlaw.atomic import check_out_path
     from cdlaw.cli.predictor_table import predict_options
-    from cdlaw.errors import BadInput
+    from cdlaw.system.atomic import check_out_path
+    from cdlaw.system.errors import BadInput
     from cdlaw.tasks.downstream_json import downstream_path
 
     if bootstrap < 0:
@@ -75,10 +75,10 @@ def _fit(request: _Request):
     """The links of every task (fit_downstream) on the runs and their checkpoints; BadInput
     when no task can be linked. Returns (result, runs)."""
     from cdlaw.cli.runs_now import readable_runs
-    from cdlaw.errors import BadInput
     from cdlaw.fit.checkpoints import with_checkpoints
     from cdlaw.fit.table import load_runs
     from cdlaw.sweep.summary import folder_warnings
+    from cdlaw.system.errors import BadInput
     from cdlaw.tasks.links import fit_downstream
 
     path = request.path

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from cdlaw.atomic import check_out_path
 from cdlaw.cli import NUMBER, app, count, number, say
-from cdlaw.errors import BadInput
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:
     from cdlaw.govern.curve import CurveOptions

@@ -10,7 +10,7 @@ import typer
 from cdlaw.cli import NUMBER, app, count, err, number, out, print_json, say
 from cdlaw.cli.plan import EXTRAPOLATE
 from cdlaw.cli.plan_words import say_extrapolated
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted
 
 
@@ -52,13 +52,13 @@ def next_runs(
     Example: cdlaw fit runs/demo --bootstrap 50 && cdlaw next runs/demo --budget-flops 2e12
     --unique-tokens 96K --runs 4 && cdlaw sweep runs/demo/next-1.toml --out runs/demo
     """
-    from cdlaw.atomic import check_out_path, write_text_atomic
     from cdlaw.cli.runs_now import readable_runs
     from cdlaw.design.batch import next_batch
     from cdlaw.fit.cells import stale_fit
     from cdlaw.fit.io import FitResult, output_paths
     from cdlaw.fit.table import load_runs
     from cdlaw.sweep.spec import load_sweep
+    from cdlaw.system.atomic import check_out_path, write_text_atomic
 
     c = number(budget_flops, "--budget-flops")
     u = number(unique_tokens, "--unique-tokens")

@@ -13,9 +13,9 @@ from rich.table import Table
 from cdlaw.cli import NUMBER, app, number, out, print_json, say
 from cdlaw.cli.option_groups import takes_group
 from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text, valley_text
-from cdlaw.errors import BadInput
 from cdlaw.laws import get_law_form
 from cdlaw.plan import EXTRAPOLATION_LIMIT
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number as fmt
 
 LAW = typer.Option(

@@ -10,9 +10,9 @@ from rich.table import Table
 
 from cdlaw.cli import number, out, print_json, say
 from cdlaw.cli.plan_words import gap_text, say_extrapolated, tokens_text
-from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.strategies import NONE, PARAPHRASE, REPETITION
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number as fmt
 
 # --frontier's budgets for a law without a fitted range, which limits nothing.

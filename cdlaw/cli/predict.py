@@ -51,7 +51,7 @@ def predict(
 
     from cdlaw.cli import say
     from cdlaw.cli.runs_now import checked_law
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
     from cdlaw.tasks.downstream_json import Downstream
     from cdlaw.tasks.plan_metrics import forecast_tasks, task_predictors
 
@@ -161,7 +161,7 @@ def _far_beyond(forecasts, among: int | None = None) -> list[str]:
 
 def _model(n_params: str, fresh_tokens: str, derived_tokens: str) -> tuple[float, float, float]:
     """(N, D, D′) from the command line: N and D positive, D′ ≥ 0 (BadInput otherwise)."""
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     N = number(n_params, "--n-params")
     D = number(fresh_tokens, "--fresh-tokens")
@@ -174,7 +174,7 @@ def _model(n_params: str, fresh_tokens: str, derived_tokens: str) -> tuple[float
 def _strategy(text: str, derived: float, runs: list[str], source) -> str:
     """--strategy checked: the strategy that made D′ > 0 (none for D′ = 0), one the
     downstream runs or the law know (BadInput otherwise)."""
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     strategy = text.strip().lower()
     if derived == 0:

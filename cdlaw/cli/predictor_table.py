@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdlaw.cli import out
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:
     from cdlaw.tasks.links import PredictOptions

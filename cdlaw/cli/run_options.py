@@ -109,9 +109,9 @@ def sweep_options(
 def _simulation(executor: str, law: str | None, noise, seed_noise, noise_seed, dry_run: bool):
     """The Simulation `--executor simulate --law L --noise σ` asks for (BadInput if it is not
     one)."""
-    from cdlaw.errors import BadInput
     from cdlaw.plan.source import load_law
     from cdlaw.sweep.simulate import Simulation
+    from cdlaw.system.errors import BadInput
 
     if executor != "simulate":
         raise BadInput(f"--law is for --executor simulate, not --executor {executor}.")

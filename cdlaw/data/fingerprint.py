@@ -29,7 +29,7 @@ import os
 import time
 from pathlib import Path
 
-from cdlaw.atomic import write_json_atomic
+from cdlaw.system.atomic import write_json_atomic
 
 STORE = "fingerprints.json"
 STORE_VERSION = 1

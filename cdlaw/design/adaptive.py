@@ -24,9 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import write_parquet_atomic, write_text_atomic
 from cdlaw.design.batch import next_batch, plan_doubt, trained_flops
-from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
@@ -35,6 +33,8 @@ from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.atomic import write_parquet_atomic, write_text_atomic
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted
 
 ROUNDS_FILE = "rounds.parquet"

@@ -25,7 +25,6 @@ from cdlaw.design.candidates import (
 )
 from cdlaw.design.targets import build_ensemble
 from cdlaw.design.value import Pick, choose
-from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.plan.checks import strategy_bounds
 from cdlaw.plan.guard import fitted_range
@@ -34,6 +33,7 @@ from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
 from cdlaw.sweep.grid import SweepConfig
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_apart, format_number, plain
 
 MIN_DRAWS = 10  # fewer bootstrap draws than this cannot say which runs matter

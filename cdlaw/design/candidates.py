@@ -22,7 +22,6 @@ import pandas as pd
 
 from cdlaw.config import RunConfig
 from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES
-from cdlaw.errors import BadInput
 from cdlaw.plan.result import Allocation
 from cdlaw.shapes import count_params
 from cdlaw.strategies import NONE, PARAPHRASE, REPETITION
@@ -30,6 +29,7 @@ from cdlaw.sweep.forest import plan_forest
 from cdlaw.sweep.grid import SweepConfig, cell_shape
 from cdlaw.sweep.spec import parse_sweep
 from cdlaw.sweep.toml import toml_text
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number
 
 try:

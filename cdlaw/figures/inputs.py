@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws import LAWS
 from cdlaw.strategies import NONE
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:
     import pandas as pd

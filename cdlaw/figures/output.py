@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 # Type 42 (TrueType) fonts: matplotlib's default, Type 3, is refused by many publishers.
 FONT_RC: Any = {"pdf.fonttype": 42, "ps.fonttype": 42}  # Any: matplotlib types rc keys
@@ -137,7 +137,7 @@ def save_figure(
 ) -> Path:
     """Write a figure atomically (a reader never sees half a PNG), fonts as TrueType and
     its provenance in the file's metadata. Call inside figure_context for --style."""
-    from cdlaw.atomic import write_atomic
+    from cdlaw.system.atomic import write_atomic
 
     if provenance is None:
         provenance = dress(fig, options)

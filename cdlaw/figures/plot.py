@@ -17,8 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.atomic import check_out_path
-from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs
 from cdlaw.figures.output import FigureOptions, check_options, figure_context, save_figure
 from cdlaw.law import Law
@@ -27,6 +25,8 @@ from cdlaw.plan.planner import frontier
 from cdlaw.plan.question import check_asked, plan_asked
 from cdlaw.plan.source import with_fitted_range
 from cdlaw.plan.support import supported_budgets
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 
 KINDS = ("loss", "eta", "rstar", "frontier", "residuals", "curves", "compare", "downstream")
 FORMATS = ("png", "svg", "pdf")

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.findings import SeedNoise
 from cdlaw.fit.table import CELL, load_runs, prepare_runs, rows_digest, runs_beside
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted, format_number
 
 KEEP_EVERY_RUN = "none"  # --select none: a select mode, not the strategy

@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.table import describe_range
 from cdlaw.laws import LAWS, as_law_form
 from cdlaw.laws.form import LawForm
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 METHODS = ("joint", "staged")

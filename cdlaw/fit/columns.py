@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.strategies import (
     FRESH_ONLY,
     NONE,
@@ -28,6 +27,7 @@ from cdlaw.strategies import (
     REPETITION_SPELLINGS,
     canonical,
 )
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted, parse_number, plain
 
 # The names a table may give each column, compared ignoring case and surrounding spaces

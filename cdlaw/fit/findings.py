@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 Bounds = tuple[float | None, float | None]  # [low, high]; None: open (a hand-written file)

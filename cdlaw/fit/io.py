@@ -19,8 +19,6 @@ import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
-from cdlaw.atomic import check_out_path
-from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.findings import (
     DataRange,
@@ -32,6 +30,8 @@ from cdlaw.fit.findings import (
 )
 from cdlaw.laws import LAWS
 from cdlaw.strategies import NAME_RULE, REPETITION_SPELLINGS, is_name
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 
@@ -387,7 +387,7 @@ def write_fit(result: FitResult, json_path: str | Path, rows_path: str | Path) -
     fit.json's text is made before either file is written, so a fit that cannot be
     written as JSON leaves no files behind.
     """
-    from cdlaw.atomic import json_safe, write_parquet_atomic, write_text_atomic
+    from cdlaw.system.atomic import json_safe, write_parquet_atomic, write_text_atomic
 
     text = json.dumps(json_safe(result.to_dict()), indent=2, sort_keys=False) + "\n"
     write_parquet_atomic(rows_path, result.rows)

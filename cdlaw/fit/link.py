@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import least_squares
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from cdlaw import law as lawlib
-from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.bootstrap import refit_resamples
 from cdlaw.fit.cells import duplicate_rows, mixed_cells, seed_noise, select_cells
@@ -58,6 +57,7 @@ from cdlaw.fit.threads import with_single_threaded_blas
 from cdlaw.laws import as_law_form
 from cdlaw.laws.form import LawForm
 from cdlaw.strategies import ordered
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted
 
 # Starts of the search. With E, A, B solved, 256 grid points over the other axes cover
@@ -409,8 +409,8 @@ def fit_path(
     summary) runs before the files are written, so that a failure there writes nothing.
     Returns (result, json, rows paths).
     """
-    from cdlaw.atomic import check_writable
     from cdlaw.fit.table import load_runs
+    from cdlaw.system.atomic import check_writable
 
     json_path, rows_path = output_paths(path, out)
     df = load_runs(path)

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.columns import (
     READING,
     checkpoint_rows,
@@ -29,6 +28,7 @@ from cdlaw.fit.columns import (
     where,
 )
 from cdlaw.strategies import NAME_RULE, NONE, canonical, is_name
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number, plain
 
 REQUIRED = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "loss")

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.schedule_laws import (
     LAWS,
     GainPrior,
@@ -33,6 +32,7 @@ from cdlaw.govern.schedule_laws import (
     fit_law,
     shrunk,
 )
+from cdlaw.system.errors import BadInput
 
 FIT_FROM = 0.2  # fit the points at or past this share of the steps seen
 MAX_POINTS = 400  # the curve is binned by step to at most this many points

@@ -121,8 +121,8 @@ def fit_cooldown(runs_dir) -> Cooldown:
     BadInput when the folder has fewer than 3."""
     from pathlib import Path
 
-    from cdlaw.errors import BadInput
     from cdlaw.govern.pairs import cooldown_pairs
+    from cdlaw.system.errors import BadInput
 
     pairs = cooldown_pairs(Path(runs_dir))
     if len(pairs) < 3:

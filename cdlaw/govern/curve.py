@@ -12,7 +12,7 @@ or tokens column, a loss column and, ideally, the learning rate; each is found u
 spellings below, or named with --step-column, --tokens-column, --loss-column, --lr-column.
 What is known about the run beyond its curve comes with the options.
 
-Bad input is one sentence and exit 2 (cdlaw.errors.BadInput): no usable step or tokens
+Bad input is one sentence and exit 2 (cdlaw.system.errors.BadInput): no usable step or tokens
 column, steps or tokens that do not increase, a loss more than 5% above ln V (not nats
 per token). `check_stable` refuses a curve the WSD relation cannot calibrate on.
 """
@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.columns import numbers, read_table
 from cdlaw.govern.logs import (
     LOSS_COLUMNS,
@@ -37,6 +36,7 @@ from cdlaw.govern.logs import (
     TOKEN_COLUMNS,
     read_log,
 )
+from cdlaw.system.errors import BadInput
 
 # A point is in the stable phase when its lr is within this of the peak.
 STABLE_LR = 1e-3

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.curve import Curve
 from cdlaw.govern.curve_run import CurveRun, cooldown_steps, curve_run
 from cdlaw.govern.decision import Decision, GovernOptions, Option
@@ -25,6 +24,7 @@ from cdlaw.govern.reasons import reasons
 from cdlaw.govern.run_loss import crossing
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.system.errors import BadInput
 
 GRID_POINTS = 40  # ends scored between a cooldown now and the last end allowed
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.continuation import Continuation, fit_continuation
 from cdlaw.govern.curve import Curve
 from cdlaw.govern.decision import GovernOptions
@@ -34,6 +33,7 @@ from cdlaw.govern.lr_plan import (
 from cdlaw.govern.run_loss import effective_tokens
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.system.errors import BadInput
 
 # Tokens per step assumed for a log that counts tokens only, when nothing says its batch:
 # the curve laws' time is the optimizer step (about 1M tokens for a mid-size LLM).

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.bands import grid_band, loss_floor, point_band
 from cdlaw.govern.cooldown import Cooldown
 from cdlaw.govern.curve import Curve
@@ -38,6 +37,7 @@ from cdlaw.plan.guard import check_model
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_apart
 
 DEFAULT_DECAY_FRAC = 0.2  # WSD's usual cooldown: the last 20% of the tokens

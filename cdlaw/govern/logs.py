@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.columns import SPELLINGS
+from cdlaw.system.errors import BadInput
 
 # The columns a log may name each quantity, compared ignoring case; the first that has a
 # finite value wins (a cdlaw run's val_loss before its train_loss).
@@ -171,7 +171,7 @@ def tensorboard_frame(path: Path) -> pd.DataFrame:
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError:
-        from cdlaw.extras import install_advice
+        from cdlaw.system.extras import install_advice
 
         raise BadInput(
             f"{path} is a TensorBoard log, which needs the tensorboard package; install "

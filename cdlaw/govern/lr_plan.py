@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 SHAPES = ("cosine", "linear", "wsd", "1-sqrt", "constant")
 DEFAULT_DECAY_FRAC = 0.2  # a cooldown's share of a run's steps, when the plan does not say

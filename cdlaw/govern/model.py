@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.cooldown import NEAR_N
 from cdlaw.govern.curve import Curve
 from cdlaw.govern.decision import Decision, GovernOptions
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.system.errors import BadInput
 
 RELATION, CURVE = "WSD relation", "curve law"
 

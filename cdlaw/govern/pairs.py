@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from cdlaw.config import TrainConfig
-from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start, warmup_steps
+from cdlaw.system.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.curve import Curve, CurveOptions, read_curve
 from cdlaw.govern.decision import Decision, GovernOptions
 from cdlaw.govern.governor import plan_budget
 from cdlaw.govern.model import decide
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.system.errors import BadInput
 
 
 @dataclass(frozen=True)

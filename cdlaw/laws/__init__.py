@@ -7,13 +7,13 @@ cdlaw.law (which imports this package).
 
 from __future__ import annotations
 
-from cdlaw.errors import BadInput
 from cdlaw.laws.cd import CD
 from cdlaw.laws.cd_overfit import CD_OVERFIT
 from cdlaw.laws.chinchilla import CHINCHILLA
 from cdlaw.laws.form import LawForm
 from cdlaw.laws.muennighoff import MUENNIGHOFF
 from cdlaw.laws.practical import PRACTICAL
+from cdlaw.system.errors import BadInput
 
 # In the order --law lists them and `cdlaw compare` fits them.
 LAWS: dict[str, LawForm] = {

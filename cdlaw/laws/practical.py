@@ -42,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.laws.form import TABLE_COLUMNS, Centring, LawForm, LogLosses, Rows
+from cdlaw.system.errors import BadInput
 
 PRACTICAL_PARAMS = ("E", "a", "b", "alpha", "beta", "c", "gamma", "delta")
 # Entries of the fit vector that are logs of the public values (E, a, b, c).

@@ -24,14 +24,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import (
+from cdlaw.fit.findings import DataRange
+from cdlaw.plan.source import PlanningLaw, comparison_outputs
+from cdlaw.system.atomic import (
     check_writable,
     write_json_atomic,
     write_parquet_atomic,
 )
-from cdlaw.errors import BadInput
-from cdlaw.fit.findings import DataRange
-from cdlaw.plan.source import PlanningLaw, comparison_outputs
+from cdlaw.system.errors import BadInput
 
 ROW_COLUMNS = ["law", "row_id", "n_params", "fresh_tokens", "derived_tokens", "strategy", "loss",
                "predicted", "largest"]  # fmt: skip

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from cdlaw.errors import BadInput
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.result import Allocation
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number, grouped
 
 

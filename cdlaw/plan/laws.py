@@ -18,13 +18,13 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.law import Law
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.result import Allocation, LawNote
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.system.errors import BadInput
 from cdlaw.units import counted
 
 

@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from cdlaw.errors import BadInput
 from cdlaw.shapes import LOGIT_BYTES, logits_held
+from cdlaw.system.errors import BadInput
 
 VOCAB_SIZE = 100278  # the CD paper's / OLMo's dolma2 tokenizer (docs/names.md)
 SEQ_LEN = 4096

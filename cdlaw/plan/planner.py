@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.laws.chinchilla import chinchilla_loss
 
@@ -71,6 +70,7 @@ from cdlaw.plan.source import PlanningLaw, as_planning_law
 from cdlaw.plan.valley import plan_valley
 from cdlaw.regimes import SATURATION, TOLERANCE, classify
 from cdlaw.strategies import NONE, REPETITION
+from cdlaw.system.errors import BadInput
 
 FOUR_EPOCHS = 4.0
 GAP_NOISE = 1e-9  # nats: a loss gap below this is float noise between equal allocations

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.config import PlanConfig, from_dict
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 try:
     import tomllib

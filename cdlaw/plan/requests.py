@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 
-from cdlaw.errors import BadInput
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NAME_RULE, NONE, REPETITION, canonical, is_name
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cdlaw.atomic import check_out_path
-from cdlaw.errors import BadInput
 from cdlaw.fit.cells import stale_fit_file
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
 from cdlaw.law import PRESETS, Law
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 
 # The range each published law was fitted on, where the paper states it, so a plan can
 # say when it extrapolates (the same check a fit.json's "data_range" gives).

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.plan import EXTRAPOLATION_LIMIT
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import frontier_points, plan
 from cdlaw.plan.source import PlanningLaw, as_planning_law
+from cdlaw.system.errors import BadInput
 
 # Where supported_budgets looks for budgets a law can plan: 10^0 to 10^40 FLOPs, first at
 # half a decade, then each end to 1/64 of that by bisection.

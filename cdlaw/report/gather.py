@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import PlotInputs, load_inputs, prepare_rows
 from cdlaw.figures.plot import KINDS, make_figure, no_task_columns, why_not
 from cdlaw.fit.procedure import DEFAULT_BOOTSTRAP, default_law, fit_command, fit_law
@@ -41,6 +40,7 @@ from cdlaw.report.budget import (
     largest_fresh_tokens,
     run_compute,
 )
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.plan_metrics import with_tasks
 from cdlaw.units import format_number
 

@@ -106,7 +106,7 @@ def write_report(
     """Build the report of a runs folder or table (gather; `runs_warnings` lead the plan's)
     and write it atomically to out (default report_path); return the path and what the
     page was built from."""
-    from cdlaw.atomic import check_out_path, write_text_atomic
+    from cdlaw.system.atomic import check_out_path, write_text_atomic
 
     if out is not None:
         check_out_path(out, "--out", example="report.html")

@@ -26,9 +26,9 @@ import logging
 from dataclasses import dataclass
 
 from cdlaw.config import DataConfig, unknown_key_message
-from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE, REPETITION, check_name
 from cdlaw.sweep.values import positive_number
+from cdlaw.system.errors import BadInput
 from cdlaw.units import format_number, plain
 
 DERIVED_KEYS = ("files",)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.errors import BadInput
 from cdlaw.strategies import NONE
 from cdlaw.sweep.executors import choose_jobs
 from cdlaw.sweep.grid import SweepConfig
@@ -28,6 +27,7 @@ from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import run_state
 from cdlaw.sweep.sweep_file import check_sweep_file, restart_text, run_folders, sweep_growth
+from cdlaw.system.errors import BadInput
 from cdlaw.train.packable import pack_key
 from cdlaw.train.result import run_facts
 

@@ -26,11 +26,11 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.errors import BadInput
-from cdlaw.lifetime import die_with_parent, init_ray
 from cdlaw.sweep.events import Event, OnEvent, RunProgress
 from cdlaw.sweep.handoffs import PackTask, RunOutcome, RunTask
 from cdlaw.sweep.worker import execute_run
+from cdlaw.system.errors import BadInput
+from cdlaw.system.lifetime import die_with_parent, init_ray
 
 # What a task's future holds: a run's outcome, or a pack's, one per run in order.
 Outcomes = RunOutcome | list[RunOutcome]
@@ -273,7 +273,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            from cdlaw.extras import ray_missing
+            from cdlaw.system.extras import ray_missing
 
             raise ray_missing() from None
         self.ray = ray

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig, to_dict
 from cdlaw.data.tokens.ordering import shared_prefix
-from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start
 from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.system.errors import BadInput
 
 FORKS_DIR = "forks"  # <run>/forks/step-<s>/: the checkpoints branches start from
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cdlaw.config import DataConfig, EvalConfig, ModelConfig, PlanConfig, RunConfig, TrainConfig
-from cdlaw.errors import BadInput
 from cdlaw.strategies import BUILT_IN, NONE
 from cdlaw.sweep.values import same_number, sweep_number
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:
     from cdlaw.shapes import Shape

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cdlaw.config import ExecConfig
-from cdlaw.errors import BadInput
 from cdlaw.sweep.pack.groups import parse_pack
 from cdlaw.sweep.simulate import Simulation
+from cdlaw.system.errors import BadInput
 from cdlaw.train.trackers import require_trackers
 
 EXECUTORS = ("local", "ray", "simulate")

@@ -35,11 +35,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from cdlaw.atomic import write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.files.block_tokens import Workers
-from cdlaw.disk_full import DiskFull, stop_when_full, sweep_stopped
-from cdlaw.errors import BadInput
 from cdlaw.sweep.events import (
     OnEvent,
     PacksChosen,
@@ -69,6 +66,9 @@ from cdlaw.sweep.stale import refuse_changed_runs
 from cdlaw.sweep.summary import rebuild_summary
 from cdlaw.sweep.sweep_file import check_sweep_file, restart_text, run_folders
 from cdlaw.sweep.worker import score_finished_runs
+from cdlaw.system.atomic import write_text_atomic
+from cdlaw.system.disk_full import DiskFull, stop_when_full, sweep_stopped
+from cdlaw.system.errors import BadInput
 from cdlaw.train.damage import name_finished_run_damage
 from cdlaw.train.result import read_result, run_facts
 

@@ -26,9 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.disk_full import DiskFull
 from cdlaw.sweep.events import OnEvent, RunEnded, RunLocked, RunRetried, RunSkipped
 from cdlaw.sweep.executors import Executor
 from cdlaw.sweep.forest import Forest, Fork, fork_dir
@@ -38,6 +36,8 @@ from cdlaw.sweep.pack.groups import Packing
 from cdlaw.sweep.selection import SweepPlan
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.summary import rebuild_summary
+from cdlaw.system.atomic import write_json_atomic
+from cdlaw.system.disk_full import DiskFull
 from cdlaw.train.forks import fork_exists, remove_fork
 from cdlaw.train.packable import pack_key
 from cdlaw.train.result import read_result, result_row

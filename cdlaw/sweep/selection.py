@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdlaw.atomic import check_out_path
 from cdlaw.config import RunConfig, unknown_key_message
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.inputs import RunInputsMaker
-from cdlaw.errors import BadInput
 from cdlaw.strategies import FRESH_ONLY, PARAPHRASE, REPETITION, files_command
 from cdlaw.sweep.forest import Forest, check_sharing, plan_forest
 from cdlaw.sweep.grid import RATIO_KEYS, SweepConfig
 from cdlaw.sweep.values import same_number, sweep_number
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.files import resolve_tasks, task_tokens_for
 from cdlaw.train.result import run_facts
 from cdlaw.units import counted
@@ -254,8 +254,8 @@ def _forest(sweep: SweepConfig, runs: list[RunConfig]) -> Forest:
 def check_writable(out: Path, sweep_name: str) -> None:
     """BadInput unless a sweep can write its runs folder: --out (or the nearest folder above
     it that exists, where --out will be made), and its .cache and sweep folder where they
-    exist (cdlaw.atomic.refusal)."""
-    from cdlaw.atomic import refusal
+    exist (cdlaw.system.atomic.refusal)."""
+    from cdlaw.system.atomic import refusal
 
     if out.is_file():
         return  # plan_sweep says so

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from cdlaw.atomic import write_json_atomic, write_parquet_atomic
 from cdlaw.config import RunConfig, to_dict
-from cdlaw.errors import BadInput
 from cdlaw.law import Law
 from cdlaw.shapes import count_params
+from cdlaw.system.atomic import write_json_atomic, write_parquet_atomic
+from cdlaw.system.errors import BadInput
 from cdlaw.train.result import SIMULATED_DEVICE, result_row, run_facts
 
 

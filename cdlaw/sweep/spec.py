@@ -55,7 +55,6 @@ from cdlaw.config import (
     from_dict,
     unknown_key_message,
 )
-from cdlaw.errors import BadInput
 from cdlaw.sweep.derived import parse_derived
 from cdlaw.sweep.forest import check_sharing
 from cdlaw.sweep.grid import SHAPE_KEYS, SweepConfig, cell_matches, grid_cells
@@ -67,6 +66,7 @@ from cdlaw.sweep.values import (
     size_entry,
     sweep_number,
 )
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 try:

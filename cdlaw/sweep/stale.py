@@ -22,9 +22,9 @@ from pathlib import Path
 
 from cdlaw.config import RunConfig
 from cdlaw.data.inputs import OTHER_TOKENS, recorded_inputs, training_changes
-from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE
 from cdlaw.sweep.simulate import Simulation
+from cdlaw.system.errors import BadInput
 from cdlaw.train.damage import json_problem
 from cdlaw.train.result import read_result
 

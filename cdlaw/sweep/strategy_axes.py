@@ -19,10 +19,10 @@ import difflib
 from collections.abc import Set as AbstractSet
 
 from cdlaw.config import unknown_key_message
-from cdlaw.errors import BadInput
 from cdlaw.strategies import BUILT_IN, NONE, REPETITION, check_name, is_name
 from cdlaw.sweep.grid import RATIO_KEYS
 from cdlaw.sweep.values import sweep_number
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 REPETITION_KEYS = ("derived_ratio", "epochs")

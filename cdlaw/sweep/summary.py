@@ -17,12 +17,12 @@ import json
 import re
 from pathlib import Path
 
-from cdlaw.atomic import write_parquet_atomic
 from cdlaw.config import RunConfig, from_dict
-from cdlaw.errors import BadInput
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.locks import LOCK_NAME, read_lock
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.atomic import write_parquet_atomic
+from cdlaw.system.errors import BadInput
 from cdlaw.train.damage import parquet_problem, report_damage, run_problems, set_aside_names
 from cdlaw.train.result import SUMMARY_COLUMNS, read_result, run_facts
 

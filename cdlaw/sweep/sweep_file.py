@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cdlaw.errors import BadInput
 from cdlaw.shapes import OLMO3_VOCAB_SIZE
 from cdlaw.sweep.grid import SweepConfig
 from cdlaw.sweep.spec import parse_sweep, same_runs
+from cdlaw.system.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.units import plain
 
 

@@ -25,14 +25,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdlaw.atomic import write_json_atomic, write_text_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, stale_tasks
-from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.handoffs import Outcome, RunOutcome, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.simulate import simulate_run
+from cdlaw.system.atomic import write_json_atomic, write_text_atomic
+from cdlaw.system.disk_full import is_disk_full, sweep_stopped
 from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.damage import (
     json_problem,

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS, sigmoid_at_bound
 from cdlaw.fit.predictor_fits import TaskPredictors
+from cdlaw.system.errors import BadInput
 
 ALPHA = 0.05  # the collapse test's level
 
@@ -269,7 +269,7 @@ class Downstream:
         }
 
     def write(self, path: str | Path) -> Path:
-        from cdlaw.atomic import write_json_atomic
+        from cdlaw.system.atomic import write_json_atomic
 
         return write_json_atomic(path, self.to_dict())
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from cdlaw.config import DataConfig, EvalConfig
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.columns import METRICS, column
 
 BUILTIN_TASKS = ("world_cloze", "world_mc")

@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link, refit_link
 from cdlaw.fit.predictors import fit_task_predictors, run_counts, run_ids
 from cdlaw.strategies import ordered
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.downstream_json import ALPHA, Collapse, Downstream, TaskLink, links_digest
 
 REPLICATE_KEYS = ("n_params", "fresh_tokens", "derived_tokens", "strategy", "lr", "weight_decay")

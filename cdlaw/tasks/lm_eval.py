@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from cdlaw.config import EvalConfig
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 METRIC_NAMES = {"bits_per_byte": "bpb"}  # lm-eval's name -> cdlaw's, where they differ
 BATCH_SIZE = 32
@@ -27,7 +27,7 @@ BATCH_SIZE = 32
 
 def _harness():
     """lm_eval's simple_evaluate, TaskManager and HFLM, or BadInput naming the extra."""
-    from cdlaw.extras import install_advice
+    from cdlaw.system.extras import install_advice
 
     try:
         from lm_eval import simple_evaluate

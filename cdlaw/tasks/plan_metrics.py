@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.forecast import Forecast, forecast
 from cdlaw.fit.predictor_fits import TaskPredictors
 from cdlaw.plan.checks import law_strategy
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.strategies import NONE
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.columns import columns_text
 from cdlaw.tasks.downstream_json import Downstream, TaskLink
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from cdlaw.atomic import write_json_atomic
+from cdlaw.system.atomic import write_json_atomic
 from cdlaw.train.damage import (
     DIGESTS,
     STATE_FILE,

@@ -18,7 +18,7 @@ stopped, a careless `rm`). One rule, wherever a run's files are read:
 
 Each damaged file is named in one line on stderr that starts with "damaged:". A full disk
 is no damage: DiskFull stops the sweep with one sentence and keeps every finished run
-(cdlaw.disk_full).
+(cdlaw.system.disk_full).
 Torch-free: `cdlaw status` reads these checks.
 """
 

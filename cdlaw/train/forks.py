@@ -17,7 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
-from cdlaw.atomic import write_json_atomic
+from cdlaw.system.atomic import write_json_atomic
 from cdlaw.train.damage import STATE_FILE  # a checkpoint's last file
 from cdlaw.train.metrics import read_metrics, write_metrics
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cdlaw.atomic import write_parquet_atomic
+from cdlaw.system.atomic import write_parquet_atomic
 from cdlaw.train.damage import metrics_problem, report_damage, set_aside, unreadable
 
 METRIC_COLUMNS = [

@@ -20,7 +20,7 @@ import torch
 from cdlaw.config import ExecConfig, RunConfig
 from cdlaw.data.tokens.cache import PreparedCorpus
 from cdlaw.data.tokens.streams import TokenStream
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.files import TaskTokens, task_tokens_for
 from cdlaw.tasks.scoring import evaluate_tasks
 from cdlaw.train.checkpoint import save_checkpoint

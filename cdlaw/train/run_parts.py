@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.config import ExecConfig, RunConfig, to_dict
 from cdlaw.data.inputs import config_outdated, recorded_inputs, stale_tasks, training_changes
 from cdlaw.data.tokens.streams import TokenStream
-from cdlaw.errors import BadInput
 from cdlaw.schedule import logged_steps, logs_row
 from cdlaw.shapes import count_params, flops_per_token
+from cdlaw.system.atomic import write_json_atomic
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.columns import without_tasks
 from cdlaw.train.checkpoint import (
     apply_checkpoint,

@@ -13,9 +13,9 @@ import torch
 
 from cdlaw.config import TrainConfig
 from cdlaw.data.tokens.streams import TokenStream
-from cdlaw.errors import BadInput
 from cdlaw.schedule import lr_at  # noqa: F401  (re-exported: a piece of a step)
 from cdlaw.shapes import loss_chunk_tokens
+from cdlaw.system.errors import BadInput
 
 IGNORE = -100  # target id of padding positions (a partial last row)
 

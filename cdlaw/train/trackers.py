@@ -33,8 +33,8 @@ import time
 from pathlib import Path
 
 from cdlaw.config import TRACKERS, RunConfig, to_dict
-from cdlaw.errors import BadInput
-from cdlaw.extras import install_advice
+from cdlaw.system.errors import BadInput
+from cdlaw.system.extras import install_advice
 from cdlaw.train.result import run_facts
 
 # tracker -> the module its extra installs (mlflow-skinny provides `mlflow`)

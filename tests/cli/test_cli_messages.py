@@ -17,8 +17,6 @@ from pathlib import Path
 import pytest
 from plantedlinks import planted_runs
 
-from cdlaw.errors import BadInput
-from cdlaw.extras import DATASETS_SPEC, install_advice
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
@@ -28,6 +26,8 @@ from cdlaw.plan.source import comparison_outputs
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.selection import plan_sweep
 from cdlaw.sweep.spec import load_sweep, tomllib
+from cdlaw.system.errors import BadInput
+from cdlaw.system.extras import DATASETS_SPEC, install_advice
 
 ROOT = Path(__file__).resolve().parents[2]
 

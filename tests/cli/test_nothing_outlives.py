@@ -116,7 +116,7 @@ def test_the_reaper_stops_what_a_dead_parent_started_and_their_children(tmp_path
     sessions), shown on stand-ins: a child that starts a grandchild in a new session."""
     script = (
         "import subprocess, sys, time\n"
-        "from cdlaw.lifetime import reap_with_me\n"
+        "from cdlaw.system.lifetime import reap_with_me\n"
         "child = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys, time; "
         'subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], '
         "start_new_session=True); time.sleep(300)'], start_new_session=True)\n"
@@ -158,6 +158,6 @@ def test_kill_9_of_cdlaw_prepare_on_its_own_ray_stops_ray(tmp_path):
 def test_the_reaper_knows_a_ray_process_by_its_command_line(argv, ray):
     """What the reaper takes on in Ray mode (and, once cdlaw is gone, among the orphans of
     its process group): never the test runner that shares the group, nor a pipe's tee."""
-    from cdlaw.lifetime import is_ray
+    from cdlaw.system.lifetime import is_ray
 
     assert is_ray(argv) is ray

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cdlaw.atomic import check_out_path
-from cdlaw.errors import BadInput
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo-runs.csv"

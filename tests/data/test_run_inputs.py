@@ -14,7 +14,7 @@ from tinyrun import TRAIN_TOKENS, VAL_TOKENS, make_cfg
 from cdlaw.config import DataConfig, EvalConfig, RunConfig
 from cdlaw.data.inputs import OTHER_TOKENS, RunInputsMaker, changed_tasks, training_changes
 from cdlaw.data.tokens.streams import array_stream
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 
 @pytest.fixture

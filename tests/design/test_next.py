@@ -14,7 +14,6 @@ import pytest
 from cdlaw.design.adaptive import run_adaptive
 from cdlaw.design.batch import next_batch
 from cdlaw.design.value import Ensemble, choose, ensemble_covariance, plan_value, uncertainty
-from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult, write_fit
 from cdlaw.fit.procedure import fit_law
@@ -27,6 +26,7 @@ from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import load_sweep, parse_sweep
 from cdlaw.sweep.toml import toml_text
+from cdlaw.system.errors import BadInput
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "sweeps" / "qin2026-seed.toml"

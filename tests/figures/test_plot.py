@@ -15,9 +15,9 @@ import pandas as pd
 import plotdata
 import pytest
 
-from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import load_inputs
 from cdlaw.figures.plot import KINDS, available_kinds, make_figure, plot
+from cdlaw.system.errors import BadInput
 
 LAW = plotdata.TRUE_LAW
 

@@ -17,10 +17,10 @@ import plotdata
 import pytest
 from matplotlib.mathtext import MathTextParser
 
-from cdlaw.errors import BadInput
 from cdlaw.figures.inputs import load_inputs
 from cdlaw.figures.output import FigureOptions
 from cdlaw.figures.plot import make_figure, plot
+from cdlaw.system.errors import BadInput
 
 
 @pytest.fixture(scope="module")

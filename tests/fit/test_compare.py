@@ -9,8 +9,8 @@ import pytest
 from plotdata import SIZES, run_table
 from runhelpers import cdlaw
 
-from cdlaw.errors import BadInput
 from cdlaw.plan.compare import Comparison, LawScore, compare_laws
+from cdlaw.system.errors import BadInput
 
 STARTS = 96  # small start grids keep the test fast
 

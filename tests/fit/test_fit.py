@@ -14,7 +14,6 @@ import pytest
 from lawtables import MULTIPLES, RATIOS, SIZES, TRUE, law_loss, make_table
 from scipy.optimize import minimize
 
-from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.findings import DataRange
 from cdlaw.fit.io import FitResult
@@ -28,6 +27,7 @@ from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
 from cdlaw.sweep.simulate import Simulation, simulated_result
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.errors import BadInput
 
 MEDIAN_CELL = (100e6, 20 * 100e6)  # the grid's median size and tokens per parameter
 STARTS = 128  # a small start grid keeps tests fast; test_default_grid_* checks the default

@@ -11,9 +11,9 @@ import plotdata
 import pytest
 
 from cdlaw.cli import main
-from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.law import PRESETS
+from cdlaw.system.errors import BadInput
 
 QIN = PRESETS["qin2026"]
 MUENNIGHOFF = PRESETS["muennighoff2023"]

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from cdlaw.atomic import json_safe
 from cdlaw.cli import main
 from cdlaw.fit.io import FitResult
+from cdlaw.system.atomic import json_safe
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path("tests/fit/golden")

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from overfitgrid import L0, PER_STRATEGY, PRACTICAL, RATIOS, SHARED, SIZES, TOKENS_PER_PARAM
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs
 from cdlaw.law import Law
 from cdlaw.laws.cd_overfit import overfit_penalty
+from cdlaw.system.errors import BadInput
 
 STARTS = 128
 DEMO = Path(__file__).resolve().parents[2] / "examples" / "demo-runs-cosine.csv"

@@ -19,13 +19,13 @@ import pandas as pd
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.cells import duplicate_rows, seed_noise, select_cells
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.table import REQUIRED, load_runs, prepare_runs
 from cdlaw.law import PRESETS
 from cdlaw.plan.source import load_law
 from cdlaw.strategies import is_name
+from cdlaw.system.errors import BadInput
 
 # 200 examples per test keeps each under ~20 s; CDLAW_FUZZ_EXAMPLES=5000 fuzzes longer.
 FUZZ = settings(

@@ -11,11 +11,11 @@ import pytest
 from lawtables import MULTIPLES, SIZES, law_loss
 from runhelpers import cdlaw_here
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.io import FitResult
 from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS, Law
 from cdlaw.plan.planner import plan
+from cdlaw.system.errors import BadInput
 
 QIN = PRESETS["qin2026"]
 # A third kind of derived token, named as a user would: worth most at large N and small D/N,

@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from shapedtables import PUBLISHED
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.cells import duplicate_rows, mixed_cells, seed_noise, select_cells
 from cdlaw.fit.procedure import fit_law
 from cdlaw.fit.table import load_runs, prepare_runs
+from cdlaw.system.errors import BadInput
 
 
 def runs(**over):

@@ -3,9 +3,9 @@
 import pytest
 from plantedcurves import write_planted_sweep
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.cooldown import DEMO, Cooldown, fit_cooldown
 from cdlaw.govern.pairs import cooldown_pairs
+from cdlaw.system.errors import BadInput
 
 
 def test_each_branch_gets_its_trunks_loss_at_its_decay_start(tmp_path):

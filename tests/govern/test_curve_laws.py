@@ -5,7 +5,6 @@ does not say."""
 import numpy as np
 import pytest
 
-from cdlaw.errors import BadInput
 from cdlaw.govern.continuation import binned, fit_continuation
 from cdlaw.govern.lr_plan import file_plan, inferred_plan, named_plan
 from cdlaw.govern.schedule_laws import (
@@ -20,6 +19,7 @@ from cdlaw.govern.schedule_laws import (
     unit,
 )
 from cdlaw.schedule import lr_at
+from cdlaw.system.errors import BadInput
 
 PEAK = 1e-3
 

@@ -1,6 +1,6 @@
 """A process's descendants read from /proc (Linux), with their start times, so a test can
 kill a parent and then ask which of them are still alive (a reused pid is not them).
-Read here, not with cdlaw.lifetime's own reader: a bug there must not hide survivors."""
+Read here, not with cdlaw.system.lifetime's own reader: a bug there must not hide survivors."""
 
 import time
 from pathlib import Path

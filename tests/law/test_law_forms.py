@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdlaw.errors import BadInput
 from cdlaw.fit import vector as fitvec
 from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS, Law
 from cdlaw.laws import LAWS, get_law_form
 from cdlaw.laws import chinchilla as chin
 from cdlaw.laws.form import LawForm, Rows, numerical_log_loss
+from cdlaw.system.errors import BadInput
 
 
 # The toy law: derived tokens count as fresh ones. No analytic gradient is declared, so the

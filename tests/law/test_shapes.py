@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from cdlaw.config import ModelConfig
-from cdlaw.errors import BadInput
 from cdlaw.shapes import (
     NAMED_SIZES,
     Shape,
@@ -18,6 +17,7 @@ from cdlaw.shapes import (
     resolve_size,
     shape_for_params,
 )
+from cdlaw.system.errors import BadInput
 
 
 def test_olmo_core_mlp_rule_by_hand():

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from cdlaw.cli import main
-from cdlaw.errors import BadInput
 from cdlaw.fit.findings import DataRange
 from cdlaw.law import PRESETS, Law
 from cdlaw.plan.guard import BeyondLimit
 from cdlaw.plan.planner import plan
 from cdlaw.plan.source import PlanningLaw
+from cdlaw.system.errors import BadInput
 
 QIN = PRESETS["qin2026"]
 C, U = 1e21, 5e9  # qin2026 plans repetition, r = 6.53 (paraphrase: 4.35 passes)

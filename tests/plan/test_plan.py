@@ -6,7 +6,6 @@ import math
 import numpy as np
 import pytest
 
-from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS, Law
 from cdlaw.laws.chinchilla import chinchilla_loss
 from cdlaw.plan.memory import GIB, activation_bytes, model_shape, training_cost
@@ -15,6 +14,7 @@ from cdlaw.plan.planner import frontier, plan
 from cdlaw.plan.result import Plan
 from cdlaw.plan.source import load_law
 from cdlaw.regimes import classify
+from cdlaw.system.errors import BadInput
 
 QIN = PRESETS["qin2026"]
 MUENNIGHOFF = PRESETS["muennighoff2023"]

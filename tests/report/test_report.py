@@ -22,13 +22,13 @@ import plotdata
 import pytest
 from reportbrowser import CHROMIUM, open_in_chromium
 
-from cdlaw.errors import BadInput
 from cdlaw.figures.plot import KINDS
 from cdlaw.plan.guard import range_warnings
 from cdlaw.plan.source import load_law
 from cdlaw.report.budget import STEP
 from cdlaw.report.gather import gather
 from cdlaw.report.page import render, write_report
+from cdlaw.system.errors import BadInput
 
 
 @pytest.fixture(scope="module")

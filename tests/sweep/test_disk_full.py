@@ -14,7 +14,7 @@ import torch
 from runhelpers import cdlaw as run_cdlaw
 from runhelpers import result_losses as losses
 
-import cdlaw.atomic
+import cdlaw.system.atomic
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
@@ -49,7 +49,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
     path, ref = reference
     out = tmp_path / "runs"
     shared_cache(out, runs_root)
-    real, count = cdlaw.atomic.write_atomic, [0]
+    real, count = cdlaw.system.atomic.write_atomic, [0]
 
     def write_atomic(target, write):
         count[0] += 1
@@ -57,7 +57,7 @@ def test_a_full_disk_stops_the_sweep_in_one_sentence_and_it_resumes(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
         return real(target, write)
 
-    monkeypatch.setattr(cdlaw.atomic, "write_atomic", write_atomic)
+    monkeypatch.setattr(cdlaw.system.atomic, "write_atomic", write_atomic)
     with pytest.raises(Exception) as stopped:
         run_sweep(path, out, SweepOptions(jobs=1, exec_cfg=one_thread))
     message = str(stopped.value)

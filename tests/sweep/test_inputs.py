@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from runhelpers import cdlaw_here
 
-from cdlaw.errors import BadInput
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
+from cdlaw.system.errors import BadInput
 
 SWEEP = """
 name = "ident"

@@ -126,7 +126,7 @@ def test_ray_trains_packs_as_tasks_with_the_same_numbers(local_ray, runs_root, m
 def test_ray_refuses_a_pack_too_big_for_a_workers_memory_before_writing(local_ray, tmp_path):
     from runhelpers import write_shared_sweep
 
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     out = tmp_path / "runs"
     path = write_shared_sweep(out, "huge", share=False)

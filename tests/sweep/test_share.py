@@ -16,12 +16,12 @@ from runhelpers import write_shared_sweep as write
 
 from cdlaw.config import RunConfig, TrainConfig
 from cdlaw.data.tokens.ordering import shared_prefix
-from cdlaw.errors import BadInput
 from cdlaw.schedule import decay_start, lr_at
 from cdlaw.sweep.forest import plan_forest
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.system.errors import BadInput
 
 
 def curves(sweep_dir: Path) -> dict[str, pd.DataFrame]:

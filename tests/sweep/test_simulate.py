@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.procedure import fit_law
 from cdlaw.law import PRESETS
 from cdlaw.shapes import OLMO3_VOCAB_SIZE, count_params
@@ -22,6 +21,7 @@ from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation, simulated_loss, simulated_result
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.errors import BadInput
 from cdlaw.train.result import SUMMARY_COLUMNS
 
 QIN = PRESETS["qin2026"]

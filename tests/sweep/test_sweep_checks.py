@@ -9,9 +9,9 @@ import pytest
 from runhelpers import cdlaw
 
 from cdlaw.data.tokens.prepare import MAX_DERIVED_PASSES
-from cdlaw.errors import BadInput
 from cdlaw.sweep.selection import check_cells, plan_sweep
 from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.system.errors import BadInput
 
 PARA = """
 name = "para"

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from runhelpers import cdlaw
 
-from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params, resolve_size
 from cdlaw.sweep.grid import round_tokens
 from cdlaw.sweep.selection import parse_only
 from cdlaw.sweep.spec import load_sweep, parse_sweep
+from cdlaw.system.errors import BadInput
 from cdlaw.train.result import run_facts
 
 REPO = Path(__file__).resolve().parents[2]

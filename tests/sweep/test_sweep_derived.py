@@ -5,10 +5,10 @@ Nothing here trains."""
 import pytest
 from runhelpers import cdlaw
 
-from cdlaw.errors import BadInput
 from cdlaw.sweep.derived import distill_target
 from cdlaw.sweep.selection import plan_sweep
 from cdlaw.sweep.spec import parse_sweep
+from cdlaw.system.errors import BadInput
 
 BASE = """
 name = "t"

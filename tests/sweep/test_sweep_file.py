@@ -4,13 +4,13 @@ in place and keeps every finished run; one that drops or changes a run is refuse
 import pytest
 from test_simulate import QIN, SMALL
 
-from cdlaw.errors import BadInput
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.simulate import Simulation
 from cdlaw.sweep.spec import parse_sweep
 from cdlaw.sweep.sweep_file import SweepGrowth, run_folders, sweep_growth
+from cdlaw.system.errors import BadInput
 
 SWEEP = SMALL.format(name="grow")  # 2 sizes × 1 D × (r = 0, and r = 4 per strategy): 6 runs
 TWO_SEEDS = SWEEP.replace("[data]", "seed = [0, 1]\n[data]")

@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cdlaw.errors import BadInput
 from cdlaw.sweep.spec import GRID_AXES, TOP_KEYS, load_sweep
+from cdlaw.system.errors import BadInput
 
 # Bounded: each test takes a few seconds; no example database is written.
 FUZZ = settings(

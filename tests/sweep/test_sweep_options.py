@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 
 from cdlaw.config import ExecConfig
-from cdlaw.errors import BadInput
 from cdlaw.law import PRESETS
 from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.simulate import Simulation
+from cdlaw.system.errors import BadInput
 
 SIM = Simulation(PRESETS["qin2026"], "qin2026")
 

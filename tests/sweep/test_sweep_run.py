@@ -17,7 +17,6 @@ from runhelpers import cdlaw
 
 from cdlaw.config import ExecConfig
 from cdlaw.data.tokens.prepare import corpus_key
-from cdlaw.errors import BadInput
 from cdlaw.shapes import count_params
 from cdlaw.sweep.dryrun import dry_run_sweep
 from cdlaw.sweep.locks import LOCK_NAME
@@ -25,6 +24,7 @@ from cdlaw.sweep.options import SweepOptions
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.spec import load_sweep
 from cdlaw.sweep.summary import sweep_status
+from cdlaw.system.errors import BadInput
 from cdlaw.train.result import SUMMARY_COLUMNS
 
 torch.set_num_threads(1)

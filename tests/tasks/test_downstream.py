@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from plantedlinks import POWER, SIGMOID, planted_runs
 
-from cdlaw.errors import BadInput
 from cdlaw.fit.link import LINK_FORMS, fit_link
 from cdlaw.fit.table import prepare_runs
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.downstream_json import Downstream
 from cdlaw.tasks.links import fit_downstream
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cdlaw.config import EvalConfig
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.lm_eval import scores_of
 
 YAML = """task: tiny_quiz

@@ -10,7 +10,7 @@ from minitasks import mini_bpe
 from cdlaw.config import DataConfig, EvalConfig
 from cdlaw.data.embedded import render, world
 from cdlaw.data.embedded.corpus import cached_world
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.tasks.columns import column, columns_text, parse_column, task_columns
 from cdlaw.tasks.files import (
     BUILTIN_ITEMS,

@@ -26,7 +26,7 @@ from tinyrun import SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_cfg
 
 import cdlaw.shapes
 from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model
 from cdlaw.train.packed_loop import PackedRun, train_pack

@@ -20,8 +20,8 @@ from tinyrun import MODEL, N_TOKENS, SEQ, TRAIN_TOKENS, VAL_TOKENS, VOCAB, make_
 import cdlaw.shapes
 from cdlaw.config import ExecConfig, TrainConfig
 from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
-from cdlaw.errors import BadInput
 from cdlaw.shapes import loss_chunk_tokens
+from cdlaw.system.errors import BadInput
 from cdlaw.train.loop import RunInterrupted, train_run
 from cdlaw.train.model import build_model
 from cdlaw.train.steps import (

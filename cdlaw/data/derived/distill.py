@@ -43,7 +43,7 @@ from cdlaw.data.derived.generate import (
 from cdlaw.data.derived.prompts import Item, split_text
 from cdlaw.data.tokens.cache import PreparedCorpus
 from cdlaw.data.tokens.prepare import docs_inside, prepare_corpus, train_blocks
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 ROWS_FILE = "distilled.jsonl"
 MODES = ("continue", "rewrite")

@@ -44,7 +44,7 @@ from cdlaw.data.derived.prompts import (
     request_text,
     seed_of,
 )
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 MAX_WAIT = 60.0  # seconds: the longest pause between two tries

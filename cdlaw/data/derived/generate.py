@@ -25,7 +25,6 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.data.derived.prompts import (
     Chunks,
     Item,
@@ -35,7 +34,8 @@ from cdlaw.data.derived.prompts import (
     seed_of,
 )
 from cdlaw.data.files import sources
-from cdlaw.errors import BadInput
+from cdlaw.system.atomic import write_json_atomic
+from cdlaw.system.errors import BadInput
 
 JOB_FILE = "job.json"
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.data.embedded.world import BLOCK_DOCS
 from cdlaw.data.files import sources
 from cdlaw.data.files.block_tokens import BlockDone, Workers, tokenise_blocks
 from cdlaw.data.files.doc_store import hash64, open_store
 from cdlaw.data.tokens import cache, tokenizer
-from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE
+from cdlaw.system.atomic import write_json_atomic
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.atomic import check_out_path
 from cdlaw.data.derived.generate import (
     JOB_FILE,
     Documents,
@@ -52,7 +51,8 @@ from cdlaw.data.derived.prompts import (
 )
 from cdlaw.data.files import sources
 from cdlaw.data.files.corpus import SHUFFLE_TAG
-from cdlaw.errors import BadInput
+from cdlaw.system.atomic import check_out_path
+from cdlaw.system.errors import BadInput
 
 __all__ = ["JOB_FILE", "PROMPTS", "ROWS_FILE", "STYLES", "build_prompt", "split_text", "style_for"]
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 KEEP = "Keep every fact, name and number exactly as given, and add no new facts."
 PROMPTS = {

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.data.embedded import render, world
 from cdlaw.data.embedded.world import BLOCK_DOCS
 from cdlaw.data.files.block_tokens import BlockDone, Workers, tokenise_blocks
@@ -35,6 +34,7 @@ from cdlaw.data.tokens.cache import (
     tokenizer_key,
 )
 from cdlaw.strategies import PARAPHRASE
+from cdlaw.system.atomic import write_json_atomic
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig

@@ -24,7 +24,7 @@ import random
 
 from cdlaw.data.embedded.kinds import KINDS
 from cdlaw.data.embedded.world import Document, World
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 PARAPHRASE_STYLES = ("tutorial", "faq", "math", "table", "prose")
 

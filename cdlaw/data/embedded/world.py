@@ -44,7 +44,7 @@ from cdlaw.data.embedded.lexicon import (
     syllable_word,
     unique_names,
 )
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 BLOCK_DOCS = 2048  # documents per block (~90K tokens): generated, tokenised and cached as one
 VAL_MODULUS = 8  # 1 in 8 (subject, fact set) pairs is reserved for validation

@@ -20,8 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from cdlaw.errors import BadInput
-from cdlaw.lifetime import die_with_parent, init_ray
+from cdlaw.system.errors import BadInput
+from cdlaw.system.lifetime import die_with_parent, init_ray
 
 EXECUTORS = ("local", "ray")
 ONE_THREAD = "TOKENIZERS_PARALLELISM"  # "false": the tokenizer encodes on one thread

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.atomic import write_atomic, write_json_atomic
 from cdlaw.config import DataConfig
 from cdlaw.data.derived import joined
 from cdlaw.data.embedded.world import BLOCK_DOCS
@@ -31,7 +30,8 @@ from cdlaw.data.files.doc_store import DocStore, hash64, open_store
 from cdlaw.data.fingerprint import FileHashes
 from cdlaw.data.tokens import cache, tokenizer
 from cdlaw.data.tokens.cache import SCRATCH
-from cdlaw.errors import BadInput
+from cdlaw.system.atomic import write_atomic, write_json_atomic
+from cdlaw.system.errors import BadInput
 
 BPE_SAMPLE_BYTES = 32 << 20  # a real corpus's BPE is trained on at most this much text
 # Bytes held out per validation token before the BPE is trained, when the corpus has room:

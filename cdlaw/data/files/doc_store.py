@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdlaw.atomic import write_json_atomic
 from cdlaw.data.files import read_errors, sources
+from cdlaw.system.atomic import write_json_atomic
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig

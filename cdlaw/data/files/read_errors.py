@@ -2,14 +2,14 @@
 corpus, a byte that is not UTF-8, a row whose text is missing or no string (by file and
 line), a duplicate id. Each one sentence, and cheap until needed: the corpus is only
 scanned once something went wrong. A full disk is no such thing: sources.py says it
-first (cdlaw.disk_full)."""
+first (cdlaw.system.disk_full)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 
 def unreadable(

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdlaw.data.files import long_lines, read_errors
-from cdlaw.disk_full import disk_full_error, is_disk_full
-from cdlaw.errors import BadInput
+from cdlaw.system.disk_full import disk_full_error, is_disk_full
+from cdlaw.system.errors import BadInput
 
 TEXT_SUFFIXES = (".txt", ".text", ".md")
 JSON_SUFFIXES = (".jsonl", ".json")

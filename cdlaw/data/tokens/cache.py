@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cdlaw.atomic import write_atomic, write_text_atomic
 from cdlaw.data.embedded import render
 from cdlaw.data.files import sources
 from cdlaw.data.tokens import tokenizer
-from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE
+from cdlaw.system.atomic import write_atomic, write_text_atomic
+from cdlaw.system.errors import BadInput
 
 if TYPE_CHECKING:  # workers import this module: not the config's law stack
     from cdlaw.config import DataConfig

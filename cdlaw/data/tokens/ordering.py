@@ -40,8 +40,8 @@ from cdlaw.data.tokens.prepare import (
     train_blocks,
 )
 from cdlaw.data.tokens.streams import TokenStream
-from cdlaw.errors import BadInput
 from cdlaw.strategies import NONE, PARAPHRASE, REPETITION, check_name
+from cdlaw.system.errors import BadInput
 
 # Seed streams, so no two uses share numbers (files/corpus.py: 11). 13 was the mixed
 # paraphrase order of stream order 1; it is retired, not reused.

@@ -36,9 +36,9 @@ from cdlaw.data.tokens.cache import (
     key_digest,
     load_block,
 )
-from cdlaw.disk_full import disk_full_error, stop_when_full
-from cdlaw.errors import BadInput
 from cdlaw.strategies import PARAPHRASE, files_command
+from cdlaw.system.disk_full import disk_full_error, stop_when_full
+from cdlaw.system.errors import BadInput
 
 # The most passes (D′/D) a run of paraphrase or any other derived strategy but repetition
 # may ask for. The embedded corpus renders any paraphrase pass on demand, so this only bounds

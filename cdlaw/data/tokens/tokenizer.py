@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 EOS = "<|endoftext|>"
 EOS_NAMES = (EOS, "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "<|im_end|>", "[SEP]")

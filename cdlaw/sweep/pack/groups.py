@@ -12,7 +12,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from cdlaw.config import RunConfig
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 from cdlaw.train.packable import pack_key
 
 # A pack hands its unfinished runs back to the scheduler this often, to be packed again

@@ -14,10 +14,10 @@ import os
 from dataclasses import dataclass
 
 from cdlaw.config import ExecConfig, RunConfig
-from cdlaw.errors import BadInput
 from cdlaw.shapes import LOGIT_BYTES, count_params, logits_held
 from cdlaw.sweep.pack import groups as packed_groups
 from cdlaw.sweep.pack.groups import Packing
+from cdlaw.system.errors import BadInput
 from cdlaw.train.packable import pack_key
 
 PROBE_SIZES = (2, 4, 8, 16)  # packs timed by --pack auto (16: where the smallest flatten)

@@ -12,11 +12,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdlaw.disk_full import is_disk_full, sweep_stopped
 from cdlaw.sweep.events import OnEvent, RunEnded, RunProgress, RunStarted
 from cdlaw.sweep.handoffs import Outcome, PackTask, RunOutcome, RunTask
 from cdlaw.sweep.locks import RunLock
 from cdlaw.sweep.worker import choose_fork, claim_run
+from cdlaw.system.disk_full import is_disk_full, sweep_stopped
 from cdlaw.train.result import read_result
 from cdlaw.train.trackers import TrackedRun
 

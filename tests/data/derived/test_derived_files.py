@@ -19,7 +19,7 @@ from cdlaw.data.tokens.prepare import (
     prepare_derived,
     train_blocks,
 )
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 EMBEDDED = DataConfig(world={"n_entities": 300}, vocab_size=512, val_tokens=3000, corpus_seed=3)
 L = 64  # seq_len

@@ -18,8 +18,8 @@ from cdlaw.data.derived.distill import (
     distill_documents,
 )
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.errors import BadInput
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.errors import BadInput
 
 pytestmark = pytest.mark.slow  # trains a teacher, then a sweep on its rows
 D = 2048

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from cdlaw.data.derived import paraphrase as job
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 N_DOCS = 30
 

@@ -18,7 +18,7 @@ from paraphrase_server import TinyServer, save_tiny_chat_model
 from cdlaw.data.derived import paraphrase as job
 from cdlaw.data.derived.endpoint import EndpointError
 from cdlaw.data.files.corpus import SHUFFLE_TAG
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 N_DOCS = 10
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cdlaw.data.embedded import render, world
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 OPTIONS = world.WorldOptions(n_entities=400, zipf_exponent=1.1)
 

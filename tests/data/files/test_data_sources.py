@@ -13,7 +13,7 @@ from cdlaw.config import DataConfig
 from cdlaw.data.files import sources
 from cdlaw.data.tokens.ordering import run_stream
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 
 def write_jsonl(path, rows):

@@ -109,7 +109,7 @@ def test_a_long_jsonl_line_is_read_a_piece_at_a_time_into_the_same_cache(tmp_pat
     from cdlaw.data.files import long_lines
     from cdlaw.data.files.block_tokens import Workers
     from cdlaw.data.tokens.prepare import prepare_corpus
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     texts = world_texts(600)
     odd = '\u3000 \n "quoted" caf\u00e9 \U0001f600 tab\there ' + long_text(6000) + " \t\n\u2003"

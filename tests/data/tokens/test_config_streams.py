@@ -8,7 +8,7 @@ import pytest
 
 from cdlaw.config import DataConfig, ModelConfig, RunConfig, TrainConfig, from_dict, to_dict
 from cdlaw.data.tokens.streams import Segment, TokenStream, array_stream
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 
 def run(**kw):

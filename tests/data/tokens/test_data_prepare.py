@@ -22,7 +22,7 @@ from cdlaw.data.embedded.corpus import EmbeddedJob, build_embedded_block
 from cdlaw.data.files import block_tokens
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 REFERENCE = json.loads((Path(__file__).parent / "prepare_reference.json").read_text())
 

@@ -14,7 +14,7 @@ import pytest
 from cdlaw.config import DataConfig
 from cdlaw.data.tokens.ordering import run_stream
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 DATA = DataConfig(world={"n_entities": 300}, vocab_size=512, val_tokens=3000, corpus_seed=5)
 L = 64  # seq_len

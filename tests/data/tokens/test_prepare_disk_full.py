@@ -19,7 +19,7 @@ import cdlaw.data.tokens.cache
 from cdlaw.data.files import doc_store
 from cdlaw.data.files.block_tokens import Workers
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.disk_full import DiskFull
+from cdlaw.system.disk_full import DiskFull
 
 REFERENCE = json.loads((Path(__file__).parent / "prepare_reference.json").read_text())
 

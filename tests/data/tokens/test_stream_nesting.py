@@ -9,7 +9,7 @@ import pytest
 from cdlaw.config import DataConfig
 from cdlaw.data.tokens.ordering import STREAM_ORDER_VERSION, run_stream, shared_prefix
 from cdlaw.data.tokens.prepare import prepare_corpus
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 DATA = DataConfig(world={"n_entities": 200}, vocab_size=300, val_tokens=1000, corpus_seed=3)
 L = 32  # seq_len

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 from tinyrun import make_cfg
 
-from cdlaw.errors import BadInput
 from cdlaw.sweep.pack.groups import parse_pack
+from cdlaw.system.errors import BadInput
 from cdlaw.train.packable import pack_key
 
 

@@ -13,7 +13,6 @@ import cdlaw.sweep.pack.groups as packed_groups
 import cdlaw.sweep.runner as runner
 from cdlaw.cli.sweep_show import pack_line
 from cdlaw.config import ExecConfig
-from cdlaw.errors import BadInput
 from cdlaw.sweep.handoffs import Outcome, PackTask, RunTask
 from cdlaw.sweep.locks import LOCK_NAME, RunLock
 from cdlaw.sweep.options import SweepOptions
@@ -23,6 +22,7 @@ from cdlaw.sweep.pack.worker import execute_pack
 from cdlaw.sweep.runner import run_sweep
 from cdlaw.sweep.selection import plan_sweep
 from cdlaw.sweep.spec import load_sweep
+from cdlaw.system.errors import BadInput
 
 
 def curves(sweep_dir: Path) -> dict[str, pd.DataFrame]:

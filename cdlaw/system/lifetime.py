@@ -15,7 +15,7 @@ command then waits for, and none holds memory.
   so are Ray's agents, which Ray's own fate-sharing orphans (the kernel kills raylet with
   its driver; its agents, then children of init, lived on).
 
-    python -m cdlaw.lifetime PARENT_PID [--ray] PID…    the reaper (started by reap_with_me)
+    python -m cdlaw.system.lifetime PARENT_PID [--ray] PID…    the reaper (started by reap_with_me)
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def reap_with_me(pids: list[int], ray: bool = False) -> subprocess.Popen:
     orphaned; it then lives as long as this process does."""
     flag = ["--ray"] if ray else []
     return subprocess.Popen(
-        [sys.executable, "-m", "cdlaw.lifetime", str(os.getpid()), *flag, *map(str, pids)],
+        [sys.executable, "-m", "cdlaw.system.lifetime", str(os.getpid()), *flag, *map(str, pids)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

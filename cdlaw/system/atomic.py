@@ -52,7 +52,7 @@ def refusal(folder: str | Path) -> tuple[Path, str] | None:
 def check_writable(*paths: str | Path) -> None:
     """BadInput unless each file's folder takes new files (`refusal`): checked before
     long work whose end writes them."""
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     for path in map(Path, paths):
         if refused := refusal(path.parent):
@@ -69,7 +69,7 @@ def check_out_path(path: str | Path, option: str, folder: bool = False, example:
     missing folders cdlaw would have to make more than one of. cdlaw makes the last folder
     of a path it is given, inside one that exists, never the folders above it: a mistyped
     /nonexistent/dir/r.html is refused, not made at the root. Returns the path."""
-    from cdlaw.errors import BadInput
+    from cdlaw.system.errors import BadInput
 
     path = Path(path)
     if folder and path.exists() and not path.is_dir():

@@ -11,7 +11,7 @@ Makefile does: unpinned, pip pulls a multi-GB CUDA torch.
 
 from __future__ import annotations
 
-from cdlaw.errors import BadInput
+from cdlaw.system.errors import BadInput
 
 # The Makefile's TORCH_SPEC and its CPU wheel index (tests/test_examples.py checks the pin).
 TORCH_PIN = "torch==2.13.0"
