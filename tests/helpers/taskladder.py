@@ -4,9 +4,10 @@
 `two_step`: bpb(N, D) = E + A/N^α + B/D^β (Bhagia et al.'s step 1) and an accuracy that is
 a sigmoid of it, floor 0.25 (step 2), scored on ITEMS items (binomial noise); every run is
 evaluated at a quarter, half and three quarters of its tokens (checkpoint rows) and at the
-end. The validation loss is 2·bpb. `direct`: the accuracy is a sigmoid of log10 compute,
-the same at every ratio of tokens per parameter, while the loss differs by ratio at equal
-compute: no single link from loss to accuracy holds, the direct fit does.
+end. The validation loss is 2·bpb. `direct`: the accuracy is Krajewski et al.'s power law of
+log accuracy in compute, the same at every ratio of tokens per parameter, while the loss
+differs by ratio at equal compute: no single link from loss to accuracy holds, the direct
+fit does.
 """
 
 import numpy as np
@@ -29,8 +30,13 @@ def true_acc(N, T):
     return s["b"] + s["a"] / (1 + np.exp(-s["k"] * (true_bpb(N, T) - s["x0"])))
 
 
+DIRECT = {"logA": 13.5, "alpha": 0.33, "b": 0.25}  # −log q = e^logA·C^−α, q above chance
+
+
 def true_direct(N, T):
-    return 0.25 + 0.6 / (1 + np.exp(-1.5 * (np.log10(6 * np.asarray(N) * T) - 18.5)))
+    d = DIRECT
+    u = np.exp(d["logA"] - d["alpha"] * np.log(6 * np.asarray(N) * T))
+    return d["b"] + (1 - d["b"]) * np.exp(-u)
 
 
 def two_step(seed: int = 0, direct: bool = False) -> pd.DataFrame:
