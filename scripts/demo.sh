@@ -29,7 +29,7 @@ echo "         and which predictor of a bigger model's accuracy errs least on th
 # [eval]); the plan is then made without task links.
 link=()
 set +e
-$CDLAW downstream "$OUT/demo" --holdout-largest
+$CDLAW downstream "$OUT/demo"
 code=$?
 set -e
 if [ "$code" = 0 ]; then

@@ -6,9 +6,10 @@ bootstrap refits (cdlaw.fit.curves.fit_curve).
                     rng=rng, anchored=True)     # CurveFit, its refits in .bootstrap
 
 Bounds (docs/downstream.md): a sigmoid's floor b at most the chance level and its ceiling
-a + b at most 1; the capped exponential's floor 1 − ε at least chance and its share s of ε
-regained at L_min at most 1; the direct fit's floor the chance level. Refits resample runs,
-each with all its evaluations.
+a + b at most 1; the capped exponential's floor 1 − ε at least 0 and its share s of ε
+regained at L_min at most 1; the direct fit's floor the chance level. A forecast reads
+every link within [chance, 1] (cdlaw.fit.forecast). Refits resample runs, each with all
+its evaluations.
 """
 
 from __future__ import annotations
@@ -104,8 +105,10 @@ def _bounds_and_starts(curve: Curve, x, y, floor, lowest: float = 0.0):
 
 
 def _exp_bounds(x, y, floor, lowest: float, span: float):
-    """The capped exponential: ε ≤ 1 − chance, share s ∈ [0, 1], γ > 0; L_min held."""
-    top_eps = 1.0 - (floor or 0.0)
+    """The capped exponential: ε ≤ 1, share s ∈ [0, 1], γ > 0; L_min held. Its floor 1 − ε
+    may settle below chance, as the sigmoid's may (the smallest runs score below it); what
+    a forecast reads of it is never below chance."""
+    top_eps = 1.0
     starts = []
     for g in np.array([0.1, 0.3, 1.0, 3.0, 10.0]) / max(float(np.median(x)), 1e-6):
         X = np.stack([np.ones_like(x), np.exp(-g * (x - lowest))], axis=1)

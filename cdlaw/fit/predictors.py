@@ -22,7 +22,7 @@ compute.
 - `val-loss-exp`: step 1 as above, then Gadre et al. 2024's (arXiv 2403.08540) exponential
   link, acc = 1 − ε + ε·s·e^(−γ(L − L_min)), their Err(L) = ε − K·e^(−γL) with a ceiling:
   at L_min, step 1's irreducible loss E (no model of the chain reaches below it), the
-  accuracy is at most 1, and 1 − ε ≥ chance.
+  accuracy is at most 1; what the link reads is never below chance.
 - `direct`: Krajewski et al. 2025 (arXiv 2512.08894): at one ratio of tokens per parameter,
   −log of the accuracy above chance is a power law in compute, acc = b + (1 − b)·
   exp(−A·C^(−α)), C = 6N(D + D′), fitted to the final rows at the target's ratio.

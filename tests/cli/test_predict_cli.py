@@ -197,8 +197,9 @@ def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80, out
     row = next(line for line in out.splitlines() if line.strip().startswith("quiz acc"))
-    value, low, _, high, by, heldout = row.split()[2:]
-    assert float(low) <= float(value) <= float(high) and float(heldout) > 0
+    value, low, _, high, by, heldout, spread = row.split()[2:]
+    value = value.rstrip("!")  # marked where the runs cannot support it
+    assert float(low) <= float(value) <= float(high) and float(heldout) > 0 and float(spread) >= 0
     assert by in ("task-loss", "val-loss", "val-loss-exp", "direct")
     assert "beyond the runs: N 6.25× and compute" in out
 
@@ -295,7 +296,7 @@ def test_a_long_task_name_gives_way_to_the_numbers_within_80_columns(cdlaw, tmp_
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80, out
     row = next(line for line in out.splitlines() if line.strip().startswith("bigbench_"))
-    assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4}$", row.rstrip()), row
+    assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4} +0\.\d{3}$", row.rstrip())
 
 
 def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw, ladder,
@@ -322,3 +323,33 @@ def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw
     code, out, err = cdlaw("predict", "--downstream", mine, "--law", law,
                            "--n-params", "600M", "--fresh-tokens", "12B", "--json")  # fmt: skip
     assert not any("a paper's fit" in w for w in json.loads(out)["warnings"])  # its own runs
+
+
+def test_a_task_the_runs_cannot_support_is_marked_in_predict_and_plan(cdlaw, tmp_path):
+    """An accuracy that barely rises over the ladder, within a few steps of its own noise:
+    `downstream` says no, `predict` and `plan --link` mark it with ! and say why."""
+    import numpy as np
+
+    table = two_step()
+    rng = np.random.default_rng(5)
+    ramp = (np.log(table["n_params"]) - np.log(20e6)) / np.log(32)  # 0 to 1 over the ladder
+    table["task_quiz_acc"] = 0.3 + 0.02 * ramp + rng.normal(0, 0.01, len(table))
+    path = tmp_path / "flat.csv"
+    table.to_csv(path, index=False)
+    fit = fit_law(load_runs(path), "chinchilla", bootstrap=4, n_starts=32, source=str(path))
+    write_fit(fit, *output_paths(path))
+    code, out, err = cdlaw("downstream", path, "--bootstrap", 10, "--chance", "quiz=0.25")
+    assert code == 0, err
+    noise = out[out.index("noise: step to step") :].splitlines()
+    row = next(line.split() for line in noise if line.split()[:2] == ["quiz", "acc"])
+    assert row[3] == "checkpoints" and float(row[-2]) < 10 and row[-1] == "no"
+    links = path.with_name("flat.downstream.json")
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1B",
+                           "--fresh-tokens", "20B")  # fmt: skip
+    assert code == 0, err
+    words = " ".join(out.split())
+    assert re.search(r"quiz acc 0\.\d{4}!", words) and "the runs cannot support" in words
+    code, out, err = cdlaw("plan", "--law", path.with_name("flat.fit.json"), "--budget-flops",
+                           "1e20", "--unique-tokens", "1e12", "--link", links, "--extrapolate")  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"quiz +acc +0\.\d{4}!", out) and "task's noise" in " ".join(out.split())
