@@ -2,6 +2,8 @@
 checks and the choice between predictors, checkpoint rows, chance levels, and every link
 bounded inside [chance, 1]."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -58,6 +60,7 @@ def test_held_out_checks_follow_the_sizes_and_ratios_there_are():
         return [c.label for c in held_out_checks(N, r, np.ones(len(N), bool))]
 
     assert labels([1e8, 2e8], [20]) == []
+    assert labels([1e8, 2e8], [20, 40]) == []  # one ratio left would not vary D
     assert labels([1e8, 2e8], [20, 40, 100]) == ["100 tokens per parameter held out"]
     assert labels([1e8, 2e8, 4e8], [20, 21]) == ["N = 4e+08 held out"]  # 21 is 20's group
     assert labels([1e8, 2e8, 4e8, 8e8], [20]) == ["N = 8e+08 held out", "N ≥ 4e+08 held out"]
@@ -253,6 +256,16 @@ def test_the_band_takes_in_the_other_predictors_and_the_noise(planted):
     assert set(f.points) >= {"task-loss", "val-loss"} and f.spread is not None
     assert f.ci95[0] <= min(f.points.values()) and f.ci95[1] >= max(f.points.values())
     assert f.noise == planted.noise.sd and f.unsupported is None
+    # inside the runs, a val-loss chain whose step 1 reads 0.3 nats lower disagrees by
+    # more than the bootstrap and the noise: the band reaches its point
+    vl = planted.fits["val-loss"]
+    step1 = replace(vl.step1, theta=[vl.step1.theta[0] - 0.3, *vl.step1.theta[1:]])
+    apart = replace(planted, fits={**planted.fits, "val-loss": replace(vl, step1=step1)})
+    f = forecast(apart, 320e6, 20 * 320e6)
+    far = f.points["val-loss"]
+    assert abs(far - f.value) > 0.05 and f.ci95[0] <= far <= f.ci95[1]
+    # each side at least 1.96 × the noise from the point: the model's own scatter
+    assert min(f.value - f.ci95[0], f.ci95[1] - f.value) >= 1.96 * f.noise - 1e-12
 
 
 def test_a_laws_loss_without_its_bootstrap_is_every_refits_step_one(planted):
