@@ -353,3 +353,8 @@ def test_a_task_the_runs_cannot_support_is_marked_in_predict_and_plan(cdlaw, tmp
                            "1e20", "--unique-tokens", "1e12", "--link", links, "--extrapolate")  # fmt: skip
     assert code == 0, err
     assert re.search(r"quiz +acc +0\.\d{4}!", out) and "task's noise" in " ".join(out.split())
+    from cdlaw.report.gather import gather
+    from cdlaw.report.sections import downstream_section
+
+    page = downstream_section(gather(path, budget_flops=1e20, unique_tokens=1e12, extrapolate=True))
+    assert "the runs cannot support it: the final runs rise by" in page
