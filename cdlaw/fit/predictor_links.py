@@ -56,31 +56,63 @@ def fit_link(
     curve: Curve, x, y, run, floor, xname, boot_n, rng, anchored=False, lowest=0.0
 ) -> CurveFit | None:
     """One link fitted to (x, y) by least squares, with `boot_n` refits (runs resampled,
-    `run`: each point's run). `floor`: the chance level (None: unknown). `anchored`: the
-    OLMo ladder's extra point, accuracy 1 at a loss of 0, in the fit and every refit (their
-    code's helper point: the ceiling stays at 1 unless the runs bend towards a lower one);
-    `lowest`: the capped exponential's L_min. None with too few points."""
+    `run`: each point's run). `floor`: the chance level (None: unknown). `anchored` (a
+    sigmoid): its ceiling fitted only where the runs reach towards it (reaches_ceiling,
+    PROBES refits deciding), else held near 1 by the OLMo ladder's extra point, accuracy 1
+    at a loss of 0, in the fit and every refit (their code's helper point); `lowest`: the
+    capped exponential's L_min. None with too few points."""
     lo, hi, starts, fixed = _bounds_and_starts(curve, x, y, floor, lowest)
     if len(x) < len(curve.params) - len(fixed) + 1:
         return None
-    extra = 0
-    if anchored:
-        x, y, extra = np.append(x, 0.0), np.append(y, 1.0), 1
     fitted = _SIGMOID_TOP if curve is SIGMOID else curve
-    ones = np.ones((len(starts), len(x)))
-    th, cost = fit_curve(fitted, x, y, ones, starts, lo, hi, fixed)
-    best = th[int(np.argmin(cost))]
+    best = _best(fitted, x, y, starts, lo, hi, fixed)
+    if anchored:
+        w = run_counts(run, PROBES, rng)[1:]
+        tops, _ = fit_curve(fitted, x, y, w, np.repeat(best[None, :], PROBES, 0), lo, hi)
+        if not reaches_ceiling(best, x, y, -lo[2], tops[:, 0]):
+            x, y = np.append(x, 0.0), np.append(y, 1.0)
+            best = _best(fitted, x, y, starts, lo, hi, fixed)
     thetas = best[None, :]
     if boot_n:
         w = run_counts(run, boot_n, rng)[1:]
-        if extra:
-            w = np.concatenate([w, np.ones((boot_n, extra))], axis=1)
+        if len(x) > len(run):  # the extra point, in every refit
+            w = np.concatenate([w, np.ones((boot_n, len(x) - len(run)))], axis=1)
         tb, _ = fit_curve(fitted, x, y, w, np.repeat(best[None, :], boot_n, 0), lo, hi, fixed)
         thetas = np.concatenate([thetas, tb])
     if curve is SIGMOID:
         thetas = _height(thetas)
     out = thetas.tolist()
     return CurveFit(curve.name, xname, out[0], out[1:], fixed)
+
+
+def _best(curve: Curve, x, y, starts, lo, hi, fixed) -> np.ndarray:
+    """The least-squares fit from the best of `starts`."""
+    ones = np.ones((len(starts), len(x)))
+    th, cost = fit_curve(curve, x, y, ones, starts, lo, hi, fixed)
+    return th[int(np.argmin(cost))]
+
+
+REACH = 0.75  # runs reach towards a ceiling: their top accuracies are this far up to it
+PROBES = 200  # refits that say whether the runs pin the ceiling below 1
+NEAR_ONE = 0.05  # ... at most this share of them may find one nearer 1 than the fit's
+
+
+def reaches_ceiling(top_fit: np.ndarray, x, y, steepest: float, tops: np.ndarray) -> bool:
+    """Whether a sigmoid fitted with its ceiling free (top, x0, k, b) shows a ceiling the runs
+    reach towards: not a step (its steepness at the fit's bound, a jump between two runs
+    the data cannot place), its midpoint inside the runs' losses (they show the bend), its
+    highest accuracies (the mean of the top tenth) at least REACH of the way from its floor
+    to its ceiling, and pinned: at most NEAR_ONE of `tops`, the ceilings of refits to
+    resampled runs, lie nearer 1 than to it. Else the runs show the foot of the curve, and
+    where it levels off is not theirs to say: arc_challenge on the OLMo ladder's 190M and
+    370M runs fits a ceiling of 0.28, a tenth of whose refits put it above 0.64, and its
+    760M scores 0.35."""
+    top, x0, k, b = (float(v) for v in top_fit)
+    if k <= -steepest * (1 - 1e-6) or top - b <= 0 or not x.min() <= x0 <= x.max():
+        return False
+    high = np.sort(np.asarray(y, float))[-max(1, len(y) // 10) :].mean()
+    near_one = float(np.mean(tops > (top + 1) / 2))
+    return bool(high >= b + REACH * (top - b) and near_one <= NEAR_ONE)
 
 
 def _bounds_and_starts(curve: Curve, x, y, floor, lowest: float = 0.0):

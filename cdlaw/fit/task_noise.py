@@ -9,10 +9,12 @@ support a prediction of it (docs/downstream.md, "Noise").
   over the last LAST evaluations of each run, the standard deviation of one evaluation to
   the next, sd(y_i − y_{i−1})/√2 (each run's mean difference taken out), pooled over the
   runs. Differences leave out the rise of the metric along the run, which a plain
-  standard deviation would count as noise. Only
-  evaluations in the last half of a run's tokens count: two evaluations far apart differ
-  by training, not noise. Without checkpoint rows it is the scatter between runs that
-  differ only in seed, where there are such runs; else unknown.
+  standard deviation would count as noise. Only evaluations in the last END of a run's
+  tokens count, and only runs with three of them or more: evaluations far apart differ by
+  the curve of training, not noise.
+- **Seed scatter**: where runs differ only in seed, the pooled standard deviation between
+  them, what a rerun of the same configuration would score. Where both are measured the
+  noise is the larger; where neither, it is unknown.
 - **Resolution**: the metric is a share of some number of items; that number is read from
   the values (the least n for which every value is a whole count out of n, to the
   precision the values were stored at), and 1/n is the smallest step the metric can make.
@@ -31,6 +33,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 LAST = 10  # evaluations at the end of each run (the ladder's screen uses its last 10)
+END = 0.2  # ... within the last fifth of the run's tokens
 MIN_SNR = 10.0  # a rise over the runs of fewer noise steps than this cannot carry a prediction
 MAX_ITEMS = 100_000  # the largest item count read from the values
 _TOLERANCE = 2e-3  # |value·n − its nearest whole count|: float32 storage of n ≤ 10⁵ items
@@ -40,9 +43,9 @@ _TOLERANCE = 2e-3  # |value·n − its nearest whole count|: float32 storage of 
 class TaskNoise:
     """A task metric's noise. downstream.json "predictors"[].noise."""
 
-    sd: float | None  # the noise: step_sd where measured, else seed_sd; None: unknown
+    sd: float | None  # the noise: the larger of the two below where measured; None: unknown
     source: str  # "checkpoints" | "seeds" | "none": what sd was measured from
-    evals: int  # the evaluations (or replicate runs) it rests on
+    evals: int  # the degrees of freedom (differences, or replicate groups) it rests on
     items: int | None  # the items the metric is a share of; None: not a share of one set
     signal: float  # the rise over the final runs: largest minus smallest value
 
@@ -99,24 +102,28 @@ def task_noise(
     fin = ok & final
     signal = float(np.ptp(y[fin])) if fin.any() else 0.0
     items = items_of(y[ok])
+    measured = []
     sd, n = step_noise(y, run, final, tokens)
     if sd is not None:
-        return TaskNoise(sd, "checkpoints", n, items, signal)
+        measured.append((sd, "checkpoints", n))
     if seed_sd is not None and seed_sd[1] > 0:
-        return TaskNoise(float(seed_sd[0]), "seeds", seed_sd[1], items, signal)
-    return TaskNoise(None, "none", 0, items, signal)
+        measured.append((float(seed_sd[0]), "seeds", seed_sd[1]))
+    if not measured:
+        return TaskNoise(None, "none", 0, items, signal)
+    sd, source, n = max(measured)
+    return TaskNoise(sd, source, n, items, signal)
 
 
 def step_noise(y, run, final, tokens) -> tuple[float | None, int]:
     """(sd of one evaluation to the next at the end of runs, degrees of freedom it rests on);
-    (None, 0) where no run has two evaluations in the last half of its tokens."""
+    (None, 0) where no run has three evaluations in the last END of its tokens."""
     ok = np.isfinite(y) & np.isfinite(tokens)
     sq, count = 0.0, 0
     for r in np.unique(run[ok & final]):
         m = np.flatnonzero(ok & (run == r))
         m = m[np.argsort(tokens[m], kind="stable")]
         end = tokens[m[-1]]
-        m = m[tokens[m] >= 0.5 * end][-LAST:]
+        m = m[tokens[m] >= (1 - END) * end][-LAST:]
         if len(m) < 3:  # one difference is a trend as much as noise
             continue
         d = np.diff(y[m])

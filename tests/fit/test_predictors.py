@@ -16,6 +16,7 @@ from cdlaw.fit.predictor_fits import CurveFit, PredictorFit, TaskPredictors
 from cdlaw.fit.predictor_links import fit_link
 from cdlaw.fit.predictors import fit_task_predictors
 from cdlaw.fit.table import prepare_runs
+from cdlaw.fit.task_noise import TaskNoise
 from cdlaw.tasks.chance import chance_level
 
 
@@ -255,16 +256,19 @@ def test_the_band_takes_in_the_other_predictors_and_the_noise(planted):
     f = forecast(planted, N, 20 * N)
     assert set(f.points) >= {"task-loss", "val-loss"} and f.spread is not None
     assert f.ci95[0] <= min(f.points.values()) and f.ci95[1] >= max(f.points.values())
-    assert f.noise == planted.noise.sd and f.unsupported is None
+    assert f.noise is None and planted.noise.source == "none"  # 4 evaluations a run, 1 seed
     # inside the runs, a val-loss chain whose step 1 reads 0.3 nats lower disagrees by
     # more than the bootstrap and the noise: the band reaches its point
     vl = planted.fits["val-loss"]
     step1 = replace(vl.step1, theta=[vl.step1.theta[0] - 0.3, *vl.step1.theta[1:]])
-    apart = replace(planted, fits={**planted.fits, "val-loss": replace(vl, step1=step1)})
+    noise = TaskNoise(0.01, "checkpoints", 40, 2000, 0.5)
+    apart = replace(planted, fits={**planted.fits, "val-loss": replace(vl, step1=step1)},
+                    noise=noise)  # fmt: skip
     f = forecast(apart, 320e6, 20 * 320e6)
     far = f.points["val-loss"]
     assert abs(far - f.value) > 0.05 and f.ci95[0] <= far <= f.ci95[1]
     # each side at least 1.96 × the noise from the point: the model's own scatter
+    assert f.noise == 0.01 and f.unsupported is None
     assert min(f.value - f.ci95[0], f.ci95[1] - f.value) >= 1.96 * f.noise - 1e-12
 
 

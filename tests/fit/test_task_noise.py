@@ -8,12 +8,12 @@ from cdlaw.fit.task_noise import MIN_SNR, items_of, step_noise, task_noise
 
 
 def _runs(sd: float, items: int = 0, rise: float = 0.3, seed: int = 0):
-    """Eight runs of 40 evaluations each: an accuracy rising along each run (and from run to
+    """Eight runs of 60 evaluations each: an accuracy rising along each run (and from run to
     run) plus independent noise of `sd` at every evaluation; counts of `items` if given."""
     rng = np.random.default_rng(seed)
     y, run, tokens, final = [], [], [], []
     for r in range(8):
-        t = np.linspace(1e8, 4e9, 40)
+        t = np.linspace(1e8, 4e9, 60)
         mean = 0.2 + rise * r / 7 + 0.3 * t / 4e9
         v = mean + rng.normal(0, sd, len(t))
         if items:
@@ -29,7 +29,7 @@ def _runs(sd: float, items: int = 0, rise: float = 0.3, seed: int = 0):
 def test_step_noise_recovers_the_planted_noise_under_a_trend(sd):
     y, run, final, tokens = _runs(sd)
     got, n = step_noise(y, run, final, tokens)
-    assert n == 8 * 8  # the last 10 evaluations of each run: 9 differences, less their mean
+    assert n == 8 * 8  # each run's last 10 evaluations: 9 differences, less their mean
     assert got == pytest.approx(sd, rel=0.2)
     # a plain sd over the same evaluations would count the trend as noise
     last = np.concatenate([y[run == r][-10:] - y[run == r][-10:].mean() for r in range(8)])
@@ -59,3 +59,11 @@ def test_without_checkpoints_the_noise_is_the_seed_scatter_or_unknown():
     assert task_noise(y, run, final, tokens, (0.02, 4)).source == "seeds"
     unknown = task_noise(y, run, final, tokens)
     assert unknown.sd is None and unknown.supported and unknown.snr is None
+
+
+def test_seeds_and_checkpoints_give_the_larger_of_their_noises():
+    y, run, final, tokens = _runs(0.002)
+    steps = task_noise(y, run, final, tokens)
+    assert steps.source == "checkpoints"
+    assert task_noise(y, run, final, tokens, (0.03, 4)).sd == 0.03  # a rerun scatters more
+    assert task_noise(y, run, final, tokens, (0.0001, 4)).sd == steps.sd
