@@ -18,6 +18,7 @@ import numpy as np
 
 from cdlaw.fit.curves import EXP_DECAY, LOGACC_POWER, SIGMOID, Curve, fit_curve
 from cdlaw.fit.predictor_fits import CurveFit
+from cdlaw.fit.task_noise import MIN_SNR
 
 LN10 = float(np.log(10.0))
 
@@ -101,7 +102,8 @@ def reaches_ceiling(top_fit: np.ndarray, x, y, steepest: float, tops: np.ndarray
     """Whether a sigmoid fitted with its ceiling free (top, x0, k, b) shows a ceiling the runs
     reach towards: not a step (its steepness at the fit's bound, a jump between two runs
     the data cannot place), its midpoint inside the runs' losses (they show the bend), its
-    highest accuracies (the mean of the top tenth) at least REACH of the way from its floor
+    rise from floor to ceiling at least MIN_SNR times the runs' scatter about it (else the
+    plateau is a few noise steps), its highest accuracies (the mean of the top tenth) at least REACH of the way from its floor
     to its ceiling, and pinned: at most NEAR_ONE of `tops`, the ceilings of refits to
     resampled runs, lie nearer 1 than to it. Else the runs show the foot of the curve, and
     where it levels off is not theirs to say: arc_challenge on the OLMo ladder's 190M and
@@ -109,6 +111,9 @@ def reaches_ceiling(top_fit: np.ndarray, x, y, steepest: float, tops: np.ndarray
     760M scores 0.35."""
     top, x0, k, b = (float(v) for v in top_fit)
     if k <= -steepest * (1 - 1e-6) or top - b <= 0 or not x.min() <= x0 <= x.max():
+        return False
+    scatter = float(np.sqrt(np.mean((_SIGMOID_TOP.f(top_fit[None, :], x)[0] - y) ** 2)))
+    if top - b < MIN_SNR * scatter:  # a rise of a few noise steps: no plateau to see
         return False
     high = np.sort(np.asarray(y, float))[-max(1, len(y) // 10) :].mean()
     near_one = float(np.mean(tops > (top + 1) / 2))
