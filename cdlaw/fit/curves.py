@@ -12,8 +12,8 @@ the two share the test of a parameter held at a bound (held_at_bound).
 - `power_nd`: L(N, D) = E + A/N^α + B/D^β, the first step of Bhagia et al. 2024 (arXiv
   2412.04403, "Establishing Task Scaling Laws via Compute-Efficient Model Ladders"), fitted
   to relative residuals by variable projection: on a grid of (α, β) the rest is linear.
-- `sigmoid`: m = a / (1 + e^(−k·(x − x0))) + b, their second step; k < 0 for a loss, k > 0
-  for log compute; b, the floor, is the task's chance level where it is known.
+- `sigmoid`: m = a / (1 + e^(−k·(x − x0))) + b, their second step, k < 0 for a loss; b,
+  the floor, at most the task's chance level, a + b at most 1 (cdlaw.fit.predictor_links).
 - `exp_decay`: m = 1 − ε + ε·s·e^(−γ·(L − L_min)), Gadre et al. 2024 (arXiv 2403.08540,
   "Language models scale reliably with over-training and on downstream tasks") Err(L) =
   ε − K·e^(−γL) written for an accuracy, K = ε·s·e^(γ·L_min), with a ceiling: s ≤ 1 holds
