@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from taskladder import two_step
+from taskladder import END_FRACS, two_step
 
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
@@ -16,9 +16,10 @@ from cdlaw.fit.table import load_runs
 
 @pytest.fixture(scope="module")
 def ladder(tmp_path_factory) -> Path:
-    """The ladder as a table with its fit.json beside it (the law on final rows only)."""
+    """The ladder as a table with its fit.json beside it (the law on final rows only); its
+    runs evaluated four times in their last fifth, so the step-to-step noise is measured."""
     path = tmp_path_factory.mktemp("ladder") / "ladder.csv"
-    two_step().to_csv(path, index=False)
+    two_step(fracs=END_FRACS).to_csv(path, index=False)
     fit = fit_law(load_runs(path), "chinchilla", bootstrap=8, n_starts=64, source=str(path))
     write_fit(fit, *output_paths(path))
     return path
@@ -57,10 +58,10 @@ def test_downstream_prints_each_predictors_error_the_choice_the_spread_and_the_n
     ]
     row = lines[at + 2].split()
     assert row[:2] == ["quiz", "acc"] and row[3:5] == ["checkpoints", "2000"] and row[-1] == "yes"
-    assert "fitted to 72 evaluations of 18 runs, checkpoints included" in out
+    assert "fitted to 108 evaluations of 18 runs, checkpoints included" in out
     d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
     (tp,) = d["predictors"]
-    assert tp["n_runs"] == 18 and tp["n_evals"] == 72 and tp["heldout_n"] == 640e6
+    assert tp["n_runs"] == 18 and tp["n_evals"] == 108 and tp["heldout_n"] == 640e6
     assert tp["noise"]["items"] == 2000 and tp["noise"]["supported"] and len(tp["checks"]) == 3
     assert all(f["heldout_error"] is not None for f in tp["fits"].values() if not f["why_not"])
 
@@ -330,7 +331,7 @@ def test_a_task_the_runs_cannot_support_is_marked_in_predict_and_plan(cdlaw, tmp
     `downstream` says no, `predict` and `plan --link` mark it with ! and say why."""
     import numpy as np
 
-    table = two_step()
+    table = two_step(fracs=END_FRACS)
     rng = np.random.default_rng(5)
     ramp = (np.log(table["n_params"]) - np.log(20e6)) / np.log(32)  # 0 to 1 over the ladder
     table["task_quiz_acc"] = 0.3 + 0.02 * ramp + rng.normal(0, 0.01, len(table))

@@ -4,7 +4,8 @@
 `two_step`: bpb(N, D) = E + A/N^α + B/D^β (Bhagia et al.'s step 1) and an accuracy that is
 a sigmoid of it, floor 0.25 (step 2), scored on ITEMS items (binomial noise); every run is
 evaluated at a quarter, half and three quarters of its tokens (checkpoint rows) and at the
-end. The validation loss is 2·bpb. `direct`: the accuracy is Krajewski et al.'s power law of
+end, or at END_FRACS, three checkpoints in its last fifth, where a test needs the
+step-to-step noise (cdlaw.fit.task_noise). The validation loss is 2·bpb. `direct`: the accuracy is Krajewski et al.'s power law of
 log accuracy in compute, the same at every ratio of tokens per parameter, while the loss
 differs by ratio at equal compute: no single link from loss to accuracy holds, the direct
 fit does.
@@ -39,14 +40,19 @@ def true_direct(N, T):
     return d["b"] + (1 - d["b"]) * np.exp(-u)
 
 
-def two_step(seed: int = 0, direct: bool = False) -> pd.DataFrame:
-    """The ladder: SIZES × RATIOS, three checkpoints and the end of each run."""
+FRACS = (0.25, 0.5, 0.75, 1.0)  # each run's evaluations, as shares of its tokens
+END_FRACS = (0.25, 0.5, 0.85, 0.9, 0.95, 1.0)  # dense at the end: step-to-step noise measured
+
+
+def two_step(seed: int = 0, direct: bool = False, fracs=FRACS) -> pd.DataFrame:
+    """The ladder: SIZES × RATIOS, each run evaluated at `fracs` of its tokens (the last, 1,
+    its end; the rest checkpoints)."""
     rng = np.random.default_rng(seed)
     rows = []
     for N in SIZES:
         for r in RATIOS:
             D = r * N
-            for frac in (0.25, 0.5, 0.75, 1.0):
+            for frac in fracs:
                 T = frac * D
                 bpb = float(true_bpb(N, T)) * np.exp(rng.normal(0, 0.003))
                 if direct:  # the loss favours long runs at equal compute; accuracy does not
