@@ -254,7 +254,7 @@ def _check(tab, ok, y, spec, fits, held: np.ndarray, check, rng) -> dict:
         if not f.ok:
             continue
         hf = _fit(p, tab, train, y, spec, 0, rng)
-        if not hf.ok:  # fitted to every run, but not checked: never chosen over one that is
+        if not hf.ok:  # fitted to every run, but not by this check: left out of its errors
             continue
         floor = spec.floor or 0.0
         pred = np.array([point(hf, tab.N[i], tab.T[i], None, floor) for i in test], float)

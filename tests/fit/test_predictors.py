@@ -179,7 +179,7 @@ def test_a_predictor_the_check_cannot_refit_stays_usable_unscored():
     tp = fit_task_predictors(prepare_runs(t, "t", checkpoints=True), boot=0)[0]
     chains = [tp.fits[p] for p in ("task-loss", "val-loss", "val-loss-exp")]
     assert all(f.ok and f.heldout_error is None for f in chains)  # 4 final runs left: no step 1
-    assert tp.chosen == "task-loss" and "could be fitted without" in tp.chosen_by
+    assert tp.chosen == "task-loss" and "cannot be fitted without" in tp.chosen_by
 
 
 def _exp_chain(chance: float) -> TaskPredictors:
@@ -293,3 +293,18 @@ def test_a_laws_loss_without_its_bootstrap_is_every_refits_step_one(planted):
 def _step1_loss(tp: TaskPredictors, N: float, T: float) -> float:
     step1 = tp.fits["val-loss"].step1
     return float(step1.values(np.array([step1.theta]), (N, T))[0, 0])
+
+
+def test_a_default_no_check_can_refit_is_kept_over_one_checked():
+    """Five sizes at 20 tokens per parameter and one run at 40 (Gadre et al.'s shape): the
+    chains' step 1 cannot be refitted without the largest size, the direct fit can. Its
+    held-out error says nothing of the default's, so the default stays."""
+    t = two_step()
+    t = t[(t["n_params"] >= 40e6) & (t["fresh_tokens"] == 20 * t["n_params"])
+          | (t["n_params"] == 40e6) & (t["fresh_tokens"] == 40 * t["n_params"])]  # fmt: skip
+    runs = prepare_runs(t, "t", checkpoints=True)
+    tp = fit_task_predictors(runs, boot=0, chance={"quiz": 0.25})[0]
+    assert len(tp.fits["direct"].checks) == 2  # checked by both checks
+    assert tp.fits["task-loss"].ok and tp.fits["task-loss"].heldout_error is None
+    assert tp.chosen == "task-loss"
+    assert "cannot be fitted without" in tp.chosen_by and "direct" in tp.chosen_by
