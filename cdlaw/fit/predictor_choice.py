@@ -109,12 +109,11 @@ def choose(
     if default not in missed:  # it fits every run but could not be checked
         # Nothing measures the default here, so nothing shows another better beyond the
         # noise: a predictor checked with a large error is no safer than one not checked.
-        # The default stays; the others' points still widen its band (credible).
-        others = ", ".join(f"{p} {float(np.nanmean(m)):.3g}" for p, m in missed.items())
+        # The default stays; the others' points still widen its band (credible), and their
+        # held-out errors are in the table beside it.
         return default, (
             f"the bounded default: it cannot be fitted without the largest sizes, so no check "
             f"({where}) can show another better"
-            + (f" (their held-out error: {others})" if others else "")
         )
     best, gain_best, said = default, 0.0, ""
     for p, m in missed.items():
