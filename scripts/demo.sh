@@ -24,12 +24,12 @@ fi
 grep "held out" "$log"
 
 echo "== 3/5  downstream: per task, the link from loss to its metric; do both strategies share it?"
-echo "         and which predictor of a bigger model's accuracy errs least on the largest size held out"
+echo "         and each task's noise and predictors of a bigger model, checked on larger runs held out"
 # Exit code 2 is bad input: here, runs without task columns (a runs folder from before
 # [eval]); the plan is then made without task links.
 link=()
 set +e
-$CDLAW downstream "$OUT/demo" --holdout-largest
+$CDLAW downstream "$OUT/demo"
 code=$?
 set -e
 if [ "$code" = 0 ]; then

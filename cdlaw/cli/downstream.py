@@ -22,7 +22,8 @@ def downstream(
     seed: int = typer.Option(0, "--seed", help="Seeds the bootstrap's resampling."),
     out_path: str = typer.Option(None, "--out", help="Where to write the links (default: RUNS/downstream.json, or T.downstream.json beside a table T.csv).", show_default=False),
     json_out: bool = typer.Option(False, "--json", help="Print only downstream.json on stdout."),
-    holdout_largest: bool = typer.Option(False, "--holdout-largest", help="Fit each task's predictors without the largest N, report each one's error there, and choose per task the one with the least."),
+    holdout: bool = typer.Option(True, "--holdout/--no-holdout", help="Check each task's predictors on larger sizes (and longer runs) held out and choose one by it; --no-holdout: the bounded default, unchecked."),
+    holdout_largest: bool = typer.Option(False, "--holdout-largest", hidden=True, help="The check, made by default."),
     chance: list[str] = typer.Option([], "--chance", help="A task's chance level, TASK=P (repeatable); known benchmarks' are built in."),
     average: str = typer.Option(None, "--average", help="Comma-separated tasks whose mean accuracy is predicted too (default: every acc task)."),
 ) -> None:  # fmt: skip
@@ -50,7 +51,7 @@ def downstream(
         check_out_path(target, "--out", example="downstream.json")
     request = _Request(
         path, task, bootstrap, seed, target, out_path is None,
-        predict_options(holdout_largest, chance, average, path),
+        predict_options(holdout or holdout_largest, chance, average, path),
     )  # fmt: skip
     result, runs = _fit(request)
     _show(result, json_out)

@@ -344,7 +344,15 @@ def _task_table(p) -> Table:
     for x in p.tasks:
         none = "not determined" if (x["no_band_reason"] or "").startswith("not det") else "none"
         band = f"{x['ci95'][0]:.4f} – {x['ci95'][1]:.4f}" if x["ci95"] else none
-        t.add_row(x["task"], x["metric"], f"{x['value']:.4f}", band, x.get("predictor", "link"))
+        mark = "!" if x.get("unsupported") else ""  # the runs cannot support it (its noise)
+        t.add_row(
+            x["task"], x["metric"], f"{x['value']:.4f}{mark}", band, x.get("predictor", "link")
+        )
+    if any(x.get("unsupported") for x in p.tasks):
+        t.caption = (
+            "! the runs' rise is within a few steps of the task's noise: see cdlaw downstream"
+        )
+        t.caption_justify = "left"
     return t
 
 

@@ -195,10 +195,19 @@ def _strategy(text: str, derived: float, runs: list[str], source) -> str:
     return strategy
 
 
+def _said(text: str) -> None:
+    """A sentence wrapped between words at the console's width."""
+    import textwrap
+
+    for line in textwrap.wrap(text, max(out.width, 60), subsequent_indent="  "):
+        out.print(line, highlight=False)
+
+
 def _render(forecasts, N, D, Dp, strategy: str) -> None:
-    """A table, one row per task: the prediction, its band, the predictor and its held-out
-    error; then how each was chosen and how far beyond the runs each extrapolates (one
-    line when every task says the same). Within 80 columns for the built-in tasks."""
+    """A table, one row per task: the prediction (marked ! where the runs cannot support
+    it, and why below), its band, the predictor, its held-out error and the predictors'
+    spread there; then how each was chosen and how far beyond the runs each extrapolates
+    (one line when every task says the same). Within 80 columns for the built-in tasks."""
     from cdlaw.cli.narrow_table import narrow_table
     from cdlaw.units import format_number
 
@@ -208,19 +217,29 @@ def _render(forecasts, N, D, Dp, strategy: str) -> None:
         highlight=False,
     )
     held_out = any(f.heldout_error is not None for f in forecasts)
+    spread = any(f.spread is not None for f in forecasts)
     rows = [
         [
             f"{f.task} {f.metric}",
-            f"{f.value:.4f}",
+            f"{f.value:.4f}" + ("!" if f.unsupported else " "),
             f"{f.ci95[0]:.4f} – {f.ci95[1]:.4f}" if f.ci95 else "no band",
             f.predictor,
             *(["-" if f.heldout_error is None else f"{f.heldout_error:.4f}"] if held_out else []),
+            *(["-" if f.spread is None else f"{f.spread:.3f}"] if spread else []),
         ]
         for f in forecasts
     ]
-    headers = ["task", "predicted", "95% band", "by", *(["held-out error"] if held_out else [])]
+    headers = [
+        "task", "predicted", "95% band", "by",
+        *(["held-out"] if held_out else []), *(["spread"] if spread else []),
+    ]  # fmt: skip
     table = narrow_table(headers, rows, left=(0, 3))
     out.print(table)
+    for f in forecasts:
+        if f.unsupported:
+            _said(
+                f"! {f.task} {f.metric}: the runs cannot support this prediction: {f.unsupported}"
+            )
     from cdlaw.cli.predictor_table import print_chosen_by
 
     print_chosen_by([(f"{f.task} {f.metric}", f.chosen_by) for f in forecasts])

@@ -72,21 +72,21 @@ def task_file_chance(path: str | Path) -> dict[str, float]:
 
 
 def render_predictors(predictors) -> None:
-    """A table, one row per accuracy: its chance level and each predictor's held-out error
-    (n/a where it cannot be fitted, "fitted" without the check), the one chosen marked *;
-    then how the choice was made, how many evaluations the links were fitted to and why any
-    predictor is n/a. Within 80 columns for the built-in tasks."""
+    """Two tables, one row per accuracy: each predictor's held-out error (n/a where it cannot
+    be fitted, "fitted" without a check), the one chosen marked *, and the predictors'
+    spread on the runs held out; then each task's noise and whether the runs can support a
+    prediction. Then why each predictor was chosen, how many evaluations the links were
+    fitted to and why any predictor is n/a. Within 80 columns for the built-in tasks."""
     if not predictors:
         return
     from cdlaw.cli.narrow_table import narrow_table
     from cdlaw.fit.predictor_fits import PREDICTORS
 
-    held = next((tp.heldout_n for tp in predictors if tp.heldout_n), None)
-    out.print(
-        f"task predictors: mean |error| on the runs of N = {held:.3g}, held out"
-        if held
-        else "task predictors (no held-out check: --holdout-largest makes one)",
-        highlight=False,
+    checks: list[str] = next((tp.checks for tp in predictors if tp.checks), [])
+    _say(
+        f"task predictors: mean |error| on the runs held out ({'; '.join(checks)})"
+        if checks
+        else "task predictors (no held-out check: too few sizes and ratios to hold any out)"
     )
     rows = []
     for tp in predictors:
@@ -97,9 +97,10 @@ def render_predictors(predictors) -> None:
             value = "n/a" if not f.ok else "fitted" if e is None else f"{e:.4f}"
             cells.append(value + ("*" if p == tp.chosen else " "))
         chance = "fitted" if tp.chance is None else f"{tp.chance:.3g}"
-        rows.append([f"{tp.task} {tp.metric}", chance, *cells])
-    table = narrow_table(["task", "chance", *PREDICTORS], rows)
-    out.print(table)
+        spread = "-" if tp.spread is None else f"{tp.spread:.3f}"
+        rows.append([f"{tp.task} {tp.metric}", chance, *cells, spread])
+    out.print(narrow_table(["task", "chance", *PREDICTORS, "spread"], rows))
+    _render_noise(predictors)
     print_chosen_by([(f"{tp.task} {tp.metric}", tp.chosen_by) for tp in predictors], "* ")
     runs, evals = max(tp.n_runs for tp in predictors), max(tp.n_evals for tp in predictors)
     kept = ", checkpoints included" if evals > runs else "; no checkpoint rows"
@@ -112,6 +113,45 @@ def render_predictors(predictors) -> None:
     for (p, why), names in sorted(reasons.items()):
         which = "every task" if len(names) == len(predictors) > 1 else ", ".join(names)
         out.print(f"n/a {p} ({which}): {why}", highlight=False)
+
+
+def _render_noise(predictors) -> None:
+    """Each task's noise (cdlaw.fit.task_noise): its sd and what it was measured from, the
+    items its accuracy counts, the final runs' rise and the rise over the noise, and "no"
+    where the runs cannot support a prediction."""
+    from cdlaw.cli.narrow_table import narrow_table
+    from cdlaw.fit.task_noise import MIN_SNR
+
+    rows = []
+    for tp in predictors:
+        n = tp.noise
+        if n is None:
+            continue
+        rows.append([
+            f"{tp.task} {tp.metric}",
+            "-" if n.sd is None else f"{n.sd:.4f}",
+            n.source if n.sd is not None else "-",
+            "-" if n.items is None else str(n.items),
+            f"{n.signal:.3f}",
+            "-" if n.snr is None else f"{n.snr:.3g}",
+            "yes" if n.supported else "no",
+        ])  # fmt: skip
+    if not rows:
+        return
+    _say(
+        "noise: step to step at the end of runs (or between seeds); a rise over the runs of "
+        f"under {MIN_SNR:g}× it cannot support a prediction"
+    )
+    headers = ["task", "noise", "from", "items", "rise", "rise/noise", "supported"]
+    out.print(narrow_table(headers, rows, left=(0, 2, 6)))
+
+
+def _say(text: str) -> None:
+    """A sentence wrapped between words at the console's width."""
+    import textwrap
+
+    for line in textwrap.wrap(text, max(out.width, 60), subsequent_indent="  "):
+        out.print(line, highlight=False)
 
 
 def print_chosen_by(rows: list[tuple[str, str]], mark: str = "") -> None:

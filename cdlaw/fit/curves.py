@@ -12,11 +12,17 @@ the two share the test of a parameter held at a bound (held_at_bound).
 - `power_nd`: L(N, D) = E + A/N^α + B/D^β, the first step of Bhagia et al. 2024 (arXiv
   2412.04403, "Establishing Task Scaling Laws via Compute-Efficient Model Ladders"), fitted
   to relative residuals by variable projection: on a grid of (α, β) the rest is linear.
-- `sigmoid`: m = a / (1 + e^(−k·(x − x0))) + b, their second step; k < 0 for a loss, k > 0
-  for log compute; b, the floor, is the task's chance level where it is known.
-- `exp_decay`: m = 1 − ε + K·e^(−γ·L), Gadre et al. 2024 (arXiv 2403.08540, "Language
-  models scale reliably with over-training and on downstream tasks") Err(L) = ε − K·e^(−γL)
-  written for an accuracy (m = 1 − Err).
+- `sigmoid`: m = a / (1 + e^(−k·(x − x0))) + b, their second step, k < 0 for a loss; b,
+  the floor, at most the task's chance level, a + b at most 1 (cdlaw.fit.predictor_links).
+- `exp_decay`: m = 1 − ε + ε·s·e^(−γ·(L − L_min)), Gadre et al. 2024 (arXiv 2403.08540,
+  "Language models scale reliably with over-training and on downstream tasks") Err(L) =
+  ε − K·e^(−γL) written for an accuracy, K = ε·s·e^(γ·L_min), with a ceiling: s ≤ 1 holds
+  the accuracy at most 1 down to L_min, the lowest loss the chain's step 1 reaches (its E),
+  and the curve is read at L_min below it. L_min is held, not fitted.
+- `logacc_power`: m = b + (1 − b)·exp(−A·C^(−α)), x = log10 C, Krajewski et al. 2025
+  (arXiv 2512.08894, "Revisiting the Scaling Properties of Downstream Metrics"): a power law
+  in compute of −log of the accuracy above chance, at one ratio of tokens per parameter;
+  its parameters are log A, α and the floor b. It rises from b to 1 as C grows.
 """
 
 from __future__ import annotations
@@ -56,19 +62,44 @@ def _sig_jac(theta, x):
 
 
 def _exp(theta, x):
-    eps, K, g = (theta[:, i : i + 1] for i in range(3))
-    return 1.0 - eps + K * np.exp(np.clip(-g * x[None, :], -700.0, 700.0))
+    eps, s, g, lmin = (theta[:, i : i + 1] for i in range(4))
+    e = np.exp(np.clip(-g * (np.maximum(x[None, :], lmin) - lmin), -700.0, 700.0))
+    return 1.0 - eps + eps * s * e
 
 
 def _exp_jac(theta, x):
-    K, g = theta[:, 1:2], theta[:, 2:3]
-    e = np.exp(np.clip(-g * x[None, :], -700.0, 700.0))
-    return np.stack([-np.ones_like(e), e, -K * x[None, :] * e], axis=2)
+    eps, s, g, lmin = (theta[:, i : i + 1] for i in range(4))
+    d = np.maximum(x[None, :], lmin) - lmin
+    e = np.exp(np.clip(-g * d, -700.0, 700.0))
+    return np.stack([s * e - 1.0, eps * e, -eps * s * d * e, np.zeros_like(e)], axis=2)
+
+
+LN10 = float(np.log(10.0))
+
+
+def _logacc(theta, x):
+    logA, al, b = (theta[:, i : i + 1] for i in range(3))
+    u = np.exp(np.clip(logA - al * LN10 * x[None, :], -700.0, 700.0))
+    return b + (1.0 - b) * np.exp(-u)
+
+
+def _logacc_jac(theta, x):
+    logA, al, b = (theta[:, i : i + 1] for i in range(3))
+    u = np.exp(np.clip(logA - al * LN10 * x[None, :], -700.0, 700.0))
+    q = np.exp(-u)
+    return np.stack([-(1.0 - b) * q * u, (1.0 - b) * q * u * LN10 * x[None, :], 1.0 - q], axis=2)
 
 
 SIGMOID = Curve("sigmoid", ("a", "x0", "k", "b"), "a / (1 + exp(−k·(x − x0))) + b", _sig, _sig_jac)
-EXP_DECAY = Curve("exp_decay", ("eps", "K", "gamma"), "1 − eps + K·exp(−gamma·L)", _exp, _exp_jac)
-CURVES = {c.name: c for c in (SIGMOID, EXP_DECAY)}
+EXP_DECAY = Curve(
+    "exp_decay", ("eps", "s", "gamma", "L_min"), "1 − eps + eps·s·exp(−gamma·(L − L_min))",
+    _exp, _exp_jac,
+)  # fmt: skip
+LOGACC_POWER = Curve(
+    "logacc_power", ("logA", "alpha", "b"), "b + (1 − b)·exp(−exp(logA)·C^(−alpha))",
+    _logacc, _logacc_jac,
+)  # fmt: skip
+CURVES = {c.name: c for c in (SIGMOID, EXP_DECAY, LOGACC_POWER)}
 
 
 def fit_curve(

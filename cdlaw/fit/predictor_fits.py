@@ -5,17 +5,18 @@ the file and from_dict reads it back.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from cdlaw.fit.curves import EXP_DECAY, POWER_PARAMS, SIGMOID, Curve, power_nd
+from cdlaw.fit.curves import CURVES, POWER_PARAMS, power_nd
+from cdlaw.fit.task_noise import TaskNoise
 
 PREDICTORS = ("task-loss", "val-loss", "val-loss-exp", "direct")
-# the predictors whose link levels off (a sigmoid, capped by its floor and height); the
-# exponential link of val-loss-exp rises without limit as the loss falls
-LEVELS_OFF = ("task-loss", "val-loss", "direct")
-TIE_SE = 2.0  # held-out errors closer than this many standard errors of their difference tie
+# the bounded default, in order: the OLMo ladder's two steps through the task's own loss,
+# else through the validation loss, else the direct fit (val-loss-exp is never the default)
+DEFAULTS = ("task-loss", "val-loss", "direct")
 RATIO_TOL = 0.1  # runs within 10% of a ratio of tokens per parameter share a direct fit
 AVERAGE = "average"
 
@@ -58,9 +59,11 @@ class CurveFit:
 
     @classmethod
     def from_dict(cls, d: dict) -> CurveFit:
+        """The curve of a downstream.json; ValueError for a link that could print an
+        accuracy above 1 or below 0 (out_of_bounds)."""
         form = str(d["form"])
         names = POWER_PARAMS if form == "power_nd" else CURVE_FORMS[form].params
-        return cls(
+        c = cls(
             form,
             str(d["x"]),
             [float(d["params"][n]) for n in names],
@@ -68,9 +71,37 @@ class CurveFit:
             {str(k): float(v) for k, v in (d.get("fixed") or {}).items()},
             None if d.get("ratio") is None else float(d["ratio"]),
         )
+        for theta in [c.theta, *c.bootstrap]:
+            if why := out_of_bounds(form, theta):
+                raise ValueError(f"a {form} link {why}: refused")
+        return c
 
 
-CURVE_FORMS: dict[str, Curve] = {"sigmoid": SIGMOID, "exp_decay": EXP_DECAY}
+CURVE_FORMS = CURVES
+
+
+def out_of_bounds(form: str, theta) -> str | None:
+    """Why a link's parameters let it leave [0, 1] (its floor below 0, its ceiling above 1),
+    or None: a sigmoid's floor b and ceiling a + b, the capped exponential's floor 1 − ε and
+    its share s of ε regained at its lowest loss, the direct fit's floor b. Every link is
+    fitted inside these bounds; one read from a file is checked against them."""
+    t = [float(v) for v in theta]
+    tol = 1e-9
+    if form == "sigmoid":
+        a, b = t[0], t[3]
+        lo, hi = min(b, a + b), max(b, a + b)
+    elif form == "exp_decay":
+        eps, share = t[0], t[1]
+        if not -tol <= share <= 1 + tol:
+            return f"regains a share {share:.4g} of its error at its lowest loss, outside [0, 1]"
+        lo, hi = 1.0 - eps, 1.0 - eps + eps * share
+    elif form == "logacc_power":
+        lo, hi = t[2], 1.0
+    else:
+        return None
+    if lo < -tol or hi > 1 + tol:
+        return f"spans accuracies {lo:.4g} to {hi:.4g}, beyond [0, 1]"
+    return None
 
 
 @dataclass(frozen=True)
@@ -83,10 +114,27 @@ class PredictorFit:
     links: tuple[CurveFit, ...] = ()
     heldout_error: float | None = None  # mean |predicted − observed| at the held-out size
     heldout_runs: int = 0
-    # how far the held-out check extrapolated, in decades: log10 of the larger of its N
-    # factor and its compute factor over the runs it was fitted to
+    # how far the held-out checks extrapolated, in decades: log10 of the larger of the N
+    # factor and the compute factor over the runs fitted, the largest over the checks
     heldout_span: float | None = None
     why_not: str | None = None
+    # each held-out check: {"held_out": what it held out, "error", "runs", "span"}
+    checks: tuple[dict, ...] = ()
+
+    @property
+    def per_decade(self) -> float | None:
+        """The held-out error per decade of extrapolation, the largest over the checks: how
+        fast the form's error grew beyond the runs it was fitted to."""
+        rates = [
+            c["error"] / c["span"]
+            for c in self.checks
+            if c["span"] > 0 and c["error"] == c["error"]
+        ]  # NaN: a check where it could not predict
+        if rates:
+            return max(rates)
+        if self.heldout_error and self.heldout_span:
+            return self.heldout_error / self.heldout_span
+        return None
 
     @property
     def ok(self) -> bool:
@@ -101,6 +149,7 @@ class PredictorFit:
             "heldout_runs": self.heldout_runs,
             "heldout_span": self.heldout_span,
             "why_not": self.why_not,
+            "checks": list(self.checks),
         }
 
     @classmethod
@@ -113,7 +162,18 @@ class PredictorFit:
             int(d.get("heldout_runs") or 0),
             None if d.get("heldout_span") is None else float(d["heldout_span"]),
             d.get("why_not"),
+            tuple(_check_of(c) for c in d.get("checks") or []),
         )
+
+
+def _check_of(c: dict) -> dict:
+    """One held-out check of a predictor, from downstream.json."""
+    return {
+        "held_out": str(c["held_out"]),
+        "error": math.nan if c.get("error") is None else float(c["error"]),
+        "runs": int(c["runs"]),
+        "span": float(c["span"]),
+    }
 
 
 @dataclass(frozen=True)
@@ -127,13 +187,19 @@ class TaskPredictors:
     chance: float | None  # the sigmoid's floor; None: fitted
     fits: dict[str, PredictorFit]
     chosen: str | None  # the predictor forecasts use
-    chosen_by: str  # "held-out error at N = …" or why the default
-    heldout_n: float | None  # the N held out, when the check was made
+    chosen_by: str  # why: better beyond the noise on the checks, or the bounded default
+    heldout_n: float | None  # the largest N, held out by the first check (None: no check)
     n_max: float  # the largest N the predictors were fitted to
     flops_max: float  # the largest compute 6N(D + D′) among those runs
     n_runs: int  # final rows
     n_evals: int  # every evaluation, checkpoints included
     tasks: list[str] = field(default_factory=list)  # for the average: the tasks averaged
+    noise: TaskNoise | None = None  # the metric's noise (cdlaw.fit.task_noise)
+    checks: list[str] = field(default_factory=list)  # each held-out check, in words
+    # the predictors' disagreement on the runs held out: the mean over those runs of the
+    # largest minus the smallest prediction of the chosen predictor and the credible others
+    # (cdlaw.fit.predictor_choice.credible); None: no check, or one credible predictor
+    spread: float | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -149,6 +215,9 @@ class TaskPredictors:
             "n_runs": self.n_runs,
             "n_evals": self.n_evals,
             "tasks": self.tasks,
+            "noise": None if self.noise is None else self.noise.to_dict(),
+            "checks": self.checks,
+            "spread": self.spread,
             "fits": {k: f.to_dict() for k, f in self.fits.items()},
         }
 
@@ -168,4 +237,7 @@ class TaskPredictors:
             int(d.get("n_runs") or 0),
             int(d.get("n_evals") or 0),
             [str(t) for t in d.get("tasks") or []],
+            None if not d.get("noise") else TaskNoise.from_dict(d["noise"]),
+            [str(c) for c in d.get("checks") or []],
+            None if d.get("spread") is None else float(d["spread"]),
         )

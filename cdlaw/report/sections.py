@@ -83,14 +83,18 @@ def downstream_section(report: Report) -> str:
 
 def _predicted_by(task: dict) -> str:
     """Which predictor gave the plan's value: a chosen predictor (cdlaw.fit.predictors)
-    with its held-out error, or this row's link; "—" where the plan predicts none."""
+    with its held-out error, and why the runs cannot support it where they cannot; or this
+    row's link; "—" where the plan predicts none."""
     if not task:
         return "—"
     name = task.get("predictor")
     if not name:
         return "this link"
     err = task.get("heldout_error")
-    return f"{name} (held-out error {format_cell(err)})" if err is not None else str(name)
+    said = f"{name} (held-out error {format_cell(err)})" if err is not None else str(name)
+    if task.get("unsupported"):  # the runs rise by a few steps of the task's noise
+        said += f"; the runs cannot support it: {task['unsupported']}"
+    return said
 
 
 def settings_section(sweep: Path) -> str:

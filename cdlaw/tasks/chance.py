@@ -4,6 +4,7 @@ at a very high loss (cdlaw.fit.predictors).
     chance_level("hellaswag")                 -> 0.25   (4 endings)
     chance_level("arc_easy:mc")               -> 0.25   (an OLMES name: the suffix drops)
     chance_level("lambada_openai")            -> 0.0    (a cloze: no guess is right)
+    chance_level("mmlu_stem")                 -> 0.25   (any MMLU subject or group)
     chance_level("my_task")                   -> None   (unknown: the floor is fitted)
     chance_level("my_task", {"my_task": 0.2}) -> 0.2    (given: --chance my_task=0.2)
     chance_of_items(items)                    -> the mean of 1/(number of choices)
@@ -80,6 +81,8 @@ def chance_level(task: str, given: dict[str, float] | None = None) -> float | No
     if given and task in given:
         return float(given[task])
     name = task.strip().lower()
+    if name.startswith("mmlu"):  # every MMLU subject and group: four choices
+        return 0.25
     for _ in range(2):
         if name in CHOICES:
             n = CHOICES[name]

@@ -33,7 +33,8 @@ import pandas as pd
 from scipy import stats
 
 from cdlaw.fit.link import FORM_OF_METRIC, LINK_FORMS, LinkFit, fit_link, refit_link
-from cdlaw.fit.predictors import fit_task_predictors, run_counts, run_ids
+from cdlaw.fit.predictor_links import run_counts
+from cdlaw.fit.predictors import fit_task_predictors, run_ids
 from cdlaw.strategies import ordered
 from cdlaw.system.errors import BadInput
 from cdlaw.tasks.downstream_json import ALPHA, Collapse, Downstream, TaskLink, links_digest
@@ -88,7 +89,7 @@ def fit_downstream(
         result.links.append(_task_link(col, name, metric, form, rows, n_boot, rng))
     if predict is not None:
         result.predictors = fit_task_predictors(
-            runs, n_boot, seed, predict.holdout_largest, predict.chance, predict.average, task
+            runs, n_boot, seed, predict.holdout, predict.chance, predict.average, task
         )
     return result
 
@@ -97,7 +98,7 @@ def fit_downstream(
 class PredictOptions:
     """How `cdlaw downstream` fits the task predictors (cdlaw.fit.predictors)."""
 
-    holdout_largest: bool = False  # compare them on the largest N held out, choose by it
+    holdout: bool = True  # check them on larger sizes held out, choose by it
     chance: dict[str, float] = field(default_factory=dict)  # task -> chance level given
     average: list[str] | None = None  # the tasks averaged (None: every acc task)
 

@@ -1,12 +1,13 @@
-"""`cdlaw downstream --holdout-largest`, `cdlaw predict` and `cdlaw plan --link` on a ladder
-with checkpoints planted from a known two-step task law (tests/helpers/taskladder.py)."""
+"""`cdlaw downstream` (its predictors checked on sizes held out), `cdlaw predict` and `cdlaw
+plan --link` on a ladder with checkpoints planted from a known two-step task law
+(tests/helpers/taskladder.py)."""
 
 import json
 import re
 from pathlib import Path
 
 import pytest
-from taskladder import two_step
+from taskladder import END_FRACS, two_step
 
 from cdlaw.fit.io import output_paths, write_fit
 from cdlaw.fit.procedure import fit_law
@@ -15,38 +16,60 @@ from cdlaw.fit.table import load_runs
 
 @pytest.fixture(scope="module")
 def ladder(tmp_path_factory) -> Path:
-    """The ladder as a table with its fit.json beside it (the law on final rows only)."""
+    """The ladder as a table with its fit.json beside it (the law on final rows only); its
+    runs evaluated four times in their last fifth, so the step-to-step noise is measured."""
     path = tmp_path_factory.mktemp("ladder") / "ladder.csv"
-    two_step().to_csv(path, index=False)
+    two_step(fracs=END_FRACS).to_csv(path, index=False)
     fit = fit_law(load_runs(path), "chinchilla", bootstrap=8, n_starts=64, source=str(path))
     write_fit(fit, *output_paths(path))
     return path
 
 
-def test_holdout_largest_prints_each_predictors_error_and_the_choice(cdlaw, ladder):
-    code, out, err = cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 20,
-                           "--chance", "quiz=0.25")  # fmt: skip
+def test_downstream_prints_each_predictors_error_the_choice_the_spread_and_the_noise(cdlaw, ladder):
+    code, out, err = cdlaw("downstream", ladder, "--bootstrap", 20, "--chance", "quiz=0.25")
     assert code == 0, err
-    assert "held out" in out and "chosen by the least held-out error at N = 6.4e+08" in out
+    words = " ".join(out.split())
+    assert (
+        "mean |error| on the runs held out (N = 6.4e+08 held out; N ≥ 3.2e+08 held out; 40 "
+        "tokens per parameter held out)" in words
+    )
     table = out[out.index("task predictors") :]  # after the links' own table
     header = next(line for line in table.splitlines() if line.strip().startswith("task  "))
-    assert header.split() == ["task", "chance", "task-loss", "val-loss", "val-loss-exp", "direct"]
+    assert header.split() == [
+        "task", "chance", "task-loss", "val-loss", "val-loss-exp", "direct", "spread",
+    ]  # fmt: skip
     row = next(line for line in table.splitlines() if line.strip().startswith("quiz"))
-    cells = row.split()[2:]  # "quiz acc", then chance, then one cell per predictor
-    assert cells[0] == "0.25" and all(re.fullmatch(r"0\.\d{4}\*?", c) for c in cells[1:])
-    (chosen,) = [p for p, c in zip(header.split()[2:], cells[1:], strict=True) if c.endswith("*")]
-    assert chosen in ("task-loss", "val-loss") and "* chosen by the least held-out" in out
-    assert "fitted to 72 evaluations of 18 runs, checkpoints included" in out
+    cells = row.split()[2:]  # "quiz acc", then chance, one cell per predictor, the spread
+    assert cells[0] == "0.25" and all(re.fullmatch(r"0\.\d{4}\*?", c) for c in cells[1:5])
+    assert re.fullmatch(r"0\.\d{3}", cells[5])
+    marked = zip(header.split()[2:6], cells[1:5], strict=True)
+    (chosen,) = [p for p, c in marked if c.endswith("*")]
+    assert chosen == "task-loss" and "* chosen by the bounded default: no other" in words
+    lines = table.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.split()[:2] == ["task", "noise"])
+    assert lines[at].split() == [
+        "task",
+        "noise",
+        "from",
+        "items",
+        "rise",
+        "rise/noise",
+        "supported",
+    ]
+    row = lines[at + 2].split()
+    assert row[:2] == ["quiz", "acc"] and row[3:5] == ["checkpoints", "2000"] and row[-1] == "yes"
+    assert "fitted to 108 evaluations of 18 runs, checkpoints included" in out
     d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
     (tp,) = d["predictors"]
-    assert tp["n_runs"] == 18 and tp["n_evals"] == 72 and tp["heldout_n"] == 640e6
+    assert tp["n_runs"] == 18 and tp["n_evals"] == 108 and tp["heldout_n"] == 640e6
+    assert tp["noise"]["items"] == 2000 and tp["noise"]["supported"] and len(tp["checks"]) == 3
     assert all(f["heldout_error"] is not None for f in tp["fits"].values() if not f["why_not"])
 
 
 def test_predict_plan_link_and_report_agree_and_bands_widen(cdlaw, ladder):
     from cdlaw.report.gather import gather
 
-    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 30)[0] == 0
+    assert cdlaw("downstream", ladder, "--bootstrap", 30)[0] == 0
     links, fit = ladder.with_name("ladder.downstream.json"), ladder.with_name("ladder.fit.json")
     code, out, err = cdlaw("plan", "--law", fit, "--budget-flops", "1e20", "--unique-tokens",
                            "1e12", "--link", links, "--extrapolate", "--json")  # fmt: skip
@@ -165,8 +188,7 @@ def test_a_runs_folders_own_task_file_gives_the_chance_level(cdlaw, tmp_path):
 def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
     """The links' table, their verdicts, the predictors' table and the forecasts: every line
     within the 80 columns of a pipe, each predictor's error and the chosen one in a row."""
-    code, out, err = cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 10,
-                           "--chance", "quiz=0.25")  # fmt: skip
+    code, out, err = cdlaw("downstream", ladder, "--bootstrap", 10, "--chance", "quiz=0.25")
     assert code == 0, err
     assert max(map(len, out.splitlines()[1:])) <= 80, out  # the first names the path
     assert "one strategy only, nothing to compare" in " ".join(out.split())  # wrapped at words
@@ -176,14 +198,15 @@ def test_what_downstream_and_predict_print_fits_80_columns(cdlaw, ladder):
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80, out
     row = next(line for line in out.splitlines() if line.strip().startswith("quiz acc"))
-    value, low, _, high, by, heldout = row.split()[2:]
-    assert float(low) <= float(value) <= float(high) and float(heldout) > 0
+    value, low, _, high, by, heldout, spread = row.split()[2:]
+    value = value.rstrip("!")  # marked where the runs cannot support it
+    assert float(low) <= float(value) <= float(high) and float(heldout) > 0 and float(spread) >= 0
     assert by in ("task-loss", "val-loss", "val-loss-exp", "direct")
     assert "beyond the runs: N 6.25× and compute" in out
 
 
 def test_predict_wraps_a_long_reason_for_the_choice_within_80_columns(cdlaw, ladder, tmp_path):
-    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 0)[0] == 0
+    assert cdlaw("downstream", ladder, "--bootstrap", 0)[0] == 0
     d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
     d["predictors"][0]["chosen_by"] = "the least held-out error at N = 6.4e+08 " + "word " * 30
     links = tmp_path / "long.downstream.json"
@@ -264,17 +287,17 @@ def test_a_long_task_name_gives_way_to_the_numbers_within_80_columns(cdlaw, tmp_
     table.to_csv(path, index=False)
     fit = fit_law(load_runs(path), "chinchilla", bootstrap=8, n_starts=64, source=str(path))
     write_fit(fit, *output_paths(path))
-    code, out, err = cdlaw("downstream", path, "--holdout-largest", "--bootstrap", 10)
+    code, out, err = cdlaw("downstream", path, "--bootstrap", 10)
     assert code == 0, err
     assert max(map(len, out.splitlines()[1:])) <= 80, out  # the first names the path
     rows = [line for line in out.splitlines() if line.strip().startswith("bigbench_")]
-    assert len(rows) == 3 and all("…" in row for row in rows), out  # 2 links, 1 predictor
+    assert len(rows) == 4 and all("…" in row for row in rows), out  # 2 links, 1 predictor, noise
     code, out, err = cdlaw("predict", "--downstream", path.with_name("long.downstream.json"),
                            "--n-params", "1B", "--fresh-tokens", "20B")  # fmt: skip
     assert code == 0, err
     assert max(map(len, out.splitlines())) <= 80, out
     row = next(line for line in out.splitlines() if line.strip().startswith("bigbench_"))
-    assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4}$", row.rstrip()), row
+    assert "…" in row and re.search(r"0\.\d{4} – 0\.\d{4} +\S+ +0\.\d{4} +0\.\d{3}$", row.rstrip())
 
 
 def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw, ladder,
@@ -282,7 +305,7 @@ def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw
     """--law guards the loss the val-loss chains read; task-loss reads N and compute
     against the ladder, so a model far beyond it is warned of with a law too. A preset law
     (a paper's runs) with a ladder's links is warned of: their losses are not one scale."""
-    assert cdlaw("downstream", ladder, "--holdout-largest", "--bootstrap", 0)[0] == 0
+    assert cdlaw("downstream", ladder, "--bootstrap", 0)[0] == 0
     d = json.loads(ladder.with_name("ladder.downstream.json").read_text())
     d["predictors"][0]["chosen"] = "task-loss"
     links = tmp_path / "task-loss.downstream.json"
@@ -301,3 +324,38 @@ def test_with_a_law_the_predictors_that_read_n_are_still_held_to_the_limit(cdlaw
     code, out, err = cdlaw("predict", "--downstream", mine, "--law", law,
                            "--n-params", "600M", "--fresh-tokens", "12B", "--json")  # fmt: skip
     assert not any("a paper's fit" in w for w in json.loads(out)["warnings"])  # its own runs
+
+
+def test_a_task_the_runs_cannot_support_is_marked_in_predict_and_plan(cdlaw, tmp_path):
+    """An accuracy that barely rises over the ladder, within a few steps of its own noise:
+    `downstream` says no, `predict` and `plan --link` mark it with ! and say why."""
+    import numpy as np
+
+    table = two_step(fracs=END_FRACS)
+    rng = np.random.default_rng(5)
+    ramp = (np.log(table["n_params"]) - np.log(20e6)) / np.log(32)  # 0 to 1 over the ladder
+    table["task_quiz_acc"] = 0.3 + 0.02 * ramp + rng.normal(0, 0.01, len(table))
+    path = tmp_path / "flat.csv"
+    table.to_csv(path, index=False)
+    fit = fit_law(load_runs(path), "chinchilla", bootstrap=4, n_starts=32, source=str(path))
+    write_fit(fit, *output_paths(path))
+    code, out, err = cdlaw("downstream", path, "--bootstrap", 10, "--chance", "quiz=0.25")
+    assert code == 0, err
+    noise = out[out.index("noise: step to step") :].splitlines()
+    row = next(line.split() for line in noise if line.split()[:2] == ["quiz", "acc"])
+    assert row[3] == "checkpoints" and float(row[-2]) < 10 and row[-1] == "no"
+    links = path.with_name("flat.downstream.json")
+    code, out, err = cdlaw("predict", "--downstream", links, "--n-params", "1B",
+                           "--fresh-tokens", "20B")  # fmt: skip
+    assert code == 0, err
+    words = " ".join(out.split())
+    assert re.search(r"quiz acc 0\.\d{4}!", words) and "the runs cannot support" in words
+    code, out, err = cdlaw("plan", "--law", path.with_name("flat.fit.json"), "--budget-flops",
+                           "1e20", "--unique-tokens", "1e12", "--link", links, "--extrapolate")  # fmt: skip
+    assert code == 0, err
+    assert re.search(r"quiz +acc +0\.\d{4}!", out) and "task's noise" in " ".join(out.split())
+    from cdlaw.report.gather import gather
+    from cdlaw.report.sections import downstream_section
+
+    page = downstream_section(gather(path, budget_flops=1e20, unique_tokens=1e12, extrapolate=True))
+    assert "the runs cannot support it: the final runs rise by" in page

@@ -4,9 +4,11 @@
 `two_step`: bpb(N, D) = E + A/N^α + B/D^β (Bhagia et al.'s step 1) and an accuracy that is
 a sigmoid of it, floor 0.25 (step 2), scored on ITEMS items (binomial noise); every run is
 evaluated at a quarter, half and three quarters of its tokens (checkpoint rows) and at the
-end. The validation loss is 2·bpb. `direct`: the accuracy is a sigmoid of log10 compute,
-the same at every ratio of tokens per parameter, while the loss differs by ratio at equal
-compute: no single link from loss to accuracy holds, the direct fit does.
+end, or at END_FRACS, three checkpoints in its last fifth, where a test needs the
+step-to-step noise (cdlaw.fit.task_noise). The validation loss is 2·bpb. `direct`: the accuracy is Krajewski et al.'s power law of
+log accuracy in compute, the same at every ratio of tokens per parameter, while the loss
+differs by ratio at equal compute: no single link from loss to accuracy holds, the direct
+fit does.
 """
 
 import numpy as np
@@ -29,18 +31,28 @@ def true_acc(N, T):
     return s["b"] + s["a"] / (1 + np.exp(-s["k"] * (true_bpb(N, T) - s["x0"])))
 
 
+DIRECT = {"logA": 13.5, "alpha": 0.33, "b": 0.25}  # −log q = e^logA·C^−α, q above chance
+
+
 def true_direct(N, T):
-    return 0.25 + 0.6 / (1 + np.exp(-1.5 * (np.log10(6 * np.asarray(N) * T) - 18.5)))
+    d = DIRECT
+    u = np.exp(d["logA"] - d["alpha"] * np.log(6 * np.asarray(N) * T))
+    return d["b"] + (1 - d["b"]) * np.exp(-u)
 
 
-def two_step(seed: int = 0, direct: bool = False) -> pd.DataFrame:
-    """The ladder: SIZES × RATIOS, three checkpoints and the end of each run."""
+FRACS = (0.25, 0.5, 0.75, 1.0)  # each run's evaluations, as shares of its tokens
+END_FRACS = (0.25, 0.5, 0.85, 0.9, 0.95, 1.0)  # dense at the end: step-to-step noise measured
+
+
+def two_step(seed: int = 0, direct: bool = False, fracs=FRACS) -> pd.DataFrame:
+    """The ladder: SIZES × RATIOS, each run evaluated at `fracs` of its tokens (the last, 1,
+    its end; the rest checkpoints)."""
     rng = np.random.default_rng(seed)
     rows = []
     for N in SIZES:
         for r in RATIOS:
             D = r * N
-            for frac in (0.25, 0.5, 0.75, 1.0):
+            for frac in fracs:
                 T = frac * D
                 bpb = float(true_bpb(N, T)) * np.exp(rng.normal(0, 0.003))
                 if direct:  # the loss favours long runs at equal compute; accuracy does not
