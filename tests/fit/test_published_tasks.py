@@ -59,6 +59,7 @@ def test_results_md_holds_what_the_predictors_give_on_gadre_et_al():
     assert got["1.4B at 640"][law][2] <= AUTHORS["1.4B at 640"]
     assert got["6.9B at 20"][law][2] < 0.1
 
+
 EVAL_DATA = "training/eval_data/"
 # where each validation loss's data lies in a model JSON of the authors' repository
 LOSS_DATA = {
