@@ -13,10 +13,14 @@ loss_curve_repo/).
 half: each curve cut at half its steps, its planned schedule (its own lr column, the
 warmup before it) known; cdlaw's continuation (cdlaw.govern.continuation) predicts the
 final loss: the mean of the losses logged in the last 1% of the steps, predicted at the
-same steps. Leave one size out: the gain prior of each curve is fitted on the other two
-sizes' curves (`prior`), never its own. Reports the relative error and whether the 95%
-band holds the final loss.
-prior: each curve fitted whole by each law without a prior; the gain's mean and sd.
+same steps. Leave one size out: the gain prior of each curve, and Tissue et al.'s memory
+per decay step (MEMORY_PER_DECAY), are fitted on the other two sizes' curves (`prior`),
+never its own; `--shipped` uses the shipped constant instead. Reports the relative error
+and whether the 95% band holds the final loss.
+prior: each curve fitted whole by each law without a prior; the gain's mean and sd; and
+for each curve whose decay is 10× longer than Tissue et al.'s 1,000-step memory, the
+memory that fits it best, as a share of its decay steps (their median over the two larger
+sizes: the shipped constant, as the memory grows with size).
 export: one curve's first half written as a W&B history export would hold it
 (train/global_step, throughput/total_tokens at an assumed 2^20 tokens per step,
 train/loss, optim/learning_rate_group0, W&B's own _step and _runtime), for `cdlaw govern`
@@ -45,10 +49,16 @@ from cdlaw.govern import continuation as cont  # noqa: E402
 from cdlaw.govern.lr_plan import file_plan  # noqa: E402
 from cdlaw.govern.schedule_laws import (  # noqa: E402
     LAWS,
+    MEMORY_PER_DECAY,
+    TISSUE,
+    TISSUE_MOMENTUM,
     GainPrior,
     annealing,
+    decay_steps,
     fit_law,
     multipower_sum,
+    tissue_area,
+    tissue_momentum,
 )
 
 SIZES = ("25M", "100M", "400M")
@@ -77,7 +87,7 @@ def schedule(df: pd.DataFrame, tmp: Path):
     return file_plan(path, None, None)
 
 
-def full_gains(curves, tmp: Path) -> pd.DataFrame:
+def full_gains(curves, tmp: Path, per_decay: float = MEMORY_PER_DECAY) -> pd.DataFrame:
     """Every curve that anneals fitted whole by each law, no prior: its gain."""
     rows = []
     for (size, sched), df in curves.items():
@@ -86,10 +96,36 @@ def full_gains(curves, tmp: Path) -> pd.DataFrame:
         if not (np.diff(plan.lr[steps[0] :]) < 0).any():
             continue  # a constant lr: the gain is not in the curve
         s1 = np.cumsum(plan.lr)[steps - 1]
+        momentum = tissue_momentum(plan.lr, per_decay)
         for law in LAWS:
-            x = annealing(law, plan.lr, steps)
-            fit = fit_law(law, s1, x, df.loss.to_numpy(float), plan.peak)
+            x = annealing(law, plan.lr, steps, momentum)
+            fit = fit_law(law, s1, x, df.loss.to_numpy(float), plan.peak, momentum=momentum)
             rows.append({"size": size, "schedule": sched, "law": law, "gain": fit.gain})
+    return pd.DataFrame(rows)
+
+
+MEMORIES = np.geomspace(100, 30_000, 31)  # steps: the grid the best memory is read off
+
+
+def memories(curves, tmp: Path) -> pd.DataFrame:
+    """Each curve whose decay is 10× longer than the paper's memory, fitted whole by
+    Tissue et al.'s law at each memory of MEMORIES: the best one, per decay step."""
+    rows = []
+    for (size, sched), df in curves.items():
+        plan = schedule(df, tmp)
+        decay = decay_steps(plan.lr)
+        if decay < 10 / (1 - TISSUE_MOMENTUM):
+            continue
+        steps, loss = df.step.to_numpy(int), df.loss.to_numpy(float)
+        s1 = np.cumsum(plan.lr)[steps - 1]
+        rms = []
+        for memory in MEMORIES:
+            x = tissue_area(plan.lr, 1 - 1 / memory)[steps - 1]
+            fit = fit_law(TISSUE, s1, x, loss, plan.peak, momentum=1 - 1 / memory)
+            rms.append(float(np.sqrt(np.mean((fit.loss(s1, x) / loss - 1) ** 2))))
+        best = float(MEMORIES[int(np.argmin(rms))])
+        rows.append({"size": size, "schedule": sched, "decay": decay, "memory": best,
+                     "per_decay": best / decay})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -103,8 +139,13 @@ def priors_from(gains: pd.DataFrame) -> dict[str, GainPrior]:
     return out
 
 
-def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
-    gains = full_gains(curves, tmp)
+def half(curves, tmp: Path, refits: int, shipped: bool = False) -> pd.DataFrame:
+    mem = memories(curves, tmp)
+    per_decay = {
+        size: MEMORY_PER_DECAY if shipped else float(mem[mem["size"] != size].per_decay.median())
+        for size in SIZES
+    }
+    gains = {size: full_gains(curves, tmp, per_decay[size]) for size in SIZES}
     rows = []
     for (size, sched), df in curves.items():
         t0 = time.time()
@@ -114,13 +155,14 @@ def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
         seen = steps <= CUT * last
         tail = steps >= (1 - TAIL) * last
         target = float(loss[tail].mean())
-        priors = priors_from(gains[gains["size"] != size])
+        g = gains[size]
+        priors = priors_from(g[g["size"] != size])
         c = cont.fit_continuation(steps[seen], loss[seen], plan.lr, plan.peak, priors=priors,
-                                  refits=refits)  # fmt: skip
+                                  refits=refits, per_decay=per_decay[size])  # fmt: skip
         point, lo, hi = c.predict_at(plan.lr, steps[tail])
         by_law = {
             law: float(np.mean(f.loss(np.cumsum(plan.lr)[steps[tail] - 1],
-                                      annealing(law, plan.lr, steps[tail]))))
+                                      annealing(law, plan.lr, steps[tail], c.momentum))))
             for law, f in c.fits.items()
         }  # fmt: skip
         rows.append(
@@ -133,6 +175,7 @@ def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
                 "hi": float(hi[-1]),
                 **{f"err_{law}": v / target - 1 for law, v in by_law.items()},
                 "annealed": c.annealed,
+                "per_decay": per_decay[size],
             }
         )
         print(f"  {size} {sched}: {time.time() - t0:.1f}s", file=sys.stderr)
@@ -236,6 +279,8 @@ def main() -> None:
     ap.add_argument("--curve", default="400M_cosine_72000", help="export: <size>_<schedule>")
     ap.add_argument("folder", type=Path)
     ap.add_argument("--refits", type=int, default=cont.REFITS)
+    ap.add_argument("--shipped", action="store_true",
+                    help="half: the shipped MEMORY_PER_DECAY, not the other sizes' median")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write the rows as JSON here (export: the log)")
     a = ap.parse_args()
     curves = read(a.folder)
@@ -250,9 +295,14 @@ def main() -> None:
             print(g.pivot_table(index=["size", "schedule"], columns="law", values="gain"))
             for law, p in priors_from(g).items():
                 print(f"{law}: GainPrior({p.mean:.3f}, {p.sd:.3f})")
+            m = memories(curves, Path(tmp))
+            print(m.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+            big = m[m["size"] != SIZES[0]]
+            print(f"memory per decay step: median {m.per_decay.median():.3f}, "
+                  f"over {' and '.join(SIZES[1:])} {big.per_decay.median():.3f}")  # fmt: skip
             df = g
         elif a.what == "half":
-            df = half(curves, Path(tmp), a.refits)
+            df = half(curves, Path(tmp), a.refits, a.shipped)
             print(half_table(df))
         else:
             df = protocol(curves, Path(tmp))
