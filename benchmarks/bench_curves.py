@@ -5,6 +5,7 @@
     python benchmarks/bench_curves.py protocol DIR   # the authors' protocol (joint fit)
     python benchmarks/bench_curves.py export   DIR --curve 400M_cosine_72000 --out log.csv
                                                       # its first half as a W&B export
+    python benchmarks/bench_curves.py ladder   FILE  # OLMo ladder runs, governed from half
 
 DIR holds `<size>_<schedule>.csv` (step, lr, loss: training loss every 128 steps after a
 2,160-step linear warmup to 3e-4; github.com/thu-yao-01-luo/MultiPowerLaw,
@@ -25,6 +26,12 @@ export: one curve's first half written as a W&B history export would hold it
 (train/global_step, throughput/total_tokens at an assumed 2^20 tokens per step,
 train/loss, optim/learning_rate_group0, W&B's own _step and _runtime), for `cdlaw govern`
 as a user would run it (docs/govern.md's figure).
+ladder: FILE is a model ladder's evaluations (Bhagia et al. 2024, arXiv 2412.04403:
+columns label, n_params, fresh_tokens, tokens_trained, loss; github.com/allenai/OLMo-ladder):
+each run's validation loss read to half its tokens, governed by `cdlaw govern --json` as a
+user would (--schedule cosine --final-lr-ratio 0.1, --warmup over N tokens, --planned-tokens
+its final tokens, --batch-tokens 2^20: assumptions, not read from the runs); the planned
+end's error and whether its band holds the final loss.
 protocol: the seven multi-power parameters fitted jointly on cosine_24000,
 constant_24000 and wsdcon_9 (relative least squares, α, C, β, γ searched, L0, A, B
 solved), the other six schedules predicted; mean and worst |relative error| over their
@@ -257,6 +264,40 @@ def protocol(curves, tmp: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LADDER_BATCH = 2**20  # tokens per step assumed for the ladder's runs
+
+
+def ladder(file: Path, tmp: Path) -> pd.DataFrame:
+    import json
+    import subprocess
+
+    evals = pd.read_csv(file)
+    rows = []
+    for (label, fresh), run in evals.groupby(["label", "fresh_tokens"]):
+        run = run.sort_values("tokens_trained")
+        end = float(run.tokens_trained.iloc[-1])
+        half = run[run.tokens_trained <= CUT * end]
+        log = tmp / f"{label}_{int(fresh)}.csv"
+        pd.DataFrame({"tokens": half.tokens_trained, "val_loss": half.loss}).to_csv(
+            log, index=False
+        )
+        warmup = round(float(run.n_params.iloc[0]) / LADDER_BATCH)
+        args = ["govern", str(log), "--json", "--schedule", "cosine", "--warmup", str(warmup),
+                "--final-lr-ratio", "0.1", "--planned-tokens", str(end),
+                "--batch-tokens", str(LADDER_BATCH)]  # fmt: skip
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['cdlaw', *sys.argv[1:]]; "
+        )
+        out = subprocess.run([sys.executable, "-c", code + "from cdlaw.cli import main; main()",
+                              *args], capture_output=True, text=True, check=True)  # fmt: skip
+        planned = next(o for o in json.loads(out.stdout)["options"] if o["name"] == "planned end")
+        final = float(run.loss.iloc[-1])
+        lo, hi = planned["loss_ci95"]
+        rows.append({"run": label, "tokens": end, "final": final, "predicted": planned["loss"],
+                     "error": planned["loss"] / final - 1, "covered": lo <= final <= hi})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def export(df: pd.DataFrame, out: Path) -> None:
     half = df[df.step <= CUT * df.step.max()]
     pd.DataFrame(
@@ -275,16 +316,23 @@ def main() -> None:
     import tempfile
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("half", "prior", "protocol", "export"))
+    ap.add_argument("what", choices=("half", "prior", "protocol", "export", "ladder"))
     ap.add_argument("--curve", default="400M_cosine_72000", help="export: <size>_<schedule>")
-    ap.add_argument("folder", type=Path)
+    ap.add_argument("folder", type=Path, help="the curves' folder (ladder: the ladder's CSV)")
     ap.add_argument("--refits", type=int, default=cont.REFITS)
     ap.add_argument("--shipped", action="store_true",
                     help="half: the shipped MEMORY_PER_DECAY, not the other sizes' median")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write the rows as JSON here (export: the log)")
     a = ap.parse_args()
-    curves = read(a.folder)
     t0 = time.time()
+    if a.what == "ladder":
+        with tempfile.TemporaryDirectory() as tmp:
+            df = ladder(a.folder, Path(tmp))
+        print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(f"mean |error| {df.error.abs().mean():.2%}, mean {df.error.mean():+.2%}, "
+              f"band holds {df.covered.sum()} of {len(df)}")  # fmt: skip
+        return
+    curves = read(a.folder)
     if a.what == "export":
         size, sched = a.curve.split("_", 1)
         export(curves[(size, sched)], a.out or Path("log.csv"))
