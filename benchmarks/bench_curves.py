@@ -5,6 +5,7 @@
     python benchmarks/bench_curves.py protocol DIR   # the authors' protocol (joint fit)
     python benchmarks/bench_curves.py export   DIR --curve 400M_cosine_72000 --out log.csv
                                                       # its first half as a W&B export
+    python benchmarks/bench_curves.py ladder   FILE  # OLMo ladder runs, governed from half
 
 DIR holds `<size>_<schedule>.csv` (step, lr, loss: training loss every 128 steps after a
 2,160-step linear warmup to 3e-4; github.com/thu-yao-01-luo/MultiPowerLaw,
@@ -13,14 +14,24 @@ loss_curve_repo/).
 half: each curve cut at half its steps, its planned schedule (its own lr column, the
 warmup before it) known; cdlaw's continuation (cdlaw.govern.continuation) predicts the
 final loss: the mean of the losses logged in the last 1% of the steps, predicted at the
-same steps. Leave one size out: the gain prior of each curve is fitted on the other two
-sizes' curves (`prior`), never its own. Reports the relative error and whether the 95%
-band holds the final loss.
-prior: each curve fitted whole by each law without a prior; the gain's mean and sd.
+same steps. Leave one size out: the gain prior of each curve, and Tissue et al.'s memory
+per decay step (MEMORY_PER_DECAY), are fitted on the other two sizes' curves (`prior`),
+never its own; `--shipped` uses the shipped constant instead. Reports the relative error
+and whether the 95% band holds the final loss.
+prior: each curve fitted whole by each law without a prior; the gain's mean and sd; and
+for each curve whose decay is 10× longer than Tissue et al.'s 1,000-step memory, the
+memory that fits it best, as a share of its decay steps (their median over the two larger
+sizes: the shipped constant, as the memory grows with size).
 export: one curve's first half written as a W&B history export would hold it
 (train/global_step, throughput/total_tokens at an assumed 2^20 tokens per step,
 train/loss, optim/learning_rate_group0, W&B's own _step and _runtime), for `cdlaw govern`
 as a user would run it (docs/govern.md's figure).
+ladder: FILE is a model ladder's evaluations (Bhagia et al. 2024, arXiv 2412.04403:
+columns label, n_params, fresh_tokens, tokens_trained, loss; github.com/allenai/OLMo-ladder):
+each run's validation loss read to half its tokens, governed by `cdlaw govern --json` as a
+user would (--schedule cosine --final-lr-ratio 0.1, --warmup over N tokens, --planned-tokens
+its final tokens, --batch-tokens 2^20: assumptions, not read from the runs); the planned
+end's error and whether its band holds the final loss.
 protocol: the seven multi-power parameters fitted jointly on cosine_24000,
 constant_24000 and wsdcon_9 (relative least squares, α, C, β, γ searched, L0, A, B
 solved), the other six schedules predicted; mean and worst |relative error| over their
@@ -45,10 +56,16 @@ from cdlaw.govern import continuation as cont  # noqa: E402
 from cdlaw.govern.lr_plan import file_plan  # noqa: E402
 from cdlaw.govern.schedule_laws import (  # noqa: E402
     LAWS,
+    MEMORY_PER_DECAY,
+    TISSUE,
+    TISSUE_MOMENTUM,
     GainPrior,
     annealing,
+    decay_steps,
     fit_law,
     multipower_sum,
+    tissue_area,
+    tissue_momentum,
 )
 
 SIZES = ("25M", "100M", "400M")
@@ -77,7 +94,7 @@ def schedule(df: pd.DataFrame, tmp: Path):
     return file_plan(path, None, None)
 
 
-def full_gains(curves, tmp: Path) -> pd.DataFrame:
+def full_gains(curves, tmp: Path, per_decay: float = MEMORY_PER_DECAY) -> pd.DataFrame:
     """Every curve that anneals fitted whole by each law, no prior: its gain."""
     rows = []
     for (size, sched), df in curves.items():
@@ -86,10 +103,36 @@ def full_gains(curves, tmp: Path) -> pd.DataFrame:
         if not (np.diff(plan.lr[steps[0] :]) < 0).any():
             continue  # a constant lr: the gain is not in the curve
         s1 = np.cumsum(plan.lr)[steps - 1]
+        momentum = tissue_momentum(plan.lr, per_decay)
         for law in LAWS:
-            x = annealing(law, plan.lr, steps)
-            fit = fit_law(law, s1, x, df.loss.to_numpy(float), plan.peak)
+            x = annealing(law, plan.lr, steps, momentum)
+            fit = fit_law(law, s1, x, df.loss.to_numpy(float), plan.peak, momentum=momentum)
             rows.append({"size": size, "schedule": sched, "law": law, "gain": fit.gain})
+    return pd.DataFrame(rows)
+
+
+MEMORIES = np.geomspace(100, 30_000, 31)  # steps: the grid the best memory is read off
+
+
+def memories(curves, tmp: Path) -> pd.DataFrame:
+    """Each curve whose decay is 10× longer than the paper's memory, fitted whole by
+    Tissue et al.'s law at each memory of MEMORIES: the best one, per decay step."""
+    rows = []
+    for (size, sched), df in curves.items():
+        plan = schedule(df, tmp)
+        decay = decay_steps(plan.lr)
+        if decay < 10 / (1 - TISSUE_MOMENTUM):
+            continue
+        steps, loss = df.step.to_numpy(int), df.loss.to_numpy(float)
+        s1 = np.cumsum(plan.lr)[steps - 1]
+        rms = []
+        for memory in MEMORIES:
+            x = tissue_area(plan.lr, 1 - 1 / memory)[steps - 1]
+            fit = fit_law(TISSUE, s1, x, loss, plan.peak, momentum=1 - 1 / memory)
+            rms.append(float(np.sqrt(np.mean((fit.loss(s1, x) / loss - 1) ** 2))))
+        best = float(MEMORIES[int(np.argmin(rms))])
+        rows.append({"size": size, "schedule": sched, "decay": decay, "memory": best,
+                     "per_decay": best / decay})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -103,8 +146,13 @@ def priors_from(gains: pd.DataFrame) -> dict[str, GainPrior]:
     return out
 
 
-def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
-    gains = full_gains(curves, tmp)
+def half(curves, tmp: Path, refits: int, shipped: bool = False) -> pd.DataFrame:
+    mem = memories(curves, tmp)
+    per_decay = {
+        size: MEMORY_PER_DECAY if shipped else float(mem[mem["size"] != size].per_decay.median())
+        for size in SIZES
+    }
+    gains = {size: full_gains(curves, tmp, per_decay[size]) for size in SIZES}
     rows = []
     for (size, sched), df in curves.items():
         t0 = time.time()
@@ -114,13 +162,14 @@ def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
         seen = steps <= CUT * last
         tail = steps >= (1 - TAIL) * last
         target = float(loss[tail].mean())
-        priors = priors_from(gains[gains["size"] != size])
+        g = gains[size]
+        priors = priors_from(g[g["size"] != size])
         c = cont.fit_continuation(steps[seen], loss[seen], plan.lr, plan.peak, priors=priors,
-                                  refits=refits)  # fmt: skip
+                                  refits=refits, per_decay=per_decay[size])  # fmt: skip
         point, lo, hi = c.predict_at(plan.lr, steps[tail])
         by_law = {
             law: float(np.mean(f.loss(np.cumsum(plan.lr)[steps[tail] - 1],
-                                      annealing(law, plan.lr, steps[tail]))))
+                                      annealing(law, plan.lr, steps[tail], c.momentum))))
             for law, f in c.fits.items()
         }  # fmt: skip
         rows.append(
@@ -133,6 +182,7 @@ def half(curves, tmp: Path, refits: int) -> pd.DataFrame:
                 "hi": float(hi[-1]),
                 **{f"err_{law}": v / target - 1 for law, v in by_law.items()},
                 "annealed": c.annealed,
+                "per_decay": per_decay[size],
             }
         )
         print(f"  {size} {sched}: {time.time() - t0:.1f}s", file=sys.stderr)
@@ -214,6 +264,40 @@ def protocol(curves, tmp: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+LADDER_BATCH = 2**20  # tokens per step assumed for the ladder's runs
+
+
+def ladder(file: Path, tmp: Path) -> pd.DataFrame:
+    import json
+    import subprocess
+
+    evals = pd.read_csv(file)
+    rows = []
+    for (label, fresh), run in evals.groupby(["label", "fresh_tokens"]):
+        run = run.sort_values("tokens_trained")
+        end = float(run.tokens_trained.iloc[-1])
+        half = run[run.tokens_trained <= CUT * end]
+        log = tmp / f"{label}_{int(fresh)}.csv"
+        pd.DataFrame({"tokens": half.tokens_trained, "val_loss": half.loss}).to_csv(
+            log, index=False
+        )
+        warmup = round(float(run.n_params.iloc[0]) / LADDER_BATCH)
+        args = ["govern", str(log), "--json", "--schedule", "cosine", "--warmup", str(warmup),
+                "--final-lr-ratio", "0.1", "--planned-tokens", str(end),
+                "--batch-tokens", str(LADDER_BATCH)]  # fmt: skip
+        code = (
+            f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['cdlaw', *sys.argv[1:]]; "
+        )
+        out = subprocess.run([sys.executable, "-c", code + "from cdlaw.cli import main; main()",
+                              *args], capture_output=True, text=True, check=True)  # fmt: skip
+        planned = next(o for o in json.loads(out.stdout)["options"] if o["name"] == "planned end")
+        final = float(run.loss.iloc[-1])
+        lo, hi = planned["loss_ci95"]
+        rows.append({"run": label, "tokens": end, "final": final, "predicted": planned["loss"],
+                     "error": planned["loss"] / final - 1, "covered": lo <= final <= hi})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 def export(df: pd.DataFrame, out: Path) -> None:
     half = df[df.step <= CUT * df.step.max()]
     pd.DataFrame(
@@ -232,14 +316,23 @@ def main() -> None:
     import tempfile
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("half", "prior", "protocol", "export"))
+    ap.add_argument("what", choices=("half", "prior", "protocol", "export", "ladder"))
     ap.add_argument("--curve", default="400M_cosine_72000", help="export: <size>_<schedule>")
-    ap.add_argument("folder", type=Path)
+    ap.add_argument("folder", type=Path, help="the curves' folder (ladder: the ladder's CSV)")
     ap.add_argument("--refits", type=int, default=cont.REFITS)
+    ap.add_argument("--shipped", action="store_true",
+                    help="half: the shipped MEMORY_PER_DECAY, not the other sizes' median")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write the rows as JSON here (export: the log)")
     a = ap.parse_args()
-    curves = read(a.folder)
     t0 = time.time()
+    if a.what == "ladder":
+        with tempfile.TemporaryDirectory() as tmp:
+            df = ladder(a.folder, Path(tmp))
+        print(df.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(f"mean |error| {df.error.abs().mean():.2%}, mean {df.error.mean():+.2%}, "
+              f"band holds {df.covered.sum()} of {len(df)}")  # fmt: skip
+        return
+    curves = read(a.folder)
     if a.what == "export":
         size, sched = a.curve.split("_", 1)
         export(curves[(size, sched)], a.out or Path("log.csv"))
@@ -250,9 +343,14 @@ def main() -> None:
             print(g.pivot_table(index=["size", "schedule"], columns="law", values="gain"))
             for law, p in priors_from(g).items():
                 print(f"{law}: GainPrior({p.mean:.3f}, {p.sd:.3f})")
+            m = memories(curves, Path(tmp))
+            print(m.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+            big = m[m["size"] != SIZES[0]]
+            print(f"memory per decay step: median {m.per_decay.median():.3f}, "
+                  f"over {' and '.join(SIZES[1:])} {big.per_decay.median():.3f}")  # fmt: skip
             df = g
         elif a.what == "half":
-            df = half(curves, Path(tmp), a.refits)
+            df = half(curves, Path(tmp), a.refits, a.shipped)
             print(half_table(df))
         else:
             df = protocol(curves, Path(tmp))

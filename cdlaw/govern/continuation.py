@@ -26,11 +26,13 @@ import numpy as np
 
 from cdlaw.govern.schedule_laws import (
     LAWS,
+    MEMORY_PER_DECAY,
     GainPrior,
     LawFit,
     annealing,
     fit_law,
     shrunk,
+    tissue_momentum,
 )
 from cdlaw.system.errors import BadInput
 
@@ -42,10 +44,14 @@ REFITS = 100  # bootstrap refits per law
 # of the per-curve fits to Luo et al.'s 27 published curves (benchmarks/bench_curves.py
 # `prior`), the spread widened to a third of the mean for setups unlike theirs.
 GAIN_PRIOR = {
-    "tissue2024": GainPrior(0.143, 0.048),
+    "tissue2024": GainPrior(0.139, 0.046),
     "multipower2025": GainPrior(0.137, 0.046),
 }
-PREDICT = "mean"  # the point prediction: "mean" of the laws, or one law's name
+# The point prediction: one law's name, or "mean" of the laws. Tissue et al.'s, with the
+# memory of the schedule's decay: on half curves it errs least under every schedule; the
+# multi-power law's fixed shape predicts half cosines high (docs/results.md). Both laws'
+# refits make the band.
+PREDICT = "tissue2024"
 # The band's floor for the power law's own extrapolation: a relative error of κ per unit
 # of ln(S1 at the end / S1 now), κ the run's own backtest error (the law fitted to the
 # first half of the steps seen, predicting the last point) per unit of ln S1 it spanned,
@@ -59,7 +65,8 @@ Z95 = 1.96
 class Continuation:
     """The laws fitted to one run (fits) and their bootstrap refits (draws), on the
     run's schedule so far; `annealed` is the share of the peak lr the observed steps have
-    already dropped (0: a stable-phase curve, whose gain is the prior's)."""
+    already dropped (0: a stable-phase curve, whose gain is the prior's); `momentum` is
+    Tissue et al.'s λ for the planned schedule, kept for every schedule it predicts."""
 
     fits: dict[str, LawFit]
     draws: dict[str, list[LawFit]]
@@ -69,6 +76,7 @@ class Continuation:
     now: int  # the last step seen
     kappa: float  # the power law's extrapolation error per unit of ln S1 (backtest)
     prior_spread: dict[str, float]  # each law's gain prior, sd over mean
+    momentum: float
 
     @property
     def law(self) -> str:
@@ -92,8 +100,8 @@ class Continuation:
         ahead = steps > self.now
         points, pool, anneal = [], [], []
         for law, fit in self.fits.items():
-            x = annealing(law, lr, steps)
-            x_now = annealing(law, lr, [min(self.now, len(lr))])[0]
+            x = annealing(law, lr, steps, self.momentum)
+            x_now = annealing(law, lr, [min(self.now, len(lr))], self.momentum)[0]
             points.append(fit.loss(s1, x))
             pool += [d.loss(s1, x) for d in self.draws[law]]
             anneal.append(self.prior_spread[law] * fit.B * np.maximum(x - x_now, 0.0))
@@ -112,7 +120,7 @@ class Continuation:
         s1 = np.cumsum(lr if weights is None else lr * weights[: len(lr)])[step[0] - 1]
         out = []
         for law in self.fits:
-            x = annealing(law, lr, step)[0]
+            x = annealing(law, lr, step, self.momentum)[0]
             out += [float(d.loss(s1, x)) for d in self.draws[law]]
         return np.array(out)
 
@@ -147,9 +155,11 @@ def fit_continuation(
     refits: int = REFITS,
     seed: int = 0,
     where: str = "the log",
+    per_decay: float = MEMORY_PER_DECAY,
 ) -> Continuation:
-    """Both laws fitted to the curve (steps 1-based, within the schedule lr) and their
-    refits; BadInput when too few points lie past FIT_FROM of the steps seen."""
+    """Both laws fitted to the curve (steps 1-based, within the planned schedule lr) and
+    their refits; BadInput when too few points lie past FIT_FROM of the steps seen.
+    per_decay: Tissue et al.'s memory per decay step (schedule_laws.tissue_momentum)."""
     priors = priors or GAIN_PRIOR
     steps = np.asarray(steps, dtype=float)
     loss = np.asarray(loss, dtype=float)
@@ -164,19 +174,20 @@ def fit_continuation(
     at = np.maximum(np.round(s).astype(int), 1)
     s1 = np.cumsum(lr if weights is None else lr * weights)[at - 1]
     rng = np.random.default_rng(seed)
+    momentum = tissue_momentum(lr, per_decay)
     fits, draws = {}, {}
     for law in LAWS:
-        x = annealing(law, lr, at)
-        fits[law] = fit_law(law, s1, x, y, peak_lr, priors[law])
-        draws[law] = _refits(fits[law], s1, x, y, peak_lr, priors[law], refits, rng)
+        x = annealing(law, lr, at, momentum)
+        fits[law] = fit_law(law, s1, x, y, peak_lr, priors[law], momentum=momentum)
+        draws[law] = _refits(fits[law], s1, x, y, peak_lr, priors[law], refits, rng, momentum)
     seen = lr[: int(steps[-1])]
     annealed = float(1 - seen[-1] / np.max(seen)) if np.max(seen) > 0 else 0.0
     spread = {law: priors[law].sd / priors[law].mean for law in LAWS}
-    kappa = _backtest(at, y, s1, lr, peak_lr, priors)
-    return Continuation(fits, draws, s, y, annealed, int(steps[-1]), kappa, spread)
+    kappa = _backtest(at, y, s1, lr, peak_lr, priors, momentum)
+    return Continuation(fits, draws, s, y, annealed, int(steps[-1]), kappa, spread, momentum)
 
 
-def _backtest(at, y, s1, lr, peak_lr, priors) -> float:
+def _backtest(at, y, s1, lr, peak_lr, priors, momentum) -> float:
     """κ: the laws fitted to the binned points in the first half of the steps seen predict
     the last three; their mean relative error per unit of the ln S1 they extrapolate over."""
     first = at <= at[-1] / 2
@@ -184,15 +195,17 @@ def _backtest(at, y, s1, lr, peak_lr, priors) -> float:
         return KAPPA_UNMEASURED
     preds = []
     for law in LAWS:
-        x = annealing(law, lr, at)
-        fit = fit_law(law, s1[first], x[first], y[first], peak_lr, priors[law])
+        x = annealing(law, lr, at, momentum)
+        fit = fit_law(law, s1[first], x[first], y[first], peak_lr, priors[law], momentum=momentum)
         preds.append(fit.loss(s1[-3:], x[-3:]))
     error = abs(float(np.mean(np.mean(preds, axis=0) / y[-3:])) - 1)
     span = math.log(s1[-1] / s1[first][-1])
     return max(error / span, KAPPA_FLOOR) if span > 0 else KAPPA_UNMEASURED
 
 
-def _refits(fit: LawFit, s1, x, y, peak_lr, prior: GainPrior, n: int, rng) -> list[LawFit]:
+def _refits(
+    fit: LawFit, s1, x, y, peak_lr, prior: GainPrior, n: int, rng, momentum
+) -> list[LawFit]:
     """n refits on the fitted curve plus moving blocks of its relative residuals, each
     with the prior's centre drawn from the prior."""
     if n <= 0:
@@ -207,5 +220,5 @@ def _refits(fit: LawFit, s1, x, y, peak_lr, prior: GainPrior, n: int, rng) -> li
         centre = max(prior.mean + prior.sd * rng.standard_normal(), 0.0)
         weighed = shrunk(GainPrior(centre, prior.sd), fit.rho)
         out.append(fit_law(fit.law, s1, x, fitted * (1 + res[idx]), peak_lr, weighed,
-                           near=fit.alpha, autocorrelated=False))  # fmt: skip
+                           near=fit.alpha, autocorrelated=False, momentum=momentum))  # fmt: skip
     return out

@@ -63,6 +63,8 @@ LOSS_COLUMNS = (
     "train/loss",
     "train/ce loss",
     "train/ce_loss",
+    "train/crossentropyloss",
+    "train/cross_entropy_loss",
     "train/lm_loss",
     "lm_loss",
     "lm loss",

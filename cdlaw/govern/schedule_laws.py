@@ -3,8 +3,9 @@
 - Tissue, Wang & Wang 2024, "Scaling Law with Learning Rate Annealing", arXiv 2408.11029:
 
       L(s) = L0 + A·S1^(−α) − C·S2,   S1 = Σ_{i≤s} η_i (forward area),
-      S2 = Σ_{i≤s} m_i,  m_i = λ·m_{i−1} + (η_{i−1} − η_i)  (annealing area with momentum,
-      λ = 0.999 as the paper uses);
+      S2 = Σ_{i≤s} m_i,  m_i = λ·m_{i−1} + (η_{i−1} − η_i)  (annealing area with momentum:
+      a drop of the lr is felt over 1/(1 − λ) steps; λ = 0.999 as the paper uses, or
+      longer for a long, gradual decay: `tissue_momentum`);
 
 - Luo et al. 2025, "A Multi-Power Law for Loss Curve Prediction Across Learning Rate
   Schedules", arXiv 2503.12811:
@@ -38,6 +39,12 @@ TISSUE = "tissue2024"
 MULTIPOWER = "multipower2025"
 LAWS = (TISSUE, MULTIPOWER)
 TISSUE_MOMENTUM = 0.999
+# The steps a drop of the lr takes to be felt, 1/(1 − λ), as a share of the steps the
+# schedule spends decaying (at least the paper's 1,000): a cosine over 70K steps is felt
+# over thousands of steps, not one thousand. The memory that fits Luo et al.'s whole
+# cosine curves best is 2–13% of their decay, longer at larger sizes: this is its median
+# over the 100M and 400M curves (benchmarks/bench_curves.py `prior`, docs/results.md).
+MEMORY_PER_DECAY = 0.1
 # C, β, γ of the multi-power law: the means of Luo et al.'s own fits at 25M, 100M and 400M
 # (2.066/2.132/2.025, 0.583/0.598/0.594, 0.641/0.655/0.635: one shape at every size).
 MULTIPOWER_SHAPE = (2.074, 0.592, 0.644)
@@ -58,6 +65,25 @@ def drops(lr: np.ndarray) -> np.ndarray:
 def forward_area(lr: np.ndarray) -> np.ndarray:
     """S1 after each step: the cumulative sum of the lr."""
     return np.cumsum(lr)
+
+
+def decay_steps(lr: np.ndarray) -> int:
+    """The steps a per-step schedule spends decaying: after its peak, those strictly
+    between its peak and its final lr (1% of the drop from either), so a sudden drop
+    counts none and a cosine all of its decay."""
+    if not len(lr):
+        return 0
+    tail = lr[int(np.argmax(lr)) :]
+    hi, lo = float(tail[0]), float(np.min(tail))
+    margin = 0.01 * (hi - lo)
+    return int(np.sum((tail > lo + margin) & (tail < hi - margin)))
+
+
+def tissue_momentum(lr: np.ndarray, per_decay: float = MEMORY_PER_DECAY) -> float:
+    """λ of Tissue et al.'s annealing area for the planned per-step schedule lr: a memory
+    1/(1 − λ) of per_decay × its decay steps, at least the paper's λ."""
+    memory = max(1.0 / (1.0 - TISSUE_MOMENTUM), per_decay * decay_steps(lr))
+    return 1.0 - 1.0 / memory
 
 
 def tissue_area(lr: np.ndarray, momentum: float = TISSUE_MOMENTUM) -> np.ndarray:
@@ -118,17 +144,18 @@ def multipower_reduction(lr: np.ndarray, B: float, C: float, beta: float, gamma:
     return float(B * multipower_sum(lr, [len(lr)], (C, beta, gamma))[0]) if len(lr) else 0.0
 
 
-def annealing(law: str, lr: np.ndarray, steps) -> np.ndarray:
-    """The law's annealing feature X at `steps` (1-based) of the per-step schedule lr."""
+def annealing(law: str, lr: np.ndarray, steps, momentum: float = TISSUE_MOMENTUM) -> np.ndarray:
+    """The law's annealing feature X at `steps` (1-based) of the per-step schedule lr
+    (momentum: Tissue et al.'s λ; one run's fit and predictions share one)."""
     steps = np.asarray(steps, dtype=int)
     if law == TISSUE:
-        return tissue_area(lr)[steps - 1]
+        return tissue_area(lr, momentum)[steps - 1]
     return multipower_sum(lr, steps)
 
 
-def unit(law: str) -> float:
+def unit(law: str, momentum: float = TISSUE_MOMENTUM) -> float:
     """X per unit of lr dropped, once saturated (gain = B·η_peak·unit)."""
-    return 1.0 / (1.0 - TISSUE_MOMENTUM) if law == TISSUE else 1.0
+    return 1.0 / (1.0 - momentum) if law == TISSUE else 1.0
 
 
 def base_loss(params, s1):
@@ -237,15 +264,16 @@ def fit_law(
     prior: GainPrior | None = None,
     near: float | None = None,
     autocorrelated: bool = True,
+    momentum: float = TISSUE_MOMENTUM,
 ) -> LawFit:
     """`law` fitted to a curve: s1 and x the forward area and annealing feature at its
     points, loss its loss there; α profiled (a coarse grid then a bounded search, or only
     the search within 1.5× of `near`). With a prior, the curve's points count as the
     independent points their autocorrelation leaves (n·(1 − ρ)/(1 + ρ)): a smooth curve
     is not hundreds of measurements of its gain (autocorrelated=False: the prior is
-    taken as given, already shrunk)."""
+    taken as given, already shrunk); momentum: the λ x was computed with (Tissue's law)."""
     s1, x, y = (np.asarray(v, dtype=float) for v in (s1, x, loss))
-    gain_unit = peak_lr * unit(law)
+    gain_unit = peak_lr * unit(law, momentum)
     rel = np.diff(y) / y[1:]
     sigma0 = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))) / math.sqrt(2), 1e-5)
     fit = _profile(s1, x, y, prior, gain_unit, sigma0, near)

@@ -11,11 +11,14 @@ from cdlaw.govern.schedule_laws import (
     LAWS,
     MULTIPOWER,
     TISSUE,
+    TISSUE_MOMENTUM,
     GainPrior,
     annealing,
+    decay_steps,
     fit_law,
     multipower_sum,
     tissue_area,
+    tissue_momentum,
     unit,
 )
 from cdlaw.schedule import lr_at
@@ -24,10 +27,10 @@ from cdlaw.system.errors import BadInput
 PEAK = 1e-3
 
 
-def planted(law, plan, steps, gain=0.15, L0=2.5, A=0.6, alpha=0.4):
+def planted(law, plan, steps, gain=0.15, L0=2.5, A=0.6, alpha=0.4, momentum=TISSUE_MOMENTUM):
     s1 = np.cumsum(plan.lr)[steps - 1]
-    x = annealing(law, plan.lr, steps)
-    return L0 + A * s1**-alpha - gain / (plan.peak * unit(law)) * x
+    x = annealing(law, plan.lr, steps, momentum)
+    return L0 + A * s1**-alpha - gain / (plan.peak * unit(law, momentum)) * x
 
 
 @pytest.mark.parametrize("law", LAWS)
@@ -123,16 +126,34 @@ def test_binning_averages_points_within_equal_bins():
     assert len(s) == 10 and s[0] == pytest.approx(50.5) and y[-1] == pytest.approx(950.5)
 
 
+def test_tissues_memory_is_the_papers_or_a_tenth_of_a_long_decay():
+    """A drop is felt over 1/(1 − λ) steps: the paper's 1,000 for a sudden drop or a short
+    decay, a tenth of the decay for a long cosine."""
+    cosine = named_plan("cosine", 72_000, 2_000, 0.1, PEAK)
+    # a cosine's first and last 6.4% lie within 1% of its peak and floor: 1 − 2·arccos(0.98)/π
+    share = 1 - 2 * np.arccos(0.98) / np.pi
+    assert decay_steps(cosine.lr) == pytest.approx(share * 70_000, rel=1e-3)
+    assert 1 / (1 - tissue_momentum(cosine.lr)) == pytest.approx(0.1 * decay_steps(cosine.lr))
+    wsd = named_plan("wsd", 24_000, 2_000, 0.0, PEAK, 1 / 6)
+    assert decay_steps(wsd.lr) == pytest.approx(4_000, rel=0.05)
+    step_drop = np.r_[np.full(3_000, PEAK), np.full(3_000, PEAK / 10)]
+    assert decay_steps(step_drop) == 0
+    assert tissue_momentum(wsd.lr) == tissue_momentum(step_drop) == TISSUE_MOMENTUM
+    assert tissue_momentum(np.full(100, PEAK)) == TISSUE_MOMENTUM
+
+
 def test_the_band_widens_with_distance_and_holds_a_planted_cosine():
     truth = named_plan("cosine", 40_000, 500, 0.1, PEAK)
     steps = np.arange(500, 20_001, 25)
     rng = np.random.default_rng(1)
-    y = planted(TISSUE, truth, steps) * np.exp(0.003 * rng.standard_normal(len(steps)))
+    memory = tissue_momentum(truth.lr)
+    y = planted(TISSUE, truth, steps, momentum=memory)
+    y = y * np.exp(0.001 * rng.standard_normal(len(steps)))  # a binned training loss's noise
     cont = fit_continuation(steps, y, truth.lr, PEAK, refits=30)
     at = np.array([22_000, 30_000, 40_000])
     point, lo, hi = cont.predict_at(truth.lr, at)
     assert np.all(np.diff(hi - lo) > 0)  # wider the further it carries the fit
-    final = planted(TISSUE, truth, np.array([40_000]))[0]
+    final = planted(TISSUE, truth, np.array([40_000]), momentum=memory)[0]
     assert lo[-1] <= final <= hi[-1]
     assert point[-1] == pytest.approx(final, rel=0.01)
 

@@ -104,6 +104,18 @@ def test_a_wandb_chart_export_names_columns_by_run_and_metric(tmp_path):
     assert curve.lr is not None and curve.lr[-1] == plan.lr[3999]
 
 
+@pytest.mark.parametrize("column", ["train/CrossEntropyLoss", "train/cross_entropy_loss"])
+def test_a_cross_entropy_loss_column_is_read_without_naming_it(tmp_path, column):
+    steps = np.arange(20, 4001, 20)
+    plan, _, loss = planted_loss(steps)
+    pd.DataFrame({
+        "_step": np.arange(len(steps)), "train/global_step": steps, column: loss,
+        "train/ZLoss": loss * 1e-4, "optim/lr": plan.lr[steps - 1],
+    }).to_csv(tmp_path / "olmo.csv", index=False)  # fmt: skip
+    curve = read_curve(tmp_path / "olmo.csv")
+    assert curve.loss_column == column and curve.loss[0] == loss[0]
+
+
 def trainer_state(path, upto=STEPS // 2):
     """Hugging Face Trainer's trainer_state.json: a linear schedule (its default), a row
     per 10 steps, an eval row per 500, the run's summary row last."""
