@@ -2,9 +2,10 @@
 (every evaluation, checkpoints included), predict the ten task accuracies of its 760M runs,
 each with its band, as `cdlaw downstream` then `cdlaw predict` would (docs/results.md).
 
-    .venv/bin/python benchmarks/ladder_tasks.py [--published ../shared/data/published] [--bootstrap 200]
+    .venv/bin/python benchmarks/ladder_tasks.py --table olmo_ladder_190M_760M.csv [--bootstrap 200]
 
-The table is Bhagia et al. 2024's (arXiv 2412.04403) ladder: OLMo 2 models of 190M, 370M
+The table is Bhagia et al. 2024's (arXiv 2412.04403) ladder, one row per evaluation of
+each run as github.com/allenai/OLMo-ladder releases them (src/scripts/paper/data/ladder-runs): OLMo 2 models of 190M, 370M
 and 760M parameters at 1, 2, 5 and 10× Chinchilla's 20 tokens per parameter. Prints, per
 task, the predictor chosen, the noise and whether the runs support a prediction, then each
 760M run's prediction, band and truth; then the mean |error|, the count within 2 points and
@@ -28,9 +29,10 @@ FILE = "olmo_ladder_190M_760M.csv"
 TARGET = 700e6  # the runs at or above this N are predicted, the rest fitted
 
 
-def check(published: Path, boot: int = 200, seed: int = 0) -> pd.DataFrame:
-    """One row per (task, 760M run): ratio, predictor, value, lo, hi, truth, supported."""
-    table = pd.read_csv(published / FILE)
+def check(table_path: Path, boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """One row per (task, 760M run): ratio, predictor, value, lo, hi, truth, supported, for
+    the ladder's table at `table_path`."""
+    table = pd.read_csv(table_path)
     fitted = prepare_runs(table[table["n_params"] < TARGET].copy(), FILE, checkpoints=True)
     tps = [tp for tp in fit_task_predictors(fitted, boot, seed) if tp.task != "average"]
     rows = []
@@ -63,11 +65,18 @@ def summary(d: pd.DataFrame) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--published", default=str(Path(__file__).parents[1].parent / "shared/data/published")
+        "--table",
+        default=str(Path(__file__).parents[1].parent / "shared/data/published" / FILE),
+        help=f"the ladder's evaluations, one row each ({FILE})",
     )
     ap.add_argument("--bootstrap", type=int, default=200)
     args = ap.parse_args()
-    d = check(Path(args.published), args.bootstrap)
+    if not Path(args.table).is_file():
+        raise SystemExit(
+            f"{args.table} does not exist: give the ladder's evaluations (from "
+            "github.com/allenai/OLMo-ladder) as one table with --table"
+        )
+    d = check(Path(args.table), args.bootstrap)
     print("| task | by | noise | supported | 760M at 10×C: predicted (95% band) | observed |")
     print("|---|---|---|---|---|---|")
     top = d[d["ratio"] > 150]
