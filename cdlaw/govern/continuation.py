@@ -7,12 +7,14 @@ the loss they predict at the end of any schedule, with a 95% band.
 
 Both laws of cdlaw.govern.schedule_laws (Tissue et al. 2024; Luo et al. 2025) are fitted
 to the points past FIT_FROM of the steps seen (the first steps after warmup follow no
-power law in the lr area), binned to at most MAX_POINTS. The point prediction is the mean
-of the two laws' (PREDICT); the band pools both laws' bootstrap refits (model choice
-included): each refit adds to the fitted curve moving blocks of its residuals (their
-autocorrelation kept) and draws the gain prior's centre from the prior, so a gain the
-curve does not identify is as uncertain as the prior says, and the band widens with the
-distance the prediction carries the fit. The gain prior (GAIN_PRIOR) is what 27 published
+power law in the lr area), binned to at most MAX_POINTS, each point weighted by how near
+it lies to the last one (`recency`): the fit follows where the curve is going, not the
+transient it is leaving. The point prediction is Tissue et al.'s law's (PREDICT); the
+band pools both laws' bootstrap refits (model choice included): each refit adds to the
+fitted curve moving blocks of its residuals (their autocorrelation kept) and draws the
+gain prior's centre from the prior, so a gain the curve does not identify is as
+uncertain as the prior says, and the band widens with the distance the prediction
+carries the fit. The gain prior (GAIN_PRIOR) is what 27 published
 curves measure (docs/govern.md, docs/results.md). Data-constrained runs pass `weights`:
 each step's share of a fresh token's value, which scales its lr in the forward area.
 """
@@ -77,6 +79,7 @@ class Continuation:
     kappa: float  # the power law's extrapolation error per unit of ln S1 (backtest)
     prior_spread: dict[str, float]  # each law's gain prior, sd over mean
     momentum: float
+    prior_mean: dict[str, float]  # each law's gain prior's mean, nats
 
     @property
     def law(self) -> str:
@@ -93,7 +96,9 @@ class Continuation:
         the run's own up to now). The band is the refits' 2.5–97.5 percentiles (every
         law's point inside it), at least ±1.96·√(base² + anneal²) around the point: base
         the power law's extrapolation (κ·ln(S1/S1 now) of the loss), anneal the loss the
-        schedule's lr drops still ahead remove times the gain prior's relative spread."""
+        schedule's lr drops still ahead remove times the gain prior's relative spread, that
+        loss taken at the prior's mean gain where the fit's is smaller: a gain fitted low on
+        the curve so far is no surer of the anneal ahead."""
         steps = np.asarray(steps, dtype=int)
         area = np.cumsum(lr if weights is None else lr * weights)
         s1 = area[steps - 1]
@@ -104,7 +109,8 @@ class Continuation:
             x_now = annealing(law, lr, [min(self.now, len(lr))], self.momentum)[0]
             points.append(fit.loss(s1, x))
             pool += [d.loss(s1, x) for d in self.draws[law]]
-            anneal.append(self.prior_spread[law] * fit.B * np.maximum(x - x_now, 0.0))
+            B = max(fit.B, self.prior_mean[law] / fit.gain_unit)
+            anneal.append(self.prior_spread[law] * B * np.maximum(x - x_now, 0.0))
         point = np.mean(points, axis=0) if PREDICT == "mean" else points[LAWS.index(PREDICT)]
         lo, hi = np.min(points, axis=0), np.max(points, axis=0)
         if pool:
@@ -173,18 +179,32 @@ def fit_continuation(
         )
     at = np.maximum(np.round(s).astype(int), 1)
     s1 = np.cumsum(lr if weights is None else lr * weights)[at - 1]
+    w = recency(s)
     rng = np.random.default_rng(seed)
     momentum = tissue_momentum(lr, per_decay)
     fits, draws = {}, {}
     for law in LAWS:
         x = annealing(law, lr, at, momentum)
-        fits[law] = fit_law(law, s1, x, y, peak_lr, priors[law], momentum=momentum)
-        draws[law] = _refits(fits[law], s1, x, y, peak_lr, priors[law], refits, rng, momentum)
+        fits[law] = fit_law(law, s1, x, y, peak_lr, priors[law], momentum=momentum, weights=w)
+        draws[law] = _refits(fits[law], s1, x, y, w, peak_lr, priors[law], refits, rng, momentum)
     seen = lr[: int(steps[-1])]
     annealed = float(1 - seen[-1] / np.max(seen)) if np.max(seen) > 0 else 0.0
     spread = {law: priors[law].sd / priors[law].mean for law in LAWS}
+    means = {law: priors[law].mean for law in LAWS}
     kappa = _backtest(at, y, s1, lr, peak_lr, priors, momentum)
-    return Continuation(fits, draws, s, y, annealed, int(steps[-1]), kappa, spread, momentum)
+    return Continuation(fits, draws, s, y, annealed, int(steps[-1]), kappa, spread, momentum,
+                        means)  # fmt: skip
+
+
+def recency(steps: np.ndarray) -> np.ndarray:
+    """Each point's weight in a curve law's fit: rising linearly with its step from 1/n at
+    the first point to 1 + 1/n at the last, scaled to mean 1 (n points). A law that holds
+    only roughly over a long window is fitted where it must hold, next to the steps it
+    predicts: the early points, still leaving the transient after warmup, count least."""
+    s = np.asarray(steps, dtype=float)
+    span = s[-1] - s[0]
+    w = (s - s[0]) / span + 1 / len(s) if span > 0 else np.ones(len(s))
+    return w / w.mean()
 
 
 def _backtest(at, y, s1, lr, peak_lr, priors, momentum) -> float:
@@ -196,7 +216,8 @@ def _backtest(at, y, s1, lr, peak_lr, priors, momentum) -> float:
     preds = []
     for law in LAWS:
         x = annealing(law, lr, at, momentum)
-        fit = fit_law(law, s1[first], x[first], y[first], peak_lr, priors[law], momentum=momentum)
+        fit = fit_law(law, s1[first], x[first], y[first], peak_lr, priors[law], momentum=momentum,
+                      weights=recency(at[first]))  # fmt: skip
         preds.append(fit.loss(s1[-3:], x[-3:]))
     error = abs(float(np.mean(np.mean(preds, axis=0) / y[-3:])) - 1)
     span = math.log(s1[-1] / s1[first][-1])
@@ -204,10 +225,10 @@ def _backtest(at, y, s1, lr, peak_lr, priors, momentum) -> float:
 
 
 def _refits(
-    fit: LawFit, s1, x, y, peak_lr, prior: GainPrior, n: int, rng, momentum
+    fit: LawFit, s1, x, y, w, peak_lr, prior: GainPrior, n: int, rng, momentum
 ) -> list[LawFit]:
-    """n refits on the fitted curve plus moving blocks of its relative residuals, each
-    with the prior's centre drawn from the prior."""
+    """n refits on the fitted curve plus moving blocks of its relative residuals (the
+    points weighted by w, as the fit), each with the prior's centre drawn from the prior."""
     if n <= 0:
         return []
     fitted = fit.loss(s1, x)
@@ -220,5 +241,6 @@ def _refits(
         centre = max(prior.mean + prior.sd * rng.standard_normal(), 0.0)
         weighed = shrunk(GainPrior(centre, prior.sd), fit.rho)
         out.append(fit_law(fit.law, s1, x, fitted * (1 + res[idx]), peak_lr, weighed,
-                           near=fit.alpha, autocorrelated=False, momentum=momentum))  # fmt: skip
+                           near=fit.alpha, autocorrelated=False, momentum=momentum,
+                           weights=w))  # fmt: skip
     return out

@@ -235,9 +235,10 @@ def nonnegative_lstsq(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     return best
 
 
-def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma0: float):
-    """The Huber-weighted fit at one α: (cost, (L0, A, B), sigma, residuals)."""
-    w = np.ones_like(y)
+def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma0: float, weights):
+    """The Huber-weighted fit at one α, each point's Huber weight times its weight in
+    `weights`: (cost, (L0, A, B), sigma, residuals)."""
+    w = weights.copy()
     sigma = sigma0
     for _ in range(3):
         row = None
@@ -248,7 +249,7 @@ def _fit_alpha(s1, x, y, alpha, prior: GainPrior | None, gain_unit: float, sigma
         res = (p[0] + p[1] * s1 ** (-alpha) - p[2] * x) / y - 1
         sigma = max(1.4826 * float(np.percentile(np.abs(res), 50, method="nearest")), 1e-6)
         c = HUBER * sigma
-        w = np.where(np.abs(res) <= c, 1.0, c / np.maximum(np.abs(res), 1e-300))
+        w = weights * np.where(np.abs(res) <= c, 1.0, c / np.maximum(np.abs(res), 1e-300))
     cost = float(np.sum(w * res**2))
     if prior is not None:
         cost += (sigma * (p[2] * gain_unit - prior.mean) / prior.sd) ** 2
@@ -265,29 +266,32 @@ def fit_law(
     near: float | None = None,
     autocorrelated: bool = True,
     momentum: float = TISSUE_MOMENTUM,
+    weights: np.ndarray | None = None,
 ) -> LawFit:
     """`law` fitted to a curve: s1 and x the forward area and annealing feature at its
     points, loss its loss there; α profiled (a coarse grid then a bounded search, or only
     the search within 1.5× of `near`). With a prior, the curve's points count as the
     independent points their autocorrelation leaves (n·(1 − ρ)/(1 + ρ)): a smooth curve
     is not hundreds of measurements of its gain (autocorrelated=False: the prior is
-    taken as given, already shrunk); momentum: the λ x was computed with (Tissue's law)."""
+    taken as given, already shrunk); momentum: the λ x was computed with (Tissue's law);
+    weights: each point's weight in the least squares, mean 1 (None: all 1)."""
     s1, x, y = (np.asarray(v, dtype=float) for v in (s1, x, loss))
+    w = np.ones_like(y) if weights is None else np.asarray(weights, dtype=float)
     gain_unit = peak_lr * unit(law, momentum)
     rel = np.diff(y) / y[1:]
     sigma0 = max(1.4826 * float(np.median(np.abs(rel - np.median(rel)))) / math.sqrt(2), 1e-5)
-    fit = _profile(s1, x, y, prior, gain_unit, sigma0, near)
+    fit = _profile(s1, x, y, prior, gain_unit, sigma0, near, w)
     if prior is not None and fit.rho > 0 and autocorrelated:
-        fit = _profile(s1, x, y, shrunk(prior, fit.rho), gain_unit, sigma0, fit.alpha)
+        fit = _profile(s1, x, y, shrunk(prior, fit.rho), gain_unit, sigma0, fit.alpha, w)
     return replace(fit, law=law)
 
 
-def _profile(s1, x, y, prior, gain_unit, sigma0, near) -> LawFit:
+def _profile(s1, x, y, prior, gain_unit, sigma0, near, weights) -> LawFit:
     """The fit at the α of least cost: a grid over ALPHA_RANGE then a bounded search
     (near=None), or the search within 1.5× of near."""
 
     def cost(a):
-        return _fit_alpha(s1, x, y, a, prior, gain_unit, sigma0)[0]
+        return _fit_alpha(s1, x, y, a, prior, gain_unit, sigma0, weights)[0]
 
     if near is None:
         grid = np.geomspace(*ALPHA_RANGE, 25)
@@ -300,7 +304,7 @@ def _profile(s1, x, y, prior, gain_unit, sigma0, near) -> LawFit:
         at, at_cost = near, cost(near)
     best = minimize_scalar(cost, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
     alpha = float(best.x) if best.fun <= at_cost else at
-    _, p, sigma, res = _fit_alpha(s1, x, y, alpha, prior, gain_unit, sigma0)
+    _, p, sigma, res = _fit_alpha(s1, x, y, alpha, prior, gain_unit, sigma0, weights)
     return LawFit("", float(p[0]), float(p[1]), alpha, float(p[2]), gain_unit, sigma, _lag1(res))
 
 

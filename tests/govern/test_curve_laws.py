@@ -5,7 +5,7 @@ does not say."""
 import numpy as np
 import pytest
 
-from cdlaw.govern.continuation import binned, fit_continuation
+from cdlaw.govern.continuation import GAIN_PRIOR, binned, fit_continuation, recency
 from cdlaw.govern.lr_plan import file_plan, inferred_plan, named_plan
 from cdlaw.govern.schedule_laws import (
     LAWS,
@@ -156,6 +156,35 @@ def test_the_band_widens_with_distance_and_holds_a_planted_cosine():
     final = planted(TISSUE, truth, np.array([40_000]), momentum=memory)[0]
     assert lo[-1] <= final <= hi[-1]
     assert point[-1] == pytest.approx(final, rel=0.01)
+
+
+def test_recency_weights_rise_with_the_step_and_average_one():
+    w = recency(np.array([100.0, 200.0, 400.0, 1_000.0]))
+    assert w.mean() == pytest.approx(1.0)
+    assert np.all(np.diff(w) > 0)
+    # linear in the step, from 1/n at the first point: (0, 1/9, 1/3, 1) + 1/4, scaled
+    raw = np.array([0, 1 / 9, 1 / 3, 1]) + 0.25
+    assert w == pytest.approx(raw / raw.mean())
+    assert recency(np.array([5.0])) == pytest.approx([1.0])
+
+
+def test_a_gain_fitted_below_the_prior_leaves_the_anneal_ahead_as_uncertain():
+    """Two long cosines read to half their steps, one planted with the prior's mean gain,
+    one with a third of it (and fitted so): the anneal still ahead is as uncertain for
+    both, so the low-gain run's band at its end is as wide (it would be a third as wide
+    if the band scaled with the gain the curve fitted)."""
+    truth = named_plan("cosine", 60_000, 500, 0.1, PEAK)
+    steps = np.arange(2_000, 30_001, 100)
+    memory = tissue_momentum(truth.lr)
+    prior = GAIN_PRIOR[TISSUE]
+    width = {}
+    for gain in (prior.mean / 3, prior.mean):
+        y = planted(TISSUE, truth, steps, gain=gain, momentum=memory)
+        cont = fit_continuation(steps, y, truth.lr, PEAK, refits=10)
+        assert cont.fits[TISSUE].gain == pytest.approx(gain, rel=0.01)
+        _, lo, hi = cont.predict(truth.lr)
+        width[gain] = hi - lo
+    assert width[prior.mean / 3] >= 0.9 * width[prior.mean]
 
 
 def test_a_curve_too_short_for_the_law_is_refused():

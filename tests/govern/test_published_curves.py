@@ -45,6 +45,21 @@ def test_half_a_long_cosine_of_the_largest_model_predicts_its_end(tmp_path):
     assert lo[-1] <= final <= hi[-1]
 
 
+def test_half_cosines_weighted_toward_their_last_steps_predict_their_ends(tmp_path):
+    """All six published cosines (25M–400M, 24K and 72K steps) from their first half:
+    mean |error| of the final loss under 0.15% (0.20% with every point weighted equally,
+    the 25M 24K-step cosine's early points bending its fit to −0.6%)."""
+    errors = []
+    for size in ("25M", "100M", "400M"):
+        for steps_total in (24_000, 72_000):
+            plan, steps, loss, tail, final = half_and_final(
+                f"{size}_cosine_{steps_total}", tmp_path
+            )
+            cont = fit_continuation(steps, loss, plan.lr, plan.peak, refits=0)
+            errors.append(cont.predict_at(plan.lr, tail)[0].mean() / final - 1)
+    assert np.mean(np.abs(errors)) < 0.0015
+
+
 def test_a_stable_phase_curve_is_as_uncertain_as_the_gain_prior(tmp_path):
     """A WSD run read in its stable phase has not annealed: its band at the end spans the
     prior's spread of the gain, far wider than a constant run's."""
