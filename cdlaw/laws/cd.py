@@ -155,25 +155,35 @@ def _features(rows: Rows, sl: slice) -> np.ndarray:
     return rows.once(f"cd.features {sl.start}:{sl.stop}", make)
 
 
-def batched_log_loss(theta, rows: Rows):
-    """log L (S, n) and its VJP (the LawForm.log_loss_vjp contract)."""
-    theta = np.asarray(theta, dtype=float)
+def _log_effective_data(theta, rows: Rows):
+    """log D_eff (S, n) for S fit vectors and its derivative in log R*, each strategy's R*
+    from its K, ρ, σ."""
     first = len(chinchilla.SHARED)
 
     def rstar_at(j, sl):
         return np.exp(theta[:, first + 3 * j : first + 3 * j + 3] @ _features(rows, sl))
 
-    lDeff, dlogR = batched_log_effective_data(
-        theta.shape[0], rows.logD, rows.ratio, rows.slices, rstar_at
-    )
+    return batched_log_effective_data(theta.shape[0], rows.logD, rows.ratio, rows.slices, rstar_at)
+
+
+def _rstar_gradient(g, wp3, dlogR, theta, rows: Rows):
+    """g with each strategy's ∂/∂(k, ρ, σ) filled in, through log R*."""
+    first = len(chinchilla.SHARED)
+    for j, sl, wR in through_rstar(wp3, dlogR, theta[:, 4:5], rows.slices):
+        c = first + 3 * j
+        g[:, c : c + 3] = wR @ _features(rows, sl).T
+    return g
+
+
+def batched_log_loss(theta, rows: Rows):
+    """log L (S, n) and its VJP (the LawForm.log_loss_vjp contract)."""
+    theta = np.asarray(theta, dtype=float)
+    lDeff, dlogR = _log_effective_data(theta, rows)
     logL, core = batched_log_loss_at(theta, rows.sizes, lDeff)
 
     def vjp(w):
         g, wp3 = core(w)
-        for j, sl, wR in through_rstar(wp3, dlogR, theta[:, 4:5], rows.slices):
-            c = first + 3 * j
-            g[:, c : c + 3] = wR @ _features(rows, sl).T  # ∂/∂(k, ρ, σ) through log R*
-        return g
+        return _rstar_gradient(g, wp3, dlogR, theta, rows)
 
     return logL, vjp
 
