@@ -3,10 +3,11 @@ coefficients are the non-negative least-squares solution, the reduced objective'
 is right, a planted law is recovered by the projection alone, and a table of many distinct
 rows is searched on a sample, fitted on every row, with nothing of size rows × rows."""
 
+import sys
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 from lawtables import TRUE, make_table
 from scipy.optimize import nnls
@@ -20,6 +21,10 @@ from cdlaw.fit.vector import law_to_fit_vector
 from cdlaw.law import PRESETS
 from cdlaw.laws.form import PerSize
 
+# the tables of any size are the ones benchmarks/bench_fit_rows.py times
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_fit_rows import law_table
+
 
 def problem_of(df, form="cd"):
     strategies = ("repetition", "paraphrase") if form == "cd" else ()
@@ -29,23 +34,6 @@ def problem_of(df, form="cd"):
         form, strategies, df["n_params"], df["fresh_tokens"], df["derived_tokens"],
         df["strategy"], df["loss"], np.arange(len(df)),
     )  # fmt: skip
-
-
-def distinct_table(n_rows: int, law=TRUE, seed: int = 0, noise: float = 0.0) -> pd.DataFrame:
-    """n_rows cells of their own: N, D/N and D′/D drawn log-uniform, a third one-epoch."""
-    rng = np.random.default_rng(seed)
-    N = np.exp(rng.uniform(np.log(14e6), np.log(600e6), n_rows))
-    D = N * np.exp(rng.uniform(0.0, np.log(320.0), n_rows))
-    kind = rng.integers(0, 3, n_rows)
-    r = np.where(kind == 0, 0.0, np.exp(rng.uniform(0.0, np.log(60.0), n_rows)))
-    strategy = np.array(["none", "repetition", "paraphrase"])[kind]
-    loss = np.empty(n_rows)
-    for s in ("none", "repetition", "paraphrase"):
-        m = strategy == s
-        loss[m] = law.loss(N[m], D[m], r[m] * D[m], s)
-    loss *= np.exp(noise * rng.standard_normal(n_rows))
-    return pd.DataFrame({"n_params": N, "fresh_tokens": D, "derived_tokens": r * D,
-                         "strategy": strategy, "loss": loss})  # fmt: skip
 
 
 def test_coefficients_are_the_nonnegative_least_squares_solution():
@@ -125,7 +113,7 @@ def test_sizes_are_summed_without_a_rows_by_sizes_array():
 def test_a_large_table_is_searched_on_a_sample_and_fitted_on_every_row(monkeypatch):
     monkeypatch.setattr(searchlib, "SEARCH_ROWS", 240)
     monkeypatch.setattr(searchlib, "MIN_SAMPLED", 60)
-    df = distinct_table(1200)
+    df = law_table(1200, noise=0.0)
     df = df.drop(df.index[df["strategy"] == "paraphrase"][90:]).reset_index(drop=True)
     p = problem_of(df)  # a strategy with few rows: the sample still holds 60 of them
     keep = searchlib.sample_rows(p, 240, np.random.default_rng(0))
